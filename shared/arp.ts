@@ -20,8 +20,8 @@ export function newArpPacket(): ArpPacket {
   return { op: 0, senderMac: new Uint8Array(6), senderIp: 0, targetMac: new Uint8Array(6), targetIp: 0 };
 }
 
-export function parseArp(buf: Uint8Array, off: number, out: ArpPacket): number {
-  if (off < 0 || buf.length - off < ARP_LEN) return ERR_TRUNCATED;
+export function parseArp(buf: Uint8Array, off: number, out: ArpPacket, end = buf.length): number {
+  if (off < 0 || end > buf.length || end - off < ARP_LEN) return ERR_TRUNCATED;
   // RFC 826: hardware type 1 (Ethernet), protocol type 0x0800, lengths 6 and 4
   if (readU16(buf, off) !== HTYPE_ETHERNET || readU16(buf, off + 2) !== PTYPE_IPV4) return ERR_BAD_ARP;
   if (buf[off + 4] !== 6 || buf[off + 5] !== 4) return ERR_BAD_ARP;

@@ -21,6 +21,8 @@ import { LINKTYPE_ETHERNET, LINKTYPE_RAW } from './pcap-file.js';
 /** true: verified; false: wrong; null: not checkable (quoted packet cut short, UDP checksum zero, fragment). */
 export type ChecksumStatus = boolean | null;
 
+interface IcmpFields { off: number; type: number; code: number; rest: number; checksumOk: ChecksumStatus }
+
 export type DissectedLayer =
   | { layer: 'eth'; off: number; src: string; dst: string; type: number; vlan: number }
   | { layer: 'arp'; off: number; op: number; senderMac: string; senderIp: string; targetMac: string; targetIp: string }
@@ -34,7 +36,8 @@ export type DissectedLayer =
     }
   | { layer: 'tcp'; off: number; srcPort: number; dstPort: number; seq: number; ack: number; flags: number; headerLen: number; window: number; payloadOff: number; payloadLen: number; checksumOk: ChecksumStatus }
   | { layer: 'udp'; off: number; srcPort: number; dstPort: number; length: number; checksum: number; payloadOff: number; payloadLen: number; checksumOk: ChecksumStatus }
-  | { layer: 'icmp' | 'icmpv6'; off: number; type: number; code: number; rest: number; checksumOk: ChecksumStatus }
+  | ({ layer: 'icmp' } & IcmpFields)
+  | ({ layer: 'icmpv6' } & IcmpFields)
   | { layer: 'vxlan'; off: number; flags: number; vni: number }
   | { layer: 'error'; off: number; at: string; reason: string };
 
@@ -199,7 +202,8 @@ function walkL4(
     const n = parseIcmp(view, off, c);
     if (n < 0) return err(layers, off, proto === IPPROTO_ICMP ? 'icmp' : 'icmpv6', n);
     const sum = canSum ? verifyL4Checksum(buf, off, fullLen, proto === IPPROTO_ICMP ? 0 : pseudo) : null;
-    layers.push({ layer: proto === IPPROTO_ICMP ? 'icmp' : 'icmpv6', off, type: c.type, code: c.code, rest: c.rest, checksumOk: sum });
+    const f: IcmpFields = { off, type: c.type, code: c.code, rest: c.rest, checksumOk: sum };
+    layers.push(proto === IPPROTO_ICMP ? { layer: 'icmp', ...f } : { layer: 'icmpv6', ...f });
     const isErr = proto === IPPROTO_ICMP ? isIcmpError(c.type) : isIcmpv6Error(c.type);
     if (isErr && end - off > 8) {
       const q = off + 8;

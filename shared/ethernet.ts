@@ -28,13 +28,14 @@ export function newEthernetHeader(): EthernetHeader {
 }
 
 /** Parses an Ethernet header (14 bytes, or 18 with one 802.1Q tag); returns bytes consumed or an error. */
-export function parseEthernet(buf: Uint8Array, off: number, out: EthernetHeader): number {
-  if (off < 0 || buf.length - off < ETH_HEADER_LEN) return ERR_TRUNCATED;
+/** `end` bounds the frame inside a larger buffer (a capture ring); default: the whole buffer. */
+export function parseEthernet(buf: Uint8Array, off: number, out: EthernetHeader, end = buf.length): number {
+  if (off < 0 || end > buf.length || end - off < ETH_HEADER_LEN) return ERR_TRUNCATED;
   copyBytes(buf, off, out.dst, 0, 6);
   copyBytes(buf, off + 6, out.src, 0, 6);
   let type = readU16(buf, off + 12);
   if (type === ETHERTYPE_VLAN || type === ETHERTYPE_QINQ) {
-    if (buf.length - off < ETH_HEADER_LEN + ETH_VLAN_TAG_LEN) return ERR_TRUNCATED;
+    if (end - off < ETH_HEADER_LEN + ETH_VLAN_TAG_LEN) return ERR_TRUNCATED;
     const tci = readU16(buf, off + 14);
     type = readU16(buf, off + 16);
     if (type === ETHERTYPE_VLAN || type === ETHERTYPE_QINQ) return ERR_BAD_VLAN;

@@ -42,11 +42,11 @@ export function newIpv4Header(): Ipv4Header {
 /**
  * Parses the header at `off`; returns the header length (IHL * 4) or an error. The packet is
  * buf[off .. off + totalLength); bytes after it (Ethernet padding) are ignored. The checksum is not verified
- * here (see verifyIpv4HeaderChecksum).
+ * here (see verifyIpv4HeaderChecksum). `end` bounds the packet inside a larger buffer (default: its end).
  */
-export function parseIpv4(buf: Uint8Array, off: number, out: Ipv4Header): number {
-  const avail = buf.length - off;
-  if (off < 0 || avail < IPV4_HEADER_LEN) return ERR_TRUNCATED;
+export function parseIpv4(buf: Uint8Array, off: number, out: Ipv4Header, end = buf.length): number {
+  const avail = end - off;
+  if (off < 0 || end > buf.length || avail < IPV4_HEADER_LEN) return ERR_TRUNCATED;
   const vihl = buf[off]!;
   if (vihl >>> 4 !== 4) return ERR_BAD_VERSION;
   const hlen = (vihl & 0x0f) * 4;

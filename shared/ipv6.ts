@@ -56,11 +56,11 @@ export function newIpv6Header(): Ipv6Header {
  * Parses the fixed header and walks hop-by-hop, routing, fragment, destination options and AH headers.
  * Returns the offset from `off` of the upper-layer header (out.headerLen) or an error. For a non-first
  * fragment the walk stops at the fragment header: out.protocol is its Next Header and no upper-layer
- * header follows. The packet is buf[off .. off + 40 + payloadLength).
+ * header follows. The packet is buf[off .. off + 40 + payloadLength); `end` bounds it inside a larger buffer.
  */
-export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header): number {
-  const avail = buf.length - off;
-  if (off < 0 || avail < IPV6_HEADER_LEN) return ERR_TRUNCATED;
+export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header, end = buf.length): number {
+  const avail = end - off;
+  if (off < 0 || end > buf.length || avail < IPV6_HEADER_LEN) return ERR_TRUNCATED;
   const w0 = readU32(buf, off);
   if (w0 >>> 28 !== 6) return ERR_BAD_VERSION;
   const plen = readU16(buf, off + 4);
@@ -79,7 +79,7 @@ export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header): number
   out.moreFragments = false;
   out.fragId = 0;
   out.fragHeaderOff = -1;
-  const end = IPV6_HEADER_LEN + plen;
+  const pktEnd = IPV6_HEADER_LEN + plen;
   let nh = out.nextHeader;
   let pos = IPV6_HEADER_LEN;
   let count = 0;
@@ -88,10 +88,10 @@ export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header): number
       // RFC 8200 4.3: hop-by-hop options only immediately after the fixed header
       if (nh === IPV6_NH_HOP_BY_HOP && count !== 0) return ERR_BAD_EXT_HEADER;
       if (count >= IPV6_MAX_EXT_HEADERS) return ERR_TOO_MANY_EXT_HEADERS;
-      if (end - pos < 8) return ERR_TRUNCATED;
+      if (pktEnd - pos < 8) return ERR_TRUNCATED;
       // RFC 8200 4.3-4.6: length in 8-octet units not counting the first; RFC 4302 2.2: AH in 4-octet units minus 2
       const len = nh === IPV6_NH_AH ? (buf[off + pos + 1]! + 2) * 4 : (buf[off + pos + 1]! + 1) * 8;
-      if (end - pos < len) return ERR_TRUNCATED;
+      if (pktEnd - pos < len) return ERR_TRUNCATED;
       nh = buf[off + pos]!;
       pos += len;
       count++;
@@ -100,7 +100,7 @@ export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header): number
     if (nh === IPV6_NH_FRAGMENT) {
       if (count >= IPV6_MAX_EXT_HEADERS) return ERR_TOO_MANY_EXT_HEADERS;
       if (out.hasFragment) return ERR_BAD_EXT_HEADER; // RFC 8200 4.1: each at most once
-      if (end - pos < IPV6_FRAGMENT_HEADER_LEN) return ERR_TRUNCATED;
+      if (pktEnd - pos < IPV6_FRAGMENT_HEADER_LEN) return ERR_TRUNCATED;
       const fo = readU16(buf, off + pos + 2);
       out.hasFragment = true;
       out.fragHeaderOff = pos;

@@ -23,7 +23,7 @@ export class Rng {
 
 /** Mutates a copy of `b`: flips, overwrites, truncates or extends, a few times. */
 export function mutate(rng: Rng, b: Uint8Array): Uint8Array {
-  let out = Uint8Array.from(b);
+  let out: Uint8Array = Uint8Array.from(b);
   const n = 1 + rng.int(4);
   for (let k = 0; k < n; k++) {
     const op = rng.int(6);
