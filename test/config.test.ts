@@ -86,7 +86,7 @@ describe('examples/lab.yaml', () => {
     expect(config.pools[0]!.network).toBe('tenant-a');
     expect(config.vips.map((v) => v.address.text)).toEqual(['203.0.113.10', '2001:db8:ff::10']);
     expect(config.vips.map((v) => v.rules.map((r) => `${r.protocol} ${r.frontendPort}->${r.backendPort} ${r.probe ?? '-'}`))).toEqual([
-      ['tcp 80->80 http80', 'udp 7->7 -', 'tcp 8080->8000 -'],
+      ['tcp 80->80 http80', 'udp 7->7 -', 'tcp 8080->8000 -', 'udp 7003->7003 -', 'udp 7002->7002 -'],
       ['tcp 80->80 http80', 'udp 7->7 -'],
     ]);
     expect(config.fabric).toEqual({ mtu: 1600, vxlanPort: 4789 });
@@ -112,7 +112,7 @@ describe('examples/lab.yaml', () => {
 
   it('summary and index', () => {
     const s = configSummary(config);
-    expect(s).toContain('vips: 2 (1 IPv4, 1 IPv6), rules: 5, pools: 1, backends: 4');
+    expect(s).toContain('vips: 2 (1 IPv4, 1 IPv6), rules: 7, pools: 1, backends: 4');
     expect(s).toContain('muxes: 2, hosts: 2, nics: 4');
     expect(s.split('\n').length).toBeLessThanOrEqual(4);
     const idx = indexConfig(config);
@@ -121,8 +121,8 @@ describe('examples/lab.yaml', () => {
     expect(idx.nicsByHost.get('host1')?.map((n) => n.name)).toEqual(['h1vm1', 'h1vm2']);
     expect(idx.networksByVni.get(5001)?.name).toBe('tenant-a');
     expect(idx.vips.get('2001:db8:ff::10')?.rules).toHaveLength(2);
-    expect(idx.rules).toHaveLength(5);
-    expect(idx.rulesByPool.get('web')).toHaveLength(5);
+    expect(idx.rules).toHaveLength(7);
+    expect(idx.rulesByPool.get('web')).toHaveLength(7);
     expect(idx.probes.get('http80')?.path).toBe('/health');
     expect(idx.pools.get('web')?.backends).toHaveLength(4);
     expect(idx.muxes.size + idx.hosts.size).toBe(4);
@@ -347,7 +347,7 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['duplicate rule name', (c) => (c.vips[0].rules[1].name = 'web-http'), 'vips[0].rules[1].name', "rule name 'web-http' is already rules[0] of this VIP"],
   ['rule name equal to a default name', (c) => (c.vips[0].rules[0].name = 'udp-7') && delete c.vips[0].rules[1].name, 'vips[0].rules[1].name', 'the default protocol-frontendPort'],
   ['duplicate frontend', (c) => (c.vips[0].rules[2].frontendPort = 80), 'vips[0].rules[2].frontendPort', 'tcp port 80 of this VIP is already taken by rules[0]'],
-  ['all overlaps udp', (c) => c.vips[0].rules.push({ protocol: 'all', frontendPort: 7, backendPort: 9, pool: 'web' }), 'vips[0].rules[3].frontendPort', "udp port 7 of this VIP is already taken by rules[1] ('all' is both tcp and udp)"],
+  ['all overlaps udp', (c) => c.vips[0].rules.push({ protocol: 'all', frontendPort: 7, backendPort: 9, pool: 'web' }), 'vips[0].rules[5].frontendPort', "udp port 7 of this VIP is already taken by rules[1] ('all' is both tcp and udp)"],
   ['rule unknown field', (c) => (c.vips[0].rules[0].frontend_port = 80), 'vips[0].rules[0].frontend_port', "did you mean 'frontendPort'?"],
   [
     'mixed families',
