@@ -1,0 +1,184 @@
+// MUX control plane: compiles the config plus backend health into the lookup tables the data plane
+// reads (VIP -> rules -> Maglev table -> backend nic -> host). A compile makes a new value; the daemon
+// swaps it in with one assignment between packets. Nic ids and learned host MACs carry over from the
+// previous tables so that flow-table entries (which hold nic ids) stay meaningful.
+import type { IpAddr } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { MAGLEV_EMPTY } from '../shared/maglev.js';
+import { buildPoolTable, type SelectionBackend } from '../shared/selection.js';
+
+export interface MuxHost {
+  readonly name: string;
+  readonly pa: IpAddr;
+  /** IPv4 provider address as a uint32. */
+  readonly pa4: number;
+  /** Next-hop MAC of the host's provider address, learned by ARP (6 bytes). */
+  readonly mac: Uint8Array;
+  macKnown: boolean;
+}
+
+export interface MuxNic {
+  /** Stable for the life of the process: flow entries hold it. */
+  readonly id: number;
+  readonly name: string;
+  readonly vni: number;
+  /** Inner destination MAC: the host agent switches on (VNI, MAC). */
+  readonly mac: Uint8Array;
+  readonly host: MuxHost;
+}
+
+export interface MuxPoolTable {
+  /** `${pool}` or `${pool}/${probe}`: one table per pool and health view. */
+  readonly key: string;
+  readonly pool: string;
+  readonly vni: number;
+  readonly size: number;
+  /** Maglev slots -> index into `members`, or MAGLEV_EMPTY. */
+  readonly slots: Uint32Array;
+  readonly members: readonly MuxNic[];
+  /** The priority level new flows use, or null when nothing is available. */
+  readonly level: number | null;
+  /**
+   * By nic id: 1 when an existing flow to this nic may stay on it (member of the pool and enabled,
+   * healthy or not, drained or not); 0 when the flow must be re-placed.
+   */
+  readonly keepFlow: Uint8Array;
+  /** Candidates for new flows, by nic name (for status). */
+  readonly candidates: readonly string[];
+}
+
+export interface MuxRule {
+  readonly name: string;
+  readonly vip: IpAddr;
+  readonly protocol: number;
+  readonly frontendPort: number;
+  readonly backendPort: number;
+  /** 5, 3 or 2. */
+  readonly mode: number;
+  readonly table: MuxPoolTable;
+}
+
+export interface MuxVip {
+  readonly addr: IpAddr;
+  /** (protocol << 16 | frontendPort) -> rule. */
+  readonly rules: Map<number, MuxRule>;
+  /**
+   * protocol -> the rule for fragments without ports (non-first fragments): any rule of that protocol
+   * when all of the VIP's rules for it share one pool table (fragments always hash on the 3-tuple);
+   * null when the fragment could belong to rules that would place it differently.
+   */
+  readonly fragmentRule: Map<number, MuxRule | null>;
+}
+
+export interface MuxTables {
+  readonly generation: number;
+  readonly vips4: Map<number, MuxVip>;
+  /** IPv6 VIPs by foldV6(words); each bucket holds the VIPs with that fold. */
+  readonly vips6: Map<number, MuxVip[]>;
+  /** nic id -> nic (undefined for ids of nics no longer configured). */
+  readonly nicsById: readonly (MuxNic | undefined)[];
+  readonly hosts: ReadonlyMap<string, MuxHost>;
+  readonly poolTables: ReadonlyMap<string, MuxPoolTable>;
+  readonly nicIds: ReadonlyMap<string, number>;
+}
+
+/** Health as the control plane knows it: a nic is healthy for a probe unless reported down. */
+export interface HealthView {
+  isHealthy(nic: string, probe: string): boolean;
+  latencyMs?(nic: string): number | undefined;
+}
+
+export const ALL_HEALTHY: HealthView = { isHealthy: () => true };
+
+/** A 32-bit fold of an IPv6 address for the VIP map (collisions are resolved by comparing words). */
+export function foldV6(w0: number, w1: number, w2: number, w3: number): number {
+  return (w0 ^ Math.imul(w1, 0x9e3779b1) ^ Math.imul(w2, 0x85ebca6b) ^ Math.imul(w3, 0xc2b2ae35)) | 0;
+}
+
+export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: MuxTables | null, generation: number): MuxTables {
+  // hosts: keep learned MACs
+  const hosts = new Map<string, MuxHost>();
+  for (const h of config.hosts) {
+    const old = prev?.hosts.get(h.name);
+    const same = old !== undefined && old.pa4 === h.address.words[0];
+    hosts.set(h.name, same ? old : { name: h.name, pa: h.address, pa4: h.address.words[0]!, mac: new Uint8Array(6), macKnown: false });
+  }
+  // nic ids: stable across generations, never reused
+  const nicIds = new Map<string, number>(prev?.nicIds ?? []);
+  let nextId = nicIds.size === 0 ? 0 : Math.max(...nicIds.values()) + 1;
+  const networks = new Map(config.networks.map((n) => [n.name, n]));
+  const nicsById: (MuxNic | undefined)[] = [];
+  const nics = new Map<string, MuxNic>();
+  for (const n of config.nics) {
+    let id = nicIds.get(n.name);
+    if (id === undefined) { id = nextId++; nicIds.set(n.name, id); }
+    const nic: MuxNic = { id, name: n.name, vni: networks.get(n.network)!.vni, mac: n.mac, host: hosts.get(n.host)! };
+    nicsById[id] = nic;
+    nics.set(n.name, nic);
+  }
+  const idSpace = nextId;
+
+  const poolTables = new Map<string, MuxPoolTable>();
+  const tableFor = (poolName: string, probe: string | null): MuxPoolTable => {
+    const key = probe === null ? poolName : `${poolName}/${probe}`;
+    const existing = poolTables.get(key);
+    if (existing) return existing;
+    const pool = config.pools.find((p) => p.name === poolName)!;
+    const sel: SelectionBackend[] = pool.backends.map((b) => {
+      const lat = health.latencyMs?.(b.nic);
+      return {
+        id: b.nic, enabled: b.enabled, drained: b.drain, priority: b.priority, weight: b.weight,
+        healthy: probe === null ? true : health.isHealthy(b.nic, probe),
+        ...(lat === undefined ? {} : { latencyMs: lat }),
+      };
+    });
+    const pt = buildPoolTable(sel, { latencySensitivityMs: pool.latencySensitivityMs, size: config.maglevTableSize });
+    // table member index -> nic; slots map to table member indices already
+    const members = pt.table.members.map((name) => nics.get(name)!);
+    const keepFlow = new Uint8Array(idSpace);
+    for (const b of pool.backends) if (b.enabled) keepFlow[nics.get(b.nic)!.id] = 1;
+    const t: MuxPoolTable = {
+      key, pool: poolName, vni: networks.get(pool.network)!.vni, size: pt.table.size, slots: pt.table.slots, members,
+      level: pt.level, keepFlow, candidates: pt.selection.candidates.map((i) => pool.backends[i]!.nic),
+    };
+    poolTables.set(key, t);
+    return t;
+  };
+
+  const vips4 = new Map<number, MuxVip>();
+  const vips6 = new Map<number, MuxVip[]>();
+  for (const v of config.vips) {
+    const rules = new Map<number, MuxRule>();
+    const byProto = new Map<number, MuxRule[]>();
+    for (const r of v.rules) {
+      const table = tableFor(r.pool, r.probe);
+      for (const proto of r.protocols) {
+        const rule: MuxRule = {
+          name: r.name, vip: v.address, protocol: proto, frontendPort: r.frontendPort, backendPort: r.backendPort,
+          mode: r.distribution, table,
+        };
+        rules.set((proto << 16) | r.frontendPort, rule);
+        const list = byProto.get(proto) ?? [];
+        list.push(rule);
+        byProto.set(proto, list);
+      }
+    }
+    const fragmentRule = new Map<number, MuxRule | null>();
+    for (const [proto, list] of byProto) {
+      const first = list[0]!;
+      fragmentRule.set(proto, list.every((r) => r.table === first.table) ? first : null);
+    }
+    const vip: MuxVip = { addr: v.address, rules, fragmentRule };
+    if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
+    else {
+      const w = v.address.words;
+      const k = foldV6(w[0]!, w[1]!, w[2]!, w[3]!);
+      const bucket = vips6.get(k) ?? [];
+      bucket.push(vip);
+      vips6.set(k, bucket);
+    }
+  }
+  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds };
+}
+
+export { MAGLEV_EMPTY };

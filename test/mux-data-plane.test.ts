@@ -1,0 +1,297 @@
+// Packet-in / packet-out fixtures for the MUX data plane (no namespaces): each row is a frame built with
+// the one packet builder, the verdict, the exact VXLAN frame out (built independently with the same
+// builder) and the counters.
+import { describe, expect, it } from 'vitest';
+import { mac, ip } from '../shared/addr.js';
+import { pkt } from '../shared/packet-builder.js';
+import { TCP_SYN, TCP_ACK } from '../shared/tcp.js';
+import { IPV4_FLAG_MF, IPV4_FLAG_DF } from '../shared/ipv4.js';
+import { ETHERTYPE_IPV4, ETHERTYPE_IPV6 } from '../shared/ethernet.js';
+import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
+import { buildMaglevTable } from '../shared/maglev.js';
+import { dissect } from '../shared/dissect.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { compileMuxTables, ALL_HEALTHY, type HealthView } from '../mux/tables.js';
+import {
+  newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, type MuxContext, type MuxCounterName,
+} from '../mux/data-plane.js';
+import { labConfig } from './helpers/lab-config.js';
+import { expectFrame } from './helpers/frames.js';
+
+const MUX_MAC = '02:00:00:00:00:11';
+const ROUTER_MAC = '02:00:00:00:00:01';
+const HOST_MACS: Record<string, string> = { host1: '02:00:00:00:00:21', host2: '02:00:00:00:00:22' };
+const CLIENT = '198.51.100.10';
+const CLIENT6 = '2001:db8:c::10';
+const VIP = '203.0.113.10';
+const VIP6 = '2001:db8:ff::10';
+const SEED = 0x736c6278;
+
+function newCtx(config: SlbxConfig = labConfig(), health: HealthView = ALL_HEALTHY, opts: { learn?: boolean; mtu?: number } = {}): MuxContext {
+  const tables = compileMuxTables(config, health, null, 1);
+  if (opts.learn !== false) {
+    for (const h of tables.hosts.values()) { h.mac.set(mac(HOST_MACS[h.name]!)); h.macKnown = true; }
+  }
+  const mux = config.muxes[0]!;
+  return newMuxContext({
+    tables, localMac: mac(MUX_MAC), localPa4: mux.address.words[0]!, hashSeed: config.hashSeed,
+    mtu: opts.mtu ?? config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+  });
+}
+
+// The expected backend, computed without the MUX's tables: Maglev over the pool's nics, slot = hash % M.
+const POOL = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'];
+const TABLE = buildMaglevTable(POOL.map((id) => ({ id, weight: 50 })), 65537);
+const nicOf = (hash: number) => POOL[TABLE.slots[hash % 65537]!]!;
+const NICS: Record<string, { host: string; mac: string }> = {
+  h1vm1: { host: 'host1', mac: '02:00:c0:00:02:0a' }, h1vm2: { host: 'host1', mac: '02:00:c0:00:02:0b' },
+  h2vm1: { host: 'host2', mac: '02:00:c0:00:02:0c' }, h2vm2: { host: 'host2', mac: '02:00:c0:00:02:0d' },
+};
+const HOST_PA: Record<string, string> = { host1: '198.18.0.21', host2: '198.18.0.22' };
+
+/** The VXLAN frame the MUX must send for `client` (a frame; its IP packet starts at l3). */
+function encap(client: Buffer, l3: number, nic: string, flowHash: number, ipId: number, innerType = ETHERTYPE_IPV4): Buffer {
+  const n = NICS[nic]!;
+  return pkt().eth({ src: MUX_MAC, dst: HOST_MACS[n.host]! })
+    .ipv4({ src: '198.18.0.11', dst: HOST_PA[n.host]!, id: ipId, ttl: 64, flags: 0 })
+    .udp({ sport: vxlanSourcePort(flowHash), dport: 4789, checksum: 'zero' })
+    .vxlan({ vni: 5001 })
+    .eth({ src: MUX_MAC, dst: n.mac, type: innerType })
+    .payload(client.subarray(l3))
+    .build();
+}
+
+const tcp4 = (sport: number, dport = 80, flags = TCP_SYN, src = CLIENT) =>
+  pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src, dst: VIP, flags: IPV4_FLAG_DF }).tcp({ sport, dport, flags }).build();
+const udp4 = (sport: number, dport = 7, src = CLIENT) =>
+  pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src, dst: VIP }).udp({ sport, dport }).payload('ping').build();
+const ip4 = (s: string) => ip(s).words[0]!;
+
+function run(ctx: MuxContext, frame: Buffer): { verdict: number; out: Buffer; drop: string | null } {
+  const verdict = processPacket(frame, frame.length, ctx);
+  return {
+    verdict,
+    out: Buffer.from(ctx.out.subarray(0, verdict === VERDICT_FORWARD ? ctx.outLen : 0)),
+    drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop]! : null,
+  };
+}
+
+describe('mux: forwarding fixtures (packet in -> VXLAN frame out)', () => {
+  const cases: [string, () => Buffer, (f: Buffer) => { nic: string; hash: number; l3: number; type?: number }][] = [
+    ['TCP SYN over IPv4, 5-tuple', () => tcp4(40001), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40001, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+    }],
+    ['TCP data with a payload', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40002, dport: 80, flags: TCP_ACK }).payload('GET / HTTP/1.1\r\n\r\n').build(), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40002, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+    }],
+    ['UDP over IPv4 to the echo rule', () => udp4(5353), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5353, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+    }],
+    ['UDP, 3-tuple rule: the slot ignores ports, the outer port still follows the 5-tuple', () => udp4(5354, 7003), () => {
+      const h5 = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5354, 7003, 5, SEED);
+      return { nic: nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 0, 0, 3, SEED)), hash: h5, l3: 14 };
+    }],
+    ['UDP, 2-tuple rule', () => udp4(5355, 7002), () => {
+      const h5 = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5355, 7002, 5, SEED);
+      return { nic: nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 0, 0, 0, 2, SEED)), hash: h5, l3: 14 };
+    }],
+    ['an 802.1Q-tagged client frame (the tag is not carried inside)', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC, vlan: 42 }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40003, dport: 80 }).build(), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40003, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 18 };
+    }],
+    ['IPv4 with options (IHL 7)', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, options: new Uint8Array(8) }).tcp({ sport: 40004, dport: 80 }).build(), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40004, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+    }],
+    ['port mapping rule 8080 (the MUX leaves ports alone)', () => tcp4(40005, 8080), () => {
+      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40005, 8080, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+    }],
+    ['TCP over IPv6', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 40006, dport: 80, flags: TCP_SYN }).build(), () => {
+      const h = hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 6, 40006, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
+    }],
+    ['UDP over IPv6 behind hop-by-hop and destination options', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).ext6({ type: 'hop' }).ext6({ type: 'dest', len8: 1 }).udp({ sport: 5356, dport: 7 }).payload('x').build(), () => {
+      const h = hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 17, 5356, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
+    }],
+  ];
+
+  it.each(cases)('%s', (_name, build, expected) => {
+    const ctx = newCtx();
+    const frame = build();
+    const e = expected(frame);
+    const r = run(ctx, frame);
+    expect(r.drop).toBeNull();
+    expect(r.verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.lastNic!.name).toBe(e.nic);
+    expectFrame(r.out, encap(frame, e.l3, e.nic, e.hash, 1, e.type));
+    // the inner packet is byte-identical to the client's (TTL included)
+    const d = dissect(r.out);
+    expect(d.first('vxlan')!.vni).toBe(5001);
+    expect(d.first('udp')!.srcPort).toBeGreaterThanOrEqual(49152);
+    expect(d.all('ipv4')[0]!.checksumOk).toBe(true);
+    expect(ctx.counters.snapshot()).toEqual({ rx_packets: 1, rx_bytes: frame.length, tx_packets: 1, tx_bytes: r.out.length, flow_new: 1 });
+  });
+});
+
+describe('mux: drop fixtures (every drop has a named reason)', () => {
+  const F = (s: string) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
+  const cases: [string, () => Buffer | Uint8Array, MuxCounterName][] = ([
+    ['a frame shorter than Ethernet', () => new Uint8Array(10), 'drop_eth_truncated'],
+    ['QinQ double tag', () => Buffer.from('ffffffffffff0200000000018100000a8100001408004500', 'hex'), 'drop_eth_bad_vlan'],
+    ['not IP (an experimental EtherType)', () => F('').payload(40).build(), 'drop_not_ip'],
+    ['IPv4 cut inside the header', () => tcp4(1).subarray(0, 14 + 12), 'drop_ipv4_truncated'],
+    ['IPv4 IHL 4', () => F('').ipv4({ src: CLIENT, dst: VIP, ihl: 4 }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv4_bad_ihl'],
+    ['IPv4 total length beyond the frame', () => F('').ipv4({ src: CLIENT, dst: VIP, totalLength: 200 }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv4_bad_total_length'],
+    ['IPv4 bad header checksum', () => F('').ipv4({ src: CLIENT, dst: VIP, checksum: 0x1234 }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv4_bad_checksum'],
+    ['version 6 in an IPv4 EtherType', () => F('').ipv4({ src: CLIENT, dst: VIP, version: 6 }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv4_bad_version'],
+    ['not a VIP', () => F('').ipv4({ src: CLIENT, dst: '203.0.113.99' }).tcp({ sport: 1, dport: 80 }).build(), 'drop_not_vip'],
+    ['a VIP port without a rule', () => tcp4(1, 443), 'drop_no_rule'],
+    ['UDP to a TCP-only port', () => udp4(1, 80), 'drop_no_rule'],
+    ['ICMP echo to the VIP (not load balanced)', () => F('').ipv4({ src: CLIENT, dst: VIP }).icmp({ type: 8 }).build(), 'drop_no_rule'],
+    ['TCP data offset 3', () => F('').ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80, dataOffset: 3 }).build(), 'drop_tcp_bad_data_offset'],
+    ['TCP header cut short', () => F('').ipv4({ src: CLIENT, dst: VIP, protocol: 6 }).payload(10).build(), 'drop_tcp_truncated'],
+    ['UDP length beyond the datagram', () => F('').ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1, dport: 7, length: 99 }).build(), 'drop_udp_bad_udp_length'],
+    ['IPv6 payload length beyond the frame', () => F('').ipv6({ src: CLIENT6, dst: VIP6, payloadLength: 500 }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv6_bad_payload_length'],
+    ['IPv6 hop-by-hop not first', () => F('').ipv6({ src: CLIENT6, dst: VIP6 }).ext6({ type: 'dest' }).ext6({ type: 'hop' }).tcp({ sport: 1, dport: 80 }).build(), 'drop_ipv6_bad_ext_header'],
+    ['IPv6 not a VIP', () => F('').ipv6({ src: CLIENT6, dst: '2001:db8:ff::99' }).tcp({ sport: 1, dport: 80 }).build(), 'drop_not_vip'],
+    ['a later IPv4 fragment where TCP rules use different pools', () => F('').ipv4({ src: CLIENT, dst: VIP, fragOffset: 100, protocol: 6 }).payload(16).build(), 'drop_fragment_no_rule'],
+  ] as [string, () => Buffer | Uint8Array, MuxCounterName][]).map(([n, b, r]) => [n, b, r]);
+  it.each(cases.map(([n, b, r]) => [n, r, b] as const))('%s -> %s', (_n, reason, build) => {
+    const ctx = newCtx(labConfig((raw) => {
+      // give the 8080 rule its own pool, so TCP fragments without ports are ambiguous
+      raw.pools.push({ name: 'alt', backends: [{ nic: 'h1vm1' }] });
+      raw.vips[0].rules[2].pool = 'alt';
+    }));
+    const frame = build();
+    const r = run(ctx, Buffer.from(frame));
+    expect(r.verdict).toBe(VERDICT_DROP);
+    expect(r.drop).toBe(reason);
+    expect(ctx.counters.get(reason)).toBe(1);
+    expect(ctx.counters.get('tx_packets')).toBe(0);
+    expect(ctx.counters.totalDrops()).toBe(1);
+  });
+
+  it('ARP goes to the control plane', () => {
+    const ctx = newCtx();
+    const r = run(ctx, pkt().eth({ src: ROUTER_MAC, dst: 'ff:ff:ff:ff:ff:ff' }).arp({ senderIp: '198.18.0.21', targetIp: '198.18.0.11' }).build());
+    expect(r.verdict).toBe(VERDICT_CONTROL);
+    expect(ctx.counters.get('control_arp')).toBe(1);
+  });
+
+  it('no neighbour entry for the host yet: drop no_neighbor (the daemon resolves it by ARP)', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { learn: false });
+    expect(run(ctx, tcp4(40001)).drop).toBe('drop_no_neighbor');
+  });
+
+  it('a packet that would exceed the fabric MTU after encapsulation: drop too_big', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1500 });
+    const big = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 }).payload(1460).build();
+    expect(run(ctx, big).drop).toBe('drop_too_big');
+    const fits = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 }).payload(1410).build();
+    expect(run(ctx, fits).verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.out.subarray(0, ctx.outLen).length - 14).toBe(1500);
+  });
+
+  it('no healthy backend: drop no_backend', () => {
+    const down: HealthView = { isHealthy: () => false };
+    const ctx = newCtx(labConfig(), down);
+    expect(run(ctx, tcp4(40001)).drop).toBe('drop_no_backend');
+    expect(run(ctx, udp4(1)).verdict).toBe(VERDICT_FORWARD); // the echo rule has no probe
+  });
+});
+
+describe('mux: distribution modes', () => {
+  it('5-tuple spreads one client over all backends; 3- and 2-tuple keep it on one; clients spread', () => {
+    const ctx = newCtx();
+    const seen = (dport: number, src: string, n: number) => {
+      const nics = new Set<string>();
+      for (let i = 0; i < n; i++) { run(ctx, udp4(20000 + i, dport, src)); nics.add(ctx.lastNic!.name); }
+      return nics;
+    };
+    expect(seen(7, CLIENT, 200).size).toBe(4);
+    expect(seen(7003, CLIENT, 200).size).toBe(1);
+    expect(seen(7002, CLIENT, 200).size).toBe(1);
+    const clients = new Set<string>();
+    for (let c = 1; c <= 64; c++) { run(ctx, udp4(1000, 7002, `198.51.100.${c}`)); clients.add(ctx.lastNic!.name); }
+    expect(clients.size).toBe(4);
+  });
+
+  it('the 2-tuple puts TCP and UDP of one client on the same backend', () => {
+    const ctx = newCtx(labConfig((raw) => { raw.vips[0].rules[0].distribution = '2-tuple'; }));
+    run(ctx, tcp4(1234)); const a = ctx.lastNic!.name;
+    run(ctx, udp4(999, 7002)); const b = ctx.lastNic!.name;
+    expect(a).toBe(b);
+  });
+});
+
+describe('mux: fragments', () => {
+  it('every fragment of a datagram (first included) reaches the same backend by the 3-tuple', () => {
+    const ctx = newCtx();
+    const first = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, flags: IPV4_FLAG_MF, id: 7 }).udp({ sport: 5000, dport: 7, length: 2000 }).payload(1000).build();
+    const later = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, fragOffset: 126, id: 7, protocol: 17 }).payload(992).build();
+    expect(run(ctx, first).drop).toBeNull();
+    const a = ctx.lastNic!.name;
+    expect(run(ctx, later).verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.lastNic!.name).toBe(a);
+    expect(a).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 0, 0, 3, SEED)));
+    expect(ctx.counters.get('fragments')).toBe(2);
+    expect(ctx.flowLimit.count).toBe(0); // fragments make no flow entries
+  });
+  it('IPv6 fragments too', () => {
+    const ctx = newCtx();
+    const first = pkt().eth().ipv6({ src: CLIENT6, dst: VIP6 }).ext6({ type: 'fragment', more: true, id: 9 }).udp({ sport: 5000, dport: 7, length: 3000 }).payload(1000).build();
+    const later = pkt().eth().ipv6({ src: CLIENT6, dst: VIP6 }).ext6({ type: 'fragment', offset8: 126, id: 9 }).udp({ sport: 0, dport: 0 }).build();
+    run(ctx, first); const a = ctx.lastNic?.name;
+    run(ctx, later);
+    expect(a).toBeDefined();
+    expect(ctx.lastNic?.name).toBe(a);
+  });
+});
+
+describe('mux: flow table keeps established flows while the pool changes', () => {
+  const healthOf = (down: string[]): HealthView => ({ isHealthy: (nic) => !down.includes(nic) });
+
+  it('a backend going down: its existing flows stay (Azure keeps them), new flows avoid it, others never move', () => {
+    const config = labConfig();
+    const ctx = newCtx(config);
+    const before = new Map<number, string>();
+    for (let p = 30000; p < 30400; p++) { run(ctx, tcp4(p)); before.set(p, ctx.lastNic!.name); }
+    ctx.tables = compileMuxTables(config, healthOf(['h1vm1']), ctx.tables, 2);
+    for (let p = 30000; p < 30400; p++) { run(ctx, tcp4(p, 80, TCP_ACK)); expect(ctx.lastNic!.name).toBe(before.get(p)); }
+    const fresh = new Set<string>();
+    for (let p = 40000; p < 40400; p++) { run(ctx, tcp4(p)); fresh.add(ctx.lastNic!.name); }
+    expect(fresh.has('h1vm1')).toBe(false);
+    expect(fresh.size).toBe(3);
+  });
+
+  it('a disabled backend loses its flows; they move, and only they move', () => {
+    const ctx = newCtx();
+    const before = new Map<number, string>();
+    for (let p = 30000; p < 30400; p++) { run(ctx, tcp4(p)); before.set(p, ctx.lastNic!.name); }
+    const disabled = labConfig((raw) => { raw.pools[0].backends[2].enabled = false; });
+    ctx.tables = compileMuxTables(disabled, ALL_HEALTHY, ctx.tables, 2);
+    let moved = 0;
+    for (let p = 30000; p < 30400; p++) {
+      run(ctx, tcp4(p, 80, TCP_ACK));
+      if (before.get(p) === 'h2vm1') { expect(ctx.lastNic!.name).not.toBe('h2vm1'); moved++; } else expect(ctx.lastNic!.name).toBe(before.get(p));
+    }
+    expect(moved).toBeGreaterThan(50);
+    expect(ctx.counters.get('flow_replaced')).toBe(moved);
+  });
+
+  it('a full flow table falls back to the stateless choice and counts it', () => {
+    const ctx = newCtx(labConfig((raw) => { raw.flowTable = { maxFlows: 10 }; }));
+    for (let p = 1; p <= 20; p++) expect(run(ctx, tcp4(p)).verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.flowLimit.count).toBe(10);
+    expect(ctx.counters.get('flow_table_full')).toBe(10);
+  });
+
+  it('idle flows expire after the protocol timeout', () => {
+    const ctx = newCtx();
+    run(ctx, tcp4(1)); run(ctx, udp4(2));
+    expect(ctx.flowLimit.count).toBe(2);
+    ctx.nowS += 31; // UDP 30 s
+    ctx.flows4.sweep(ctx.nowS, 1 << 20);
+    expect(ctx.flowLimit.count).toBe(1);
+    ctx.nowS += 240;
+    ctx.flows4.sweep(ctx.nowS, 1 << 20);
+    expect(ctx.flowLimit.count).toBe(0);
+  });
+});
