@@ -131,7 +131,7 @@ describe('mux: forwarding fixtures (packet in -> VXLAN frame out)', () => {
 });
 
 describe('mux: drop fixtures (every drop has a named reason)', () => {
-  const F = (s: string) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
+  const F = (_: string) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
   const cases: [string, () => Buffer | Uint8Array, MuxCounterName][] = ([
     ['a frame shorter than Ethernet', () => new Uint8Array(10), 'drop_eth_truncated'],
     ['QinQ double tag', () => Buffer.from('ffffffffffff0200000000018100000a8100001408004500', 'hex'), 'drop_eth_bad_vlan'],

@@ -1,0 +1,488 @@
+// Host agent data plane, two pure functions over one host's tables (no awaits, timers, logs or
+// allocation per packet):
+//
+// processInbound: VXLAN from a MUX -> checks (our PA, trusted source, VNI we serve, a port with that inner
+//   MAC in that VNI, a VIP rule of that nic) -> NAT VIP:frontendPort -> DIP:backendPort with RFC 1624
+//   checksum updates -> the inner frame, re-sourced from the port's MAC, for the backend's port.
+// processOutbound: a frame a backend sent on its port -> ARP / neighbour solicitation for its gateway is
+//   answered on the port; a reply of a load-balanced flow is NATed DIP:backendPort -> VIP:frontendPort
+//   and handed out as a bare IP packet for the raw socket toward the router (direct server return).
+import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
+import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
+import { ERR_TRUNCATED } from '../shared/codec-error.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
+import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
+import { IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
+import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
+import { newTcpHeader, parseTcp } from '../shared/tcp.js';
+import { newUdpHeader, parseUdp } from '../shared/udp.js';
+import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, ND_NA_FLAG_ROUTER, ND_NA_FLAG_SOLICITED, ND_OPT_TARGET_LL, newNdMessage, parseNd, writeNdBody } from '../shared/icmpv6.js';
+import {
+  finishChecksum, l4Checksum, pseudoSumV6Bytes, sumBytes, updateChecksum16, updateChecksum32, updateChecksumBytes,
+} from '../shared/checksum.js';
+import { macKey, type HostNic, type HostTables, type NatRule } from './tables.js';
+
+export const VERDICT_DROP = 0;
+export const VERDICT_FORWARD = 1;
+/** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
+export const OUT_DSR = -1;
+
+export const HOST_COUNTER_NAMES = [
+  'in_packets', 'in_bytes', 'in_delivered', 'out_packets', 'out_bytes', 'out_dsr', 'arp_replies', 'nd_replies', 'fragments',
+  'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
+  'drop_in_unknown_source', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
+  'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
+  'drop_out_not_ip', 'drop_out_arp_ignored', 'drop_out_icmpv6_ignored', 'drop_out_spoofed_source', 'drop_out_not_lb_reply',
+  'drop_out_fragment_no_rule', 'drop_out_ipv4_bad_checksum', 'drop_out_vlan', 'drop_internal_error',
+  ...codecDropNames('in_eth'), ...codecDropNames('in_ipv4'), ...codecDropNames('in_udp'), ...codecDropNames('in_vxlan'),
+  ...codecDropNames('in_inner_eth'), ...codecDropNames('in_inner_ipv4'), ...codecDropNames('in_inner_ipv6'),
+  ...codecDropNames('in_inner_tcp'), ...codecDropNames('in_inner_udp'),
+  ...codecDropNames('out_eth'), ...codecDropNames('out_arp'), ...codecDropNames('out_ipv4'), ...codecDropNames('out_ipv6'),
+  ...codecDropNames('out_tcp'), ...codecDropNames('out_udp'), ...codecDropNames('out_nd'),
+] as const;
+export type HostCounterName = (typeof HOST_COUNTER_NAMES)[number];
+
+export interface HostContext {
+  tables: HostTables;
+  readonly counters: Counters<HostCounterName>;
+  readonly vxlanPort: number;
+  /** MAC of each port's host-side interface, by nic index (filled by the io layer). */
+  portMacs: Uint8Array[];
+  /** After VERDICT_FORWARD: send outBuf[outOff .. outOff + outLen) to outPort (a nic index, or OUT_DSR). */
+  outBuf: Uint8Array;
+  outOff: number;
+  outLen: number;
+  outPort: number;
+  /** After a verdict: the drop counter index, or -1. */
+  lastDrop: number;
+  /** After an inbound VERDICT_FORWARD: the NAT rule applied. */
+  lastRule: NatRule | null;
+  /** Scratch buffer for generated replies (ARP, neighbour advertisements). */
+  readonly reply: Uint8Array;
+  readonly eth: ReturnType<typeof newEthernetHeader>;
+  readonly ieth: ReturnType<typeof newEthernetHeader>;
+  readonly ip4: ReturnType<typeof newIpv4Header>;
+  readonly ip6: ReturnType<typeof newIpv6Header>;
+  readonly udp: ReturnType<typeof newUdpHeader>;
+  readonly tcp: ReturnType<typeof newTcpHeader>;
+  readonly vxlan: ReturnType<typeof newVxlanHeader>;
+  readonly arp: ReturnType<typeof newArpPacket>;
+  readonly nd: ReturnType<typeof newNdMessage>;
+  readonly drops: Record<string, Int32Array>;
+}
+
+export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: Uint8Array[]): HostContext {
+  const counters = new Counters(HOST_COUNTER_NAMES);
+  const drops: Record<string, Int32Array> = {};
+  for (const l of ['in_eth', 'in_ipv4', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
+    'out_eth', 'out_arp', 'out_ipv4', 'out_ipv6', 'out_tcp', 'out_udp', 'out_nd']) {
+    drops[l] = codecDropIndex(counters, l);
+  }
+  return {
+    tables, counters, vxlanPort, portMacs,
+    outBuf: new Uint8Array(0), outOff: 0, outLen: 0, outPort: 0, lastDrop: -1, lastRule: null,
+    reply: new Uint8Array(128),
+    eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(),
+    udp: newUdpHeader(), tcp: newTcpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), drops,
+  };
+}
+
+function drop(ctx: HostContext, index: number): number {
+  ctx.counters.values[index]!++;
+  ctx.lastDrop = index;
+  return VERDICT_DROP;
+}
+
+function codecDrop(ctx: HostContext, layer: string, code: number): number {
+  const i = ctx.drops[layer]![-code] ?? -1;
+  return drop(ctx, i >= 0 ? i : ctx.counters.index.drop_internal_error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rewrites with incremental checksums (RFC 1624). `addrOff` is the offset of the address in the IP
+// header (IPv4: 12 source, 16 destination; IPv6: 8, 24); `portOff` the offset of the port in the
+// L4 header (0 source, 2 destination), or -1 for a fragment without an L4 header.
+
+function natIpv4(frame: Uint8Array, l3: number, l4: number, proto: number, addrOff: number, newAddr: number, portOff: number, newPort: number): void {
+  const old = readU32(frame, l3 + addrOff);
+  writeU32(frame, l3 + addrOff, newAddr);
+  writeU16(frame, l3 + 10, updateChecksum32(readU16(frame, l3 + 10), old, newAddr));
+  if (portOff < 0) return;
+  const oldPort = readU16(frame, l4 + portOff);
+  writeU16(frame, l4 + portOff, newPort);
+  if (proto === IPPROTO_TCP) {
+    const c = updateChecksum16(updateChecksum32(readU16(frame, l4 + 16), old, newAddr), oldPort, newPort);
+    writeU16(frame, l4 + 16, c);
+  } else {
+    const c0 = readU16(frame, l4 + 6);
+    if (c0 === 0) return; // RFC 768: no checksum; it stays none
+    const c = updateChecksum16(updateChecksum32(c0, old, newAddr), oldPort, newPort);
+    writeU16(frame, l4 + 6, c === 0 ? 0xffff : c);
+  }
+}
+
+function natIpv6(frame: Uint8Array, l3: number, l4: number, proto: number, addrOff: number, newAddr: Uint8Array, portOff: number, newPort: number): void {
+  const a = l3 + addrOff;
+  if (portOff >= 0) {
+    const csumOff = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6;
+    const oldPort = readU16(frame, l4 + portOff);
+    let c = updateChecksumBytes(readU16(frame, csumOff), frame, a, newAddr, 0, 16);
+    c = updateChecksum16(c, oldPort, newPort);
+    if (proto === IPPROTO_UDP && c === 0) c = 0xffff; // RFC 8200 8.1: zero is not allowed over IPv6
+    writeU16(frame, csumOff, c);
+    writeU16(frame, l4 + portOff, newPort);
+  }
+  copyBytes(newAddr, 0, frame, a, 16);
+}
+
+function findRule4(nic: HostNic, proto: number, dport: number, vip: number): NatRule | undefined {
+  const list = nic.inbound.get((proto << 16) | dport);
+  if (list === undefined) return undefined;
+  for (let i = 0; i < list.length; i++) {
+    const r = list[i]!;
+    if (r.family === 4 && r.vip.words[0] === vip) return r;
+  }
+  return undefined;
+}
+
+function findRule6(nic: HostNic, proto: number, dport: number, vip: Uint32Array): NatRule | undefined {
+  const list = nic.inbound.get((proto << 16) | dport);
+  if (list === undefined) return undefined;
+  for (let i = 0; i < list.length; i++) {
+    const r = list[i]!;
+    const w = r.vip.words;
+    if (r.family === 6 && w[0] === vip[0] && w[1] === vip[1] && w[2] === vip[2] && w[3] === vip[3]) return r;
+  }
+  return undefined;
+}
+
+function hasVip6(nic: HostNic, d: Uint32Array): boolean {
+  for (const v of nic.vips6) {
+    const w = v.words;
+    if (w[0] === d[0] && w[1] === d[1] && w[2] === d[2] && w[3] === d[3]) return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound
+
+/** Processes a frame captured on the fabric interface; see the file comment. */
+export function processInbound(frame: Uint8Array, len: number, ctx: HostContext): number {
+  const c = ctx.counters.values;
+  const C = ctx.counters.index;
+  c[C.in_packets]!++;
+  c[C.in_bytes]! += len;
+  ctx.lastDrop = -1;
+  ctx.lastRule = null;
+  if (len > frame.length) len = frame.length;
+  const t = ctx.tables;
+  const l3 = parseEthernet(frame, 0, ctx.eth, len);
+  if (l3 < 0) return codecDrop(ctx, 'in_eth', l3);
+  if (ctx.eth.etherType !== ETHERTYPE_IPV4) return drop(ctx, C.drop_in_not_ip);
+  const ip = ctx.ip4;
+  const hl = parseIpv4(frame, l3, ip, len);
+  if (hl < 0) return codecDrop(ctx, 'in_ipv4', hl);
+  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_in_ipv4_bad_checksum);
+  if (ip.dst !== t.pa4) return drop(ctx, C.drop_in_not_for_us);
+  if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
+  if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) return drop(ctx, C.drop_in_outer_fragment);
+  const l4 = l3 + hl;
+  const end = l3 + ip.totalLength;
+  const un = parseUdp(frame, l4, ctx.udp, end);
+  if (un < 0) return codecDrop(ctx, 'in_udp', un);
+  if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
+  if (!t.trustedSources4.has(ip.src)) return drop(ctx, C.drop_in_unknown_source);
+  const udpEnd = l4 + ctx.udp.length;
+  const vn = parseVxlan(frame, l4 + 8, ctx.vxlan, udpEnd);
+  if (vn < 0) return codecDrop(ctx, 'in_vxlan', vn);
+  const net = t.vnis.get(ctx.vxlan.vni);
+  if (net === undefined) return drop(ctx, C.drop_in_unknown_vni);
+  const ie = l4 + 16;
+  const ien = parseEthernet(frame, ie, ctx.ieth, udpEnd);
+  if (ien < 0) return codecDrop(ctx, 'in_inner_eth', ien);
+  const nic = net.nicsByMac.get(macKey(frame, ie));
+  if (nic === undefined) return drop(ctx, C.drop_in_unknown_mac);
+  if (ctx.ieth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_in_inner_vlan);
+  const il3 = ie + ien;
+  let ipEnd: number;
+  const type = ctx.ieth.etherType;
+  if (type === ETHERTYPE_IPV4) {
+    const n = inboundIpv4(frame, il3, udpEnd, nic, ctx);
+    if (n < 0) return VERDICT_DROP;
+    ipEnd = n;
+  } else if (type === ETHERTYPE_IPV6) {
+    const n = inboundIpv6(frame, il3, udpEnd, nic, ctx);
+    if (n < 0) return VERDICT_DROP;
+    ipEnd = n;
+  } else {
+    return drop(ctx, C.drop_in_inner_not_ip);
+  }
+  // the frame leaves the port from the port's MAC (the backend's gateway), to the backend's MAC
+  copyBytes(ctx.portMacs[nic.index]!, 0, frame, ie + 6, 6);
+  ctx.outBuf = frame;
+  ctx.outOff = ie;
+  ctx.outLen = ipEnd - ie;
+  ctx.outPort = nic.index;
+  c[C.in_delivered]!++;
+  return VERDICT_FORWARD;
+}
+
+/** Returns the end offset of the NATed packet, or -1 after counting a drop. */
+function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const ip = ctx.ip4;
+  const hl = parseIpv4(frame, l3, ip, end);
+  if (hl < 0) { codecDrop(ctx, 'in_inner_ipv4', hl); return -1; }
+  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) { drop(ctx, C.drop_in_inner_ipv4_bad_checksum); return -1; }
+  const dst = ip.dst;
+  const proto = ip.protocol;
+  const l4 = l3 + hl;
+  const pEnd = l3 + ip.totalLength;
+  if (nic.addr4 < 0 || !nic.vips4.has(dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
+  const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  if (fragment) ctx.counters.values[C.fragments]!++;
+  if (ip.fragOffset !== 0) {
+    // a later fragment: only the address changes (its L4 checksum lives in the first fragment)
+    natIpv4(frame, l3, l4, proto, 16, nic.addr4, -1, 0);
+    return pEnd;
+  }
+  let dport: number;
+  if (proto === IPPROTO_TCP) {
+    const n = parseTcp(frame, l4, ctx.tcp, pEnd);
+    if (n < 0) { codecDrop(ctx, 'in_inner_tcp', n); return -1; }
+    dport = ctx.tcp.dstPort;
+  } else if (proto === IPPROTO_UDP) {
+    if (fragment) {
+      if (pEnd - l4 < 8) { codecDrop(ctx, 'in_inner_udp', ERR_TRUNCATED); return -1; }
+    } else {
+      const n = parseUdp(frame, l4, ctx.udp, pEnd);
+      if (n < 0) { codecDrop(ctx, 'in_inner_udp', n); return -1; }
+    }
+    dport = readU16(frame, l4 + 2);
+  } else {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
+  const rule = findRule4(nic, proto, dport, dst);
+  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]!, 2, rule.backendPort);
+  ctx.lastRule = rule;
+  return pEnd;
+}
+
+function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const ip = ctx.ip6;
+  const hl = parseIpv6(frame, l3, ip, end);
+  if (hl < 0) { codecDrop(ctx, 'in_inner_ipv6', hl); return -1; }
+  const proto = ip.protocol;
+  const l4 = l3 + hl;
+  const pEnd = l3 + 40 + ip.payloadLength;
+  if (nic.addr6 === null || !hasVip6(nic, ip.dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
+  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  if (fragment) ctx.counters.values[C.fragments]!++;
+  if (ip.hasFragment && ip.fragOffset !== 0) {
+    // IPv6 has no header checksum: a later fragment only needs the new address
+    for (let i = 0; i < 4; i++) writeU32(frame, l3 + 24 + i * 4, nic.addr6[i]!);
+    return pEnd;
+  }
+  let dport: number;
+  if (proto === IPPROTO_TCP) {
+    const n = parseTcp(frame, l4, ctx.tcp, pEnd);
+    if (n < 0) { codecDrop(ctx, 'in_inner_tcp', n); return -1; }
+    dport = ctx.tcp.dstPort;
+  } else if (proto === IPPROTO_UDP) {
+    if (fragment) {
+      if (pEnd - l4 < 8) { codecDrop(ctx, 'in_inner_udp', ERR_TRUNCATED); return -1; }
+    } else {
+      const n = parseUdp(frame, l4, ctx.udp, pEnd);
+      if (n < 0) { codecDrop(ctx, 'in_inner_udp', n); return -1; }
+    }
+    dport = readU16(frame, l4 + 2);
+  } else {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
+  const rule = findRule6(nic, proto, dport, ip.dst);
+  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
+  ctx.lastRule = rule;
+  return pEnd;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Outbound
+
+/** Processes a frame the backend of nic `port` sent; see the file comment. */
+export function processOutbound(frame: Uint8Array, len: number, port: number, ctx: HostContext): number {
+  const c = ctx.counters.values;
+  const C = ctx.counters.index;
+  c[C.out_packets]!++;
+  c[C.out_bytes]! += len;
+  ctx.lastDrop = -1;
+  ctx.lastRule = null;
+  if (len > frame.length) len = frame.length;
+  const nic = ctx.tables.nics[port];
+  if (nic === undefined) return drop(ctx, C.drop_internal_error);
+  const l3 = parseEthernet(frame, 0, ctx.eth, len);
+  if (l3 < 0) return codecDrop(ctx, 'out_eth', l3);
+  if (ctx.eth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_out_vlan);
+  const type = ctx.eth.etherType;
+  if (type === ETHERTYPE_IPV4) return outboundIpv4(frame, len, l3, nic, ctx);
+  if (type === ETHERTYPE_IPV6) return outboundIpv6(frame, len, l3, nic, ctx);
+  if (type === ETHERTYPE_ARP) return answerArp(frame, len, l3, nic, ctx);
+  return drop(ctx, C.drop_out_not_ip);
+}
+
+function answerArp(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const a = ctx.arp;
+  const n = parseArp(frame, l3, a, len);
+  if (n < 0) return codecDrop(ctx, 'out_arp', n);
+  const gw = nic.network.gateway4;
+  if (a.op !== ARP_OP_REQUEST || gw < 0 || a.targetIp !== gw) return drop(ctx, C.drop_out_arp_ignored);
+  // RFC 826: the reply goes to the asker, with the gateway's address at the port's MAC
+  const r = ctx.reply;
+  const pm = ctx.portMacs[nic.index]!;
+  writeEthernetRaw(a.senderMac, pm, ETHERTYPE_ARP, r, 0);
+  writeU16(r, 14, 1); writeU16(r, 16, ETHERTYPE_IPV4); r[18] = 6; r[19] = 4; writeU16(r, 20, ARP_OP_REPLY);
+  copyBytes(pm, 0, r, 22, 6); writeU32(r, 28, gw);
+  copyBytes(a.senderMac, 0, r, 32, 6); writeU32(r, 38, a.senderIp);
+  ctx.outBuf = r; ctx.outOff = 0; ctx.outLen = 14 + ARP_LEN; ctx.outPort = nic.index;
+  ctx.counters.values[C.arp_replies]!++;
+  return VERDICT_FORWARD;
+}
+
+function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const ip = ctx.ip4;
+  const hl = parseIpv4(frame, l3, ip, len);
+  if (hl < 0) return codecDrop(ctx, 'out_ipv4', hl);
+  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_out_ipv4_bad_checksum);
+  if (ip.src !== nic.addr4 || nic.addr4 < 0) return drop(ctx, C.drop_out_spoofed_source);
+  const proto = ip.protocol;
+  const l4 = l3 + hl;
+  const end = l3 + ip.totalLength;
+  const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  if (fragment) ctx.counters.values[C.fragments]!++;
+  if (ip.fragOffset !== 0) {
+    const vip = nic.fragmentVip.get((4 << 8) | proto);
+    if (vip == null) return drop(ctx, C.drop_out_fragment_no_rule);
+    natIpv4(frame, l3, l4, proto, 12, vip.words[0]!, -1, 0);
+    return dsr(ctx, frame, l3, end);
+  }
+  let sport: number;
+  if (proto === IPPROTO_TCP) {
+    const n = parseTcp(frame, l4, ctx.tcp, end);
+    if (n < 0) return codecDrop(ctx, 'out_tcp', n);
+    sport = ctx.tcp.srcPort;
+  } else if (proto === IPPROTO_UDP) {
+    if (fragment) {
+      if (end - l4 < 8) return codecDrop(ctx, 'out_udp', ERR_TRUNCATED);
+    } else {
+      const n = parseUdp(frame, l4, ctx.udp, end);
+      if (n < 0) return codecDrop(ctx, 'out_udp', n);
+    }
+    sport = readU16(frame, l4);
+  } else {
+    return drop(ctx, C.drop_out_not_lb_reply);
+  }
+  const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
+  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, l3, end);
+}
+
+function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const ip = ctx.ip6;
+  const hl = parseIpv6(frame, l3, ip, len);
+  if (hl < 0) return codecDrop(ctx, 'out_ipv6', hl);
+  const proto = ip.protocol;
+  const l4 = l3 + hl;
+  const end = l3 + 40 + ip.payloadLength;
+  if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return answerNd(frame, l3, l4, end, nic, ctx);
+  const a6 = nic.addr6;
+  const s = ip.src;
+  if (a6 === null || s[0] !== a6[0] || s[1] !== a6[1] || s[2] !== a6[2] || s[3] !== a6[3]) return drop(ctx, C.drop_out_spoofed_source);
+  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  if (fragment) ctx.counters.values[C.fragments]!++;
+  if (ip.hasFragment && ip.fragOffset !== 0) {
+    const vip = nic.fragmentVip.get((6 << 8) | proto);
+    if (vip == null) return drop(ctx, C.drop_out_fragment_no_rule);
+    for (let i = 0; i < 4; i++) writeU32(frame, l3 + 8 + i * 4, vip.words[i]!);
+    return dsr(ctx, frame, l3, end);
+  }
+  let sport: number;
+  if (proto === IPPROTO_TCP) {
+    const n = parseTcp(frame, l4, ctx.tcp, end);
+    if (n < 0) return codecDrop(ctx, 'out_tcp', n);
+    sport = ctx.tcp.srcPort;
+  } else if (proto === IPPROTO_UDP) {
+    if (fragment) {
+      if (end - l4 < 8) return codecDrop(ctx, 'out_udp', ERR_TRUNCATED);
+    } else {
+      const n = parseUdp(frame, l4, ctx.udp, end);
+      if (n < 0) return codecDrop(ctx, 'out_udp', n);
+    }
+    sport = readU16(frame, l4);
+  } else {
+    return drop(ctx, C.drop_out_not_lb_reply);
+  }
+  const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
+  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, l3, end);
+}
+
+function dsr(ctx: HostContext, frame: Uint8Array, l3: number, end: number): number {
+  ctx.outBuf = frame;
+  ctx.outOff = l3;
+  ctx.outLen = end - l3;
+  ctx.outPort = OUT_DSR;
+  ctx.counters.values[ctx.counters.index.out_dsr]!++;
+  return VERDICT_FORWARD;
+}
+
+/** RFC 4861 7.2.4: a neighbour solicitation for the network's IPv6 gateway gets an advertisement from the port. */
+function answerNd(frame: Uint8Array, l3: number, l4: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const gw = nic.network.gateway6;
+  if (end - l4 < 8 || frame[l4] !== ICMPV6_NEIGHBOR_SOLICIT || gw === null) return drop(ctx, C.drop_out_icmpv6_ignored);
+  const nd = ctx.nd;
+  const n = parseNd(frame, l4, nd, end);
+  if (n < 0) return codecDrop(ctx, 'out_nd', n);
+  const t = nd.target;
+  if (t[0] !== gw[0] || t[1] !== gw[1] || t[2] !== gw[2] || t[3] !== gw[3]) return drop(ctx, C.drop_out_icmpv6_ignored);
+  const r = ctx.reply;
+  const pm = ctx.portMacs[nic.index]!;
+  // to the solicitor's MAC (Ethernet source), from the port
+  copyBytes(frame, 6, r, 0, 6);
+  copyBytes(pm, 0, r, 6, 6);
+  writeU16(r, 12, ETHERTYPE_IPV6);
+  const ip = 14;
+  const unspecified = readU32(frame, l3 + 8) === 0 && readU32(frame, l3 + 12) === 0 && readU32(frame, l3 + 16) === 0 && readU32(frame, l3 + 20) === 0;
+  writeU32(r, ip, 0x60000000);
+  writeU16(r, ip + 4, 32);
+  r[ip + 6] = IPPROTO_ICMPV6;
+  r[ip + 7] = 255; // RFC 4861 7.1.2: hop limit 255
+  for (let i = 0; i < 4; i++) writeU32(r, ip + 8 + i * 4, gw[i]!);
+  if (unspecified) {
+    // RFC 4861 7.2.4: a solicitation from :: (DAD) is answered to all-nodes, not solicited
+    writeU32(r, ip + 24, 0xff020000); writeU32(r, ip + 28, 0); writeU32(r, ip + 32, 0); writeU32(r, ip + 36, 1);
+  } else {
+    copyBytes(frame, l3 + 8, r, ip + 24, 16);
+  }
+  const icmp = ip + 40;
+  r[icmp] = ICMPV6_NEIGHBOR_ADVERT; r[icmp + 1] = 0; writeU16(r, icmp + 2, 0);
+  writeU32(r, icmp + 4, (ND_NA_FLAG_ROUTER | (unspecified ? 0 : ND_NA_FLAG_SOLICITED) | ND_NA_FLAG_OVERRIDE) >>> 0);
+  writeNdBody(gw, ND_OPT_TARGET_LL, pm, r, icmp);
+  writeU16(r, icmp + 2, l4Checksum(r, icmp, 32, 2, pseudoSumV6Bytes(r, ip + 8, ip + 24, IPPROTO_ICMPV6, 32)));
+  ctx.outBuf = r; ctx.outOff = 0; ctx.outLen = 14 + 40 + 32; ctx.outPort = nic.index;
+  ctx.counters.values[C.nd_replies]!++;
+  return VERDICT_FORWARD;
+}

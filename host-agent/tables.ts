@@ -1,0 +1,140 @@
+// Host agent control plane: compiles the config into the tables of one host's data plane. Everything the
+// NAT needs in both directions comes from policy, nothing from remembered flows: a restarted host agent
+// rebuilds the same tables and established connections carry on (the DSR return is stateless because
+// config validation makes (nic address, protocol, backend port) name exactly one (VIP, frontend port)).
+import { writeIpAddr, type IpAddr } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
+
+export interface HostNetwork {
+  readonly name: string;
+  readonly vni: number;
+  /** IPv4 gateway the ports answer ARP for, as uint32, or -1. */
+  readonly gateway4: number;
+  readonly gateway6: Uint32Array | null;
+  /** macKey(nic MAC) -> nic, for this host only. */
+  readonly nicsByMac: Map<number, HostNic>;
+}
+
+/** Inbound NAT: VIP:frontendPort -> DIP:backendPort for one nic. */
+export interface NatRule {
+  readonly ruleName: string;
+  readonly family: 4 | 6;
+  readonly protocol: number;
+  readonly vip: IpAddr;
+  readonly frontendPort: number;
+  readonly backendPort: number;
+  /** The nic's address of the VIP's family. */
+  readonly dip: IpAddr;
+  /** The addresses as wire bytes (4 or 16), for rewrites. */
+  readonly vipBytes: Uint8Array;
+  readonly dipBytes: Uint8Array;
+}
+
+export interface HostNic {
+  /** Index in HostTables.nics: the port number the io layer uses. */
+  readonly index: number;
+  readonly name: string;
+  /** Interface name of the port on the host. */
+  readonly port: string;
+  readonly mac: Uint8Array;
+  readonly network: HostNetwork;
+  readonly addr4: number; // -1 when none
+  readonly addr6: Uint32Array | null;
+  /** (protocol << 16 | frontendPort) -> rules (one per VIP using that port toward this nic). */
+  readonly inbound: Map<number, NatRule[]>;
+  /** (family << 24 | protocol << 16 | backendPort) -> the one rule whose replies these are. */
+  readonly outbound: Map<number, NatRule>;
+  /** VIPs (IPv4, uint32) served by this nic, for non-first fragments (which carry no port). */
+  readonly vips4: Set<number>;
+  readonly vips6: IpAddr[];
+  /** family << 8 | protocol -> the VIP a reply fragment without ports belongs to, when unique. */
+  readonly fragmentVip: Map<number, IpAddr | null>;
+}
+
+export interface HostTables {
+  readonly generation: number;
+  readonly hostName: string;
+  /** This host's IPv4 provider address (uint32). */
+  readonly pa4: number;
+  readonly vnis: Map<number, HostNetwork>;
+  readonly nics: readonly HostNic[];
+  /** IPv4 provider addresses VXLAN is accepted from: the MUXes and the other hosts. */
+  readonly trustedSources4: Set<number>;
+}
+
+/** A MAC as one number (48 bits fit a double exactly), for Map keys without strings. */
+export function macKey(buf: Uint8Array, off: number): number {
+  return ((buf[off]! << 8) | buf[off + 1]!) * 0x100000000 + (((buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!) >>> 0);
+}
+
+export function compileHostTables(config: SlbxConfig, hostName: string, generation: number): HostTables {
+  const host = config.hosts.find((h) => h.name === hostName);
+  if (host === undefined) {
+    throw new Error(`host ${JSON.stringify(hostName)} is not in the config (hosts: ${config.hosts.map((h) => h.name).join(', ')})`);
+  }
+  const vnis = new Map<number, HostNetwork>();
+  const netByName = new Map<string, HostNetwork>();
+  for (const n of config.networks) {
+    const net: HostNetwork = {
+      name: n.name, vni: n.vni, gateway4: n.gateway ? n.gateway.words[0]! : -1,
+      gateway6: n.gateway6 ? n.gateway6.words : null, nicsByMac: new Map(),
+    };
+    vnis.set(n.vni, net);
+    netByName.set(n.name, net);
+  }
+  const nics: HostNic[] = [];
+  const nicByName = new Map<string, HostNic>();
+  for (const n of config.nics) {
+    if (n.host !== hostName) continue;
+    const net = netByName.get(n.network)!;
+    const nic: HostNic = {
+      index: nics.length, name: n.name, port: n.port, mac: n.mac, network: net,
+      addr4: n.address4 ? n.address4.words[0]! : -1, addr6: n.address6 ? n.address6.words : null,
+      inbound: new Map(), outbound: new Map(), vips4: new Set(), vips6: [], fragmentVip: new Map(),
+    };
+    nics.push(nic);
+    nicByName.set(n.name, nic);
+    net.nicsByMac.set(macKey(n.mac, 0), nic);
+  }
+  const nicConf = new Map(config.nics.map((n) => [n.name, n]));
+  for (const v of config.vips) {
+    for (const r of v.rules) {
+      const pool = config.pools.find((p) => p.name === r.pool)!;
+      for (const b of pool.backends) {
+        const nic = nicByName.get(b.nic);
+        if (nic === undefined) continue; // on another host
+        const nc = nicConf.get(b.nic)!;
+        const dip = v.address.family === 4 ? nc.address4 : nc.address6;
+        if (dip === null) continue; // config validation refuses this; be safe
+        for (const proto of r.protocols) {
+          const rule: NatRule = {
+            ruleName: r.name, family: v.address.family, protocol: proto, vip: v.address,
+            frontendPort: r.frontendPort, backendPort: r.backendPort, dip,
+            vipBytes: addrBytes(v.address), dipBytes: addrBytes(dip),
+          };
+          const ik = (proto << 16) | r.frontendPort;
+          const list = nic.inbound.get(ik) ?? [];
+          list.push(rule);
+          nic.inbound.set(ik, list);
+          nic.outbound.set(((v.address.family << 24) | (proto << 16) | r.backendPort) >>> 0, rule);
+          const fk = (v.address.family << 8) | proto;
+          const prev = nic.fragmentVip.get(fk);
+          if (prev === undefined) nic.fragmentVip.set(fk, v.address);
+          else if (prev !== null && prev.text !== v.address.text) nic.fragmentVip.set(fk, null);
+        }
+        if (v.address.family === 4) nic.vips4.add(v.address.words[0]!);
+        else if (!nic.vips6.some((a) => a.text === v.address.text)) nic.vips6.push(v.address);
+      }
+    }
+  }
+  const trustedSources4 = new Set<number>();
+  for (const m of config.muxes) trustedSources4.add(m.address.words[0]!);
+  for (const h of config.hosts) if (h.name !== hostName) trustedSources4.add(h.address.words[0]!);
+  return { generation, hostName, pa4: host.address.words[0]!, vnis, nics, trustedSources4 };
+}
+
+function addrBytes(a: IpAddr): Uint8Array {
+  const b = new Uint8Array(a.family === 4 ? 4 : 16);
+  writeIpAddr(a, b, 0);
+  return b;
+}

@@ -1,0 +1,228 @@
+// Packet-in / packet-out fixtures for the host agent: VXLAN in -> NATed frame on the backend's port, and
+// the backend's reply -> DSR packet from the VIP. Expected frames are built from scratch with the packet
+// builder (full checksums), so they also check the incremental checksum updates of the NAT.
+import { describe, expect, it } from 'vitest';
+import { mac } from '../shared/addr.js';
+import { pkt, type PacketBuilder } from '../shared/packet-builder.js';
+import { TCP_SYN, TCP_ACK, TCP_PSH } from '../shared/tcp.js';
+import { IPV4_FLAG_DF, IPV4_FLAG_MF } from '../shared/ipv4.js';
+import { LINKTYPE_RAW } from '../shared/pcap-file.js';
+import { dissect } from '../shared/dissect.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { compileHostTables } from '../host-agent/tables.js';
+import {
+  newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_DROP, VERDICT_FORWARD, type HostContext, type HostCounterName,
+} from '../host-agent/data-plane.js';
+import { labConfig } from './helpers/lab-config.js';
+import { expectFrame } from './helpers/frames.js';
+
+const MUX_MAC = '02:00:00:00:00:11';
+const HOST1_MAC = '02:00:00:00:00:21';
+const PORT_MACS = ['02:00:00:01:00:01', '02:00:00:01:00:02'];
+const CLIENT = '198.51.100.10';
+const CLIENT6 = '2001:db8:c::10';
+const VIP = '203.0.113.10';
+const VIP6 = '2001:db8:ff::10';
+const H1VM1 = { mac: '02:00:c0:00:02:0a', ip: '192.0.2.10', ip6: '2001:db8:d::10' };
+const H1VM2 = { mac: '02:00:c0:00:02:0b', ip: '192.0.2.11', ip6: '2001:db8:d::11' };
+
+function newCtx(config: SlbxConfig = labConfig(), host = 'host1'): HostContext {
+  return newHostContext(compileHostTables(config, host, 1), config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+}
+
+/** A VXLAN frame as a MUX sends it, carrying `inner` (a builder positioned after the inner Ethernet). */
+function vxlanTo(innerMac: string, inner: (p: PacketBuilder) => PacketBuilder, o: { vni?: number; src?: string; dst?: string; flags?: number; innerType?: number } = {}): Buffer {
+  const p = pkt().eth({ src: MUX_MAC, dst: HOST1_MAC }).ipv4({ src: o.src ?? '198.18.0.11', dst: o.dst ?? '198.18.0.21' })
+    .udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: o.vni ?? 5001, ...(o.flags !== undefined ? { flags: o.flags } : {}) })
+    .eth({ src: MUX_MAC, dst: innerMac, ...(o.innerType !== undefined ? { type: o.innerType } : {}) });
+  return inner(p).build();
+}
+
+function runIn(ctx: HostContext, frame: Buffer) {
+  const v = processInbound(frame, frame.length, ctx);
+  return { v, out: Buffer.from(ctx.outBuf.subarray(ctx.outOff, ctx.outOff + (v === VERDICT_FORWARD ? ctx.outLen : 0))), port: ctx.outPort, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null };
+}
+function runOut(ctx: HostContext, frame: Buffer, port = 0) {
+  const v = processOutbound(frame, frame.length, port, ctx);
+  return { v, out: Buffer.from(ctx.outBuf.subarray(ctx.outOff, ctx.outOff + (v === VERDICT_FORWARD ? ctx.outLen : 0))), port: ctx.outPort, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null };
+}
+
+describe('host agent inbound: VXLAN -> NAT -> backend port', () => {
+  const cases: [string, Buffer, number, Buffer][] = [
+    ['TCP SYN to VIP:80 -> 192.0.2.10:80 on port h1vm1',
+      vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP, id: 99, ttl: 63, flags: IPV4_FLAG_DF }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN, seq: 7 })),
+      0, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip, id: 99, ttl: 63, flags: IPV4_FLAG_DF }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN, seq: 7 }).build()],
+    ['port mapping: VIP:8080 -> 192.0.2.11:8000 on port h1vm2',
+      vxlanTo(H1VM2.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40001, dport: 8080, flags: TCP_ACK | TCP_PSH }).payload('GET / HTTP/1.1\r\n\r\n')),
+      1, pkt().eth({ src: PORT_MACS[1], dst: H1VM2.mac }).ipv4({ src: CLIENT, dst: H1VM2.ip }).tcp({ sport: 40001, dport: 8000, flags: TCP_ACK | TCP_PSH }).payload('GET / HTTP/1.1\r\n\r\n').build()],
+    ['UDP echo with a checksum',
+      vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 5353, dport: 7 }).payload('ping')),
+      0, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip }).udp({ sport: 5353, dport: 7 }).payload('ping').build()],
+    ['UDP without a checksum stays without one',
+      vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 5353, dport: 7, checksum: 'zero' }).payload('ping')),
+      0, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip }).udp({ sport: 5353, dport: 7, checksum: 'zero' }).payload('ping').build()],
+    ['TCP over IPv6 -> 2001:db8:d::10',
+      vxlanTo(H1VM1.mac, (p) => p.ipv6({ src: CLIENT6, dst: VIP6, hopLimit: 60 }).tcp({ sport: 40002, dport: 80, flags: TCP_SYN }), { innerType: 0x86dd }),
+      0, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv6({ src: CLIENT6, dst: H1VM1.ip6, hopLimit: 60 }).tcp({ sport: 40002, dport: 80, flags: TCP_SYN }).build()],
+    ['UDP over IPv6 -> 2001:db8:d::11',
+      vxlanTo(H1VM2.mac, (p) => p.ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 999, dport: 7 }).payload('v6'), { innerType: 0x86dd }),
+      1, pkt().eth({ src: PORT_MACS[1], dst: H1VM2.mac }).ipv6({ src: CLIENT6, dst: H1VM2.ip6 }).udp({ sport: 999, dport: 7 }).payload('v6').build()],
+  ];
+  it.each(cases)('%s', (_n, frame, port, expected) => {
+    const ctx = newCtx();
+    const r = runIn(ctx, frame);
+    expect(r.drop).toBeNull();
+    expect(r.v).toBe(VERDICT_FORWARD);
+    expect(r.port).toBe(port);
+    expectFrame(r.out, expected);
+    expect(ctx.counters.get('in_delivered')).toBe(1);
+  });
+
+  it('a fragmented datagram: the first fragment gets address, port and checksum rewritten, later ones the address', () => {
+    const ctx = newCtx();
+    // the UDP checksum covers the whole datagram, which the first fragment does not hold: build the
+    // whole datagram, then cut it, as a sender's IP layer would
+    const whole = pkt().ipv4({ src: CLIENT, dst: VIP, id: 5 }).udp({ sport: 6000, dport: 7 }).payload(1600).build();
+    const natted = pkt().ipv4({ src: CLIENT, dst: H1VM1.ip, id: 5 }).udp({ sport: 6000, dport: 7 }).payload(1600).build();
+    const piece = (b: Buffer, from: number, to: number) => b.subarray(20 + from, 20 + to);
+    const first = vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP, id: 5, flags: IPV4_FLAG_MF, protocol: 17 }).payload(piece(whole, 0, 1000)));
+    const later = vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP, id: 5, fragOffset: 125, protocol: 17 }).payload(piece(whole, 1000, 1608)));
+    const r1 = runIn(ctx, first);
+    expectFrame(r1.out, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip, id: 5, flags: IPV4_FLAG_MF, protocol: 17 }).payload(piece(natted, 0, 1000)).build());
+    const r2 = runIn(ctx, later);
+    expectFrame(r2.out, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip, id: 5, fragOffset: 125, protocol: 17 }).payload(piece(natted, 1000, 1608)).build());
+    expect(ctx.counters.get('fragments')).toBe(2);
+  });
+});
+
+describe('host agent inbound drops', () => {
+  const good = (p: PacketBuilder) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 });
+  const cases: [string, HostCounterName, () => Buffer | Uint8Array][] = [
+    ['a runt frame', 'drop_in_eth_truncated', () => new Uint8Array(6)],
+    ['not IPv4 on the fabric', 'drop_in_not_ip', () => pkt().eth().ipv6({ src: '2001:db8:f::11', dst: '2001:db8:f::21' }).udp({ sport: 1, dport: 4789 }).build()],
+    ['not addressed to this host', 'drop_in_not_for_us', () => vxlanTo(H1VM1.mac, good, { dst: '198.18.0.22' })],
+    ['not UDP', 'drop_in_not_vxlan', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).tcp({ sport: 1, dport: 4789 }).build()],
+    ['another UDP port', 'drop_in_not_vxlan', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 1, dport: 4790 }).payload(30).build()],
+    ['an outer fragment', 'drop_in_outer_fragment', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21', flags: IPV4_FLAG_MF }).udp({ sport: 1, dport: 4789 }).payload(30).build()],
+    ['outer header checksum wrong', 'drop_in_ipv4_bad_checksum', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21', checksum: 1 }).udp({ sport: 1, dport: 4789 }).payload(30).build()],
+    ['VXLAN from an unknown source', 'drop_in_unknown_source', () => vxlanTo(H1VM1.mac, good, { src: '198.18.0.99' })],
+    ['VXLAN without the I flag', 'drop_in_vxlan_bad_vxlan_flags', () => vxlanTo(H1VM1.mac, good, { flags: 0 })],
+    ['VXLAN cut short', 'drop_in_vxlan_truncated', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 1, dport: 4789 }).payload(4).build()],
+    ['a VNI this host does not serve', 'drop_in_unknown_vni', () => vxlanTo(H1VM1.mac, good, { vni: 5002 })],
+    ['an inner MAC that is no port here', 'drop_in_unknown_mac', () => vxlanTo('02:00:c0:00:02:0c', good)],
+    ['inner frame cut short', 'drop_in_inner_eth_truncated', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 1, dport: 4789 }).vxlan({ vni: 5001 }).payload(6).build()],
+    ['inner not IP', 'drop_in_inner_not_ip', () => vxlanTo(H1VM1.mac, (p) => p.payload(40))],
+    ['inner IPv4 bad IHL', 'drop_in_inner_ipv4_bad_ihl', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP, ihl: 2 }).tcp({ sport: 1, dport: 80 }))],
+    ['inner IPv4 bad checksum', 'drop_in_inner_ipv4_bad_checksum', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP, checksum: 7 }).tcp({ sport: 1, dport: 80 }))],
+    ['inner destination not a VIP of this nic', 'drop_in_not_vip_of_vni', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: '203.0.113.77' }).tcp({ sport: 1, dport: 80 }))],
+    ['a VIP port without a rule', 'drop_in_no_rule', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 22 }))],
+    ['inner ICMP (not load balanced)', 'drop_in_inner_not_tcp_udp', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).icmp({ type: 8 }))],
+    ['inner TCP bad data offset', 'drop_in_inner_tcp_bad_data_offset', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80, dataOffset: 15 }))],
+    ['inner UDP bad length', 'drop_in_inner_udp_bad_udp_length', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1, dport: 7, length: 3 }))],
+    ['inner IPv6 bad payload length', 'drop_in_inner_ipv6_bad_payload_length', () => vxlanTo(H1VM1.mac, (p) => p.ipv6({ src: CLIENT6, dst: VIP6, payloadLength: 900 }).tcp({ sport: 1, dport: 80 }), { innerType: 0x86dd })],
+  ];
+  it.each(cases)('%s -> %s', (_n, reason, build) => {
+    const ctx = newCtx();
+    const r = runIn(ctx, Buffer.from(build()));
+    expect(r.v).toBe(VERDICT_DROP);
+    expect(r.drop).toBe(reason);
+    expect(ctx.counters.totalDrops()).toBe(1);
+  });
+
+  it('two tenants may reuse MACs and addresses: the VNI decides, and a VNI/VIP mismatch is dropped', () => {
+    const config = labConfig((raw) => {
+      raw.networks.push({ name: 'tenant-b', vni: 5002, gateway: '192.0.2.1' });
+      raw.nics.push({ name: 'b-h1vm1', host: 'host1', network: 'tenant-b', port: 'b-h1vm1', mac: '02:00:c0:00:02:0a', addresses: ['192.0.2.10'] });
+      raw.pools.push({ name: 'b-web', backends: [{ nic: 'b-h1vm1' }] });
+      raw.vips.push({ address: '203.0.113.20', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'b-web' }] });
+    });
+    const ctx = newHostContext(compileHostTables(config, 'host1', 1), 4789, [...PORT_MACS, '02:00:00:01:00:03'].map((m) => mac(m)));
+    const a = runIn(ctx, vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 })));
+    expect(a.port).toBe(0);
+    const b = runIn(ctx, vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: '203.0.113.20' }).tcp({ sport: 1, dport: 80 }), { vni: 5002 }));
+    expect(b.drop).toBeNull();
+    expect(b.port).toBe(2);
+    // tenant A's VNI carrying tenant B's VIP
+    const forged = runIn(ctx, vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: '203.0.113.20' }).tcp({ sport: 1, dport: 80 }), { vni: 5001 }));
+    expect(forged.drop).toBe('drop_in_not_vip_of_vni');
+  });
+});
+
+describe('host agent outbound: replies leave from the VIP (direct server return)', () => {
+  const cases: [string, number, Buffer, Buffer][] = [
+    ['TCP SYN-ACK from 192.0.2.10:80 -> VIP:80', 0,
+      pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv4({ src: H1VM1.ip, dst: CLIENT, id: 3, flags: IPV4_FLAG_DF }).tcp({ sport: 80, dport: 40000, flags: TCP_SYN | TCP_ACK, seq: 1, ack: 8 }).build(),
+      pkt().ipv4({ src: VIP, dst: CLIENT, id: 3, flags: IPV4_FLAG_DF }).tcp({ sport: 80, dport: 40000, flags: TCP_SYN | TCP_ACK, seq: 1, ack: 8 }).build()],
+    ['port mapping back: 192.0.2.11:8000 -> VIP:8080', 1,
+      pkt().eth({ src: H1VM2.mac, dst: PORT_MACS[1] }).ipv4({ src: H1VM2.ip, dst: CLIENT }).tcp({ sport: 8000, dport: 40001 }).payload('HTTP/1.1 200 OK\r\n').build(),
+      pkt().ipv4({ src: VIP, dst: CLIENT }).tcp({ sport: 8080, dport: 40001 }).payload('HTTP/1.1 200 OK\r\n').build()],
+    ['UDP echo reply', 0,
+      pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv4({ src: H1VM1.ip, dst: CLIENT }).udp({ sport: 7, dport: 5353 }).payload('h1vm1').build(),
+      pkt().ipv4({ src: VIP, dst: CLIENT }).udp({ sport: 7, dport: 5353 }).payload('h1vm1').build()],
+    ['TCP over IPv6', 0,
+      pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv6({ src: H1VM1.ip6, dst: CLIENT6 }).tcp({ sport: 80, dport: 40002, flags: TCP_ACK }).payload('hi').build(),
+      pkt().ipv6({ src: VIP6, dst: CLIENT6 }).tcp({ sport: 80, dport: 40002, flags: TCP_ACK }).payload('hi').build()],
+    ['UDP over IPv6', 1,
+      pkt().eth({ src: H1VM2.mac, dst: PORT_MACS[1] }).ipv6({ src: H1VM2.ip6, dst: CLIENT6 }).udp({ sport: 7, dport: 999 }).payload('v6').build(),
+      pkt().ipv6({ src: VIP6, dst: CLIENT6 }).udp({ sport: 7, dport: 999 }).payload('v6').build()],
+  ];
+  it.each(cases)('%s', (_n, port, frame, expected) => {
+    const ctx = newCtx();
+    const r = runOut(ctx, frame, port);
+    expect(r.drop).toBeNull();
+    expect(r.port).toBe(OUT_DSR);
+    expectFrame(r.out, expected, LINKTYPE_RAW);
+    expect(ctx.counters.get('out_dsr')).toBe(1);
+  });
+
+  it('answers ARP for the gateway on the port, from the port MAC', () => {
+    const ctx = newCtx();
+    const r = runOut(ctx, pkt().eth({ src: H1VM1.mac, dst: 'ff:ff:ff:ff:ff:ff' }).arp({ op: 1, senderMac: H1VM1.mac, senderIp: H1VM1.ip, targetIp: '192.0.2.1' }).build(), 0);
+    expect(r.port).toBe(0);
+    expectFrame(r.out, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).arp({ op: 2, senderMac: PORT_MACS[0], senderIp: '192.0.2.1', targetMac: H1VM1.mac, targetIp: H1VM1.ip }).build());
+    expect(runOut(ctx, pkt().eth({ src: H1VM1.mac, dst: 'ff:ff:ff:ff:ff:ff' }).arp({ op: 1, senderMac: H1VM1.mac, senderIp: H1VM1.ip, targetIp: '192.0.2.11' }).build(), 0).drop).toBe('drop_out_arp_ignored');
+  });
+
+  it('answers neighbour solicitation for the IPv6 gateway with a router advertisement of the port MAC', () => {
+    const ctx = newCtx();
+    // NS body: target + source link-layer option
+    const body = new Uint8Array(24);
+    body.set([0x20, 0x01, 0x0d, 0xb8, 0, 0x0d, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], 0); // 2001:db8:d::1
+    body.set([1, 1, ...mac(H1VM1.mac)], 16);
+    const ns = pkt().eth({ src: H1VM1.mac, dst: '33:33:ff:00:00:01' }).ipv6({ src: H1VM1.ip6, dst: 'ff02::1:ff00:1', hopLimit: 255 }).icmpv6({ type: 135 }).payload(body).build();
+    const r = runOut(ctx, ns, 0);
+    expect(r.drop).toBeNull();
+    expect(r.port).toBe(0);
+    const d = dissect(r.out);
+    expect(d.first('eth')).toMatchObject({ src: PORT_MACS[0], dst: H1VM1.mac });
+    expect(d.first('ipv6')).toMatchObject({ src: '2001:db8:d::1', dst: H1VM1.ip6, hopLimit: 255 });
+    expect(d.first('icmpv6')).toMatchObject({ type: 136, checksumOk: true, rest: 0xe0000000 });
+    expect(r.out.subarray(r.out.length - 6).toString('hex')).toBe(PORT_MACS[0]!.replaceAll(':', ''));
+  });
+
+  const drops: [string, HostCounterName, number, () => Buffer][] = [
+    ['a source address that is not the nic\'s', 'drop_out_spoofed_source', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: '192.0.2.99', dst: CLIENT }).tcp({ sport: 80, dport: 1 }).build()],
+    ['the other nic\'s address on this port', 'drop_out_spoofed_source', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: H1VM2.ip, dst: CLIENT }).tcp({ sport: 80, dport: 1 }).build()],
+    ['a connection the backend opened itself (no SNAT yet)', 'drop_out_not_lb_reply', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: H1VM1.ip, dst: CLIENT }).tcp({ sport: 45000, dport: 443 }).build()],
+    ['ICMP from the backend', 'drop_out_not_lb_reply', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: H1VM1.ip, dst: CLIENT }).icmp({ type: 0 }).build()],
+    ['ICMPv6 other than neighbour solicitation', 'drop_out_icmpv6_ignored', 0, () => pkt().eth({ src: H1VM1.mac }).ipv6({ src: H1VM1.ip6, dst: 'ff02::2' }).icmpv6({ type: 133 }).build()],
+    ['a tagged frame', 'drop_out_vlan', 0, () => pkt().eth({ src: H1VM1.mac, vlan: 5 }).ipv4({ src: H1VM1.ip, dst: CLIENT }).tcp({ sport: 80, dport: 1 }).build()],
+    ['not IP', 'drop_out_not_ip', 0, () => pkt().eth({ src: H1VM1.mac }).payload(50).build()],
+    ['IPv4 bad checksum', 'drop_out_ipv4_bad_checksum', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: H1VM1.ip, dst: CLIENT, checksum: 3 }).tcp({ sport: 80, dport: 1 }).build()],
+    ['TCP cut short', 'drop_out_tcp_truncated', 0, () => pkt().eth({ src: H1VM1.mac }).ipv4({ src: H1VM1.ip, dst: CLIENT, protocol: 6 }).payload(7).build()],
+  ];
+  it.each(drops)('%s -> %s', (_n, reason, port, build) => {
+    const ctx = newCtx();
+    const r = runOut(ctx, build(), port);
+    expect(r.v).toBe(VERDICT_DROP);
+    expect(r.drop).toBe(reason);
+    expect(ctx.counters.totalDrops()).toBe(1);
+  });
+
+  it('a restarted host agent NATs established flows the same: the return path needs no remembered state', () => {
+    const reply = pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv4({ src: H1VM1.ip, dst: CLIENT }).tcp({ sport: 80, dport: 40000, flags: TCP_ACK, seq: 5000 }).payload('data').build();
+    const a = runOut(newCtx(), Buffer.from(reply));
+    const b = runOut(newCtx(), Buffer.from(reply)); // a fresh process: nothing seen before
+    expect(b.out).toEqual(a.out);
+  });
+});
