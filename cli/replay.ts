@@ -1,0 +1,184 @@
+#!/usr/bin/env node
+// slbx-replay: runs one data plane, unchanged, over the frames of a pcap file and writes what it sends
+// to another pcap file. The offline way to see (and test) exactly what the MUX or a host agent does.
+import { readFileSync, writeFileSync } from 'node:fs';
+import { mac, parseMac } from '../shared/addr.js';
+import { formatConfigErrors, parseConfig, type SlbxConfig } from '../shared/config.js';
+import { buildPcap, readPcap, LINKTYPE_ETHERNET, type PcapPacket } from '../shared/pcap-file.js';
+import { codecErrorName } from '../shared/codec-error.js';
+import { writeEthernetRaw, ETHERTYPE_IPV4, ETHERTYPE_IPV6 } from '../shared/ethernet.js';
+import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
+import { newMuxContext, processPacket, VERDICT_FORWARD as MUX_FORWARD } from '../mux/data-plane.js';
+import { compileHostTables, macKey } from '../host-agent/tables.js';
+import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
+import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from './args.js';
+
+export type Plane = 'mux' | 'host-in' | 'host-out';
+
+export interface ReplayOptions {
+  config: SlbxConfig;
+  plane: Plane;
+  input: Uint8Array;
+  /** MUX name (plane mux) or host name (host planes); default: the first in the config. */
+  node?: string;
+  /** Our own MAC; default 02:00 + the node's IPv4 provider address. */
+  localMac?: Uint8Array;
+  /** Next-hop MACs: host name -> MAC (plane mux) or the router's MAC (host-out); default derived. */
+  neighbors?: Map<string, Uint8Array>;
+}
+
+export interface ReplayResult {
+  output: Uint8Array;
+  packetsIn: number;
+  packetsOut: number;
+  counters: Record<string, number>;
+  /** Per output frame: where it went (a host name, a port, 'dsr'). */
+  destinations: Record<string, number>;
+}
+
+/** 02:00 followed by the four bytes of an IPv4 address: the MACs the replay cannot learn. */
+export function derivedMac(addr4: number): Uint8Array {
+  return Uint8Array.of(0x02, 0x00, addr4 >>> 24, (addr4 >>> 16) & 0xff, (addr4 >>> 8) & 0xff, addr4 & 0xff);
+}
+
+/** The lab's router MAC as the replay assumes it (02:00 + 198.18.0.1). */
+export const REPLAY_ROUTER_MAC = derivedMac(0xc6120001);
+
+export function replay(o: ReplayOptions): ReplayResult {
+  const file = readPcap(o.input);
+  if (typeof file === 'number') throw new Error(`input is not a pcap file (${codecErrorName(file)}); pcapng is not read: convert with 'editcap -F pcap IN OUT'`);
+  if (file.linkType !== LINKTYPE_ETHERNET) throw new Error(`input link type ${file.linkType} is not Ethernet (1)`);
+  const out: PcapPacket[] = [];
+  const destinations: Record<string, number> = {};
+  const count = (k: string) => { destinations[k] = (destinations[k] ?? 0) + 1; };
+  const cfg = o.config;
+  if (o.plane === 'mux') {
+    const mux = o.node === undefined ? cfg.muxes[0]! : cfg.muxes.find((m) => m.name === o.node);
+    if (mux === undefined) throw new Error(`no mux named ${o.node} (muxes: ${cfg.muxes.map((m) => m.name).join(', ')})`);
+    const tables = compileMuxTables(cfg, ALL_HEALTHY, null, 1);
+    for (const h of tables.hosts.values()) {
+      h.mac.set(o.neighbors?.get(h.name) ?? derivedMac(h.pa4));
+      h.macKnown = true;
+    }
+    const ctx = newMuxContext({
+      tables, localMac: o.localMac ?? derivedMac(mux.address.words[0]!), localPa4: mux.address.words[0]!,
+      hashSeed: cfg.hashSeed, mtu: cfg.fabric.mtu, vxlanPort: cfg.fabric.vxlanPort, flowTable: cfg.flowTable,
+    });
+    for (const p of file.packets) {
+      ctx.nowS = Math.max(1, Math.floor(p.tsUs / 1e6));
+      if (processPacket(p.data, p.data.length, ctx) === MUX_FORWARD) {
+        out.push({ tsUs: p.tsUs, data: Uint8Array.from(ctx.out.subarray(0, ctx.outLen)), origLen: ctx.outLen });
+        count(ctx.lastNic!.host.name);
+      }
+    }
+    return { output: buildPcap(LINKTYPE_ETHERNET, out), packetsIn: file.packets.length, packetsOut: out.length, counters: ctx.counters.snapshot(), destinations };
+  }
+  const host = o.node === undefined ? cfg.hosts[0]! : cfg.hosts.find((h) => h.name === o.node);
+  if (host === undefined) throw new Error(`no host named ${o.node} (hosts: ${cfg.hosts.map((h) => h.name).join(', ')})`);
+  const tables = compileHostTables(cfg, host.name, 1);
+  // the port's MAC (the backends' gateway MAC): the nic's MAC with the locally administered 0x04 bit flipped
+  const portMacs = tables.nics.map((n) => { const m = Uint8Array.from(n.mac); m[0] = m[0]! ^ 0x04; return m; });
+  const ctx = newHostContext(tables, cfg.fabric.vxlanPort, portMacs);
+  const localMac = o.localMac ?? derivedMac(host.address.words[0]!);
+  const routerMac = o.neighbors?.get('router') ?? REPLAY_ROUTER_MAC;
+  const byMac = new Map(tables.nics.map((n) => [macKey(n.mac, 0), n.index]));
+  for (const p of file.packets) {
+    let v: number;
+    if (o.plane === 'host-in') v = processInbound(p.data, p.data.length, ctx);
+    else {
+      const port = p.data.length >= 12 ? byMac.get(macKey(p.data, 6)) : undefined;
+      if (port === undefined) { count('unknown-port'); continue; }
+      v = processOutbound(p.data, p.data.length, port, ctx);
+    }
+    if (v !== HOST_FORWARD) continue;
+    const pktBytes = ctx.outBuf.subarray(ctx.outOff, ctx.outOff + ctx.outLen);
+    if (ctx.outPort === OUT_DSR) {
+      // as the host's kernel frames it toward the router
+      const f = new Uint8Array(14 + pktBytes.length);
+      writeEthernetRaw(routerMac, localMac, (pktBytes[0]! >>> 4) === 6 ? ETHERTYPE_IPV6 : ETHERTYPE_IPV4, f, 0);
+      f.set(pktBytes, 14);
+      out.push({ tsUs: p.tsUs, data: f, origLen: f.length });
+      count('dsr');
+    } else {
+      out.push({ tsUs: p.tsUs, data: Uint8Array.from(pktBytes), origLen: pktBytes.length });
+      count(`port ${tables.nics[ctx.outPort]!.port}`);
+    }
+  }
+  return { output: buildPcap(LINKTYPE_ETHERNET, out), packetsIn: file.packets.length, packetsOut: out.length, counters: ctx.counters.snapshot(), destinations };
+}
+
+const OPTIONS: OptionSpec[] = [
+  { name: 'config', value: 'FILE', help: 'slbx config (YAML or JSON), e.g. examples/lab.yaml' },
+  { name: 'plane', value: 'PLANE', help: 'mux (client frames -> VXLAN), host-in (VXLAN -> backend ports) or host-out (backend frames -> DSR)' },
+  { name: 'in', value: 'IN.pcap', help: 'frames to feed (pcap, Ethernet link type; pcapng is not read)' },
+  { name: 'out', value: 'OUT.pcap', help: 'where to write the frames the plane sends' },
+  { name: 'node', value: 'NAME', help: 'which mux (plane mux) or host (host planes) to be; default: the first in the config' },
+  { name: 'local-mac', value: 'MAC', help: 'our own MAC; default 02:00 + the node\'s IPv4 provider address' },
+  { name: 'neighbor', value: 'NAME=MAC', help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); default 02:00 + its IPv4 address', repeat: true },
+  { name: 'json', help: 'print the result as JSON' },
+  { name: 'help', help: 'show this help' },
+];
+
+const HELP = formatHelp(
+  'slbx-replay --config FILE --plane mux|host-in|host-out --in IN.pcap --out OUT.pcap [options]',
+  'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
+  'it would send to OUT.pcap, and prints its counters: every drop under its reason. host-out picks the port\n' +
+  'of each frame by its source MAC (the nic\'s MAC) and frames DSR packets toward the router.',
+  OPTIONS,
+  'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
+  '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
+);
+
+export function main(argv: readonly string[]): number {
+  let args;
+  try {
+    args = parseArgs(argv, OPTIONS);
+  } catch (e) {
+    if (e instanceof UsageError) { process.stderr.write(`slbx-replay: ${e.message}\n`); return 2; }
+    throw e;
+  }
+  if (args.flags.has('help')) { process.stdout.write(HELP); return 0; }
+  for (const req of ['config', 'plane', 'in', 'out']) {
+    if (one(args, req) === undefined) { process.stderr.write(`slbx-replay: --${req} is required (see --help)\n`); return 2; }
+  }
+  const plane = one(args, 'plane') as Plane;
+  if (!['mux', 'host-in', 'host-out'].includes(plane)) { process.stderr.write(`slbx-replay: --plane must be mux, host-in or host-out, not ${JSON.stringify(plane)}\n`); return 2; }
+  const cfgPath = one(args, 'config')!;
+  const parsed = parseConfig(readFileSync(cfgPath, 'utf8'), cfgPath);
+  if (!parsed.ok) { process.stderr.write(`${formatConfigErrors(parsed.errors, cfgPath)}\n`); return 1; }
+  const neighbors = new Map<string, Uint8Array>();
+  for (const n of args.values.get('neighbor') ?? []) {
+    const [name, m] = n.split('=');
+    const parsedMac = m === undefined ? null : parseMac(m);
+    if (!name || parsedMac === null) { process.stderr.write(`slbx-replay: --neighbor wants NAME=MAC, e.g. host1=02:00:00:00:00:21; got ${JSON.stringify(n)}\n`); return 2; }
+    neighbors.set(name, parsedMac);
+  }
+  const lm = one(args, 'local-mac');
+  if (lm !== undefined && parseMac(lm) === null) { process.stderr.write(`slbx-replay: --local-mac is not a MAC: ${lm}\n`); return 2; }
+  let r: ReplayResult;
+  try {
+    r = replay({
+      config: parsed.config, plane, input: readFileSync(one(args, 'in')!), neighbors,
+      ...(one(args, 'node') !== undefined ? { node: one(args, 'node')! } : {}),
+      ...(lm !== undefined ? { localMac: mac(lm) } : {}),
+    });
+  } catch (e) {
+    process.stderr.write(`slbx-replay: ${(e as Error).message}\n`);
+    return 1;
+  }
+  writeFileSync(one(args, 'out')!, r.output);
+  if (args.flags.has('json')) {
+    process.stdout.write(`${JSON.stringify({ packetsIn: r.packetsIn, packetsOut: r.packetsOut, destinations: r.destinations, counters: r.counters }, null, 2)}\n`);
+  } else {
+    process.stdout.write(`${plane}: ${r.packetsIn} frames in, ${r.packetsOut} out -> ${one(args, 'out')}\n`);
+    for (const [k, v] of Object.entries(r.destinations)) process.stdout.write(`  to ${k}: ${v}\n`);
+    const drops = Object.entries(r.counters).filter(([k]) => k.startsWith('drop_'));
+    if (drops.length > 0) process.stdout.write(`  dropped:\n${drops.map(([k, v]) => `    ${k.slice(5)}: ${v}`).join('\n')}\n`);
+  }
+  return 0;
+}
+
+if (isMain(import.meta.url)) {
+  process.exitCode = main(process.argv.slice(2));
+}
+

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, set-up included: installs what is missing (as root), builds, type-checks the
+# tests, runs the unit, fixture, fuzz and replay suites (vitest), then the namespace scenarios.
+#   scripts/test.sh                everything
+#   scripts/test.sh --unit         only the vitest suites (no root needed once set up)
+#   scripts/test.sh --scenarios    only the namespace scenarios (root)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib/setup.sh
+case "${1:-all}" in
+  all|--all) what=all ;;
+  --unit) what=unit ;;
+  --scenarios) what=scenarios ;;
+  -h|--help) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "usage: scripts/test.sh [--unit|--scenarios]" >&2; exit 2 ;;
+esac
+slbx_setup
+
+if [ "$what" != scenarios ]; then
+  slbx_log 'type-checking the tests'
+  npx tsc -p tsconfig.test.json
+  slbx_log 'vitest'
+  npx vitest run
+fi
+
+if [ "$what" != unit ]; then
+  if [ -x scripts/scenarios/run-all.sh ]; then
+    scripts/scenarios/run-all.sh
+  else
+    slbx_log 'no namespace scenarios yet'
+  fi
+fi
