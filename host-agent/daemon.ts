@@ -1,0 +1,250 @@
+// The host agent daemon: a capture on the fabric interface for VXLAN to our provider address, one
+// capture per backend port, a raw socket for the DSR return, and the nftables rule that keeps the
+// kernel from answering captured VXLAN with ICMP. start() and stop() are symmetric and idempotent.
+import { formatMac } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
+import { RawSender } from '../runtime/raw-sender.js';
+import { readInterface } from '../runtime/netif.js';
+import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
+import { logInfo, logWarn } from '../runtime/log.js';
+import { compileHostTables, type HostTables } from './tables.js';
+import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, type HostContext } from './data-plane.js';
+
+const PORT_RETRY_MS = 1000;
+
+export interface HostDaemonOptions {
+  config: SlbxConfig;
+  name: string;
+  /** The fabric interface. */
+  iface: string;
+  /** Next hop for the DSR return (the router), per family; null = that family's DSR is unavailable. */
+  dsrVia4: string | null;
+  dsrVia6: string | null;
+  /** Install the nftables drop rule for captured VXLAN (default true). */
+  nftables?: boolean;
+  captureBufferBytes?: number;
+}
+
+interface PortState {
+  port: PcapPort | null;
+  mac: Uint8Array | null;
+  error: string | null;
+}
+
+export class HostDaemon {
+  readonly name: string;
+  readonly iface: string;
+  config: SlbxConfig;
+  ctx: HostContext;
+  private fabric: PcapPort;
+  private ports: PortState[] = [];
+  private raw4: RawSender | null = null;
+  private raw6: RawSender | null = null;
+  private timers: NodeJS.Timeout[] = [];
+  private started = false;
+  private generation = 1;
+  private nftError: string | null = null;
+  private readonly o: HostDaemonOptions;
+  private readonly startedAt = Date.now();
+  internalErrors = 0;
+  lastInternalError = '';
+  dsrUnavailable = 0;
+
+  constructor(o: HostDaemonOptions) {
+    this.o = o;
+    this.name = o.name;
+    this.iface = o.iface;
+    this.config = o.config;
+    const tables = compileHostTables(o.config, o.name, this.generation);
+    this.ctx = newHostContext(tables, o.config.fabric.vxlanPort, tables.nics.map(() => new Uint8Array(6)));
+    this.fabric = new PcapPort(o.iface);
+  }
+
+  private self() {
+    return this.config.hosts.find((h) => h.name === this.name)!;
+  }
+
+  start(): void {
+    if (this.started) return;
+    const me = this.self();
+    if (this.o.nftables !== false) {
+      this.nftError = installVxlanDrop(me.address.text, 4, this.config.fabric.vxlanPort);
+      if (this.nftError !== null) logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
+    }
+    if (this.o.dsrVia4 !== null) this.raw4 = new RawSender(4, this.o.dsrVia4);
+    if (this.o.dsrVia6 !== null) this.raw6 = new RawSender(6, this.o.dsrVia6);
+    this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and dst host ${me.address.text}`,
+      (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+    this.started = true;
+    this.openPorts();
+    this.timers.push(setInterval(() => this.openPorts(), PORT_RETRY_MS));
+    logInfo('host_agent_started', {
+      interface: this.iface, pa: me.address.text, dsrVia4: this.o.dsrVia4, dsrVia6: this.o.dsrVia6,
+      ports: this.ctx.tables.nics.map((n) => n.port),
+    });
+  }
+
+  stop(): void {
+    if (!this.started) return;
+    this.started = false;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    this.fabric.close();
+    for (const p of this.ports) p.port?.close();
+    this.ports = [];
+    this.raw4?.close();
+    this.raw6?.close();
+    this.raw4 = this.raw6 = null;
+    if (this.o.nftables !== false && this.nftError === null) removeVxlanDrop();
+    logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot() });
+  }
+
+  /** Opens the capture of every port not open yet (a port may appear after we start). */
+  private openPorts(): void {
+    if (!this.started) return;
+    const nics = this.ctx.tables.nics;
+    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null });
+    for (const nic of nics) {
+      const st = this.ports[nic.index]!;
+      if (st.port !== null && st.port.iface === nic.port) continue;
+      st.port?.close();
+      st.port = null;
+      const ifc = readInterface(nic.port);
+      if (ifc === null) {
+        const err = `no interface ${nic.port} in this namespace`;
+        if (st.error !== err) logWarn('port_missing', { nic: nic.name, port: nic.port });
+        st.error = err;
+        continue;
+      }
+      const p = new PcapPort(nic.port);
+      try {
+        // every frame the backend sends; not the ones we send from the port's MAC
+        p.open(`not ether src ${formatMac(ifc.mac)}`, (f, len) => this.onPortFrame(f, len, nic.index), 4 * 1024 * 1024);
+      } catch (e) {
+        st.error = (e as Error).message;
+        logWarn('port_open_failed', { nic: nic.name, port: nic.port, error: st.error });
+        continue;
+      }
+      st.port = p;
+      st.mac = ifc.mac;
+      st.error = null;
+      this.ctx.portMacs[nic.index] = ifc.mac;
+      logInfo('port_open', { nic: nic.name, port: nic.port, mac: formatMac(ifc.mac) });
+    }
+  }
+
+  private onFabricFrame(frame: Buffer, len: number): void {
+    const ctx = this.ctx;
+    let v: number;
+    try {
+      v = processInbound(frame, len, ctx);
+    } catch (e) {
+      this.internalError(e);
+      return;
+    }
+    if (v !== VERDICT_FORWARD) return;
+    const st = this.ports[ctx.outPort];
+    if (st === undefined || st.port === null) {
+      ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
+      return;
+    }
+    st.port.send(frame.subarray(ctx.outOff, ctx.outOff + ctx.outLen), ctx.outLen);
+  }
+
+  private onPortFrame(frame: Buffer, len: number, port: number): void {
+    const ctx = this.ctx;
+    let v: number;
+    try {
+      v = processOutbound(frame, len, port, ctx);
+    } catch (e) {
+      this.internalError(e);
+      return;
+    }
+    if (v !== VERDICT_FORWARD) return;
+    if (ctx.outPort === OUT_DSR) {
+      const raw = (frame[ctx.outOff]! >>> 4) === 6 ? this.raw6 : this.raw4;
+      if (raw === null) { this.dsrUnavailable++; return; }
+      raw.send(frame, ctx.outOff, ctx.outLen);
+    } else {
+      // an ARP reply or neighbour advertisement, back on the port it was asked on
+      const st = this.ports[ctx.outPort];
+      st?.port?.send(Buffer.from(ctx.outBuf.buffer, ctx.outBuf.byteOffset + ctx.outOff, ctx.outLen), ctx.outLen);
+    }
+  }
+
+  private internalError(e: unknown): void {
+    this.ctx.counters.values[this.ctx.counters.index.drop_internal_error]!++;
+    this.internalErrors++;
+    this.lastInternalError = (e as Error).stack ?? String(e);
+  }
+
+  /** Installs a new config: new tables swapped in; ports opened or closed to match. */
+  applyConfig(config: SlbxConfig): void {
+    const me = config.hosts.find((h) => h.name === this.name);
+    if (me === undefined) throw new Error(`host ${JSON.stringify(this.name)} is not in the new config`);
+    if (me.address.text !== this.self().address.text || config.fabric.vxlanPort !== this.config.fabric.vxlanPort) {
+      throw new Error('the provider address or VXLAN port changed: restart the host agent to apply that');
+    }
+    this.generation++;
+    const tables: HostTables = compileHostTables(config, this.name, this.generation);
+    // ports by nic name carry over; the data plane's port numbers are the new tables' nic indexes
+    const old = new Map(this.ctx.tables.nics.map((n) => [n.name, this.ports[n.index]]));
+    const ports: PortState[] = [];
+    const macs: Uint8Array[] = [];
+    for (const n of tables.nics) {
+      const st = old.get(n.name);
+      if (st !== undefined && st.port !== null && st.port.iface === n.port) {
+        ports.push(st);
+        macs.push(st.mac!);
+        old.delete(n.name);
+      } else {
+        ports.push({ port: null, mac: null, error: null });
+        macs.push(new Uint8Array(6));
+      }
+    }
+    for (const st of old.values()) st?.port?.close();
+    const counters = this.ctx.counters;
+    const ctx = newHostContext(tables, config.fabric.vxlanPort, macs);
+    ctx.counters.values.set(counters.values); // counters survive a policy change
+    // captures call back with their nic index: rebind them to the new numbering
+    for (let i = 0; i < ports.length; i++) {
+      const st = ports[i]!;
+      if (st.port !== null) {
+        const iface = st.port.iface;
+        st.port.close();
+        const p = new PcapPort(iface);
+        p.open(`not ether src ${formatMac(st.mac!)}`, (f, len) => this.onPortFrame(f, len, i), 4 * 1024 * 1024);
+        st.port = p;
+      }
+    }
+    this.ports = ports;
+    this.ctx = ctx;
+    this.config = config;
+    this.openPorts();
+    logInfo('tables_installed', { generation: this.generation, nics: tables.nics.map((n) => n.name) });
+  }
+
+  status(): Record<string, unknown> {
+    const t = this.ctx.tables;
+    const ports = t.nics.map((n) => ({
+      nic: n.name, port: n.port, open: this.ports[n.index]?.port != null, mac: this.ports[n.index]?.mac ? formatMac(this.ports[n.index]!.mac!) : null,
+      error: this.ports[n.index]?.error ?? null, addresses: [n.addr4 >= 0 ? 'ipv4' : null, n.addr6 ? 'ipv6' : null].filter(Boolean),
+    }));
+    return {
+      daemon: 'host-agent',
+      name: this.name,
+      ready: this.started && this.fabric.isOpen && ports.every((p) => p.open),
+      uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
+      generation: t.generation,
+      interface: this.iface,
+      pa: this.self().address.text,
+      dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.dsrUnavailable },
+      nftables: this.o.nftables === false ? 'disabled' : this.nftError ?? 'installed',
+      ports,
+      sendErrors: this.fabric.sendErrors + this.ports.reduce((s, p) => s + (p.port?.sendErrors ?? 0), 0),
+      internalErrors: this.internalErrors,
+      counters: this.ctx.counters.snapshot(),
+    };
+  }
+}

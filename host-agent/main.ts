@@ -1,0 +1,61 @@
+#!/usr/bin/env node
+// slbx-host-agent: the host agent daemon. See --help.
+import { isIP } from 'node:net';
+import { isMain, one } from '../cli/args.js';
+import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
+import { defaultGateway4, defaultGateway6, findInterfaceByAddress, readInterface } from '../runtime/netif.js';
+import { HostDaemon } from './daemon.js';
+
+export const HOST_AGENT_PROGRAM: DaemonProgram = {
+  program: 'slbx-host-agent',
+  usage: 'slbx-host-agent --config FILE --name NAME [options]',
+  about:
+    'The slbx host agent. Reads VXLAN sent to its provider address (a capture; an nftables rule keeps the\n' +
+    'kernel from answering it), checks it against policy, NATs VIP:port to DIP:port and delivers the frame\n' +
+    'to the backend\'s port; captures what the backends send, answers ARP/ND for their gateway, and sends\n' +
+    'replies of load-balanced flows from VIP:port straight to the router with a raw socket (direct server\n' +
+    'return). Logs are JSON lines on stdout, state changes only.',
+  options: [
+    { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the host\'s provider address' },
+    { name: 'dsr-via', value: 'ADDR', help: 'IPv4 next hop for direct server return; default: the namespace\'s default gateway' },
+    { name: 'dsr-via6', value: 'ADDR', help: 'IPv6 next hop for direct server return; default: the IPv6 default gateway' },
+    { name: 'no-nftables', help: 'do not install the nftables rule that drops captured VXLAN in the kernel' },
+    { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer of the fabric capture, 1..1024', default: '32' },
+  ],
+  defaultStatus: '127.0.0.1:9181',
+  extraHelp:
+    'status: curl -s http://127.0.0.1:9181/status     ready, ports, DSR, counters\n' +
+    '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>',
+  create(args, config, name, cfgPath) {
+    const me = config.hosts.find((h) => h.name === name);
+    if (me === undefined) return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
+    const bufMb = Number(one(args, 'capture-buffer-mb'));
+    if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > 1024) return '--capture-buffer-mb must be an integer 1..1024';
+    const ifName = one(args, 'interface');
+    const iface = ifName !== undefined ? readInterface(ifName) : findInterfaceByAddress(me.address.text);
+    if (iface === null) {
+      return ifName !== undefined
+        ? `no interface ${ifName} in this network namespace`
+        : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
+    }
+    const via4 = one(args, 'dsr-via') ?? defaultGateway4();
+    const via6 = one(args, 'dsr-via6') ?? defaultGateway6();
+    if (via4 !== null && isIP(via4) !== 4) return `--dsr-via must be an IPv4 address, got ${via4}`;
+    if (via6 !== null && isIP(via6) !== 6) return `--dsr-via6 must be an IPv6 address, got ${via6}`;
+    if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
+    return new HostDaemon({
+      config, name, iface: iface.name, dsrVia4: via4, dsrVia6: via6,
+      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024,
+    });
+  },
+  routes(daemon) {
+    const d = daemon as HostDaemon;
+    return (path) => {
+      if (path === '/status') return d.status();
+      if (path === '/counters') return d.ctx.counters.snapshot(true);
+      return undefined;
+    };
+  },
+};
+
+if (isMain(import.meta.url)) exitWith(runDaemon(HOST_AGENT_PROGRAM, process.argv.slice(2)));

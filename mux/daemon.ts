@@ -1,0 +1,229 @@
+// The MUX daemon: owns the capture on the fabric interface, runs the data plane on every frame, resolves
+// the hosts' provider addresses by ARP, ages the flow table, and swaps in new tables when the policy
+// changes. start() and stop() are symmetric and idempotent.
+import { formatIpv4, formatMac } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
+import { ETHERTYPE_ARP, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
+import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
+import { logInfo } from '../runtime/log.js';
+import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxTables } from './tables.js';
+import { newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, type MuxContext } from './data-plane.js';
+
+const ARP_RETRY_MS = 1000;
+const ARP_REFRESH_MS = 30_000;
+const CLOCK_TICK_MS = 250;
+const BROADCAST = new Uint8Array([255, 255, 255, 255, 255, 255]);
+
+export interface MuxDaemonOptions {
+  config: SlbxConfig;
+  name: string;
+  iface: string;
+  mac: Uint8Array;
+  captureBufferBytes?: number;
+  health?: HealthView;
+}
+
+/** The BPF filter for a VIP set: the VIPs' packets (tagged or not) and ARP for our own resolution. */
+export function muxCaptureFilter(config: SlbxConfig): string {
+  const hosts = config.vips.map((v) => (v.address.family === 4 ? `dst host ${v.address.text}` : `ip6 dst host ${v.address.text}`));
+  if (hosts.length === 0) return 'arp';
+  const any = hosts.join(' or ');
+  return `arp or ${any} or (vlan and (${any}))`;
+}
+
+export class MuxDaemon {
+  readonly name: string;
+  readonly iface: string;
+  readonly mac: Uint8Array;
+  config: SlbxConfig;
+  ctx: MuxContext;
+  private port: PcapPort;
+  private filter = '';
+  private timers: NodeJS.Timeout[] = [];
+  private started = false;
+  private generation = 1;
+  private health: HealthView;
+  private readonly arp = newArpPacket();
+  private readonly eth = newEthernetHeader();
+  private readonly arpFrame = Buffer.alloc(42);
+  private lastArpSent = new Map<string, number>();
+  private readonly startedAt = Date.now();
+  internalErrors = 0;
+  lastInternalError = '';
+
+  constructor(o: MuxDaemonOptions) {
+    this.name = o.name;
+    this.iface = o.iface;
+    this.mac = o.mac;
+    this.config = o.config;
+    this.health = o.health ?? ALL_HEALTHY;
+    this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.health, null, this.generation));
+    this.port = new PcapPort(o.iface);
+    this.captureBufferBytes = o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES;
+  }
+
+  private readonly captureBufferBytes: number;
+
+  private self() {
+    const m = this.config.muxes.find((x) => x.name === this.name);
+    if (m === undefined) throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${this.config.muxes.map((x) => x.name).join(', ')})`);
+    return m;
+  }
+
+  private newContext(config: SlbxConfig, tables: MuxTables): MuxContext {
+    const me = config.muxes.find((x) => x.name === this.name);
+    if (me === undefined) throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${config.muxes.map((x) => x.name).join(', ')})`);
+    return newMuxContext({
+      tables, localMac: this.mac, localPa4: me.address.words[0]!, hashSeed: config.hashSeed,
+      mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    });
+  }
+
+  start(): void {
+    if (this.started) return;
+    this.openCapture();
+    this.started = true;
+    this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
+    this.timers.push(setInterval(() => this.resolveHosts(), ARP_RETRY_MS));
+    this.resolveHosts();
+    logInfo('mux_started', { interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter });
+  }
+
+  stop(): void {
+    if (!this.started) return;
+    this.started = false;
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
+    this.port.close();
+    logInfo('mux_stopped', { counters: this.ctx.counters.snapshot() });
+  }
+
+  private openCapture(): void {
+    this.filter = muxCaptureFilter(this.config);
+    this.port.open(this.filter, (frame, len) => this.onFrame(frame, len), this.captureBufferBytes);
+  }
+
+  /** The hot path: one captured frame. */
+  private onFrame(frame: Buffer, len: number): void {
+    const ctx = this.ctx;
+    let v: number;
+    try {
+      v = processPacket(frame, len, ctx);
+    } catch (e) {
+      // never expected: the data plane does not throw on bad bytes; count it and keep serving
+      ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
+      this.internalErrors++;
+      this.lastInternalError = (e as Error).stack ?? String(e);
+      return;
+    }
+    if (v === VERDICT_FORWARD) this.port.send(ctx.out, ctx.outLen);
+    else if (v === VERDICT_CONTROL) this.onArp(frame, len);
+  }
+
+  private tick(): void {
+    this.ctx.nowS = Math.floor(process.uptime()) + 1;
+    // a full pass over both flow tables about every 10 s
+    sweepFlows(this.ctx, Math.max(1024, Math.ceil(Math.max(this.ctx.flows4.capacity, this.ctx.flows6.capacity) / 40)));
+  }
+
+  /** ARP replies and requests from hosts teach us their provider addresses' MACs. */
+  private onArp(frame: Buffer, len: number): void {
+    const l3 = parseEthernet(frame, 0, this.eth, len);
+    if (l3 < 0 || this.eth.etherType !== ETHERTYPE_ARP) return;
+    if (parseArp(frame, l3, this.arp, len) < 0) return;
+    const a = this.arp;
+    if (a.op !== ARP_OP_REPLY && a.op !== ARP_OP_REQUEST) return;
+    for (const h of this.ctx.tables.hosts.values()) {
+      if (h.pa4 !== a.senderIp) continue;
+      let changed = !h.macKnown;
+      for (let i = 0; i < 6; i++) if (h.mac[i] !== a.senderMac[i]) changed = true;
+      if (changed) {
+        h.mac.set(a.senderMac);
+        h.macKnown = true;
+        logInfo('neighbor_learned', { host: h.name, pa: h.pa.text, mac: formatMac(h.mac) });
+      }
+    }
+  }
+
+  private resolveHosts(): void {
+    if (!this.started) return;
+    const now = Date.now();
+    const myPa = this.self().address.words[0]!;
+    for (const h of this.ctx.tables.hosts.values()) {
+      const last = this.lastArpSent.get(h.name) ?? 0;
+      const due = h.macKnown ? now - last >= ARP_REFRESH_MS : now - last >= ARP_RETRY_MS - 50;
+      if (!due) continue;
+      this.lastArpSent.set(h.name, now);
+      const a = newArpPacket();
+      a.op = ARP_OP_REQUEST;
+      a.senderMac.set(this.mac);
+      a.senderIp = myPa;
+      a.targetIp = h.pa4;
+      writeEthernetRaw(BROADCAST, this.mac, ETHERTYPE_ARP, this.arpFrame, 0);
+      writeArp(a, this.arpFrame, 14);
+      this.port.send(this.arpFrame, 42);
+    }
+  }
+
+  /**
+   * Installs a new config (and health view): new tables, swapped in between two packets; the flow table
+   * and learned MACs carry over. The capture filter is rebuilt only when the VIP set changed.
+   */
+  applyConfig(config: SlbxConfig, health: HealthView = this.health): void {
+    if (!config.muxes.some((m) => m.name === this.name)) {
+      throw new Error(`mux ${JSON.stringify(this.name)} is not in the new config`);
+    }
+    const me = config.muxes.find((m) => m.name === this.name)!;
+    const old = this.self();
+    this.generation++;
+    const tables = compileMuxTables(config, health, this.ctx.tables, this.generation);
+    const sameShape = me.address.text === old.address.text && config.hashSeed === this.config.hashSeed
+      && config.fabric.mtu === this.config.fabric.mtu && config.fabric.vxlanPort === this.config.fabric.vxlanPort
+      && JSON.stringify(config.flowTable) === JSON.stringify(this.config.flowTable);
+    if (sameShape) this.ctx.tables = tables;
+    else this.ctx = this.newContext(config, tables); // settings the context holds changed: a fresh one (flows restart)
+    this.config = config;
+    this.health = health;
+    if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
+    logInfo('tables_installed', { generation: this.generation, vips: config.vips.length, flowsKept: sameShape });
+    this.resolveHosts();
+  }
+
+  /** What GET /status answers. */
+  status(): Record<string, unknown> {
+    const t = this.ctx.tables;
+    const hosts = [...t.hosts.values()].map((h) => ({ name: h.name, pa: h.pa.text, mac: h.macKnown ? formatMac(h.mac) : null }));
+    return {
+      daemon: 'mux',
+      name: this.name,
+      ready: this.started && hosts.every((h) => h.mac !== null),
+      uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
+      generation: t.generation,
+      interface: this.iface,
+      mac: formatMac(this.mac),
+      pa: this.self().address.text,
+      captureFilter: this.filter,
+      vips: this.config.vips.map((v) => v.address.text),
+      hosts,
+      pools: [...t.poolTables.values()].map((p) => ({ table: p.key, vni: p.vni, level: p.level, candidates: p.candidates })),
+      flows: { ipv4: this.ctx.flows4.size, ipv6: this.ctx.flows6.size, max: this.ctx.flowLimit.max, bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes },
+      sendErrors: this.port.sendErrors,
+      lastSendError: this.port.lastSendError || undefined,
+      internalErrors: this.internalErrors,
+      counters: this.ctx.counters.snapshot(),
+    };
+  }
+
+  /** What GET /flows answers: up to `limit` live flows. */
+  flows(limit: number): unknown[] {
+    const out: unknown[] = [];
+    const now = this.ctx.nowS;
+    const proto = (p: number) => (p === 6 ? 'tcp' : p === 17 ? 'udp' : String(p));
+    this.ctx.flows4.forEach(now, (k, v, e) => {
+      if (out.length >= limit) return;
+      out.push({ src: `${formatIpv4(k[0]!)}:${k[3]! >>> 16}`, dst: `${formatIpv4(k[1]!)}:${k[3]! & 0xffff}`, protocol: proto(k[2]!), nic: this.ctx.tables.nicsById[v]?.name ?? `#${v}`, idleExpiresInS: e - now });
+    });
+    return out;
+  }
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env node
+// slbx-mux: the MUX daemon. See --help.
+import { isMain, one } from '../cli/args.js';
+import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
+import { findInterfaceByAddress, readInterface } from '../runtime/netif.js';
+import { MuxDaemon } from './daemon.js';
+
+export const MUX_PROGRAM: DaemonProgram = {
+  program: 'slbx-mux',
+  usage: 'slbx-mux --config FILE --name NAME [options]',
+  about:
+    'The slbx MUX. Captures the packets sent to the config\'s VIPs on its fabric interface (the kernel of\n' +
+    'its namespace neither owns the VIPs nor forwards, so it drops them silently), picks a backend per\n' +
+    'flow (flow table, then the rule\'s Maglev table) and sends each packet VXLAN-encapsulated to the\n' +
+    'backend\'s host. Logs are JSON lines on stdout, state changes only.',
+  options: [
+    { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the mux\'s provider address' },
+    { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer, 1..1024', default: '32' },
+  ],
+  defaultStatus: '127.0.0.1:9180',
+  extraHelp:
+    'status: curl -s http://127.0.0.1:9180/status     ready, tables, hosts, flow count, counters\n' +
+    '        curl -s http://127.0.0.1:9180/counters   every counter; drops are drop_<reason>\n' +
+    '        curl -s \'http://127.0.0.1:9180/flows?limit=20\'',
+  create(args, config, name, cfgPath) {
+    const me = config.muxes.find((m) => m.name === name);
+    if (me === undefined) return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
+    const bufMb = Number(one(args, 'capture-buffer-mb'));
+    if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > 1024) return '--capture-buffer-mb must be an integer 1..1024';
+    const ifName = one(args, 'interface');
+    const iface = ifName !== undefined ? readInterface(ifName) : findInterfaceByAddress(me.address.text);
+    if (iface === null) {
+      return ifName !== undefined
+        ? `no interface ${ifName} in this network namespace`
+        : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
+    }
+    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024 });
+  },
+  routes(daemon) {
+    const d = daemon as MuxDaemon;
+    return (path, q) => {
+      if (path === '/status') return d.status();
+      if (path === '/counters') return d.ctx.counters.snapshot(true);
+      if (path === '/flows') return d.flows(Math.min(10000, Number(q.get('limit') ?? 100) || 100));
+      return undefined;
+    };
+  },
+};
+
+if (isMain(import.meta.url)) exitWith(runDaemon(MUX_PROGRAM, process.argv.slice(2)));

@@ -1,0 +1,62 @@
+// A live capture on one interface with frame injection on the same handle (libpcap via `cap`).
+// `cap` calls back once per packet with the packet copied into one shared Buffer: the handler must be
+// done with it before it returns (the data planes are synchronous, so they are).
+import capModule from 'cap';
+
+const { Cap } = capModule;
+
+export const DEFAULT_CAPTURE_BUFFER_BYTES = 32 * 1024 * 1024;
+const RX_BUFFER_BYTES = 65536 + 64;
+
+export type FrameHandler = (frame: Buffer, len: number, truncated: boolean) => void;
+
+export class PcapPort {
+  readonly iface: string;
+  readonly rx: Buffer = Buffer.alloc(RX_BUFFER_BYTES);
+  private cap: InstanceType<typeof Cap> | null = null;
+  sendErrors = 0;
+  lastSendError = '';
+
+  constructor(iface: string) {
+    this.iface = iface;
+  }
+
+  /** Opens the capture with a BPF filter; throws with libpcap's message (bad filter, no such device). */
+  open(filter: string, onFrame: FrameHandler, bufferBytes = DEFAULT_CAPTURE_BUFFER_BYTES): void {
+    this.close();
+    const cap = new Cap();
+    const linkType = cap.open(this.iface, filter, bufferBytes, this.rx);
+    if (linkType !== 'ETHERNET') {
+      cap.close();
+      throw new Error(`${this.iface}: link type ${linkType}, slbx needs Ethernet`);
+    }
+    const rx = this.rx;
+    cap.on('packet', (nbytes: number, truncated: boolean) => onFrame(rx, nbytes, truncated));
+    this.cap = cap;
+  }
+
+  /** Sends buf[0..len); false (and counted) when the kernel refuses it, e.g. larger than the MTU. */
+  send(buf: Buffer, len: number): boolean {
+    const cap = this.cap;
+    if (cap === null) return false;
+    try {
+      cap.send(buf, len);
+      return true;
+    } catch (e) {
+      this.sendErrors++;
+      this.lastSendError = (e as Error).message;
+      return false;
+    }
+  }
+
+  get isOpen(): boolean {
+    return this.cap !== null;
+  }
+
+  close(): void {
+    if (this.cap !== null) {
+      this.cap.close();
+      this.cap = null;
+    }
+  }
+}

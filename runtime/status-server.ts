@@ -1,0 +1,60 @@
+// The loopback status endpoint of a daemon: GET paths answer JSON (counters, tables, flows). It listens
+// on loopback unless told otherwise; it never changes state.
+import { createServer, type Server } from 'node:http';
+import { isIP } from 'node:net';
+
+export interface ListenAddress {
+  host: string;
+  port: number;
+}
+
+/** Parses `127.0.0.1:9180`, `[::1]:9180` or `:9180` (loopback). Returns an error message on failure. */
+export function parseListen(text: string): ListenAddress | string {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]*)):(\d{1,5})$/.exec(text);
+  if (m === null) return `expected HOST:PORT, [IPV6]:PORT or :PORT, got ${JSON.stringify(text)}`;
+  const host = m[1] ?? (m[2] === '' ? '127.0.0.1' : m[2]!);
+  const port = Number(m[3]);
+  if (isIP(host) === 0) return `not an IP address: ${JSON.stringify(host)}`;
+  if (port < 1 || port > 65535) return `port must be 1..65535, got ${port}`;
+  return { host, port };
+}
+
+export function isLoopback(host: string): boolean {
+  return host === '::1' || host.startsWith('127.');
+}
+
+export type StatusHandler = (path: string, query: URLSearchParams) => unknown;
+
+/** Starts the server; resolves once it listens, rejects with the listen error. */
+export function startStatusServer(addr: ListenAddress, handler: StatusHandler): Promise<Server> {
+  const server = createServer((req, res) => {
+    if (req.method !== 'GET') {
+      res.writeHead(405, { 'content-type': 'application/json', allow: 'GET' });
+      res.end('{"error":"only GET: the status endpoint is read-only"}\n');
+      return;
+    }
+    const url = new URL(req.url ?? '/', 'http://status');
+    let body: unknown;
+    try {
+      body = handler(url.pathname, url.searchParams);
+    } catch (e) {
+      res.writeHead(500, { 'content-type': 'application/json' });
+      res.end(`${JSON.stringify({ error: (e as Error).message })}\n`);
+      return;
+    }
+    if (body === undefined) {
+      res.writeHead(404, { 'content-type': 'application/json' });
+      res.end(`${JSON.stringify({ error: `no such path ${url.pathname}` })}\n`);
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(`${JSON.stringify(body, null, 2)}\n`);
+  });
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(addr.port, addr.host, () => {
+      server.off('error', reject);
+      resolve(server);
+    });
+  });
+}
