@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# slbx lab: bring a lab up from a config and leave it running, look at it, run commands in its
+# namespaces, take it down (like containerlab, over scripts/lab/lib.sh). Root only.
+#   scripts/lab.sh up [--name N] [--config F] [--clients N] [--no-daemons]
+#   scripts/lab.sh status [--name N]
+#   scripts/lab.sh exec [--name N] NODE CMD [ARGS...]
+#   scripts/lab.sh list
+#   scripts/lab.sh down [--name N]          (or --prefix slbx-XXXX- for an orphan, see list)
+# Every subcommand takes --help. The lab name defaults to "default".
+set -euo pipefail
+SLBX_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export SLBX_ROOT
+# shellcheck source=lab/lib.sh
+source "$SLBX_ROOT/scripts/lab/lib.sh"
+
+usage_main() {
+  cat <<'EOF'
+usage: scripts/lab.sh COMMAND [options]      (scripts/lab.sh COMMAND --help)
+
+Network-namespace labs of slbx: client(s), a router, a fabric bridge, the MUXes, the hosts (host
+agents) and one namespace per backend nic, all derived from one slbx config.
+
+commands:
+  up      bring a lab up (installs and builds what is missing first) and leave it running
+  status  namespaces, addresses, the router's VIP routes, processes, daemon status
+  exec    run a command in a node's namespace (curl, tcpdump, ip, the lab client ...)
+  list    the labs that are up
+  down    take a lab down (processes, namespaces, veths); logs and pcaps stay in runs/lab/NAME/
+
+nodes: client1..N, router, fabric, and the config's muxes, hosts and nics (mux1, host1, h1vm1, ...)
+EOF
+}
+
+usage_up() {
+  cat <<'EOF'
+usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--no-daemons]
+
+Builds a lab from an slbx config and leaves it running: namespaces with a random per-run prefix
+(slbx-XXXX-), the fabric (MTU from the config), static multipath routes from the router to every VIP
+via all MUXes, HTTP and UDP-echo backends in every nic namespace, and the MUX and host-agent daemons
+(waits until each says ready on GET /status). State, logs and pcaps: runs/lab/NAME/.
+
+options:
+  --name N       lab name (default: default); several labs can be up at once
+  --config F     slbx config (default: examples/lab.yaml)
+  --clients N    client namespaces, 1..6 (default 1); client1 has 198.51.100.10-41 and 2001:db8:c::10-2f
+  --no-daemons   topology and backends only
+EOF
+}
+
+usage_status() { printf 'usage: scripts/lab.sh status [--name N]\n\nShows a lab: namespaces and addresses, the router'"'"'s routes to the VIPs, processes, daemon status.\n'; }
+usage_down() { printf 'usage: scripts/lab.sh down [--name N]\n       scripts/lab.sh down --prefix slbx-XXXX-\n\nStops the lab'"'"'s processes, deletes its namespaces (and veths). Logs and pcaps stay in runs/lab/NAME/.\n--prefix: an orphan run whose state.env is gone (scripts/lab.sh list shows them).\n'; }
+usage_list() { printf 'usage: scripts/lab.sh list\n\nLists the labs of this checkout that are up (or half up), with live namespaces and processes.\n'; }
+usage_exec() {
+  cat <<'EOF'
+usage: scripts/lab.sh exec [--name N] NODE CMD [ARGS...]
+
+Runs CMD inside NODE's namespace (ip netns exec), in the current directory. Examples:
+  scripts/lab.sh exec client1 curl -s http://203.0.113.10/
+  scripts/lab.sh exec client1 curl -s 'http://[2001:db8:ff::10]/'
+  scripts/lab.sh exec client1 node dist/scripts/lab/client.js http --url http://203.0.113.10/ --count 100 --concurrency 8
+  scripts/lab.sh exec client1 node dist/scripts/lab/client.js udp --target 203.0.113.10:7 --flows 64 --sources 198.51.100.10-198.51.100.41
+  scripts/lab.sh exec mux1 tcpdump -ni fab0 -c 20
+  scripts/lab.sh exec router ip route
+  scripts/lab.sh exec host1 curl -s 127.0.0.1:9181/status
+EOF
+}
+
+# Parses --name N (and --help) off the front of the arguments; the rest stays in REST.
+parse_name() {
+  NAME=default
+  REST=()
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --name) [ $# -ge 2 ] || { echo "--name needs a value" >&2; exit 2; }; NAME=$2; shift 2 ;;
+      --name=*) NAME=${1#*=}; shift ;;
+      -h|--help) HELP=1; shift ;;
+      *) REST=("$@"); break ;;
+    esac
+  done
+}
+
+cmd=${1:-}
+[ $# -gt 0 ] && shift
+HELP=0
+case $cmd in
+  ''|-h|--help|help)
+    usage_main
+    [ -n "$cmd" ] || exit 2
+    exit 0 ;;
+  up)
+    args=()
+    name=default
+    while [ $# -gt 0 ]; do
+      case $1 in
+        -h|--help) usage_up; exit 0 ;;
+        --name) [ $# -ge 2 ] || { echo "--name needs a value" >&2; exit 2; }; name=$2; args+=(--name "$2"); shift 2 ;;
+        --name=*) name=${1#*=}; args+=("$1"); shift ;;
+        --config|--clients) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
+        --config=*|--clients=*|--no-daemons) args+=("$1"); shift ;;
+        *) echo "scripts/lab.sh up: unknown argument '$1' (see scripts/lab.sh up --help)" >&2; exit 2 ;;
+      esac
+    done
+    [ "$(id -u)" = 0 ] || { echo "scripts/lab.sh up: needs root (network namespaces)" >&2; exit 1; }
+    # shellcheck source=lib/setup.sh
+    source "$SLBX_ROOT/scripts/lib/setup.sh"
+    here=$PWD
+    slbx_setup
+    cd "$here"
+    # interrupted half way: take down what was built (lab_up cleans up after its own failures)
+    trap 'trap - INT TERM; echo >&2; lab_down "$name" >&2; exit 130' INT TERM
+    lab_up "${args[@]}"
+    trap - INT TERM
+    n=''; [ "$name" = default ] || n=" --name $name"
+    vip4=$(awk '$1 == "vip" && $2 !~ /:/ { print $2; exit }' "$LAB_DIR/plan.txt")
+    vip6=$(awk '$1 == "vip" && $2 ~ /:/ { print $2; exit }' "$LAB_DIR/plan.txt")
+    echo
+    echo "lab '$name' is up. Try:"
+    [ -z "$vip4" ] || echo "  scripts/lab.sh exec$n client1 curl -s http://$vip4/"
+    [ -z "$vip6" ] || echo "  scripts/lab.sh exec$n client1 curl -s 'http://[$vip6]/'"
+    [ -z "$vip4" ] || echo "  scripts/lab.sh exec$n client1 node dist/scripts/lab/client.js http --url http://$vip4/ --count 100 --concurrency 8"
+    echo "  scripts/lab.sh status$n"
+    echo "  scripts/lab.sh exec$n router ip route"
+    echo "  scripts/lab.sh down$n"
+    ;;
+  down)
+    if [ "${1:-}" = --prefix ]; then
+      [ $# = 2 ] || { echo "usage: scripts/lab.sh down --prefix slbx-XXXX-" >&2; exit 2; }
+      [ "$(id -u)" = 0 ] || { echo "scripts/lab.sh down: needs root" >&2; exit 1; }
+      lab_down_prefix "$2"
+      exit
+    fi
+    parse_name "$@"
+    [ "$HELP" = 0 ] || { usage_down; exit 0; }
+    [ ${#REST[@]} = 0 ] || { echo "scripts/lab.sh down: unexpected argument '${REST[0]}'" >&2; exit 2; }
+    [ "$(id -u)" = 0 ] || { echo "scripts/lab.sh down: needs root" >&2; exit 1; }
+    lab_down "$NAME"
+    ;;
+  status)
+    parse_name "$@"
+    [ "$HELP" = 0 ] || { usage_status; exit 0; }
+    [ ${#REST[@]} = 0 ] || { echo "scripts/lab.sh status: unexpected argument '${REST[0]}'" >&2; exit 2; }
+    lab_status "$NAME"
+    ;;
+  list)
+    case ${1:-} in -h|--help) usage_list; exit 0 ;; '') ;; *) echo "scripts/lab.sh list: unexpected argument '$1'" >&2; exit 2 ;; esac
+    lab_list
+    ;;
+  exec)
+    parse_name "$@"
+    [ "$HELP" = 0 ] || { usage_exec; exit 0; }
+    [ ${#REST[@]} -ge 2 ] || { echo "usage: scripts/lab.sh exec [--name N] NODE CMD [ARGS...] (see --help)" >&2; exit 2; }
+    LAB_NAME=$NAME
+    lab_use "$NAME"
+    node=${REST[0]}
+    ns=$(lab_ns "$node")
+    exec ip netns exec "$ns" "${REST[@]:1}"
+    ;;
+  *)
+    echo "scripts/lab.sh: unknown command '$cmd' (up, down, status, exec, list; see --help)" >&2
+    exit 2 ;;
+esac

@@ -1,0 +1,546 @@
+#!/usr/bin/env node
+// The lab's traffic and measurement client, run inside a client namespace (or any lab namespace):
+//   client.js http    --url http://203.0.113.10/ --count 1000 --concurrency 8 [--source A|A-B|A,B]
+//   client.js udp     --target 203.0.113.10:7 --flows 200 [--sources 198.51.100.10-198.51.100.41]
+//   client.js ping    --target 198.51.100.1 [--count 3]
+//   client.js inject  --interface fab0 --in FRAMES.pcap [--gap-us N]
+// http and udp record every request / flow (source address and port, backend, error, latency), print a
+// summary and write the records with --json. Exit status: 0 when everything succeeded, 1 when something
+// failed, 2 for bad arguments.
+import { request } from 'node:http';
+import { createSocket, type Socket as UdpSocket } from 'node:dgram';
+import { createRequire } from 'node:module';
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Socket as NetSocket } from 'node:net';
+import { formatIpv4, formatIpv6, parseIpAddr } from '../../shared/addr.js';
+import { finishChecksum, sumBytes } from '../../shared/checksum.js';
+import { ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_HEADER_LEN } from '../../shared/icmp.js';
+import { ICMPV6_ECHO_REPLY, ICMPV6_ECHO_REQUEST } from '../../shared/icmpv6.js';
+import { codecErrorName } from '../../shared/codec-error.js';
+import { LINKTYPE_ETHERNET, readPcap } from '../../shared/pcap-file.js';
+import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../../cli/args.js';
+
+const require = createRequire(import.meta.url);
+
+/** Most addresses a --source/--sources range may expand to. */
+export const MAX_SOURCES = 65536;
+/** Largest UDP payload of one IPv4 datagram (65535 - 20 - 8). */
+export const MAX_UDP_PAYLOAD = 65507;
+/** Bytes of an HTTP body kept in a record (the backend name is a few bytes; /bytes/N bodies are counted only). */
+const BODY_KEEP_BYTES = 256;
+
+// ---------------------------------------------------------------------------------------------
+// Arguments
+
+function intOption(args: ParsedArgs, name: string, min: number, max: number): number {
+  const v = one(args, name);
+  if (v === undefined) throw new UsageError(`--${name} is required`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${name} must be an integer ${min}..${max}, got ${JSON.stringify(v)}`);
+  return Number(v);
+}
+
+/** "A", "A-B" (inclusive, same family) or "A,B,C" into address texts. */
+export function parseAddressList(text: string, option: string): string[] {
+  const out: string[] = [];
+  for (const part of text.split(',')) {
+    const dash = part.indexOf('-');
+    if (dash < 0) {
+      const a = parseIpAddr(part.trim());
+      if (a === null) throw new UsageError(`--${option}: ${JSON.stringify(part)} is not an IP address`);
+      out.push(a.text);
+      continue;
+    }
+    const a = parseIpAddr(part.slice(0, dash).trim());
+    const b = parseIpAddr(part.slice(dash + 1).trim());
+    if (a === null || b === null || a.family !== b.family) throw new UsageError(`--${option}: ${JSON.stringify(part)} is not a range FIRST-LAST of one family`);
+    const w = Uint32Array.from(a.words);
+    const cmp = () => { for (let i = 0; i < w.length; i++) if (w[i] !== b.words[i]) return w[i]! < b.words[i]! ? -1 : 1; return 0; };
+    if (cmp() > 0) throw new UsageError(`--${option}: range ${part} ends before it starts`);
+    for (;;) {
+      out.push(a.family === 4 ? formatIpv4(w[0]!) : formatIpv6(w, 0));
+      if (out.length > MAX_SOURCES) throw new UsageError(`--${option}: more than ${MAX_SOURCES} addresses`);
+      if (cmp() === 0) break;
+      for (let i = w.length - 1; i >= 0; i--) { w[i] = (w[i]! + 1) >>> 0; if (w[i] !== 0) break; }
+    }
+  }
+  return out;
+}
+
+/** "203.0.113.10:7" or "[2001:db8:ff::10]:7". */
+export function parseTarget(text: string): { host: string; port: number; family: 4 | 6 } {
+  const m = /^(?:\[([^\]]+)\]|([^:[\]]+)):(\d{1,5})$/.exec(text);
+  const a = m === null ? null : parseIpAddr(m[1] ?? m[2]!);
+  if (m === null || a === null || Number(m[3]) < 1 || Number(m[3]) > 65535) {
+    throw new UsageError(`--target: expected ADDRESS:PORT or [IPV6]:PORT, got ${JSON.stringify(text)}`);
+  }
+  return { host: a.text, port: Number(m[3]), family: a.family };
+}
+
+function writeRecords(file: string, doc: { mode: string; target: string; summary: unknown; records: unknown[] }): void {
+  const text = file.endsWith('.jsonl')
+    ? doc.records.map((r) => JSON.stringify(r)).join('\n') + (doc.records.length > 0 ? '\n' : '')
+    : `${JSON.stringify(doc, null, 1)}\n`;
+  if (file === '-') process.stdout.write(text);
+  else writeFileSync(file, text);
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  if (sorted.length === 0) return 0;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const round = (x: number) => Math.round(x * 1000) / 1000;
+
+/** Runs `count` jobs with at most `concurrency` at once. */
+async function runPool(count: number, concurrency: number, job: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  const worker = async () => { while (next < count) await job(next++); };
+  await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
+}
+
+interface Summary {
+  total: number; ok: number; failed: number; elapsedMs: number;
+  perBackend: Record<string, number>; errors: Record<string, number>;
+  latencyMs: { p50: number; p90: number; p99: number; max: number };
+}
+
+function summarize(records: readonly { ok: boolean; backend: string | null; error: string | null; latencyMs: number }[], elapsedMs: number): Summary {
+  const perBackend: Record<string, number> = {};
+  const errors: Record<string, number> = {};
+  let ok = 0;
+  for (const r of records) {
+    if (r.ok) ok++;
+    if (r.ok && r.backend !== null) perBackend[r.backend] = (perBackend[r.backend] ?? 0) + 1;
+    if (r.error !== null) errors[r.error] = (errors[r.error] ?? 0) + 1;
+  }
+  const lat = records.filter((r) => r.ok).map((r) => r.latencyMs).sort((a, b) => a - b);
+  return {
+    total: records.length, ok, failed: records.length - ok, elapsedMs: round(elapsedMs),
+    perBackend: Object.fromEntries(Object.entries(perBackend).sort(([a], [b]) => (a < b ? -1 : 1))),
+    errors,
+    latencyMs: { p50: round(percentile(lat, 50)), p90: round(percentile(lat, 90)), p99: round(percentile(lat, 99)), max: round(lat[lat.length - 1] ?? 0) },
+  };
+}
+
+function printSummary(out: NodeJS.WritableStream, what: string, s: Summary): void {
+  const rate = s.elapsedMs > 0 ? Math.round((s.total / s.elapsedMs) * 1000) : 0;
+  out.write(`${what}: ${s.total} total, ${s.ok} ok, ${s.failed} failed in ${(s.elapsedMs / 1000).toFixed(2)} s (${rate}/s); `
+    + `latency ms p50 ${s.latencyMs.p50} p90 ${s.latencyMs.p90} p99 ${s.latencyMs.p99} max ${s.latencyMs.max}\n`);
+  for (const [b, n] of Object.entries(s.perBackend)) out.write(`  backend ${b}: ${n}\n`);
+  for (const [e, n] of Object.entries(s.errors)) out.write(`  error ${e}: ${n}\n`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// http
+
+export interface HttpRecord {
+  i: number; startMs: number; latencyMs: number; sourceAddress: string | null; sourcePort: number | null;
+  status: number | null; backend: string | null; bytes: number; body: string | null; ok: boolean; error: string | null;
+}
+
+function errorName(e: unknown): string {
+  const err = e as NodeJS.ErrnoException;
+  return err?.code ?? err?.message ?? String(e);
+}
+
+function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: number, t0: bigint): Promise<HttpRecord> {
+  return new Promise((resolve) => {
+    const start = process.hrtime.bigint();
+    const rec: HttpRecord = {
+      i, startMs: round(Number(start - t0) / 1e6), latencyMs: 0, sourceAddress: source ?? null, sourcePort: null,
+      status: null, backend: null, bytes: 0, body: null, ok: false, error: null,
+    };
+    let sock: NetSocket | null = null;
+    let done = false;
+    const notePort = () => {
+      if (sock === null) return;
+      try {
+        if (sock.localPort !== undefined) rec.sourcePort = sock.localPort;
+        if (sock.localAddress !== undefined) rec.sourceAddress = sock.localAddress;
+      } catch { /* not bound yet */ }
+    };
+    const finish = (error: string | null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      notePort();
+      rec.latencyMs = round(Number(process.hrtime.bigint() - start) / 1e6);
+      rec.error = error;
+      rec.ok = error === null && rec.status !== null && rec.status >= 200 && rec.status < 300;
+      if (error === null && !rec.ok) rec.error = `status ${rec.status}`;
+      resolve(rec);
+    };
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const req = request({
+      host, port: url.port === '' ? 80 : Number(url.port), path: `${url.pathname}${url.search}`, method: 'GET',
+      agent: false, headers: { connection: 'close', host: url.host }, ...(source !== undefined ? { localAddress: source } : {}),
+    });
+    const timer = setTimeout(() => { notePort(); req.destroy(new Error('timeout')); }, timeoutMs);
+    req.on('socket', (s) => {
+      sock = s as NetSocket;
+      s.once('connect', notePort);
+      // connect(2) runs on a later tick; once it has, the source port is bound and readable (and cached
+      // by node), so a refused or timed-out connection still reports the port it used
+      setImmediate(notePort);
+    });
+    req.on('error', (e) => finish(errorName(e) === 'timeout' ? 'timeout' : errorName(e)));
+    req.on('response', (res) => {
+      rec.status = res.statusCode ?? null;
+      const hb = res.headers['x-backend'];
+      if (typeof hb === 'string') rec.backend = hb;
+      const kept: Buffer[] = [];
+      let keptLen = 0;
+      res.on('data', (d: Buffer) => {
+        rec.bytes += d.length;
+        if (keptLen < BODY_KEEP_BYTES) { kept.push(d.subarray(0, BODY_KEEP_BYTES - keptLen)); keptLen += Math.min(d.length, BODY_KEEP_BYTES - keptLen); }
+      });
+      res.on('aborted', () => finish('aborted'));
+      res.on('error', (e) => finish(errorName(e)));
+      res.on('end', () => {
+        const body = Buffer.concat(kept).toString('utf8');
+        rec.body = rec.bytes <= BODY_KEEP_BYTES ? body : null;
+        if (rec.backend === null && rec.body !== null) rec.backend = rec.body.trim();
+        const cl = res.headers['content-length'];
+        if (cl !== undefined && Number(cl) !== rec.bytes) { finish(`short body ${rec.bytes}/${cl}`); return; }
+        finish(null);
+      });
+    });
+    req.end();
+  });
+}
+
+const HTTP_OPTIONS: readonly OptionSpec[] = [
+  { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH; IPv6 as http://[2001:db8:ff::10]/' },
+  { name: 'count', value: 'N', help: 'requests, each on a new TCP connection', default: '1' },
+  { name: 'concurrency', value: 'N', help: 'requests in flight at once', default: '1' },
+  { name: 'source', value: 'ADDRS', help: 'local address(es) to connect from: A, A-B or A,B,...; round robin per request' },
+  { name: 'timeout-ms', value: 'MS', help: 'per request, connect to last byte', default: '3000' },
+  { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
+  { name: 'help', help: 'this help' },
+];
+
+async function runHttp(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, HTTP_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js http --url URL [options]', 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.', HTTP_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const urlText = one(args, 'url');
+  if (urlText === undefined) throw new UsageError('--url is required, e.g. --url http://203.0.113.10/');
+  let url: URL;
+  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  if (url.protocol !== 'http:') throw new UsageError(`--url: only http:// URLs, got ${url.protocol}`);
+  const count = intOption(args, 'count', 1, 10_000_000);
+  const concurrency = intOption(args, 'concurrency', 1, 4096);
+  const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const srcText = one(args, 'source');
+  const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
+  const json = one(args, 'json');
+  const records: HttpRecord[] = new Array(count);
+  const t0 = process.hrtime.bigint();
+  await runPool(count, concurrency, async (i) => {
+    records[i] = await httpOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, timeoutMs, t0);
+  });
+  const summary = summarize(records, Number(process.hrtime.bigint() - t0) / 1e6);
+  const out = json === '-' ? process.stderr : process.stdout;
+  printSummary(out, `http ${url.href}`, summary);
+  if (json !== undefined) writeRecords(json, { mode: 'http', target: url.href, summary, records });
+  return summary.failed === 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// udp
+
+export interface UdpRecord {
+  i: number; startMs: number; latencyMs: number; sourceAddress: string | null; sourcePort: number | null;
+  backend: string | null; reply: string | null; ok: boolean; error: string | null;
+}
+
+function udpOnce(target: { host: string; port: number; family: 4 | 6 }, i: number, source: string | undefined, payload: string, timeoutMs: number, t0: bigint): Promise<UdpRecord> {
+  return new Promise((resolve) => {
+    const start = process.hrtime.bigint();
+    const rec: UdpRecord = {
+      i, startMs: round(Number(start - t0) / 1e6), latencyMs: 0, sourceAddress: source ?? null, sourcePort: null,
+      backend: null, reply: null, ok: false, error: null,
+    };
+    const sock: UdpSocket = createSocket(target.family === 4 ? 'udp4' : 'udp6');
+    let done = false;
+    const finish = (error: string | null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      rec.latencyMs = round(Number(process.hrtime.bigint() - start) / 1e6);
+      rec.error = error;
+      rec.ok = error === null;
+      try { sock.close(); } catch { /* already closed */ }
+      resolve(rec);
+    };
+    const timer = setTimeout(() => finish('timeout'), timeoutMs);
+    // a connected UDP socket reports ICMP port-unreachable as an error: without a handler node dies
+    sock.on('error', (e) => finish(errorName(e)));
+    sock.on('message', (msg) => {
+      const text = msg.toString('utf8');
+      rec.reply = text.length <= BODY_KEEP_BYTES ? text : text.slice(0, BODY_KEEP_BYTES);
+      const sp = text.indexOf(' ');
+      rec.backend = sp > 0 ? text.slice(0, sp) : null;
+      finish(sp > 0 && text.slice(sp + 1) === payload ? null : 'echo mismatch');
+    });
+    sock.bind({ port: 0, ...(source !== undefined ? { address: source } : {}) }, () => {
+      const a = sock.address();
+      rec.sourcePort = a.port;
+      if (source === undefined && a.address !== '0.0.0.0' && a.address !== '::') rec.sourceAddress = a.address;
+      sock.connect(target.port, target.host, () => {
+        try {
+          const local = sock.address();
+          rec.sourceAddress = local.address;
+        } catch { /* closed */ }
+        sock.send(payload, (e) => { if (e) finish(errorName(e)); });
+      });
+    });
+  });
+}
+
+const UDP_OPTIONS: readonly OptionSpec[] = [
+  { name: 'target', value: 'ADDR:PORT', help: 'the VIP and port, e.g. 203.0.113.10:7 or [2001:db8:ff::10]:7' },
+  { name: 'flows', value: 'N', help: 'flows: each a new socket (new source port) sending one datagram', default: '1' },
+  { name: 'sources', value: 'ADDRS', help: 'local addresses, round robin per flow: A, A-B or A,B,... (client1 has 198.51.100.10-198.51.100.41)' },
+  { name: 'concurrency', value: 'N', help: 'flows in flight at once', default: '32' },
+  { name: 'payload', value: 'TEXT', help: 'datagram text; {i} is replaced by the flow number', default: 'flow {i}' },
+  { name: 'size', value: 'BYTES', help: `datagram size: the text padded with '.' (or cut) to BYTES, 1..${MAX_UDP_PAYLOAD}; above the MTU it is sent in IP fragments` },
+  { name: 'timeout-ms', value: 'MS', help: 'wait for the echo this long', default: '1000' },
+  { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
+  { name: 'help', help: 'this help' },
+];
+
+async function runUdp(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, UDP_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js udp --target ADDR:PORT [options]', 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.', UDP_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const t = one(args, 'target');
+  if (t === undefined) throw new UsageError('--target is required, e.g. --target 203.0.113.10:7');
+  const target = parseTarget(t);
+  const flows = intOption(args, 'flows', 1, 10_000_000);
+  const concurrency = intOption(args, 'concurrency', 1, 4096);
+  const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const srcText = one(args, 'sources');
+  const sources = srcText === undefined ? [] : parseAddressList(srcText, 'sources');
+  for (const s of sources) {
+    if ((s.includes(':') ? 6 : 4) !== target.family) throw new UsageError(`--sources: ${s} is not of the target's family (IPv${target.family})`);
+  }
+  const payload = one(args, 'payload')!;
+  const size = one(args, 'size') === undefined ? null : intOption(args, 'size', 1, MAX_UDP_PAYLOAD);
+  const json = one(args, 'json');
+  const datagram = (i: number) => {
+    const text = payload.replaceAll('{i}', String(i));
+    return size === null ? text : text.length >= size ? text.slice(0, size) : text + '.'.repeat(size - text.length);
+  };
+  const records: UdpRecord[] = new Array(flows);
+  const t0 = process.hrtime.bigint();
+  await runPool(flows, concurrency, async (i) => {
+    records[i] = await udpOnce(target, i, sources.length > 0 ? sources[i % sources.length] : undefined, datagram(i), timeoutMs, t0);
+  });
+  const summary = summarize(records, Number(process.hrtime.bigint() - t0) / 1e6);
+  const out = json === '-' ? process.stderr : process.stdout;
+  const name = target.family === 6 ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
+  printSummary(out, `udp ${name}`, summary);
+  if (json !== undefined) writeRecords(json, { mode: 'udp', target: name, summary, records });
+  return summary.failed === 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// ping (ICMP echo over a raw socket: the lab has no ping binary)
+
+interface RawSocket {
+  on(event: 'message', l: (buf: Buffer, source: string) => void): void;
+  on(event: 'error', l: (e: Error) => void): void;
+  send(buf: Buffer, off: number, len: number, addr: string, after: (e: Error | null, bytes: number) => void): void;
+  close(): void;
+}
+interface RawModule {
+  createSocket(o: { protocol: number; addressFamily?: number }): RawSocket;
+  AddressFamily: { IPv4: number; IPv6: number };
+  Protocol: { ICMP: number; ICMPv6: number };
+}
+
+const PING_OPTIONS: readonly OptionSpec[] = [
+  { name: 'target', value: 'ADDR', help: 'IPv4 or IPv6 address' },
+  { name: 'count', value: 'N', help: 'echo requests', default: '3' },
+  { name: 'interval-ms', value: 'MS', help: 'between requests', default: '200' },
+  { name: 'timeout-ms', value: 'MS', help: 'wait for the last reply', default: '1000' },
+  { name: 'help', help: 'this help' },
+];
+
+async function runPing(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, PING_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js ping --target ADDR [options]', 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.', PING_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const t = one(args, 'target');
+  const target = t === undefined ? null : parseIpAddr(t);
+  if (target === null) throw new UsageError(`--target: an IPv4 or IPv6 address is required${t === undefined ? '' : `, got ${JSON.stringify(t)}`}`);
+  const count = intOption(args, 'count', 1, 1_000_000);
+  const intervalMs = intOption(args, 'interval-ms', 0, 3_600_000);
+  const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const raw = require('raw-socket') as RawModule;
+  const v6 = target.family === 6;
+  const sock = raw.createSocket(v6 ? { protocol: raw.Protocol.ICMPv6, addressFamily: raw.AddressFamily.IPv6 } : { protocol: raw.Protocol.ICMP });
+  const id = process.pid & 0xffff;
+  const sent = new Map<number, bigint>();
+  const rtts: number[] = [];
+  sock.on('error', (e) => process.stderr.write(`ping: socket error: ${e.message}\n`));
+  sock.on('message', (buf, source) => {
+    // IPv4 raw sockets deliver the IP header too; IPv6 raw sockets deliver ICMPv6 only
+    const off = v6 ? 0 : (buf[0]! & 0x0f) * 4;
+    if (buf.length < off + ICMP_HEADER_LEN) return;
+    if (buf[off] !== (v6 ? ICMPV6_ECHO_REPLY : ICMP_ECHO_REPLY)) return;
+    if (buf.readUInt16BE(off + 4) !== id || parseIpAddr(source)?.text !== target.text) return;
+    const seq = buf.readUInt16BE(off + 6);
+    const at = sent.get(seq);
+    if (at === undefined) return;
+    sent.delete(seq);
+    const ms = Number(process.hrtime.bigint() - at) / 1e6;
+    rtts.push(ms);
+    process.stdout.write(`reply from ${target.text}: seq ${seq} time ${ms.toFixed(3)} ms\n`);
+  });
+  for (let seq = 1; seq <= count; seq++) {
+    const pkt = Buffer.alloc(ICMP_HEADER_LEN + 32, 0x61);
+    pkt[0] = v6 ? ICMPV6_ECHO_REQUEST : ICMP_ECHO_REQUEST;
+    pkt[1] = 0;
+    pkt.writeUInt16BE(0, 2);
+    pkt.writeUInt16BE(id, 4);
+    pkt.writeUInt16BE(seq, 6);
+    // the kernel fills in the ICMPv6 checksum (it needs the pseudo-header); ICMPv4 has none
+    if (!v6) pkt.writeUInt16BE(finishChecksum(sumBytes(pkt, 0, pkt.length, 0)), 2);
+    sent.set(seq, process.hrtime.bigint());
+    await new Promise<void>((res) => sock.send(pkt, 0, pkt.length, target.text, (e) => {
+      if (e) process.stderr.write(`ping: send seq ${seq}: ${e.message}\n`);
+      res();
+    }));
+    if (seq < count) await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (sent.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  sock.close();
+  process.stdout.write(`ping ${target.text}: ${count} sent, ${rtts.length} received\n`);
+  return rtts.length > 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// inject
+
+interface CapHandle {
+  open(device: string, filter: string, bufSize: number, buffer: Buffer): string;
+  send(buffer: Buffer, size?: number): void;
+  close(): void;
+}
+
+const INJECT_OPTIONS: readonly OptionSpec[] = [
+  { name: 'interface', value: 'IF', help: 'the interface to send on (in the current namespace)' },
+  { name: 'in', value: 'FILE', help: 'a pcap file (not pcapng) of Ethernet frames' },
+  { name: 'gap-us', value: 'N', help: 'pause between frames, microseconds', default: '0' },
+  { name: 'allow-errors', help: 'exit 0 even when some frames could not be sent (for deliberately oversized frames)' },
+  { name: 'help', help: 'this help' },
+];
+
+function sleepUs(us: number): Promise<void> {
+  if (us >= 2000) return new Promise((r) => setTimeout(r, Math.round(us / 1000)));
+  const end = process.hrtime.bigint() + BigInt(us) * 1000n;
+  while (process.hrtime.bigint() < end) { /* short gaps: spin, timers are too coarse */ }
+  return Promise.resolve();
+}
+
+async function runInject(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, INJECT_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js inject --interface IF --in FRAMES.pcap [--gap-us N]', 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.', INJECT_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const iface = one(args, 'interface');
+  const file = one(args, 'in');
+  if (iface === undefined) throw new UsageError('--interface is required');
+  if (file === undefined) throw new UsageError('--in is required');
+  const gapUs = intOption(args, 'gap-us', 0, 60_000_000);
+  let bytes: Buffer;
+  try { bytes = readFileSync(file); } catch (e) { process.stderr.write(`inject: cannot read ${file}: ${(e as Error).message}\n`); return 1; }
+  const pcap = readPcap(bytes);
+  if (typeof pcap === 'number') { process.stderr.write(`inject: ${file} is not a pcap file (${codecErrorName(pcap)}); convert pcapng with 'editcap -F pcap IN OUT'\n`); return 1; }
+  if (pcap.linkType !== LINKTYPE_ETHERNET) { process.stderr.write(`inject: ${file} has link type ${pcap.linkType}, not Ethernet (1)\n`); return 1; }
+  if (pcap.truncated) process.stderr.write(`inject: warning: ${file} ends in a truncated record; sending the ${pcap.packets.length} whole ones\n`);
+  const { Cap } = require('cap') as { Cap: new () => CapHandle };
+  const cap = new Cap();
+  try {
+    // a filter that matches nothing: we only send, and should not copy every frame on the link
+    cap.open(iface, 'less 1', 10 * 1024 * 1024, Buffer.alloc(65536));
+  } catch (e) {
+    process.stderr.write(`inject: cannot open ${iface}: ${(e as Error).message}\n`);
+    return 1;
+  }
+  let sent = 0;
+  let failed = 0;
+  for (let i = 0; i < pcap.packets.length; i++) {
+    const p = pcap.packets[i]!;
+    if (p.data.length < p.origLen) process.stderr.write(`inject: frame ${i + 1}: captured ${p.data.length} of ${p.origLen} bytes; sending what was captured\n`);
+    const buf = Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength);
+    try {
+      cap.send(buf, buf.length);
+      sent++;
+    } catch (e) {
+      failed++;
+      process.stderr.write(`inject: frame ${i + 1} (${buf.length} bytes): ${(e as Error).message}\n`);
+    }
+    if (gapUs > 0 && i + 1 < pcap.packets.length) await sleepUs(gapUs);
+  }
+  cap.close();
+  process.stdout.write(`inject ${file} -> ${iface}: ${pcap.packets.length} frames, ${sent} sent, ${failed} failed\n`);
+  return failed === 0 || args.flags.has('allow-errors') ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+
+const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, ping: runPing, inject: runInject };
+
+const USAGE = `usage: client.js MODE [options]   (client.js MODE --help for the options of a mode)
+
+The lab's traffic and measurement client; run it inside a lab namespace:
+  scripts/lab.sh exec client1 node dist/scripts/lab/client.js http --url http://203.0.113.10/ --count 100
+
+modes:
+  http     HTTP GETs, a new TCP connection each; per-request source port, backend, latency
+  udp      UDP flows to an echo service, a new socket (source port) per flow, round robin over sources
+  ping     ICMP / ICMPv6 echo (raw socket; the lab has no ping binary)
+  inject   send the frames of a pcap file on an interface (libpcap)
+exit status: 0 all succeeded, 1 something failed, 2 bad arguments
+`;
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const mode = argv[0];
+  if (mode === undefined || mode === '--help' || mode === '-h' || mode === 'help') {
+    (mode === undefined ? process.stderr : process.stdout).write(USAGE);
+    return mode === undefined ? 2 : 0;
+  }
+  const run = MODES[mode];
+  if (run === undefined) {
+    process.stderr.write(`client: unknown mode ${JSON.stringify(mode)}; modes: ${Object.keys(MODES).join(', ')} (see --help)\n`);
+    return 2;
+  }
+  try {
+    return await run(argv.slice(1));
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`client ${mode}: ${e.message} (see client.js ${mode} --help)\n`);
+      return 2;
+    }
+    throw e;
+  }
+}
+
+if (isMain(import.meta.url)) {
+  main(process.argv.slice(2)).then((rc) => { process.exitCode = rc; }, (e) => { process.stderr.write(`client: ${(e as Error).stack}\n`); process.exitCode = 1; });
+}

@@ -1,0 +1,925 @@
+# shellcheck shell=bash
+# slbx lab library: builds one lab run (a set of network namespaces sharing a per-run prefix) from an
+# slbx config, starts the backends and the daemons in it, and tears it all down again. Source it:
+#
+#   source scripts/lab/lib.sh
+#
+# Topology (DESIGN.md section 4; `node dist/scripts/lab/plan.js --config F` prints it for a config):
+#   clientK --eth0--[br0 router fab0]--[fabric: br0, MTU 1600]--fab0 muxN
+#                                                              --fab0 hostN --PORT==eth0 NIC
+# Namespaces are ${prefix}NODE: client1..N, router, fabric, one per mux, host and nic of the config.
+# Nothing is created in, attached to or routed out of the root namespace; addresses come only from
+# 198.18.0.0/15, 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 and 2001:db8::/32 (plan.ts checks).
+#
+# State of a lab NAME lives in runs/lab/NAME/: state.env (prefix, config, namespaces, every process
+# started with what it is; removed by lab_down), config.yaml (the config the daemons read), plan.txt,
+# logs/ (one log per process) and pcaps/. Logs and pcaps survive lab_down.
+#
+# Functions (all return non-zero on failure and print why on stderr; none calls exit, except
+# lab_setup_scenario's traps):
+#
+#   lab_up [--name NAME] [--config FILE] [--clients N] [--no-daemons]
+#       Creates a lab run: prefix slbx-XXXX- (random, unique among existing namespaces), namespaces,
+#       bridges (bridge netfilter off), veths (checksum offload off), addresses, routes (the router
+#       reaches each VIP through one multipath route over all muxes), backends (HTTP and UDP echo in
+#       each nic namespace), then unless --no-daemons the MUX and host-agent daemons (host agents
+#       first), and waits until every daemon's GET /status says "ready": true (20 s).
+#       NAME defaults to $LAB_NAME, else "default"; FILE to
+#       examples/lab.yaml; N to 1 (at most 6; client k owns 198.51.100.(10+40(k-1)) and the 31 next,
+#       and 32 from 2001:db8:c::(the same digits), in hex: client1 198.51.100.10-41, ::10-::2f).
+#       Refuses a NAME that is up. On any failure it tears down what it made and returns 1. Sets
+#       LAB_NAME and LAB_DIR. Environment: LAB_READY_TIMEOUT_S (20), LAB_MUX_JS, LAB_HOST_JS (the
+#       daemons' entry points, default dist/mux/main.js and dist/host-agent/main.js).
+#   lab_down [NAME]
+#       Stops the run's processes (recorded PIDs, only while they are inside the run's namespaces:
+#       TERM, up to 3 s, then KILL; then anything else left in those namespaces), deletes the
+#       namespaces (and with them every veth and bridge), removes state.env. Idempotent; safe after a
+#       partial lab_up. NAME defaults to $LAB_NAME, else "default".
+#   lab_use NAME            makes NAME the current lab of this shell (LAB_NAME, LAB_DIR)
+#   lab_ns NODE             prints the namespace of a node (client1, router, fabric, mux1, host1, h1vm1)
+#   lab_exec NODE CMD...    runs CMD in the node's namespace (ip netns exec)
+#   lab_nodes [KIND]        prints the nodes (of a kind: client, router, fabric, mux, host, nic)
+#   lab_status [NAME]       human-readable: namespaces and addresses, the router's VIP routes,
+#                           processes alive, each daemon's /status summary
+#   lab_daemon_status NODE  prints a daemon's GET /status JSON (mux: 127.0.0.1:9180, host: :9181)
+#   lab_list                the labs of this checkout that have a state.env, with what is alive, and
+#                           lab prefixes in `ip netns list` that no state.env accounts for (orphans)
+#   lab_down_prefix PREFIX  takes down an orphan (its state.env was deleted): processes inside the
+#                           PREFIX* namespaces, then the namespaces
+#   lab_capture_start NODE IFACE NAME [FILTER...]
+#       tcpdump -i IFACE -w pcaps/NAME.pcap -U --immediate-mode -s 0 -B 32768 -Z root [FILTER] in the
+#       node's namespace, recorded in state.env; returns once tcpdump is capturing (its "listening on"
+#       line and the file exist). Prints the pcap path. --immediate-mode: without it libpcap hands
+#       packets over in blocks up to 1 s late, and a capture stopped by SIGINT loses the last block
+#       without counting it as dropped. -B (KiB, $LAB_CAPTURE_BUFFER_KB) is 32768: with 8192, four
+#       captures of a 40 MB download on this 2-core machine dropped 1-8 % of the packets.
+#   lab_capture_stop NAME   stops one capture (SIGINT) and checks its drop counters (as below)
+#   lab_capture_stop_all    stops every running capture of the lab (SIGINT), waits for each, prints a
+#                           warning per capture that dropped packets (kernel or interface), wrote fewer
+#                           than passed its filter, or did not report its counters, and returns 1 if
+#                           any did: a scenario can fail on an incomplete capture.
+#   lab_setup_scenario NAME
+#       For scenario scripts: LAB_NAME=NAME-$$, traps EXIT/INT/TERM to run lab_down (keeping the
+#       script's exit status; a failed teardown turns success into 1), and checks that we are root and
+#       can create namespaces; if not, prints why and exits 77 (skipped), or 1 when $CI is set.
+#       Bash runs a trap only when the current foreground command ends: run long waits as
+#       `cmd & wait $!` so that a TERM tears the lab down at once (Ctrl-C reaches the foreground
+#       command too, so it is prompt anyway).
+#
+# Example scenario:
+#   set -euo pipefail
+#   source scripts/lab/lib.sh
+#   lab_setup_scenario 01-http
+#   lab_up
+#   lab_capture_start mux1 fab0 mux1-fab0 >/dev/null
+#   lab_exec client1 node dist/scripts/lab/client.js http --url http://203.0.113.10/ --count 100 --json "$LAB_DIR/http.json"
+#   lab_capture_stop_all
+#   ... decode "$LAB_DIR/pcaps/mux1-fab0.pcap" with the project's codecs ...
+#
+# Processes: daemons log to logs/NODE.log, backends to logs/NIC-http.log and logs/NIC-udp-echo.log,
+# captures to logs/capture-NAME.log. Status endpoints listen on loopback inside their namespace.
+
+SLBX_ROOT=${SLBX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+LAB_NAME=${LAB_NAME:-}
+LAB_DIR=${LAB_DIR:-}
+LAB_MUX_STATUS_PORT=9180
+LAB_HOST_STATUS_PORT=9181
+LAB_READY_TIMEOUT_S=${LAB_READY_TIMEOUT_S:-20}
+LAB_BACKEND_TIMEOUT_S=${LAB_BACKEND_TIMEOUT_S:-10}
+LAB_KILL_WAIT_S=3
+LAB_CAPTURE_BUFFER_KB=${LAB_CAPTURE_BUFFER_KB:-32768}
+# The daemons' entry points (overridable, e.g. to test the lab with stand-ins).
+LAB_MUX_JS=${LAB_MUX_JS:-$SLBX_ROOT/dist/mux/main.js}
+LAB_HOST_JS=${LAB_HOST_JS:-$SLBX_ROOT/dist/host-agent/main.js}
+LAB_NODE=(node --enable-source-maps)
+
+_lab_log() { printf '[lab] %s\n' "$*" >&2; }
+_lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
+_lab_now() { printf '%s' "${EPOCHREALTIME/./}"; }  # microseconds
+_lab_elapsed() { local us=$(( $(_lab_now) - $1 )); printf '%d.%02d' $((us / 1000000)) $((us % 1000000 / 10000)); }
+
+_lab_default_name() { printf '%s' "${1:-${LAB_NAME:-default}}"; }
+_lab_dir_of() { printf '%s/runs/lab/%s' "$SLBX_ROOT" "$1"; }
+
+_lab_check_name() {
+  [[ $1 =~ ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$ ]] || { _lab_err "bad lab name '$1': letters, digits, _ . - (at most 64)"; return 1; }
+}
+
+# Appends one shell assignment to the state file (values quoted with %q).
+_lab_state_add() {  # FILE VAR VALUE [append-to-array]
+  local file=$1 var=$2 value=$3 mode=${4:-}
+  if [ "$mode" = array ]; then printf '%s+=(%q)\n' "$var" "$value" >>"$file"
+  else printf '%s=%q\n' "$var" "$value" >>"$file"; fi
+}
+
+# Loads runs/lab/NAME/state.env into the SLBX_LAB_* globals; 1 when the lab has no state.
+_lab_load() {
+  local name
+  name=$(_lab_default_name "${1:-}")
+  _lab_check_name "$name" || return 1
+  SLBX_LAB_NAME='' SLBX_LAB_PREFIX='' SLBX_LAB_PREFIX_CLAIMED=0 SLBX_LAB_CONFIG='' SLBX_LAB_CONFIG_SOURCE=''
+  SLBX_LAB_CLIENTS='' SLBX_LAB_DAEMONS='' SLBX_LAB_STARTED='' SLBX_LAB_STATE=''
+  SLBX_LAB_NODES=() SLBX_LAB_NAMESPACES=() SLBX_LAB_PROCS=() SLBX_LAB_STOPPED=()
+  LAB_NAME=$name
+  LAB_DIR=$(_lab_dir_of "$name")
+  [ -f "$LAB_DIR/state.env" ] || return 1
+  # shellcheck disable=SC1091
+  source "$LAB_DIR/state.env"
+}
+
+_lab_require_up() {
+  _lab_load "${1:-}" || { _lab_err "lab '$(_lab_default_name "${1:-}")' is not up (no $(_lab_dir_of "$(_lab_default_name "${1:-}")")/state.env); start it with scripts/lab.sh up"; return 1; }
+}
+
+_lab_pid_alive() {  # PID: exists and is not a zombie
+  local st
+  [ -r "/proc/$1/stat" ] || return 1
+  st=$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null) || return 1
+  [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
+# True when PID is alive and in one of the lab's namespaces (so a recycled PID is never signalled).
+_lab_pid_ours() {
+  local pid=$1 ino ns
+  _lab_pid_alive "$pid" || return 1
+  ino=$(stat -L -c '%d:%i' "/proc/$pid/ns/net" 2>/dev/null) || return 1
+  for ns in "${SLBX_LAB_NAMESPACES[@]}"; do
+    [ "$(stat -L -c '%d:%i' "/run/netns/$ns" 2>/dev/null)" = "$ino" ] && return 0
+  done
+  return 1
+}
+
+_lab_node_known() {
+  local n
+  for n in "${SLBX_LAB_NODES[@]}"; do [ "$n" = "$1" ] && return 0; done
+  return 1
+}
+
+# Prints the plan line of a node of KIND (mux, host, nic, client), fields separated by spaces.
+_lab_plan_line() { awk -v k="$1" -v n="$2" '$1 == k && $2 == n { print; exit }' "$LAB_DIR/plan.txt"; }
+
+_lab_node_kind() {
+  case $1 in
+    router|fabric) printf '%s' "$1"; return 0 ;;
+  esac
+  awk -v n="$1" '($1 == "client" || $1 == "mux" || $1 == "host" || $1 == "nic") && $2 == n { print $1; exit }' "$LAB_DIR/plan.txt"
+}
+
+# Loads the current lab ($LAB_NAME, else "default") unless it is already loaded in this shell.
+_lab_ensure_loaded() {
+  if [ -z "${SLBX_LAB_PREFIX:-}" ] || [ "${SLBX_LAB_NAME:-}" != "$(_lab_default_name)" ] || [ -z "${LAB_DIR:-}" ]; then
+    _lab_require_up || return 1
+  fi
+  return 0
+}
+
+lab_use() {
+  _lab_require_up "${1:-}"
+}
+
+lab_ns() {
+  local node=${1:-}
+  [ -n "$node" ] || { _lab_err 'usage: lab_ns NODE'; return 2; }
+  _lab_ensure_loaded || return 1
+  _lab_node_known "$node" || { _lab_err "lab '$LAB_NAME' has no node '$node' (nodes: ${SLBX_LAB_NODES[*]})"; return 1; }
+  printf '%s%s\n' "$SLBX_LAB_PREFIX" "$node"
+}
+
+lab_exec() {
+  local ns
+  [ $# -ge 2 ] || { _lab_err 'usage: lab_exec NODE CMD [ARGS...]'; return 2; }
+  _lab_ensure_loaded || return 1
+  ns=$(lab_ns "$1") || return 1
+  shift
+  ip netns exec "$ns" "$@"
+}
+
+lab_nodes() {
+  local n
+  _lab_ensure_loaded || return 1
+  for n in "${SLBX_LAB_NODES[@]}"; do
+    if [ -z "${1:-}" ] || [ "$(_lab_node_kind "$n")" = "$1" ]; then printf '%s\n' "$n"; fi
+  done
+  return 0
+}
+
+# ---------------------------------------------------------------------------------------------
+# lab_up
+
+lab_up() {
+  local name='' config="$SLBX_ROOT/examples/lab.yaml" clients=1 daemons=1
+  while [ $# -gt 0 ]; do
+    case $1 in
+      --name) name=${2:-}; shift 2 || { _lab_err '--name needs a value'; return 2; } ;;
+      --name=*) name=${1#*=}; shift ;;
+      --config) config=${2:-}; shift 2 || { _lab_err '--config needs a value'; return 2; } ;;
+      --config=*) config=${1#*=}; shift ;;
+      --clients) clients=${2:-}; shift 2 || { _lab_err '--clients needs a value'; return 2; } ;;
+      --clients=*) clients=${1#*=}; shift ;;
+      --no-daemons) daemons=0; shift ;;
+      *) _lab_err "lab_up: unknown argument '$1' (lab_up [--name NAME] [--config FILE] [--clients N] [--no-daemons])"; return 2 ;;
+    esac
+  done
+  name=$(_lab_default_name "$name")
+  _lab_check_name "$name" || return 2
+  [[ $clients =~ ^[1-9][0-9]*$ ]] || { _lab_err "--clients must be a number 1..6, got '$clients'"; return 2; }
+  local t0 dir state
+  t0=$(_lab_now)
+  dir=$(_lab_dir_of "$name")
+  state=$dir/state.env
+
+  [ "$(id -u)" = 0 ] || { _lab_err 'lab_up needs root (network namespaces)'; return 1; }
+  local tool
+  for tool in ip node curl ethtool sysctl; do
+    command -v "$tool" >/dev/null || { _lab_err "'$tool' is not installed (scripts/lab.sh up installs what is missing)"; return 1; }
+  done
+  [ -f "$config" ] || { _lab_err "no config file '$config'"; return 1; }
+  config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
+  local f
+  for f in plan backend client; do
+    [ -f "$SLBX_ROOT/dist/scripts/lab/$f.js" ] || { _lab_err "dist/scripts/lab/$f.js is missing: build first (npx tsc -p tsconfig.json, or scripts/lab.sh up)"; return 1; }
+  done
+  if [ "$daemons" = 1 ]; then
+    for f in "$LAB_MUX_JS" "$LAB_HOST_JS"; do
+      [ -f "$f" ] || { _lab_err "${f#"$SLBX_ROOT"/} is missing: build the daemons, or bring the lab up without them (--no-daemons)"; return 1; }
+    done
+  fi
+
+  # One lab per name: refuse if it is up; a state.env whose namespaces are all gone is stale.
+  if _lab_load "$name"; then
+    local ns alive=0
+    for ns in "${SLBX_LAB_NAMESPACES[@]}"; do [ -e "/run/netns/$ns" ] && alive=1; done
+    if [ "$alive" = 1 ]; then
+      _lab_err "lab '$name' is already up (prefix $SLBX_LAB_PREFIX); take it down first: scripts/lab.sh down --name $name"
+      return 1
+    fi
+    _lab_log "lab '$name': removing a stale state.env (none of its namespaces exists)"
+    rm -f "$state"
+  fi
+
+  # The plan, before anything is created: a bad config fails here and leaves nothing behind.
+  local plan
+  plan=$("${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/plan.js" --config "$config" --clients "$clients") || {
+    _lab_err "the config does not make a lab (see above): $config"; return 1; }
+
+  mkdir -p "$dir/logs" "$dir/pcaps" || return 1
+  ( set -C; : >"$state" ) 2>/dev/null || { _lab_err "lab '$name' is being brought up by someone else ($state exists)"; return 1; }
+  LAB_NAME=$name
+  LAB_DIR=$dir
+  printf '%s\n' "$plan" >"$dir/plan.txt"
+  printf '%s\n' "$plan" | sed -n 's/^warning /[lab] warning: /p' >&2
+  if [ "$config" != "$dir/config.yaml" ]; then cp "$config" "$dir/config.yaml" || { rm -f "$state"; return 1; }; fi
+
+  # Everything else runs in a subshell with errexit, so one failing command stops the build; the
+  # caller's own errexit is off meanwhile, so the cleanup below always runs.
+  local had_e=0 rc
+  case $- in *e*) had_e=1 ;; esac
+  set +e
+  (
+    set -eEuo pipefail
+    trap 'rc=$?; [[ $BASH_COMMAND == return* ]] || _lab_err "lab_up: command failed (exit $rc): $BASH_COMMAND"' ERR
+    _lab_build "$name" "$config" "$clients" "$daemons"
+  )
+  rc=$?
+  if [ "$rc" != 0 ]; then
+    _lab_err "lab_up '$name' failed; tearing down what was built"
+    lab_down "$name" >&2
+    [ "$had_e" = 1 ] && set -e
+    return 1
+  fi
+  [ "$had_e" = 1 ] && set -e
+  _lab_load "$name" || return 1
+  local nprocs=${#SLBX_LAB_PROCS[@]}
+  _lab_log "lab '$name' up in $(_lab_elapsed "$t0") s: prefix $SLBX_LAB_PREFIX, ${#SLBX_LAB_NAMESPACES[@]} namespaces, $nprocs processes$([ "$daemons" = 1 ] || printf ' (no daemons)')"
+}
+
+_lab_prefix_in_use() {
+  local ns _
+  while read -r ns _; do [[ $ns == "$1"* ]] && return 0; done < <(ip netns list 2>/dev/null)
+  return 1
+}
+
+# Runs inside lab_up's errexit subshell. Each step records what it created in state.env first.
+_lab_build() {
+  local name=$1 config=$2 clients=$3 daemons=$4
+  local state=$LAB_DIR/state.env plan=$LAB_DIR/plan.txt
+  printf '# slbx lab state, sourced by scripts/lab/lib.sh (lab_down removes it)\n' >>"$state"
+  _lab_state_add "$state" SLBX_LAB_NAME "$name"
+  _lab_state_add "$state" SLBX_LAB_CONFIG "$LAB_DIR/config.yaml"
+  _lab_state_add "$state" SLBX_LAB_CONFIG_SOURCE "$config"
+  _lab_state_add "$state" SLBX_LAB_CLIENTS "$clients"
+  _lab_state_add "$state" SLBX_LAB_DAEMONS "$daemons"
+  _lab_state_add "$state" SLBX_LAB_STARTED "$(date -Is)"
+
+  # Claim a prefix: creating ${prefix}router is atomic (it fails if the name exists), so once it
+  # succeeds every name with this prefix is ours, even against a concurrent lab_up.
+  local prefix='' try cand
+  for try in 1 2 3 4 5 6 7 8; do
+    cand="slbx-$(od -An -N2 -tx1 /dev/urandom | tr -d ' \n')-"
+    _lab_prefix_in_use "$cand" && continue
+    if ip netns add "${cand}router" 2>/dev/null; then prefix=$cand; break; fi
+  done
+  [ -n "$prefix" ] || { _lab_err 'could not find a free namespace prefix'; return 1; }
+  _lab_state_add "$state" SLBX_LAB_PREFIX "$prefix"
+  _lab_state_add "$state" SLBX_LAB_PREFIX_CLAIMED 1
+  _lab_state_add "$state" SLBX_LAB_NAMESPACES "${prefix}router" array
+  SLBX_LAB_PREFIX=$prefix
+
+  # Nodes, in the order they are built.
+  local nodes=(router fabric) kind n
+  while read -r -u 3 kind n _; do
+    case $kind in client|mux|host|nic) nodes+=("$n") ;; esac
+  done 3<"$plan"
+  printf 'SLBX_LAB_NODES=(%s)\n' "${nodes[*]}" >>"$state"
+
+  # --- namespaces and their sysctls
+  local common=(net.ipv6.conf.all.keep_addr_on_down=1 net.ipv6.conf.default.keep_addr_on_down=1
+    net.ipv6.conf.all.accept_dad=0 net.ipv6.conf.default.accept_dad=0
+    net.ipv6.conf.all.accept_ra=0 net.ipv6.conf.default.accept_ra=0)
+  local fwd_off=(net.ipv4.ip_forward=0 net.ipv6.conf.all.forwarding=0)
+  for n in "${nodes[@]}"; do
+    local ns=$prefix$n
+    if [ "$n" != router ]; then
+      ip netns add "$ns"
+      _lab_state_add "$state" SLBX_LAB_NAMESPACES "$ns" array
+    fi
+    ip -n "$ns" link set lo up
+    case $n in
+      router)
+        ip netns exec "$ns" sysctl -q -w "${common[@]}" net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
+          net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+          net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1 ;;
+      fabric)  # pure L2: no IPv6 on the bridge or its ports (no link-local chatter in captures)
+        ip netns exec "$ns" sysctl -q -w "${common[@]}" "${fwd_off[@]}" \
+          net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 ;;
+      *)
+        ip netns exec "$ns" sysctl -q -w "${common[@]}" "${fwd_off[@]}" ;;
+    esac
+    case $n in router|fabric) _lab_bridge_nf_off "$ns" ;; esac
+  done
+
+  local R=${prefix}router F=${prefix}fabric
+  local fabric_mtu r_c4 r_c6 r_f4 r_f6 r_port r_fmac r_cmac
+  read -r _ fabric_mtu < <(awk '$1 == "fabric"' "$plan")
+  read -r _ r_c4 r_c6 r_f4 r_f6 r_port r_fmac r_cmac < <(awk '$1 == "router"' "$plan")
+
+  # --- the fabric: one bridge, a veth per router / mux / host (fab0 on the node's side)
+  ip -n "$F" link add br0 type bridge forward_delay 0 stp_state 0 mcast_snooping 0
+  ip -n "$F" link set br0 mtu "$fabric_mtu" up
+  local fab_ports=()
+  _lab_fabric_link() {  # NODE PORT MAC ADDR4 ADDR6|-
+    local ns=$prefix$1
+    ip -n "$F" link add "$2" mtu "$fabric_mtu" type veth peer name fab0 address "$3" mtu "$fabric_mtu" netns "$ns"
+    ip -n "$F" link set "$2" master br0 up
+    fab_ports+=("$2")
+    ip -n "$ns" addr add "$4/24" dev fab0
+    if [ "$5" != - ]; then ip -n "$ns" addr add "$5/64" dev fab0 nodad; fi
+    ip -n "$ns" link set fab0 up
+  }
+  _lab_fabric_link router "$r_port" "$r_fmac" "$r_f4" "$r_f6"
+  local a4 a6 port mac
+  while read -r -u 3 kind n a4 a6 port mac; do
+    case $kind in mux|host) _lab_fabric_link "$n" "$port" "$mac" "$a4" "$a6" ;; esac
+  done 3<"$plan"
+  _lab_tx_off "$F" "${fab_ports[@]}"
+
+  # --- hosts: default routes to the router (the DSR return path)
+  while read -r -u 3 kind n _; do
+    [ "$kind" = host ] || continue
+    ip -n "$prefix$n" route add default via "$r_f4" dev fab0
+    if [ "$r_f6" != - ]; then ip -n "$prefix$n" -6 route add default via "$r_f6" dev fab0; fi
+  done 3<"$plan"
+  while read -r -u 3 kind n _; do
+    case $kind in mux|host) _lab_tx_off "$prefix$n" fab0 ;; esac
+  done 3<"$plan"
+
+  # --- the client segment: a bridge in the router, a veth per client
+  ip -n "$R" link add br0 address "$r_cmac" type bridge forward_delay 0 stp_state 0 mcast_snooping 0
+  ip -n "$R" addr add "$r_c4/24" dev br0
+  ip -n "$R" addr add "$r_c6/64" dev br0 nodad
+  ip -n "$R" link set br0 up
+  local router_ports=(fab0) addrs4 addrs6 a
+  while read -r -u 3 kind n port mac addrs4 addrs6; do
+    [ "$kind" = client ] || continue
+    local C=$prefix$n
+    ip -n "$R" link add "$port" type veth peer name eth0 address "$mac" netns "$C"
+    ip netns exec "$R" sysctl -q -w "net/ipv6/conf/$port/disable_ipv6=1"
+    ip -n "$R" link set "$port" master br0 up
+    router_ports+=("$port")
+    {
+      for a in ${addrs4//,/ }; do printf 'addr add %s/24 dev eth0\n' "$a"; done
+      # IPv6 lists the newest address first: add the client's own (first) address last
+      local v6=(${addrs6//,/ }) j
+      for ((j = ${#v6[@]} - 1; j >= 0; j--)); do printf 'addr add %s/64 dev eth0 nodad\n' "${v6[$j]}"; done
+      printf 'link set eth0 up\n'
+      # the first address of each family is the client's own: the default routes prefer it
+      printf 'route add default via %s dev eth0 src %s\n' "$r_c4" "${addrs4%%,*}"
+      printf 'route add default via %s dev eth0 src %s\n' "$r_c6" "${addrs6%%,*}"
+    } | ip -n "$C" -batch -
+    _lab_tx_off "$C" eth0
+  done 3<"$plan"
+  _lab_tx_off "$R" "${router_ports[@]}"
+
+  # --- the router's routes to the VIPs: one multipath route over every mux (BGP will replace them)
+  local vip plen hops h
+  while read -r -u 3 kind vip plen hops; do
+    [ "$kind" = vip ] || continue
+    [ "$hops" != - ] || continue
+    local args=()
+    for h in ${hops//,/ }; do args+=(nexthop via "$h" dev fab0); done
+    if [ "${#args[@]}" = 5 ]; then args=(via "${hops}" dev fab0); fi
+    ip -n "$R" route add "$vip/$plen" "${args[@]}"
+  done 3<"$plan"
+
+  # --- hosts and nics: a veth per nic, the host side named like the port (no address, no IPv6)
+  local host gw4 gw6 tcp udp
+  while read -r -u 3 kind n host port mac a4 a6 gw4 gw6 tcp udp; do
+    [ "$kind" = nic ] || continue
+    local H=$prefix$host N=$prefix$n
+    ip -n "$H" link add "$port" type veth peer name eth0 address "$mac" netns "$N"
+    ip netns exec "$H" sysctl -q -w "net/ipv6/conf/$port/disable_ipv6=1"
+    ip -n "$H" link set "$port" up
+    {
+      if [ "$a4" != - ]; then printf 'addr add %s/24 dev eth0\n' "$a4"; fi
+      if [ "$a6" != - ]; then printf 'addr add %s/64 dev eth0 nodad\n' "$a6"; fi
+      printf 'link set eth0 up\n'
+      if [ "$gw4" != - ]; then printf 'route add default via %s dev eth0 onlink\n' "$gw4"; fi
+      if [ "$gw6" != - ]; then printf 'route add default via %s dev eth0 onlink\n' "$gw6"; fi
+    } | ip -n "$N" -batch -
+    _lab_tx_off "$H" "$port"
+    _lab_tx_off "$N" eth0
+  done 3<"$plan"
+
+  # --- backends: HTTP and UDP echo in every nic namespace (before the daemons: they are probed)
+  local backend_pids=() backend_logs=()
+  while read -r -u 3 kind n host port mac a4 a6 gw4 gw6 tcp udp; do
+    [ "$kind" = nic ] || continue
+    _lab_spawn "$n" backend "$n http" "$LAB_DIR/logs/$n-http.log" \
+      "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/backend.js" http --name "$n" --ports "$tcp"
+    backend_pids+=("$LAB_SPAWNED_PID") backend_logs+=("$LAB_DIR/logs/$n-http.log")
+    _lab_spawn "$n" backend "$n udp-echo" "$LAB_DIR/logs/$n-udp-echo.log" \
+      "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/backend.js" udp-echo --name "$n" --ports "$udp"
+    backend_pids+=("$LAB_SPAWNED_PID") backend_logs+=("$LAB_DIR/logs/$n-udp-echo.log")
+  done 3<"$plan"
+  _lab_wait_backends backend_pids backend_logs
+
+  [ "$daemons" = 1 ] || { _lab_state_add "$state" SLBX_LAB_STATE up; return 0; }
+
+  # --- daemons: host agents first (they serve what the muxes send), then the muxes
+  local daemon_nodes=()
+  while read -r -u 3 kind n _; do
+    [ "$kind" = host ] || continue
+    _lab_spawn "$n" daemon "host-agent $n" "$LAB_DIR/logs/$n.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
+      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_HOST_STATUS_PORT"
+    daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT")
+  done 3<"$plan"
+  while read -r -u 3 kind n _; do
+    [ "$kind" = mux ] || continue
+    _lab_spawn "$n" daemon "mux $n" "$LAB_DIR/logs/$n.log" "${LAB_NODE[@]}" "$LAB_MUX_JS" \
+      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_MUX_STATUS_PORT"
+    daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT")
+  done 3<"$plan"
+  _lab_wait_daemons "${daemon_nodes[@]}"
+  _lab_state_add "$state" SLBX_LAB_STATE up
+}
+
+# The bridges must be plain wires. With br_netfilter loaded (as here), a new namespace starts with
+# bridge-nf-call-iptables=1, and the bridge then silently drops bridged IPv4 frames it finds malformed
+# (IHL, total length, header checksum: br_validate_ipv4) before any MUX could see and count them.
+_lab_bridge_nf_off() {
+  ip netns exec "$1" sh -c '[ ! -d /proc/sys/net/bridge ] || sysctl -q -w net.bridge.bridge-nf-call-iptables=0 \
+    net.bridge.bridge-nf-call-ip6tables=0 net.bridge.bridge-nf-call-arptables=0'
+}
+
+# ethtool -K IF tx off for each interface, in one exec: otherwise captures show incomplete checksums
+# and 64 KB segments (DESIGN.md 7).
+_lab_tx_off() {
+  local ns=$1
+  shift
+  [ $# -gt 0 ] || return 0
+  ip netns exec "$ns" sh -c 'for i do ethtool -K "$i" tx off >/dev/null || { echo "ethtool -K $i tx off failed" >&2; exit 1; }; done' sh "$@"
+}
+
+# Starts CMD in NODE's namespace in the background, output to LOG; records the PID (LAB_SPAWNED_PID).
+# `ip netns exec` execs CMD after setns, so the recorded PID is CMD's own.
+_lab_spawn() {  # NODE KIND WHAT LOG CMD...
+  local node=$1 kind=$2 what=$3 log=$4
+  shift 4
+  ip netns exec "$SLBX_LAB_PREFIX$node" "$@" >"$log" 2>&1 </dev/null &
+  LAB_SPAWNED_PID=$!
+  disown "$LAB_SPAWNED_PID" 2>/dev/null || true
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_PROCS "$LAB_SPAWNED_PID $kind $node $what" array
+}
+
+_lab_tail() {  # LOG: the end of a log, indented
+  if [ -s "$1" ]; then tail -n 15 "$1" | sed 's/^/    | /' >&2; else printf '    | (%s is empty)\n' "$1" >&2; fi
+  return 0
+}
+
+# Waits until every backend printed its ready line (array names of pids and logs).
+_lab_wait_backends() {
+  local -n _pids=$1 _logs=$2
+  local deadline=$(( $(_lab_now) + LAB_BACKEND_TIMEOUT_S * 1000000 )) i pending
+  while :; do
+    pending=0
+    for i in "${!_pids[@]}"; do
+      grep -q '"event":"ready"' "${_logs[$i]}" 2>/dev/null && continue
+      if ! _lab_pid_alive "${_pids[$i]}"; then
+        _lab_err "backend ${_logs[$i]##*/} exited before it was ready:"
+        _lab_tail "${_logs[$i]}"
+        return 1
+      fi
+      pending=$((pending + 1))
+    done
+    [ "$pending" = 0 ] && return 0
+    if [ "$(_lab_now)" -gt "$deadline" ]; then
+      _lab_err "$pending backend(s) not ready after ${LAB_BACKEND_TIMEOUT_S} s"
+      for i in "${!_pids[@]}"; do grep -q '"event":"ready"' "${_logs[$i]}" 2>/dev/null || _lab_tail "${_logs[$i]}"; done
+      return 1
+    fi
+    sleep 0.05
+  done
+}
+
+# Waits until every daemon (NODE:PID:PORT) answers GET /status with "ready": true.
+_lab_wait_daemons() {
+  local deadline=$(( $(_lab_now) + LAB_READY_TIMEOUT_S * 1000000 )) d node pid port body pending
+  local left=("$@")
+  while [ ${#left[@]} -gt 0 ]; do
+    pending=()
+    for d in "${left[@]}"; do
+      IFS=: read -r node pid port <<<"$d"
+      if ! _lab_pid_alive "$pid"; then
+        _lab_err "daemon $node (pid $pid) exited before it was ready; logs/$node.log:"
+        _lab_tail "$LAB_DIR/logs/$node.log"
+        return 1
+      fi
+      body=$(ip netns exec "$SLBX_LAB_PREFIX$node" curl -s -m 1 "http://127.0.0.1:$port/status" 2>/dev/null || true)
+      if [[ $body =~ \"ready\"[[:space:]]*:[[:space:]]*true ]]; then continue; fi
+      pending+=("$d")
+    done
+    left=("${pending[@]}")
+    [ ${#left[@]} = 0 ] && return 0
+    if [ "$(_lab_now)" -gt "$deadline" ]; then
+      for d in "${left[@]}"; do
+        IFS=: read -r node pid port <<<"$d"
+        _lab_err "daemon $node not ready after ${LAB_READY_TIMEOUT_S} s (GET http://127.0.0.1:$port/status in its namespace); logs/$node.log:"
+        _lab_tail "$LAB_DIR/logs/$node.log"
+      done
+      return 1
+    fi
+    sleep 0.2
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# lab_down
+
+lab_down() {
+  local name t0
+  name=$(_lab_default_name "${1:-}")
+  t0=$(_lab_now)
+  if ! _lab_load "$name"; then
+    _lab_log "lab '$name' is not up (no state.env): nothing to do"
+    return 0
+  fi
+  local self=" $$ ${BASHPID:-$$} " entry pid rest victims=() ns
+  # 1. recorded processes, while they are inside our namespaces
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid rest <<<"$entry"
+    [[ $self == *" $pid "* ]] && continue
+    _lab_pid_ours "$pid" && victims+=("$pid")
+  done
+  local failed=0
+  _lab_stop_pids TERM "${victims[@]}" || failed=1
+  # 2. anything else still inside our namespaces (a child of a daemon, a shell from lab_exec)
+  victims=()
+  for ns in "${SLBX_LAB_NAMESPACES[@]}"; do
+    [ -e "/run/netns/$ns" ] || continue
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      [[ $self == *" $pid "* ]] && continue
+      victims+=("$pid")
+    done
+  done
+  if [ ${#victims[@]} -gt 0 ]; then
+    _lab_log "lab '$name': stopping ${#victims[@]} unrecorded process(es) left in its namespaces: ${victims[*]}"
+    _lab_stop_pids TERM "${victims[@]}" || failed=1
+  fi
+  # 3. the namespaces: recorded ones, and (once the prefix was claimed) any other with our prefix
+  local all=("${SLBX_LAB_NAMESPACES[@]}")
+  if [ "${SLBX_LAB_PREFIX_CLAIMED:-0}" = 1 ] && [ -n "$SLBX_LAB_PREFIX" ]; then
+    while read -r ns _; do
+      [[ $ns == "$SLBX_LAB_PREFIX"* ]] && all+=("$ns")
+    done < <(ip netns list 2>/dev/null)
+  fi
+  local left=()
+  for ns in "${all[@]}"; do
+    [ -e "/run/netns/$ns" ] || continue
+    ip netns del "$ns" 2>/dev/null || { [ -e "/run/netns/$ns" ] && { _lab_err "could not delete namespace $ns"; failed=1; }; }
+  done
+  if [ -n "$SLBX_LAB_PREFIX" ]; then
+    while read -r ns _; do [[ $ns == "$SLBX_LAB_PREFIX"* ]] && left+=("$ns"); done < <(ip netns list 2>/dev/null)
+  fi
+  if [ ${#left[@]} -gt 0 ]; then _lab_err "namespaces left: ${left[*]}"; failed=1; fi
+  if [ "$failed" = 1 ]; then
+    _lab_err "lab '$name' is not completely down; state.env kept: run lab_down again"
+    return 1
+  fi
+  rm -f "$LAB_DIR/state.env"
+  local prefix=$SLBX_LAB_PREFIX
+  SLBX_LAB_PREFIX='' SLBX_LAB_NAME='' SLBX_LAB_NAMESPACES=() SLBX_LAB_PROCS=()
+  _lab_log "lab '$name'${prefix:+ ($prefix)} down in $(_lab_elapsed "$t0") s (logs and pcaps kept in ${LAB_DIR#"$SLBX_ROOT"/})"
+}
+
+# Signals PIDs (SIG), waits up to LAB_KILL_WAIT_S for them to go, then KILLs the rest.
+_lab_stop_pids() {
+  local sig=$1 pid deadline left
+  shift
+  [ $# -gt 0 ] || return 0
+  for pid in "$@"; do kill -s "$sig" "$pid" 2>/dev/null || true; done
+  deadline=$(( $(_lab_now) + LAB_KILL_WAIT_S * 1000000 ))
+  while :; do
+    left=()
+    for pid in "$@"; do _lab_pid_alive "$pid" && left+=("$pid"); done
+    [ ${#left[@]} = 0 ] && return 0
+    [ "$(_lab_now)" -gt "$deadline" ] && break
+    sleep 0.05
+  done
+  _lab_log "still running after ${LAB_KILL_WAIT_S} s, sending KILL: ${left[*]}"
+  for pid in "${left[@]}"; do kill -s KILL "$pid" 2>/dev/null || true; done
+  deadline=$(( $(_lab_now) + 2000000 ))
+  while [ "$(_lab_now)" -lt "$deadline" ]; do
+    left=()
+    for pid in "$@"; do _lab_pid_alive "$pid" && left+=("$pid"); done
+    [ ${#left[@]} = 0 ] && return 0
+    sleep 0.05
+  done
+  _lab_err "processes survived KILL: ${left[*]}"
+  return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# status
+
+lab_daemon_status() {
+  local node=${1:-} kind port ns
+  [ -n "$node" ] || { _lab_err 'usage: lab_daemon_status NODE (a mux or host)'; return 2; }
+  _lab_ensure_loaded || return 1
+  ns=$(lab_ns "$node") || return 1
+  kind=$(_lab_node_kind "$node")
+  case $kind in
+    mux) port=$LAB_MUX_STATUS_PORT ;;
+    host) port=$LAB_HOST_STATUS_PORT ;;
+    *) _lab_err "$node is a $kind, not a mux or host: it runs no daemon"; return 1 ;;
+  esac
+  ip netns exec "$ns" curl -s -m 2 "http://127.0.0.1:$port/status"
+}
+
+lab_status() {
+  _lab_require_up "${1:-}" || return 1
+  local n ns kind entry pid rest alive
+  printf 'lab %s: prefix %s, config %s (from %s), clients %s, daemons %s, up since %s\n' \
+    "$LAB_NAME" "$SLBX_LAB_PREFIX" "${SLBX_LAB_CONFIG#"$SLBX_ROOT"/}" "${SLBX_LAB_CONFIG_SOURCE#"$SLBX_ROOT"/}" \
+    "$SLBX_LAB_CLIENTS" "$([ "$SLBX_LAB_DAEMONS" = 1 ] && echo yes || echo no)" "$SLBX_LAB_STARTED"
+  [ "${SLBX_LAB_STATE:-}" = up ] || printf 'WARNING: lab_up did not finish (state %s)\n' "${SLBX_LAB_STATE:-building}"
+  printf '\nnodes (namespace: interface address [+N more]):\n'
+  for n in "${SLBX_LAB_NODES[@]}"; do
+    ns=$SLBX_LAB_PREFIX$n
+    if [ ! -e "/run/netns/$ns" ]; then printf '  %-8s %-22s MISSING\n' "$n" "$ns"; continue; fi
+    printf '  %-8s %-22s %s\n' "$n" "$ns" "$(ip -n "$ns" -o addr show scope global 2>/dev/null | awk '
+      { split($4, a, "/"); fam = ($3 == "inet6") ? 6 : 4; k = $2 " " fam
+        if (!(k in first)) { first[k] = $4; order[++n] = k } else more[k]++ }
+      END { for (i = 1; i <= n; i++) { k = order[i]; split(k, p, " ")
+              printf "%s%s %s%s", (i > 1 ? ", " : ""), p[1], first[k], (more[k] ? " [+" more[k] "]" : "") } }')"
+  done
+  printf '\nrouter routes to the VIPs:\n'
+  local vip plen _h fam routes
+  while read -r -u 3 kind vip plen _h; do
+    [ "$kind" = vip ] || continue
+    fam=-4; [[ $vip == *:* ]] && fam=-6
+    routes=$(ip -n "${SLBX_LAB_PREFIX}router" "$fam" route show "$vip/$plen" 2>/dev/null || true)
+    if [ -n "$routes" ]; then printf '%s\n' "$routes" | sed 's/^/  /'; else printf '  %s/%s: NO ROUTE\n' "$vip" "$plen"; fi
+  done 3<"$LAB_DIR/plan.txt"
+  printf '\nprocesses:\n'
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid rest <<<"$entry"
+    if _lab_pid_ours "$pid"; then alive=alive; else alive=gone; fi
+    printf '  %-7s %-5s %s\n' "$pid" "$alive" "$rest"
+  done
+  [ ${#SLBX_LAB_PROCS[@]} -gt 0 ] || printf '  (none)\n'
+  if [ "$SLBX_LAB_DAEMONS" = 1 ]; then
+    printf '\ndaemons (GET /status):\n'
+    for n in "${SLBX_LAB_NODES[@]}"; do
+      kind=$(_lab_node_kind "$n")
+      [ "$kind" = mux ] || [ "$kind" = host ] || continue
+      printf '  %-8s %s\n' "$n" "$(lab_daemon_status "$n" 2>/dev/null | "${LAB_NODE[@]}" -e '
+        let t = ""; process.stdin.on("data", (d) => (t += d)).on("end", () => {
+          try {
+            const s = JSON.parse(t); const c = s.counters ?? {};
+            const nz = Object.entries(c).filter(([, v]) => typeof v === "number" && v !== 0);
+            const top = nz.slice(0, 8).map(([k, v]) => `${k} ${v}`).join(", ");
+            console.log(`ready ${s.ready}; ${nz.length} of ${Object.keys(c).length} counters non-zero${top ? ": " + top : ""}${nz.length > 8 ? ", ..." : ""}`);
+          } catch { console.log(t === "" ? "no answer" : "not JSON: " + t.slice(0, 80)); }
+        });')"
+    done
+  fi
+  return 0
+}
+
+lab_list() (  # a subshell: loading each lab must not change this shell's current lab
+  local d found=0 ns n_ns alive_ns procs alive_procs entry pid rest
+  for d in "$SLBX_ROOT"/runs/lab/*/; do
+    [ -f "$d/state.env" ] || continue
+    _lab_load "$(basename "$d")" || continue
+    found=1
+    n_ns=${#SLBX_LAB_NAMESPACES[@]} alive_ns=0 procs=${#SLBX_LAB_PROCS[@]} alive_procs=0
+    for ns in "${SLBX_LAB_NAMESPACES[@]}"; do [ -e "/run/netns/$ns" ] && alive_ns=$((alive_ns + 1)); done
+    for entry in "${SLBX_LAB_PROCS[@]}"; do read -r pid rest <<<"$entry"; _lab_pid_ours "$pid" && alive_procs=$((alive_procs + 1)); done
+    printf '%-20s %-12s namespaces %s/%s  processes %s/%s  since %s  config %s\n' "$LAB_NAME" "$SLBX_LAB_PREFIX" \
+      "$alive_ns" "$n_ns" "$alive_procs" "$procs" "$SLBX_LAB_STARTED" "${SLBX_LAB_CONFIG_SOURCE#"$SLBX_ROOT"/}"
+  done
+  [ "$found" = 1 ] || printf 'no labs up (scripts/lab.sh up)\n'
+  # lab namespaces that no state.env of this checkout accounts for
+  local known=" " p orphans
+  for d in "$SLBX_ROOT"/runs/lab/*/; do
+    [ -f "$d/state.env" ] && _lab_load "$(basename "$d")" && known+="$SLBX_LAB_PREFIX "
+  done
+  orphans=$(ip netns list 2>/dev/null | awk '{print $1}' | sed -n 's/^\(slbx-[0-9a-f]\{4\}-\).*/\1/p' | sort | uniq -c)
+  while read -r n p; do
+    [ -n "${p:-}" ] || continue
+    [[ $known == *" $p "* ]] && continue
+    printf 'orphan prefix %s: %s namespace(s), no state.env here (scripts/lab.sh down --prefix %s)\n' "$p" "$n" "$p"
+  done <<<"$orphans"
+  return 0
+)
+
+# Takes down a run whose state.env is gone, by its prefix: every process inside a namespace named
+# PREFIX* (TERM, then KILL), then those namespaces. Only for orphans: the prefix must not belong to
+# a lab of this checkout that has a state.env (use lab_down NAME for those).
+lab_down_prefix() {
+  local prefix=${1:-} d ns pid victims=() all=()
+  [[ $prefix =~ ^slbx-[0-9a-f]{4}-$ ]] || { _lab_err "lab_down_prefix: expected a prefix like slbx-1a2b-, got '$prefix'"; return 2; }
+  for d in "$SLBX_ROOT"/runs/lab/*/; do
+    if [ -f "$d/state.env" ] && grep -qx "SLBX_LAB_PREFIX=$prefix" "$d/state.env"; then
+      _lab_err "$prefix belongs to lab '$(basename "$d")': scripts/lab.sh down --name $(basename "$d")"; return 1
+    fi
+  done
+  while read -r ns _; do [[ $ns == "$prefix"* ]] && all+=("$ns"); done < <(ip netns list 2>/dev/null)
+  [ ${#all[@]} -gt 0 ] || { _lab_log "no namespace with prefix $prefix"; return 0; }
+  for ns in "${all[@]}"; do
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do [ "$pid" != "$$" ] && [ "$pid" != "${BASHPID:-$$}" ] && victims+=("$pid"); done
+  done
+  local failed=0
+  _lab_stop_pids TERM "${victims[@]}" || failed=1
+  for ns in "${all[@]}"; do ip netns del "$ns" 2>/dev/null || { _lab_err "could not delete $ns"; failed=1; }; done
+  [ "$failed" = 0 ] || return 1
+  _lab_log "orphan $prefix down: ${#victims[@]} process(es), ${#all[@]} namespace(s)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# captures
+
+lab_capture_start() {
+  local node=${1:-} iface=${2:-} cname=${3:-} ns pcap log deadline
+  [ -n "$node" ] && [ -n "$iface" ] && [ -n "$cname" ] || { _lab_err 'usage: lab_capture_start NODE IFACE NAME [FILTER...]'; return 2; }
+  shift 3
+  [[ $cname =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || { _lab_err "bad capture name '$cname'"; return 2; }
+  _lab_ensure_loaded || return 1
+  ns=$(lab_ns "$node") || return 1
+  command -v tcpdump >/dev/null || { _lab_err 'tcpdump is not installed'; return 1; }
+  pcap=$LAB_DIR/pcaps/$cname.pcap
+  log=$LAB_DIR/logs/capture-$cname.log
+  rm -f "$pcap"
+  ip netns exec "$ns" tcpdump -i "$iface" -w "$pcap" -U --immediate-mode -s 0 -B "$LAB_CAPTURE_BUFFER_KB" -Z root -n "$@" >"$log" 2>&1 </dev/null &
+  local pid=$!
+  disown "$pid" 2>/dev/null || true
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_PROCS "$pid capture $node $cname" array
+  SLBX_LAB_PROCS+=("$pid capture $node $cname")
+  # "listening on" is printed after the pcap handle and the output file are open
+  deadline=$(( $(_lab_now) + 5000000 ))
+  until grep -q 'listening on' "$log" 2>/dev/null && [ -e "$pcap" ]; do
+    if ! _lab_pid_alive "$pid"; then _lab_err "tcpdump on $node $iface exited:"; _lab_tail "$log"; return 1; fi
+    if [ "$(_lab_now)" -gt "$deadline" ]; then _lab_err "tcpdump on $node $iface did not start within 5 s:"; _lab_tail "$log"; return 1; fi
+    sleep 0.02
+  done
+  sleep 0.1
+  printf '%s\n' "$pcap"
+}
+
+# Stops captures by PID list; checks tcpdump's own counters. Returns 1 if any dropped or said nothing.
+_lab_capture_stop_pids() {
+  local bad=0 entry pid kind node cname log deadline dropped ifdropped captured received
+  local -A want=()
+  for pid in "$@"; do want[$pid]=1; done
+  sleep 0.1  # let the last packets of the scenario's traffic reach the captures
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid kind node cname <<<"$entry"
+    [ "$kind" = capture ] && [ -n "${want[$pid]:-}" ] || continue
+    if _lab_pid_ours "$pid"; then kill -s INT "$pid" 2>/dev/null || true; fi
+  done
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid kind node cname <<<"$entry"
+    [ "$kind" = capture ] && [ -n "${want[$pid]:-}" ] || continue
+    deadline=$(( $(_lab_now) + 5000000 ))
+    while _lab_pid_alive "$pid" && [ "$(_lab_now)" -lt "$deadline" ]; do sleep 0.02; done
+    if _lab_pid_alive "$pid"; then _lab_err "capture $cname: tcpdump did not stop on SIGINT; killing it"; kill -s KILL "$pid" 2>/dev/null || true; fi
+    _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
+    SLBX_LAB_STOPPED+=("$pid")
+    log=$LAB_DIR/logs/capture-$cname.log
+    captured=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} captured$/\1/p' "$log" | tail -n 1)
+    dropped=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$log" | tail -n 1)
+    ifdropped=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by interface$/\1/p' "$log" | tail -n 1)
+    received=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} received by filter$/\1/p' "$log" | tail -n 1)
+    if [ -z "$dropped" ] || [ -z "$captured" ] || [ -z "$received" ]; then
+      printf '[lab] WARNING: capture %s (%s): tcpdump reported no counters; the capture may be incomplete (%s)\n' "$cname" "$node" "${log#"$SLBX_ROOT"/}" >&2
+      bad=1
+    elif [ "$dropped" != 0 ] || [ "${ifdropped:-0}" != 0 ]; then
+      printf '[lab] WARNING: capture %s (%s): %s packets dropped by kernel, %s by interface (%s captured): incomplete\n' "$cname" "$node" "$dropped" "${ifdropped:-0}" "$captured" >&2
+      bad=1
+    elif [ $((received - dropped)) -gt "$captured" ]; then
+      # passed the filter, not dropped, yet never written: still in the ring when tcpdump stopped
+      printf '[lab] WARNING: capture %s (%s): %s packets received by filter but only %s written: incomplete\n' "$cname" "$node" "$received" "$captured" >&2
+      bad=1
+    else
+      printf '[lab] capture %s (%s): %s packets, none dropped\n' "$cname" "$node" "${captured:-?}" >&2
+    fi
+  done
+  return "$bad"
+}
+
+_lab_running_captures() {  # prints PIDs of captures not yet stopped (optionally only NAME)
+  local entry pid kind node cname s stopped
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid kind node cname <<<"$entry"
+    [ "$kind" = capture ] || continue
+    [ -z "${1:-}" ] || [ "$cname" = "$1" ] || continue
+    stopped=0
+    for s in "${SLBX_LAB_STOPPED[@]}"; do [ "$s" = "$pid" ] && stopped=1; done
+    [ "$stopped" = 0 ] && printf '%s\n' "$pid"
+  done
+  return 0
+}
+
+lab_capture_stop() {
+  [ -n "${1:-}" ] || { _lab_err 'usage: lab_capture_stop NAME'; return 2; }
+  _lab_require_up || return 1
+  local pids
+  mapfile -t pids < <(_lab_running_captures "$1")
+  [ ${#pids[@]} -gt 0 ] || { _lab_err "no running capture named '$1'"; return 1; }
+  _lab_capture_stop_pids "${pids[@]}"
+}
+
+lab_capture_stop_all() {
+  _lab_require_up || return 1
+  local pids
+  mapfile -t pids < <(_lab_running_captures)
+  [ ${#pids[@]} -gt 0 ] || return 0
+  _lab_capture_stop_pids "${pids[@]}"
+}
+
+# ---------------------------------------------------------------------------------------------
+# scenarios
+
+# Prints why this machine cannot run a lab, or nothing.
+_lab_cannot_run() {
+  [ "$(id -u)" = 0 ] || { echo "not root (network namespaces need root)"; return 0; }
+  command -v ip >/dev/null || { echo "iproute2 (ip) is not installed"; return 0; }
+  local probe
+  probe="slbx-probe$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')"
+  if ! ip netns add "$probe" 2>/dev/null; then echo "cannot create a network namespace (ip netns add failed)"; return 0; fi
+  ip netns del "$probe" 2>/dev/null || { echo "cannot delete the probe namespace $probe"; return 0; }
+  return 0
+}
+
+_lab_scenario_exit() {
+  local rc=$?
+  trap - EXIT INT TERM
+  if [ -n "${LAB_NAME:-}" ] && [ -f "$(_lab_dir_of "$LAB_NAME")/state.env" ]; then
+    if ! lab_down "$LAB_NAME"; then
+      _lab_err "teardown of lab '$LAB_NAME' failed"
+      [ "$rc" = 0 ] && rc=1
+    fi
+  fi
+  exit "$rc"
+}
+
+lab_setup_scenario() {
+  local name=${1:-}
+  [ -n "$name" ] || { _lab_err 'usage: lab_setup_scenario NAME'; exit 2; }
+  _lab_check_name "$name-$$" || exit 2
+  local why
+  why=$(_lab_cannot_run)
+  if [ -n "$why" ]; then
+    if [ -n "${CI:-}" ] && [ "${CI:-}" != false ] && [ "${CI:-}" != 0 ]; then
+      printf 'FAIL %s: cannot run here: %s (CI is set, so this is a failure, not a skip)\n' "$name" "$why" >&2
+      exit 1
+    fi
+    printf 'SKIP %s: cannot run here: %s\n' "$name" "$why" >&2
+    exit 77
+  fi
+  LAB_NAME=$name-$$
+  LAB_DIR=$(_lab_dir_of "$LAB_NAME")
+  trap _lab_scenario_exit EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}

@@ -1,0 +1,355 @@
+#!/usr/bin/env node
+// The lab plan: which namespaces, links, addresses, routes and services a lab run builds, derived from
+// an slbx config. scripts/lab/lib.sh runs this and reads its output; nothing here touches the system.
+//
+//   node dist/scripts/lab/plan.js --config examples/lab.yaml [--clients N] [--json]
+//
+// Output: one line per item, fields separated by single spaces, '-' for "none", lists joined by ','.
+//   fabric   MTU BRIDGE_MTU                       the fabric segment (a bridge in its own namespace)
+//   router   CLIENT4 CLIENT6 FAB4 FAB6 FABPORT FABMAC CLIENTMAC
+//   client   NAME PORT MAC ADDRS4 ADDRS6         first address of each list is the primary one
+//   mux      NAME ADDR4 ADDR6|- FABPORT MAC
+//   host     NAME ADDR4 ADDR6|- FABPORT MAC
+//   nic      NAME HOST PORT MAC ADDR4|- ADDR6|- GW4|- GW6|- TCPPORTS UDPPORTS
+//   vip      ADDR PREFIXLEN NEXTHOPS|-           NEXTHOPS: the muxes' provider addresses of that family
+//   warning  TEXT...
+// ADDRS are bare addresses; the prefix lengths are fixed: /24 and /64 (see LAB_PREFIX_LEN_*).
+import { readFileSync } from 'node:fs';
+import { formatIpv4, formatIpv6, formatMac, parseIpAddr, type IpAddr } from '../../shared/addr.js';
+import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
+import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+
+export const LAB_PREFIX_LEN_V4 = 24;
+export const LAB_PREFIX_LEN_V6 = 64;
+/** The outside clients' segment (DESIGN.md 4). */
+export const CLIENT_NET4 = '198.51.100.0';
+export const CLIENT_NET6 = '2001:db8:c::';
+/**
+ * Client k (1-based) owns CLIENT_ADDRS_PER_CLIENT addresses from 198.51.100.(10 + 40(k-1)), and as many
+ * from 2001:db8:c::(the same digits): client1 198.51.100.10-41 and 2001:db8:c::10-2f.
+ */
+export const CLIENT_FIRST_HOST = 10;
+export const CLIENT_STRIDE = 40;
+export const CLIENT_ADDRS_PER_CLIENT = 32;
+export const MAX_CLIENTS = 6;
+/** Links to backends and clients. */
+export const LAB_LINK_MTU = 1500;
+/** Linux IFNAMSIZ - 1. */
+const IFNAME_MAX = 15;
+
+/** The only address ranges the lab may use (documentation and benchmarking space). */
+const ALLOWED_V4: readonly (readonly [string, number])[] = [
+  ['198.18.0.0', 15], ['192.0.2.0', 24], ['198.51.100.0', 24], ['203.0.113.0', 24],
+];
+const ALLOWED_V6: readonly (readonly [string, number])[] = [['2001:db8::', 32]];
+
+const RESERVED_NODES = new Set(['router', 'fabric']);
+const CLIENT_NODE_RE = /^client\d+$/;
+
+export interface PlanClient { name: string; port: string; mac: string; addrs4: string[]; addrs6: string[] }
+export interface PlanNode { name: string; addr4: string; addr6: string | null; fabPort: string; mac: string }
+export interface PlanNic {
+  name: string; host: string; port: string; mac: string;
+  addr4: string | null; addr6: string | null; gw4: string | null; gw6: string | null;
+  tcpPorts: number[]; udpPorts: number[];
+}
+export interface PlanVip { address: string; prefixLen: number; nexthops: string[] }
+export interface LabPlan {
+  fabricMtu: number;
+  router: { client4: string; client6: string; fab4: string; fab6: string | null; fabPort: string; fabMac: string; clientMac: string };
+  clients: PlanClient[];
+  muxes: PlanNode[];
+  hosts: PlanNode[];
+  nics: PlanNic[];
+  vips: PlanVip[];
+  warnings: string[];
+}
+
+export type PlanResult = { ok: true; plan: LabPlan } | { ok: false; errors: string[] };
+
+function inPrefix(a: IpAddr, net: IpAddr, len: number): boolean {
+  if (a.family !== net.family) return false;
+  let left = len;
+  for (let i = 0; i < a.words.length && left > 0; i++) {
+    const bits = Math.min(32, left);
+    const mask = bits === 32 ? 0xffffffff : (~(0xffffffff >>> bits)) >>> 0;
+    if (((a.words[i]! & mask) >>> 0) !== ((net.words[i]! & mask) >>> 0)) return false;
+    left -= bits;
+  }
+  return true;
+}
+
+function netOf(a: IpAddr, len: number): IpAddr {
+  const w = new Uint32Array(a.words.length);
+  let left = len;
+  for (let i = 0; i < w.length; i++) {
+    const bits = Math.max(0, Math.min(32, left));
+    const mask = bits === 0 ? 0 : bits === 32 ? 0xffffffff : (~(0xffffffff >>> bits)) >>> 0;
+    w[i] = (a.words[i]! & mask) >>> 0;
+    left -= 32;
+  }
+  return fromWords(a.family, w);
+}
+
+function fromWords(family: 4 | 6, w: Uint32Array): IpAddr {
+  return { family, text: family === 4 ? formatIpv4(w[0]!) : formatIpv6(w, 0), words: w };
+}
+
+/** net + n in the last word (n small, no carry needed within the lab's prefixes). */
+function plus(net: IpAddr, n: number): IpAddr {
+  const w = Uint32Array.from(net.words);
+  w[w.length - 1] = (w[w.length - 1]! + n) >>> 0;
+  return fromWords(net.family, w);
+}
+
+/**
+ * IPv6 host part written with the same digits as the decimal number: 10 -> ::10 (0x10). A client's
+ * first IPv6 address has the digits of its first IPv4 address (198.51.100.50 -> 2001:db8:c::50); the
+ * rest follow in hex, so the 32 form one range (client1: 2001:db8:c::10-2001:db8:c::2f).
+ */
+function decimalDigitsAsHex(n: number): number {
+  return parseInt(String(n), 16);
+}
+
+function macOfV4(a: IpAddr): string {
+  const w = a.words[0]!;
+  return formatMac(Uint8Array.of(0x02, 0x00, w >>> 24, (w >>> 16) & 0xff, (w >>> 8) & 0xff, w & 0xff));
+}
+
+function allowed(a: IpAddr): boolean {
+  const list = a.family === 4 ? ALLOWED_V4 : ALLOWED_V6;
+  return list.some(([n, l]) => inPrefix(a, parseIpAddr(n)!, l));
+}
+
+/** Builds the plan; every problem is listed at once. */
+export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
+  const errors: string[] = [];
+  const warnings: string[] = [];
+  if (!Number.isInteger(clients) || clients < 1 || clients > MAX_CLIENTS) {
+    errors.push(`clients: must be an integer 1..${MAX_CLIENTS} (each client owns ${CLIENT_ADDRS_PER_CLIENT} addresses of ${CLIENT_NET4}/24), got ${clients}`);
+    clients = 1;
+  }
+  const client4Net = parseIpAddr(CLIENT_NET4)!;
+  const client6Net = parseIpAddr(CLIENT_NET6)!;
+
+  // Hard rule of the lab machine: only documentation / benchmarking ranges.
+  const check = (what: string, a: IpAddr | null) => {
+    if (a === null) return;
+    if (!allowed(a)) {
+      errors.push(`${what}: ${a.text} is outside the lab's address ranges (198.18.0.0/15, 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32)`);
+    }
+    if (inPrefix(a, client4Net, LAB_PREFIX_LEN_V4) || inPrefix(a, client6Net, LAB_PREFIX_LEN_V6)) {
+      errors.push(`${what}: ${a.text} is in the lab's client segment (${CLIENT_NET4}/24, ${CLIENT_NET6}/64); use another range`);
+    }
+  };
+  config.muxes.forEach((m, i) => { check(`muxes[${i}].address`, m.address); check(`muxes[${i}].address6`, m.address6); });
+  config.hosts.forEach((h, i) => { check(`hosts[${i}].address`, h.address); check(`hosts[${i}].address6`, h.address6); });
+  config.networks.forEach((n, i) => { check(`networks[${i}].gateway`, n.gateway); check(`networks[${i}].gateway6`, n.gateway6); });
+  config.nics.forEach((n, i) => n.addresses.forEach((a, j) => check(`nics[${i}].addresses[${j}]`, a)));
+  config.vips.forEach((v, i) => check(`vips[${i}].address`, v.address));
+
+  if (config.muxes.length === 0) errors.push('muxes: the lab needs at least one mux');
+
+  // Node names become namespace names: unique across kinds, not a fixed role.
+  const seen = new Map<string, string>();
+  const claim = (name: string, what: string) => {
+    if (RESERVED_NODES.has(name) || CLIENT_NODE_RE.test(name)) {
+      errors.push(`${what}: the name ${JSON.stringify(name)} is a fixed lab node (router, fabric, clientN); rename it`);
+    }
+    const prev = seen.get(name);
+    if (prev !== undefined) errors.push(`${what}: the name ${JSON.stringify(name)} is also ${prev}; lab nodes (namespaces) need distinct names`);
+    else seen.set(name, what);
+  };
+  config.muxes.forEach((m, i) => claim(m.name, `muxes[${i}].name`));
+  config.hosts.forEach((h, i) => claim(h.name, `hosts[${i}].name`));
+  config.nics.forEach((n, i) => claim(n.name, `nics[${i}].name`));
+
+  // The fabric: one /24 (and one /64) holding every provider address; the router takes .1 / ::1.
+  const pas4 = [...config.muxes.map((m) => m.address), ...config.hosts.map((h) => h.address)];
+  const pas6 = [...config.muxes.map((m) => m.address6), ...config.hosts.map((h) => h.address6)].filter((a): a is IpAddr => a !== null);
+  const first4 = pas4[0] ?? parseIpAddr('198.18.0.11')!;
+  const fabNet4 = netOf(first4, LAB_PREFIX_LEN_V4);
+  const router4 = plus(fabNet4, 1);
+  for (const a of pas4) {
+    if (!inPrefix(a, fabNet4, LAB_PREFIX_LEN_V4)) errors.push(`provider address ${a.text}: the lab puts every provider address on one fabric segment, ${fabNet4.text}/24 (from the first one); move it there`);
+    const last = a.words[0]! & 0xff;
+    if (last === 0 || last === 1 || last === 255) errors.push(`provider address ${a.text}: .0, .1 (the lab router) and .255 are taken on the fabric`);
+  }
+  let router6: IpAddr | null = null;
+  if (pas6.length > 0) {
+    const fabNet6 = netOf(pas6[0]!, LAB_PREFIX_LEN_V6);
+    router6 = plus(fabNet6, 1);
+    for (const a of pas6) {
+      if (!inPrefix(a, fabNet6, LAB_PREFIX_LEN_V6)) errors.push(`provider address ${a.text}: every IPv6 provider address must be in ${fabNet6.text}/64 (from the first one)`);
+      if (a.text === router6.text || a.text === fabNet6.text) errors.push(`provider address ${a.text}: ${router6.text} is the lab router's and the subnet-router anycast address is reserved`);
+    }
+  }
+  for (const v of config.vips) {
+    if (inPrefix(v.address, fabNet4, LAB_PREFIX_LEN_V4) || (router6 !== null && inPrefix(v.address, netOf(router6, 64), 64))) {
+      errors.push(`VIP ${v.address.text} is on the fabric segment; take VIPs from 203.0.113.0/24 or 2001:db8:ff::/64`);
+    }
+  }
+
+  // Fabric bridge ports: named after the node when the name fits an interface name.
+  const usedPorts = new Set<string>(['br0', 'router']);
+  const fabPort = (name: string, index: number): string => {
+    let p = Buffer.byteLength(name) <= IFNAME_MAX ? name : `p${index}`;
+    if (usedPorts.has(p)) p = `p${index}`;
+    usedPorts.add(p);
+    return p;
+  };
+  let portIndex = 0;
+  const muxes: PlanNode[] = config.muxes.map((m) => ({
+    name: m.name, addr4: m.address.text, addr6: m.address6?.text ?? null, fabPort: fabPort(m.name, ++portIndex), mac: macOfV4(m.address),
+  }));
+  const hosts: PlanNode[] = config.hosts.map((h) => ({
+    name: h.name, addr4: h.address.text, addr6: h.address6?.text ?? null, fabPort: fabPort(h.name, ++portIndex), mac: macOfV4(h.address),
+  }));
+
+  // Services per nic: the backend ports of the rules whose pool holds the nic, and the probe ports.
+  const tcpOf = new Map<string, Set<number>>();
+  const udpOf = new Map<string, Set<number>>();
+  const poolNics = new Map(config.pools.map((p) => [p.name, p.backends.map((b) => b.nic)]));
+  const probes = new Map(config.probes.map((p) => [p.name, p]));
+  const add = (m: Map<string, Set<number>>, nic: string, port: number) => {
+    const s = m.get(nic) ?? new Set<number>();
+    s.add(port);
+    m.set(nic, s);
+  };
+  for (const v of config.vips) {
+    for (const r of v.rules) {
+      for (const nic of poolNics.get(r.pool) ?? []) {
+        if (r.protocols.includes(6)) add(tcpOf, nic, r.backendPort);
+        if (r.protocols.includes(17)) add(udpOf, nic, r.backendPort);
+        const probe = r.probe === null ? undefined : probes.get(r.probe);
+        if (probe !== undefined) add(tcpOf, nic, probe.port);
+      }
+    }
+  }
+  const sorted = (s: Set<number> | undefined, dflt: number) => (s === undefined || s.size === 0 ? [dflt] : [...s].sort((a, b) => a - b));
+  const networks = new Map(config.networks.map((n) => [n.name, n]));
+  const nics: PlanNic[] = config.nics.map((n, i) => {
+    const net = networks.get(n.network);
+    if (n.port === 'fab0' || n.port === 'lo') errors.push(`nics[${i}].port: ${n.port} is taken in the host's namespace; name the port otherwise`);
+    if (!tcpOf.has(n.name) && !udpOf.has(n.name)) warnings.push(`nic ${n.name} is in no pool of a rule: it gets the default services (HTTP on 80, UDP echo on 7)`);
+    return {
+      name: n.name, host: n.host, port: n.port, mac: formatMac(n.mac),
+      addr4: n.address4?.text ?? null, addr6: n.address6?.text ?? null,
+      gw4: n.address4 !== null ? net?.gateway?.text ?? null : null,
+      gw6: n.address6 !== null ? net?.gateway6?.text ?? null : null,
+      tcpPorts: sorted(tcpOf.get(n.name), 80), udpPorts: sorted(udpOf.get(n.name), 7),
+    };
+  });
+  for (const n of nics) {
+    if (n.addr4 !== null && n.gw4 === null) warnings.push(`nic ${n.name}: its network has no gateway, so it has no IPv4 default route and cannot answer clients`);
+    if (n.addr6 !== null && n.gw6 === null) warnings.push(`nic ${n.name}: its network has no gateway6, so it has no IPv6 default route and cannot answer clients`);
+  }
+
+  const vips: PlanVip[] = config.vips.map((v) => {
+    const v6 = v.address.family === 6;
+    const nexthops = v6 ? muxes.map((m) => m.addr6).filter((a): a is string => a !== null) : muxes.map((m) => m.addr4);
+    if (nexthops.length === 0) warnings.push(`VIP ${v.address.text}: no mux has an IPv6 provider address, so the router has no route to it`);
+    return { address: v.address.text, prefixLen: v6 ? 128 : 32, nexthops };
+  });
+
+  const clientList: PlanClient[] = [];
+  for (let k = 1; k <= clients; k++) {
+    const base = CLIENT_FIRST_HOST + CLIENT_STRIDE * (k - 1);
+    const addrs4: string[] = [];
+    const addrs6: string[] = [];
+    for (let j = 0; j < CLIENT_ADDRS_PER_CLIENT; j++) {
+      addrs4.push(plus(client4Net, base + j).text);
+      addrs6.push(plus(client6Net, decimalDigitsAsHex(base) + j).text);
+    }
+    clientList.push({ name: `client${k}`, port: `client${k}`, mac: macOfV4(parseIpAddr(addrs4[0]!)!), addrs4, addrs6 });
+  }
+
+  // MACs must not collide (the generated ones are 02:00 + an IPv4 address of the lab).
+  const macs = new Map<string, string>();
+  const routerFabMac = macOfV4(router4);
+  const routerClientMac = macOfV4(plus(client4Net, 1));
+  const macOwners: [string, string][] = [
+    [routerFabMac, 'router fab0'], [routerClientMac, 'router br0'],
+    ...muxes.map((m): [string, string] => [m.mac, `mux ${m.name}`]),
+    ...hosts.map((h): [string, string] => [h.mac, `host ${h.name}`]),
+    ...nics.map((n): [string, string] => [n.mac, `nic ${n.name}`]),
+    ...clientList.map((c): [string, string] => [c.mac, `${c.name} eth0`]),
+  ];
+  for (const [m, who] of macOwners) {
+    const prev = macs.get(m);
+    if (prev !== undefined) errors.push(`MAC ${m} of ${who} is also the MAC of ${prev}`);
+    else macs.set(m, who);
+  }
+
+  if (errors.length > 0) return { ok: false, errors };
+  return {
+    ok: true,
+    plan: {
+      fabricMtu: config.fabric.mtu,
+      router: {
+        client4: plus(client4Net, 1).text, client6: plus(client6Net, 1).text,
+        fab4: router4.text, fab6: router6?.text ?? null, fabPort: 'router', fabMac: routerFabMac, clientMac: routerClientMac,
+      },
+      clients: clientList, muxes, hosts, nics, vips, warnings,
+    },
+  };
+}
+
+const dash = (s: string | null | undefined) => (s === null || s === undefined || s === '' ? '-' : s);
+const list = (l: readonly (string | number)[]) => (l.length === 0 ? '-' : l.join(','));
+
+/** The shell-readable form (see the header of this file). */
+export function formatLabPlan(p: LabPlan): string {
+  const lines: string[] = [];
+  lines.push(`fabric ${p.fabricMtu}`);
+  const r = p.router;
+  lines.push(`router ${r.client4} ${r.client6} ${r.fab4} ${dash(r.fab6)} ${r.fabPort} ${r.fabMac} ${r.clientMac}`);
+  for (const c of p.clients) lines.push(`client ${c.name} ${c.port} ${c.mac} ${list(c.addrs4)} ${list(c.addrs6)}`);
+  for (const m of p.muxes) lines.push(`mux ${m.name} ${m.addr4} ${dash(m.addr6)} ${m.fabPort} ${m.mac}`);
+  for (const h of p.hosts) lines.push(`host ${h.name} ${h.addr4} ${dash(h.addr6)} ${h.fabPort} ${h.mac}`);
+  for (const n of p.nics) {
+    lines.push(`nic ${n.name} ${n.host} ${n.port} ${n.mac} ${dash(n.addr4)} ${dash(n.addr6)} ${dash(n.gw4)} ${dash(n.gw6)} ${list(n.tcpPorts)} ${list(n.udpPorts)}`);
+  }
+  for (const v of p.vips) lines.push(`vip ${v.address} ${v.prefixLen} ${list(v.nexthops)}`);
+  for (const w of p.warnings) lines.push(`warning ${w}`);
+  return `${lines.join('\n')}\n`;
+}
+
+const OPTIONS: readonly OptionSpec[] = [
+  { name: 'config', value: 'FILE', help: 'the slbx config (YAML or JSON)', default: 'examples/lab.yaml' },
+  { name: 'clients', value: 'N', help: `number of client namespaces, 1..${MAX_CLIENTS}`, default: '1' },
+  { name: 'json', help: 'print the plan as JSON instead of shell-readable lines' },
+  { name: 'help', help: 'this help' },
+];
+
+function main(argv: readonly string[]): number {
+  const usage = 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]';
+  const about = 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.';
+  let args;
+  try {
+    args = parseArgs(argv, OPTIONS);
+    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  } catch (e) {
+    if (e instanceof UsageError) { process.stderr.write(`plan: ${e.message}\n`); return 2; }
+    throw e;
+  }
+  if (args.flags.has('help')) { process.stdout.write(formatHelp(usage, about, OPTIONS)); return 0; }
+  const file = one(args, 'config')!;
+  const clientsText = one(args, 'clients')!;
+  if (!/^\d+$/.test(clientsText)) { process.stderr.write(`plan: --clients must be a number 1..${MAX_CLIENTS}, got ${clientsText}\n`); return 2; }
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    process.stderr.write(`plan: cannot read ${file}: ${(e as Error).message}\n`);
+    return 1;
+  }
+  const r = parseConfig(text, file);
+  if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, file)}\n`); return 1; }
+  const p = buildLabPlan(r.config, Number(clientsText));
+  if (!p.ok) { process.stderr.write(`${p.errors.map((e) => `${file}: lab: ${e}`).join('\n')}\n`); return 1; }
+  process.stdout.write(args.flags.has('json') ? `${JSON.stringify(p.plan, null, 2)}\n` : formatLabPlan(p.plan));
+  return 0;
+}
+
+if (isMain(import.meta.url)) process.exitCode = main(process.argv.slice(2));

@@ -1,0 +1,37 @@
+# Shared steps of the scenario scripts (source after scripts/lab/lib.sh).
+#   sc_capture_path          captures on every link the north-south path crosses, each named after its
+#                            node: client1 (eth0), every mux and host (fab0), every nic (eth0)
+#   sc_verify KIND ARGS...   runs a verifier (scripts/scenarios/lib/verify.ts) and returns its status
+#   sc_client NODE ARGS...   runs the lab client in a node; returns its status without failing the script
+#   sc_counters NODE FILE    saves a daemon's GET /counters JSON to FILE
+
+SC_NODE=(node --enable-source-maps)
+
+sc_capture_path() {
+  local n
+  lab_capture_start client1 eth0 client1 >/dev/null || return 1
+  for n in $(lab_nodes mux) $(lab_nodes host); do lab_capture_start "$n" fab0 "$n" >/dev/null || return 1; done
+  for n in $(lab_nodes nic); do lab_capture_start "$n" eth0 "$n" >/dev/null || return 1; done
+}
+
+sc_verify() {
+  local kind=$1; shift
+  "${SC_NODE[@]}" "$SLBX_ROOT/dist/scripts/scenarios/lib/verify.js" "$kind" "$@"
+}
+
+sc_client() {
+  local node=$1; shift
+  lab_exec "$node" "${SC_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/client.js" "$@"
+}
+
+sc_counters() {
+  local node=$1 file=$2 port=9180
+  [ "$(_lab_node_kind "$node")" = host ] && port=9181
+  lab_exec "$node" curl -sf "http://127.0.0.1:$port/counters" >"$file"
+}
+
+# Prints a daemon's status JSON field (a top-level key) with node -e.
+sc_status_field() {
+  local node=$1 key=$2
+  lab_daemon_status "$node" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const v=JSON.parse(s)[process.argv[1]];console.log(typeof v==='object'?JSON.stringify(v):v)})" "$key"
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env node
+// Scenario verifiers: decode a run's captures with slbx's own codecs (and tshark) and check what the
+// scenario claims. Exit code 0 when every check passes.
+//   node dist/scripts/scenarios/lib/verify.js north-south|udp-modes|bad-traffic ... | gen-bad ...
+import { verifyNorthSouth } from './north-south.js';
+import { verifyUdpModes } from './udp-modes.js';
+import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
+
+const [cmd, ...rest] = process.argv.slice(2);
+try {
+  switch (cmd) {
+    case 'north-south': verifyNorthSouth(rest).exit(); break;
+    case 'udp-modes': verifyUdpModes(rest).exit(); break;
+    case 'bad-traffic': verifyBadTraffic(rest).exit(); break;
+    case 'gen-bad': generateBadTraffic(rest); break;
+    default:
+      process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ...\n');
+      process.exit(2);
+  }
+} catch (e) {
+  process.stderr.write(`verify ${cmd}: ${(e as Error).message}\n`);
+  process.exit(2);
+}
