@@ -67,6 +67,8 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   const encaps: { p: CapturedPacket; mux: string }[] = [];
   let repliesAtMux = 0;
   const dips = new Set(nics.map((n) => dipOf(n)));
+  const muxOfArrival = new Map<CapturedPacket, string>();
+  const hostOfPa = new Map(config.hosts.map((h) => [h.address.text, h.name]));
   for (const m of config.muxes) {
     let pk: CapturedPacket[];
     try { pk = cap(m.name); } catch { c.check(false, `capture of ${m.name} exists`); continue; }
@@ -76,7 +78,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
       const ip = ipOf(p);
       if (ip === undefined) continue;
       if (p.d.first('vxlan') !== undefined) encaps.push({ p, mux: m.name });
-      else if (ip.dst === vip) arrivals.push(p);
+      else if (ip.dst === vip) { arrivals.push(p); muxOfArrival.set(p, m.name); }
     }
   }
   c.check(arrivals.length === sent.length, 'every client packet reached a MUX', `${sent.length} sent by the client, ${arrivals.length} arrived at MUXes`);
@@ -122,6 +124,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
 
   // --- hosts and backends
   let toBackends = 0; let wrongDst = 0; let repliesFromBackends = 0;
+  const perNic: Record<string, { dip: string; received: number; replied: number; requests: number }> = {};
   for (const n of nics) {
     const pk = cap(n.name);
     const dip = dipOf(n);
@@ -129,21 +132,26 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
       const ip = ipOf(p);
       const tcp = p.d.first('tcp');
       if (ip === undefined || tcp === undefined) continue;
-      if (ip.dst === dip && tcp.dstPort === rule.backendPort) toBackends++;
+      perNic[n.name] ??= { dip, received: 0, replied: 0, requests: byBackend.get(n.name) ?? 0 };
+      if (ip.dst === dip && tcp.dstPort === rule.backendPort) { toBackends++; perNic[n.name]!.received++; }
       else if (ip.src !== dip) wrongDst++;
-      if (ip.src === dip && tcp.srcPort === rule.backendPort) repliesFromBackends++;
+      if (ip.src === dip && tcp.srcPort === rule.backendPort) { repliesFromBackends++; perNic[n.name]!.replied++; }
     }
   }
   c.check(toBackends === encaps.length && wrongDst === 0, `the backends saw the client's packets addressed to DIP:${rule.backendPort}`, `${toBackends} delivered of ${encaps.length} encapsulated; ${wrongDst} to other addresses`);
   let dsr = 0; let dsrWrong = 0;
+  const perHostDsr: Record<string, number> = {};
+  const perHostVxlanIn: Record<string, number> = {};
   const clients = new Set(sent.map((p) => ipOf(p)!.src));
   for (const h of config.hosts) {
+    perHostDsr[h.name] = 0;
+    perHostVxlanIn[h.name] = 0;
     for (const p of cap(h.name)) {
-      if (p.d.first('vxlan') !== undefined) continue;
+      if (p.d.first('vxlan') !== undefined) { if (p.d.all('ipv4')[0]!.dst === h.address.text) perHostVxlanIn[h.name]!++; continue; }
       const ip = ipOf(p);
       const tcp = p.d.first('tcp');
       if (ip === undefined || tcp === undefined) continue;
-      if (ip.src === vip && tcp.srcPort === port) { dsr++; if (tcp.checksumOk !== true || !clients.has(ip.dst)) dsrWrong++; }
+      if (ip.src === vip && tcp.srcPort === port) { dsr++; perHostDsr[h.name]!++; if (tcp.checksumOk !== true || !clients.has(ip.dst)) dsrWrong++; }
       else if (dips.has(ip.src)) dsrWrong++; // a reply leaving un-NATed
     }
   }
@@ -152,13 +160,17 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
 
   const account = f.get('account');
   if (account !== undefined) {
+    const muxes = config.muxes.map((m) => ({
+      name: m.name, pa: m.address.text,
+      received: arrivals.filter((p) => muxOfArrival.get(p) === m.name).length,
+      vxlanByHost: Object.fromEntries(countBy(encaps.filter((e) => e.mux === m.name), (e) => hostOfPa.get(e.p.d.all('ipv4')[0]!.dst) ?? '?')),
+    }));
     writeFileSync(account, `${JSON.stringify({
       vip, port, backendPort: rule.backendPort, vni: network.vni, requests: records.length, ok: okRecords.length,
-      perBackend: Object.fromEntries(byBackend), clientSent: sent.length, muxArrivals: arrivals.length,
-      perMux: Object.fromEntries(countBy(encaps, (e) => e.mux)), vxlan: encaps.length,
-      perHost: Object.fromEntries(countBy(encaps, (e) => e.p.d.all('ipv4')[0]!.dst)), deliveredToBackends: toBackends,
-      backendReplies: repliesFromBackends, dsrReplies: dsr, clientReceived: received.length, repliesAtMux,
-      tsharkVxlan: ts.length,
+      client: { address: [...clients].join(', '), sent: sent.length, received: received.length },
+      muxes, hosts: config.hosts.map((h) => ({ name: h.name, pa: h.address.text, vxlanIn: perHostVxlanIn[h.name] ?? 0, dsrOut: perHostDsr[h.name] ?? 0 })),
+      nics: nics.map((n) => ({ name: n.name, host: n.host, ...perNic[n.name] })),
+      repliesAtMux, tsharkVxlan: ts.length, checks: { passed: c.passes, failed: c.failures },
     }, null, 2)}\n`);
   }
   return c;

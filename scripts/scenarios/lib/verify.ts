@@ -1,10 +1,11 @@
 #!/usr/bin/env node
 // Scenario verifiers: decode a run's captures with slbx's own codecs (and tshark) and check what the
 // scenario claims. Exit code 0 when every check passes.
-//   node dist/scripts/scenarios/lib/verify.js north-south|udp-modes|bad-traffic ... | gen-bad ...
+//   node dist/scripts/scenarios/lib/verify.js north-south|udp-modes|bad-traffic ... | gen-bad ... | account FILE RUNDIR
 import { verifyNorthSouth } from './north-south.js';
 import { verifyUdpModes } from './udp-modes.js';
 import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
+import { printAccount } from './account.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -13,8 +14,9 @@ try {
     case 'udp-modes': verifyUdpModes(rest).exit(); break;
     case 'bad-traffic': verifyBadTraffic(rest).exit(); break;
     case 'gen-bad': generateBadTraffic(rest); break;
+    case 'account': printAccount(rest[0]!, rest[1] ?? '.'); break;
     default:
-      process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ...\n');
+      process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
       process.exit(2);
   }
 } catch (e) {
