@@ -114,13 +114,25 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   c.check(disagree === 0, 'the backend that answered each request is the one the MUX chose for its flow', `${disagree} disagree of ${okRecords.length}`);
   c.check(repliesAtMux === 0, 'zero reply packets crossed any MUX interface', `${repliesAtMux} seen`);
 
-  // --- tshark, independently
-  const ts = config.muxes.flatMap((m) => tsharkFields(join(run, 'pcaps', `${m.name}.pcap`), ['vxlan.vni'], 'vxlan') ?? []);
-  if (ts.length > 0 || encaps.length === 0) {
-    c.check(ts.length === encaps.length && ts.every((r) => r[0] === String(network.vni)), 'tshark decodes the same VXLAN packets, all with that VNI', `tshark: ${ts.length}, slbx: ${encaps.length}`);
-  } else {
-    c.check(false, 'tshark is available for the cross-check');
+  // --- tshark, independently: VXLAN with the VNI, and the client's packet inside
+  const tsRows: string[][] = [];
+  let haveTshark = true;
+  for (const m of config.muxes) {
+    const rows = tsharkFields(join(run, 'pcaps', `${m.name}.pcap`), ['vxlan.vni', 'ip.src', 'ip.dst', 'ipv6.src', 'ipv6.dst', 'tcp.dstport'], 'vxlan');
+    if (rows === null) { haveTshark = false; break; }
+    tsRows.push(...rows);
   }
+  const clientSrcs = new Set(sent.map((p) => ipOf(p)!.src));
+  const innerOk = (r: string[]) => {
+    const v6 = vipCfg.address.family === 6;
+    const src = v6 ? r[3]! : r[1]!.split(',')[1]!;
+    const dst = v6 ? r[4]! : r[2]!.split(',')[1]!;
+    return r[0] === String(network.vni) && clientSrcs.has(src) && dst === vip && r[5] === String(port);
+  };
+  const ts = tsRows;
+  c.check(haveTshark && ts.length === encaps.length && ts.every(innerOk),
+    'tshark decodes the same VXLAN packets: that VNI, and inside the client\'s packet to the VIP and port',
+    haveTshark ? `tshark: ${ts.length} VXLAN, ${ts.filter(innerOk).length} as expected; slbx: ${encaps.length}` : 'tshark missing');
 
   // --- hosts and backends
   let toBackends = 0; let wrongDst = 0; let repliesFromBackends = 0;
