@@ -1,17 +1,40 @@
 // The host agent daemon: a capture on the fabric interface for VXLAN to our provider address, one
 // capture per backend port, a raw socket for the DSR return, and the nftables rule that keeps the
 // kernel from answering captured VXLAN with ICMP. start() and stop() are symmetric and idempotent.
+//
+// Receive paths (--receive-path; measured and chosen in docs/io-paths.md):
+//   capture  a libpcap capture on the fabric interface (UDP to our PA and the VXLAN port) plus the
+//            nftables rule above; the data plane sees the frame as it was on the wire
+//   udp      a UDP socket bound to PA:vxlanPort; each datagram is put behind a synthesized outer
+//            Ethernet/IPv4/UDP header (runtime/vxlan-socket.ts) for the same data plane; no nftables rule
 import { formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { RawSender } from '../runtime/raw-sender.js';
+import { VxlanSocket } from '../runtime/vxlan-socket.js';
 import { readInterface } from '../runtime/netif.js';
 import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
-import { logInfo, logWarn } from '../runtime/log.js';
+import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, type HostContext } from './data-plane.js';
 
 const PORT_RETRY_MS = 1000;
+
+export const RECEIVE_PATHS = ['capture', 'udp'] as const;
+export type ReceivePath = (typeof RECEIVE_PATHS)[number];
+export const DEFAULT_RECEIVE_PATH: ReceivePath = 'capture';
+
+export function isReceivePath(text: string): text is ReceivePath {
+  return (RECEIVE_PATHS as readonly string[]).includes(text);
+}
+
+/** The addresses (text -> number) the udp receive path maps datagram sources through: MUX and other host PAs. */
+function vxlanSources(config: SlbxConfig, hostName: string): Map<string, number> {
+  const m = new Map<string, number>();
+  for (const x of config.muxes) if (x.address.family === 4) m.set(x.address.text, x.address.words[0]!);
+  for (const h of config.hosts) if (h.name !== hostName && h.address.family === 4) m.set(h.address.text, h.address.words[0]!);
+  return m;
+}
 
 export interface HostDaemonOptions {
   config: SlbxConfig;
@@ -21,9 +44,14 @@ export interface HostDaemonOptions {
   /** Next hop for the DSR return (the router), per family; null = that family's DSR is unavailable. */
   dsrVia4: string | null;
   dsrVia6: string | null;
-  /** Install the nftables drop rule for captured VXLAN (default true). */
+  /** Install the nftables drop rule for captured VXLAN (default true; never with the udp receive path). */
   nftables?: boolean;
+  /** Kernel buffer of the fabric capture, or SO_RCVBUF of the udp receive path's socket. */
   captureBufferBytes?: number;
+  /** How VXLAN comes in (default capture). */
+  receivePath?: ReceivePath;
+  /** The fabric interface's MAC (the udp receive path writes it into the synthesized frames). */
+  mac?: Uint8Array;
 }
 
 interface PortState {
@@ -38,6 +66,9 @@ export class HostDaemon {
   config: SlbxConfig;
   ctx: HostContext;
   private fabric: PcapPort;
+  readonly receivePath: ReceivePath;
+  private vxlanSocket: VxlanSocket | null = null;
+  private vxlanSocketError: string | null = null;
   private ports: PortState[] = [];
   private raw4: RawSender | null = null;
   private raw6: RawSender | null = null;
@@ -59,6 +90,12 @@ export class HostDaemon {
     const tables = compileHostTables(o.config, o.name, this.generation);
     this.ctx = newHostContext(tables, o.config.fabric.vxlanPort, tables.nics.map(() => new Uint8Array(6)));
     this.fabric = new PcapPort(o.iface);
+    this.receivePath = o.receivePath ?? DEFAULT_RECEIVE_PATH;
+    if (!isReceivePath(this.receivePath)) throw new Error(`unknown receive path ${JSON.stringify(o.receivePath)}`);
+  }
+
+  private get useNftables(): boolean {
+    return this.o.nftables !== false && this.receivePath === 'capture';
   }
 
   private self() {
@@ -68,21 +105,41 @@ export class HostDaemon {
   start(): void {
     if (this.started) return;
     const me = this.self();
-    if (this.o.nftables !== false) {
+    if (this.useNftables) {
       this.nftError = installVxlanDrop(me.address.text, 4, this.config.fabric.vxlanPort);
       if (this.nftError !== null) logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
     }
     if (this.o.dsrVia4 !== null) this.raw4 = new RawSender(4, this.o.dsrVia4);
     if (this.o.dsrVia6 !== null) this.raw6 = new RawSender(6, this.o.dsrVia6);
-    this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and dst host ${me.address.text}`,
-      (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+    if (this.receivePath === 'capture') {
+      this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and dst host ${me.address.text}`,
+        (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+    } else {
+      this.openVxlanSocket();
+    }
     this.started = true;
     this.openPorts();
     this.timers.push(setInterval(() => this.openPorts(), PORT_RETRY_MS));
     logInfo('host_agent_started', {
       interface: this.iface, pa: me.address.text, dsrVia4: this.o.dsrVia4, dsrVia6: this.o.dsrVia6,
-      ports: this.ctx.tables.nics.map((n) => n.port),
+      ports: this.ctx.tables.nics.map((n) => n.port), receivePath: this.receivePath,
     });
+  }
+
+  /** udp receive path: binds PA:vxlanPort; a bind failure is logged and keeps the daemon not ready. */
+  private openVxlanSocket(): void {
+    const me = this.self();
+    const s = new VxlanSocket({
+      pa: me.address.text, pa4: me.address.words[0]!, port: this.config.fabric.vxlanPort, mac: this.o.mac ?? new Uint8Array(6),
+      sources: vxlanSources(this.config, this.name), receiveBufferBytes: this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
+    });
+    this.vxlanSocket = s;
+    this.vxlanSocketError = null;
+    s.open((f, len) => this.onFabricFrame(f, len), (e) => {
+      if (e === null) { logInfo('vxlan_socket_bound', { address: `${me.address.text}:${this.config.fabric.vxlanPort}` }); return; }
+      this.vxlanSocketError = e.message;
+      logError('vxlan_socket_failed', { address: `${me.address.text}:${this.config.fabric.vxlanPort}`, error: e.message, effect: 'no VXLAN is received' });
+    }, (e) => { this.vxlanSocketError = e.message; });
   }
 
   stop(): void {
@@ -91,12 +148,14 @@ export class HostDaemon {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.fabric.close();
+    this.vxlanSocket?.close();
+    this.vxlanSocket = null;
     for (const p of this.ports) p.port?.close();
     this.ports = [];
     this.raw4?.close();
     this.raw6?.close();
     this.raw4 = this.raw6 = null;
-    if (this.o.nftables !== false && this.nftError === null) removeVxlanDrop();
+    if (this.useNftables && this.nftError === null) removeVxlanDrop();
     logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot() });
   }
 
@@ -221,6 +280,7 @@ export class HostDaemon {
     this.ports = ports;
     this.ctx = ctx;
     this.config = config;
+    this.vxlanSocket?.setSources(vxlanSources(config, this.name));
     this.openPorts();
     logInfo('tables_installed', { generation: this.generation, nics: tables.nics.map((n) => n.name) });
   }
@@ -234,13 +294,16 @@ export class HostDaemon {
     return {
       daemon: 'host-agent',
       name: this.name,
-      ready: this.started && this.fabric.isOpen && ports.every((p) => p.open),
+      ready: this.started && (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) && ports.every((p) => p.open),
       uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
       generation: t.generation,
       interface: this.iface,
       pa: this.self().address.text,
       dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.dsrUnavailable },
-      nftables: this.o.nftables === false ? 'disabled' : this.nftError ?? 'installed',
+      receive: this.receivePath === 'capture'
+        ? { path: 'capture', open: this.fabric.isOpen }
+        : { path: 'udp', open: this.vxlanSocket?.isOpen === true, received: this.vxlanSocket?.received ?? 0, errors: this.vxlanSocket?.errors ?? 0, lastError: this.vxlanSocketError ?? undefined },
+      nftables: this.receivePath === 'udp' ? 'not needed (udp receive path)' : this.o.nftables === false ? 'disabled' : this.nftError ?? 'installed',
       ports,
       sendErrors: this.fabric.sendErrors + this.ports.reduce((s, p) => s + (p.port?.sendErrors ?? 0), 0),
       internalErrors: this.internalErrors,

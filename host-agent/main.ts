@@ -4,7 +4,7 @@ import { isIP } from 'node:net';
 import { isMain, one } from '../cli/args.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { defaultGateway4, defaultGateway6, findInterfaceByAddress, readInterface } from '../runtime/netif.js';
-import { HostDaemon } from './daemon.js';
+import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
 
 export const HOST_AGENT_PROGRAM: DaemonProgram = {
   program: 'slbx-host-agent',
@@ -14,19 +14,28 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     'kernel from answering it), checks it against policy, NATs VIP:port to DIP:port and delivers the frame\n' +
     'to the backend\'s port; captures what the backends send, answers ARP/ND for their gateway, and sends\n' +
     'replies of load-balanced flows from VIP:port straight to the router with a raw socket (direct server\n' +
-    'return). Logs are JSON lines on stdout, state changes only.',
+    'return). Logs are JSON lines on stdout, state changes only.\n\n' +
+    'Receive paths (--receive-path; measurements and the choice: docs/io-paths.md):\n' +
+    '  capture  libpcap on the fabric interface, plus an nftables rule that drops VXLAN in the kernel\n' +
+    '  udp      a UDP socket on PA and the VXLAN port (no nftables rule); allocates per datagram',
   options: [
     { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the host\'s provider address' },
     { name: 'dsr-via', value: 'ADDR', help: 'IPv4 next hop for direct server return; default: the namespace\'s default gateway' },
     { name: 'dsr-via6', value: 'ADDR', help: 'IPv6 next hop for direct server return; default: the IPv6 default gateway' },
     { name: 'no-nftables', help: 'do not install the nftables rule that drops captured VXLAN in the kernel' },
-    { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer of the fabric capture, 1..1024', default: '32' },
+    { name: 'capture-buffer-mb', value: 'N', help: 'kernel buffer of the fabric capture (or the udp socket\'s, capped by net.core.rmem_max), 1..1024', default: '32' },
+    { name: 'receive-path', value: 'PATH', help: 'how VXLAN comes in: capture or udp (see above)', default: DEFAULT_RECEIVE_PATH },
   ],
   defaultStatus: '127.0.0.1:9181',
   extraHelp:
     'status: curl -s http://127.0.0.1:9181/status     ready, ports, DSR, counters\n' +
     '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>',
+  checkArgs(args) {
+    const rp = one(args, 'receive-path')!;
+    return isReceivePath(rp) ? null : `--receive-path must be one of ${RECEIVE_PATHS.join(', ')} (got ${JSON.stringify(rp)})`;
+  },
   create(args, config, name, cfgPath) {
+    const receivePath = one(args, 'receive-path') as ReceivePath; // checked by checkArgs
     const me = config.hosts.find((h) => h.name === name);
     if (me === undefined) return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
     const bufMb = Number(one(args, 'capture-buffer-mb'));
@@ -45,7 +54,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
     return new HostDaemon({
       config, name, iface: iface.name, dsrVia4: via4, dsrVia6: via6,
-      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024,
+      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024, receivePath, mac: iface.mac,
     });
   },
   routes(daemon) {

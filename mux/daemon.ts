@@ -1,19 +1,44 @@
 // The MUX daemon: owns the capture on the fabric interface, runs the data plane on every frame, resolves
 // the hosts' provider addresses by ARP, ages the flow table, and swaps in new tables when the policy
 // changes. start() and stop() are symmetric and idempotent.
+//
+// Send paths (--send-path; measured and chosen in docs/io-paths.md). The data plane always writes the
+// whole VXLAN frame into ctx.out; the path decides how much of it goes to the kernel:
+//   cap  ctx.out[0 ..)  the whole frame, injected on the capture's handle (pcap_sendpacket)
+//   raw  ctx.out[14 ..) outer IPv4 onwards, on one IPPROTO_RAW socket, routed by the host's PA (the kernel
+//                       resolves the next hop and writes the Ethernet header)
+//   udp  ctx.out[42 ..) VXLAN header onwards, on a connected UDP socket per host (the kernel writes IPv4
+//                       and UDP: the outer source port is the socket's, not the flow hash's)
 import { formatIpv4, formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
 import { ETHERTYPE_ARP, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
 import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
-import { logInfo } from '../runtime/log.js';
-import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxTables } from './tables.js';
+import { RawSender } from '../runtime/raw-sender.js';
+import { UdpRingSender } from '../runtime/udp-sender.js';
+import { logInfo, logWarn } from '../runtime/log.js';
+import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
 import { newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, type MuxContext } from './data-plane.js';
 
 const ARP_RETRY_MS = 1000;
 const ARP_REFRESH_MS = 30_000;
 const CLOCK_TICK_MS = 250;
 const BROADCAST = new Uint8Array([255, 255, 255, 255, 255, 255]);
+
+export const SEND_PATHS = ['cap', 'raw', 'udp'] as const;
+export type SendPath = (typeof SEND_PATHS)[number];
+export const DEFAULT_SEND_PATH: SendPath = 'cap';
+/** Where each send path starts in ctx.out: the whole frame, the outer IPv4 header, the VXLAN header. */
+export const SEND_PATH_OFFSET: Readonly<Record<SendPath, number>> = { cap: 0, raw: 14, udp: 14 + 20 + 8 };
+const OUTER_IP_OFF = SEND_PATH_OFFSET.raw;
+const VXLAN_OFF = SEND_PATH_OFFSET.udp;
+/** udp path: sends in flight per host socket. */
+export const UDP_RING_SLOTS = 1024;
+const UDP_SEND_BUFFER_BYTES = 4 * 1024 * 1024;
+
+export function isSendPath(text: string): text is SendPath {
+  return (SEND_PATHS as readonly string[]).includes(text);
+}
 
 export interface MuxDaemonOptions {
   config: SlbxConfig;
@@ -22,6 +47,8 @@ export interface MuxDaemonOptions {
   mac: Uint8Array;
   captureBufferBytes?: number;
   health?: HealthView;
+  /** How VXLAN frames leave (default cap). */
+  sendPath?: SendPath;
 }
 
 /** The BPF filter for a VIP set: the VIPs' packets (tagged or not) and ARP for our own resolution. */
@@ -48,6 +75,14 @@ export class MuxDaemon {
   private readonly eth = newEthernetHeader();
   private readonly arpFrame = Buffer.alloc(42);
   private lastArpSent = new Map<string, number>();
+  readonly sendPath: SendPath;
+  /** 0 cap, 1 raw, 2 udp: compared per packet. */
+  private readonly sendPathCode: number;
+  private raw: RawSender | null = null;
+  /** udp path: one connected socket per host, by the tables' host object (kept across configs with the same PA). */
+  private udpByHost = new Map<MuxHost, UdpRingSender>();
+  /** udp path: sends for a host that had no socket (never expected: sockets follow the tables). */
+  private udpNoSocket = 0;
   private readonly startedAt = Date.now();
   internalErrors = 0;
   lastInternalError = '';
@@ -61,6 +96,9 @@ export class MuxDaemon {
     this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.health, null, this.generation));
     this.port = new PcapPort(o.iface);
     this.captureBufferBytes = o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES;
+    this.sendPath = o.sendPath ?? DEFAULT_SEND_PATH;
+    this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
+    if (this.sendPathCode < 0) throw new Error(`unknown send path ${JSON.stringify(o.sendPath)}`);
   }
 
   private readonly captureBufferBytes: number;
@@ -82,12 +120,20 @@ export class MuxDaemon {
 
   start(): void {
     if (this.started) return;
-    this.openCapture();
+    if (this.sendPath === 'raw') this.raw = new RawSender(4);
+    try {
+      this.openCapture();
+    } catch (e) {
+      this.raw?.close();
+      this.raw = null;
+      throw e;
+    }
     this.started = true;
+    if (this.sendPath === 'udp') this.syncUdpSenders();
     this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
     this.timers.push(setInterval(() => this.resolveHosts(), ARP_RETRY_MS));
     this.resolveHosts();
-    logInfo('mux_started', { interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter });
+    logInfo('mux_started', { interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter, sendPath: this.sendPath });
   }
 
   stop(): void {
@@ -96,6 +142,10 @@ export class MuxDaemon {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.port.close();
+    this.raw?.close();
+    this.raw = null;
+    for (const s of this.udpByHost.values()) s.close();
+    this.udpByHost = new Map();
     logInfo('mux_stopped', { counters: this.ctx.counters.snapshot() });
   }
 
@@ -117,8 +167,64 @@ export class MuxDaemon {
       this.lastInternalError = (e as Error).stack ?? String(e);
       return;
     }
-    if (v === VERDICT_FORWARD) this.port.send(ctx.out, ctx.outLen);
-    else if (v === VERDICT_CONTROL) this.onArp(frame, len);
+    if (v === VERDICT_FORWARD) {
+      const path = this.sendPathCode;
+      if (path === 0) this.port.send(ctx.out, ctx.outLen);
+      else if (path === 1) this.raw!.sendTo(ctx.out, OUTER_IP_OFF, ctx.outLen - OUTER_IP_OFF, ctx.lastNic!.host.pa.text);
+      else {
+        const s = this.udpByHost.get(ctx.lastNic!.host);
+        if (s !== undefined) s.send(ctx.out, VXLAN_OFF, ctx.outLen - VXLAN_OFF);
+        else this.udpNoSocket++;
+      }
+    } else if (v === VERDICT_CONTROL) this.onArp(frame, len);
+  }
+
+  /**
+   * udp path: one connected socket per host of the current tables, bound to our PA. A socket whose two
+   * ends did not change is kept (with its local port); the others are closed.
+   */
+  private syncUdpSenders(): void {
+    const local = this.self().address.text;
+    const old = new Map<string, UdpRingSender>();
+    for (const s of this.udpByHost.values()) old.set(`${s.local} ${s.remote}`, s);
+    const next = new Map<MuxHost, UdpRingSender>();
+    for (const h of this.ctx.tables.hosts.values()) {
+      if (h.pa.family !== 4) continue; // IPv4 underlay only (README limits)
+      let s = old.get(`${local} ${h.pa.text}`);
+      if (s !== undefined) old.delete(`${local} ${h.pa.text}`);
+      else {
+        const host = h.name;
+        const pa = h.pa.text;
+        s = new UdpRingSender({
+          family: 4, local, remote: pa, port: this.config.fabric.vxlanPort, slots: UDP_RING_SLOTS,
+          slotBytes: this.config.fabric.mtu, sendBufferBytes: UDP_SEND_BUFFER_BYTES,
+          onReady: (e) => {
+            if (e) logWarn('udp_socket_failed', { host, pa, error: e.message });
+            else logInfo('udp_socket_connected', { host, pa, localPort: s!.localPort });
+          },
+          // later errors (ECONNREFUSED after an ICMP port unreachable from a host without a host agent)
+          // can come once per packet: counted by the sender and shown in /status, never logged
+        });
+      }
+      next.set(h, s);
+    }
+    for (const s of old.values()) s.close();
+    this.udpByHost = next;
+  }
+
+  private sendStatus(): Record<string, unknown> {
+    if (this.sendPath === 'cap') return { path: 'cap', errors: this.port.sendErrors, lastError: this.port.lastSendError || undefined };
+    if (this.sendPath === 'raw') {
+      return { path: 'raw', sent: this.raw?.sent ?? 0, errors: this.raw?.sendErrors ?? 0, lastError: this.raw?.lastSendError || undefined };
+    }
+    return {
+      path: 'udp',
+      noSocket: this.udpNoSocket,
+      hosts: [...this.udpByHost].map(([h, s]) => ({
+        host: h.name, pa: h.pa.text, connected: s.connected, localPort: s.localPort, sent: s.sent, queued: s.queued,
+        ringFull: s.ringFull, notConnected: s.notConnected, tooBig: s.tooBig, errors: s.sendErrors, lastError: s.lastSendError || undefined,
+      })),
+    };
   }
 
   private tick(): void {
@@ -186,6 +292,7 @@ export class MuxDaemon {
     this.config = config;
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
+    if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
     logInfo('tables_installed', { generation: this.generation, vips: config.vips.length, flowsKept: sameShape });
     this.resolveHosts();
   }
@@ -210,6 +317,7 @@ export class MuxDaemon {
       flows: { ipv4: this.ctx.flows4.size, ipv6: this.ctx.flows6.size, max: this.ctx.flowLimit.max, bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes },
       sendErrors: this.port.sendErrors,
       lastSendError: this.port.lastSendError || undefined,
+      send: this.sendStatus(),
       internalErrors: this.internalErrors,
       counters: this.ctx.counters.snapshot(),
     };

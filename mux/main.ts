@@ -3,7 +3,7 @@
 import { isMain, one } from '../cli/args.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { findInterfaceByAddress, readInterface } from '../runtime/netif.js';
-import { MuxDaemon } from './daemon.js';
+import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
 
 export const MUX_PROGRAM: DaemonProgram = {
   program: 'slbx-mux',
@@ -12,17 +12,29 @@ export const MUX_PROGRAM: DaemonProgram = {
     'The slbx MUX. Captures the packets sent to the config\'s VIPs on its fabric interface (the kernel of\n' +
     'its namespace neither owns the VIPs nor forwards, so it drops them silently), picks a backend per\n' +
     'flow (flow table, then the rule\'s Maglev table) and sends each packet VXLAN-encapsulated to the\n' +
-    'backend\'s host. Logs are JSON lines on stdout, state changes only.',
+    'backend\'s host. Logs are JSON lines on stdout, state changes only.\n\n' +
+    'Send paths (--send-path; measurements and the choice: docs/io-paths.md):\n' +
+    '  cap  the whole frame, injected on the capture handle (libpcap); the outer UDP source port is the\n' +
+    '       flow\'s (RFC 7348 5), Ethernet to the MAC the MUX learned by ARP\n' +
+    '  raw  outer IPv4 onwards on an IPPROTO_RAW socket; the kernel routes by the host\'s PA and does ARP\n' +
+    '  udp  VXLAN header onwards on a connected UDP socket per host; the kernel writes IPv4/UDP, so every\n' +
+    '       flow to one host has the same outer source port (the socket\'s): no per-flow fabric entropy',
   options: [
     { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the mux\'s provider address' },
     { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer, 1..1024', default: '32' },
+    { name: 'send-path', value: 'PATH', help: 'how VXLAN leaves: cap, raw or udp (see above)', default: DEFAULT_SEND_PATH },
   ],
   defaultStatus: '127.0.0.1:9180',
   extraHelp:
     'status: curl -s http://127.0.0.1:9180/status     ready, tables, hosts, flow count, counters\n' +
     '        curl -s http://127.0.0.1:9180/counters   every counter; drops are drop_<reason>\n' +
     '        curl -s \'http://127.0.0.1:9180/flows?limit=20\'',
+  checkArgs(args) {
+    const sp = one(args, 'send-path')!;
+    return isSendPath(sp) ? null : `--send-path must be one of ${SEND_PATHS.join(', ')} (got ${JSON.stringify(sp)})`;
+  },
   create(args, config, name, cfgPath) {
+    const sendPath = one(args, 'send-path') as SendPath; // checked by checkArgs
     const me = config.muxes.find((m) => m.name === name);
     if (me === undefined) return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
     const bufMb = Number(one(args, 'capture-buffer-mb'));
@@ -34,7 +46,7 @@ export const MUX_PROGRAM: DaemonProgram = {
         ? `no interface ${ifName} in this network namespace`
         : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
     }
-    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024 });
+    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath });
   },
   routes(daemon) {
     const d = daemon as MuxDaemon;

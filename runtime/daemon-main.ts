@@ -22,6 +22,11 @@ export interface DaemonProgram {
   options: OptionSpec[];
   defaultStatus: string;
   extraHelp: string;
+  /**
+   * Checks the program's own options before the config is read; returns an error message to refuse
+   * with (exit 2) or null. Values that need the config or the namespace are checked in create().
+   */
+  checkArgs?(args: ParsedArgs): string | null;
   /** Builds the daemon (not started); return a string to refuse with that message (exit 2). */
   create(args: ParsedArgs, config: SlbxConfig, name: string, configPath: string): Daemon | string;
   routes(daemon: Daemon): StatusHandler;
@@ -61,6 +66,8 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
   const cfgPath = one(args, 'config');
   const name = one(args, 'name');
   if (!cfgPath || !name) return err('--config and --name are required (see --help)');
+  const argError = p.checkArgs?.(args) ?? null;
+  if (argError !== null) return err(argError);
   const level = one(args, 'log-level') as LogLevel;
   if (!['debug', 'info', 'warn', 'error'].includes(level)) return err('--log-level must be debug, info, warn or error');
   configureLog(name, level);

@@ -3,6 +3,9 @@
 // its header: passing the next hop (the router) as that address sends every packet to the router
 // whatever its destination, and saves a string per packet. raw-socket's public send() queues one
 // packet per event-loop turn; slbx calls the synchronous sendto of its wrap directly.
+// Two uses: send() routes by the fixed `via` of the constructor (the host agent's DSR return toward the
+// router); sendTo() routes by an address given per packet (the MUX's `raw` send path, by each host's
+// PA: a string the caller precomputes once per host, never one per packet).
 import raw from 'raw-socket';
 
 const IPPROTO_RAW = 255;
@@ -15,8 +18,8 @@ export class RawSender {
   lastSendError = '';
   sent = 0;
 
-  /** `via`: the address to route by (the next hop), IPv4 or IPv6 to match `family`. */
-  constructor(family: 4 | 6, via: string) {
+  /** `via`: the address send() routes by (the next hop), IPv4 or IPv6 to match `family`; '' if only sendTo is used. */
+  constructor(family: 4 | 6, via = '') {
     this.sock = raw.createSocket({ protocol: IPPROTO_RAW, addressFamily: family === 6 ? raw.AddressFamily.IPv6 : raw.AddressFamily.IPv4 });
     this.sock.on('error', (e: Error) => { this.sendErrors++; this.lastSendError = e.message; });
     this.via = via;
@@ -25,6 +28,19 @@ export class RawSender {
   send(buf: Buffer, off: number, len: number): boolean {
     try {
       this.sock.wrap.send(buf, off, len, this.via, this.done);
+      this.sent++;
+      return true;
+    } catch (e) {
+      this.sendErrors++;
+      this.lastSendError = (e as Error).message;
+      return false;
+    }
+  }
+
+  /** Sends buf[off .. off + len) (a whole IP packet), routed by `address` (text, of this socket's family). */
+  sendTo(buf: Buffer, off: number, len: number, address: string): boolean {
+    try {
+      this.sock.wrap.send(buf, off, len, address, this.done);
       this.sent++;
       return true;
     } catch (e) {

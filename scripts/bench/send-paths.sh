@@ -1,0 +1,544 @@
+#!/usr/bin/env bash
+# scripts/bench/send-paths.sh: measures the daemons' I/O paths against the kernel, in the same run, on the
+# same namespaces (docs/io-paths.md explains the paths and records the numbers and the choice).
+#
+#   gen ── router ── fabric (bridge, MTU 1600) ──┬── mux    198.18.0.11
+#  (trafgen) (kernel    198.18.0.1                └── host   198.18.0.21 ── vm (backend 192.0.2.10)
+#            forwarding: 203.0.113.10 via mux)
+#
+# MUX phase: trafgen in `gen` sends 64-byte UDP frames to the VIP 203.0.113.10:7 from random source
+# ports (a new random 16-bit port per packet: tens of thousands of flows for the flow table and Maglev);
+# the router forwards them to the mux namespace; what arrives at the host's fabric interface is counted
+# (the host namespace drops it with an nftables rule, so it never answers with ICMP). Variants:
+#   kernel-forward  baseline: the mux namespace forwards the packets itself (ip_forward=1, VIP via host PA)
+#   kernel-vxlan    baseline: the mux namespace's own VXLAN device encapsulates them to the host PA
+#   mux-cap         slbx-mux --send-path cap   (capture in, whole frame out with pcap_sendpacket)
+#   mux-raw         slbx-mux --send-path raw   (capture in, outer IPv4 onwards on an IPPROTO_RAW socket)
+#   mux-udp         slbx-mux --send-path udp   (capture in, VXLAN onwards on a connected UDP socket)
+# Host agent phase: trafgen in the (idle) mux namespace sends the same client frame VXLAN-encapsulated
+# (114 bytes) from the MUX's PA to the host's PA; what arrives at the backend's interface is counted:
+#   kernel-vxlan-decap  baseline: the host namespace's own VXLAN device decapsulates, the kernel routes
+#                       the inner packet to the backend (ip_forward=1)
+#   agent-capture       slbx-host-agent --receive-path capture (pcap in + nftables drop, pcap_sendpacket out)
+#   agent-udp           slbx-host-agent --receive-path udp     (UDP socket on PA:4789 in, pcap_sendpacket out)
+#
+# Each variant runs --runs times (default 3), interleaved (round 1 of every variant, then round 2, ...),
+# each run = --warmup s of traffic (default 1) then --seconds s measured (default 5). trafgen runs one
+# worker pinned to CPU 0 (it pins itself there); the process under test is pinned to --dut-cpu (default 1)
+# with taskset. Delivered packets are the delta of /sys/class/net/IF/statistics/rx_packets of the
+# receiving interface, read by the kernel, not by a user process; "offered" is the delta of tx_packets on
+# the generator's interface. Results: runs.tsv, results.json and results.md in the results folder
+# (default results/send-paths-<UTC timestamp>/, gitignored), with the config, the trafgen configs, the
+# daemons' logs and their /status after each run. The folder is printed at the end.
+# --rps steers the receive processing of the mux's and the host's fabric interfaces to the DUT CPU (RPS,
+# /sys/class/net/f0/queues/rx-0/rps_cpus in those namespaces): then that CPU pays for everything done in
+# the namespace under test, the kernel's capture copy and the kernel baselines' own work included. Without
+# it (the default, as in DESIGN.md 7's prototype) that work runs in the generator CPU's softirq, so the
+# kernel baselines are generator-limited and the capture's kernel half is free for the daemons.
+# Wire check: in round 1 of each variant, tcpdump on the receiving interface keeps the first 2000 packets
+# of the warm-up (never of the measured seconds) in wire/VARIANT.pcap; the report decodes them with the
+# project's dissector (outer addresses, distinct outer UDP source ports, VNI, inner MAC, inner destination,
+# IPv4 checksums), which shows what each path puts on the wire, e.g. the udp send path's single source port.
+#
+# Needs root, ip, bridge, nft, trafgen (netsniff-ng), taskset, curl, node, and 2 CPUs. Everything it
+# creates lives in network namespaces named slbx-bench-<random>-*, with addresses from 198.18.0.0/15,
+# 198.51.100.0/24, 192.0.2.0/24 and 203.0.113.0/24; nothing touches the root namespace. A trap stops the
+# processes it started (by PID) and deletes its namespaces, on success and on failure.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+usage() {
+  cat <<'EOF'
+usage: scripts/bench/send-paths.sh [options]
+
+Measures the MUX send paths (cap, raw, udp) and the host agent receive paths (capture, udp) against the
+kernel's IP forwarding and VXLAN device, in network namespaces it builds and removes (run as root).
+
+options:
+  --runs N         runs per variant, at least 1; 3 or more for a result worth recording (default 3)
+  --seconds S      measured seconds per run (default 5)
+  --warmup S       seconds of traffic before each measurement (default 1)
+  --variants LIST  comma-separated subset of: kernel-forward,kernel-vxlan,mux-cap,mux-raw,mux-udp,
+                   kernel-vxlan-decap,agent-capture,agent-udp (default: all)
+  --dut-cpu N      CPU of the process under test (default 1; the generator always runs on CPU 0)
+  --rps            steer the receive processing of the mux's and the host's fabric interfaces to the
+                   DUT CPU too (RPS), so it pays for the kernel's share of each path (see the header)
+  --out DIR        results folder (default results/send-paths-<UTC timestamp>/)
+  --no-build       do not run the TypeScript build first
+  --help           show this help
+
+Details (topology, counting, what each variant is): the header of this script and docs/io-paths.md.
+EOF
+}
+
+RUNS=3
+SECONDS_MEASURED=5
+WARMUP=1
+DUT_CPU=1
+GEN_CPU=0
+OUT=''
+BUILD=1
+RPS=0
+ALL_VARIANTS=(kernel-forward kernel-vxlan mux-cap mux-raw mux-udp kernel-vxlan-decap agent-capture agent-udp)
+VARIANTS=("${ALL_VARIANTS[@]}")
+
+die() { printf 'send-paths: %s\n' "$*" >&2; exit 2; }
+is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
+
+while [ $# -gt 0 ]; do
+  case $1 in
+    --runs) [ $# -ge 2 ] || die '--runs needs a value'; RUNS=$2; shift 2 ;;
+    --seconds) [ $# -ge 2 ] || die '--seconds needs a value'; SECONDS_MEASURED=$2; shift 2 ;;
+    --warmup) [ $# -ge 2 ] || die '--warmup needs a value'; WARMUP=$2; shift 2 ;;
+    --variants) [ $# -ge 2 ] || die '--variants needs a value'; IFS=, read -r -a VARIANTS <<<"$2"; shift 2 ;;
+    --dut-cpu) [ $# -ge 2 ] || die '--dut-cpu needs a value'; DUT_CPU=$2; shift 2 ;;
+    --out) [ $# -ge 2 ] || die '--out needs a value'; OUT=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --rps) RPS=1; shift ;;
+    --help|-h) usage; exit 0 ;;
+    *) die "unknown argument $1 (see --help)" ;;
+  esac
+done
+is_uint "$RUNS" && [ "$RUNS" -ge 1 ] || die "--runs must be an integer >= 1, got $RUNS"
+is_uint "$SECONDS_MEASURED" && [ "$SECONDS_MEASURED" -ge 1 ] || die "--seconds must be an integer >= 1, got $SECONDS_MEASURED"
+is_uint "$WARMUP" || die "--warmup must be an integer >= 0, got $WARMUP"
+is_uint "$DUT_CPU" || die "--dut-cpu must be a CPU number, got $DUT_CPU"
+for v in "${VARIANTS[@]}"; do
+  [[ " ${ALL_VARIANTS[*]} " == *" $v "* ]] || die "unknown variant $v (known: ${ALL_VARIANTS[*]})"
+done
+[ "$(id -u)" = 0 ] || die 'needs root (network namespaces, packet sockets, raw sockets)'
+NCPU=$(nproc)
+[ "$NCPU" -ge 2 ] || die "needs 2 CPUs (one for the generator, one for the process under test); this machine has $NCPU"
+[ "$DUT_CPU" -ne "$GEN_CPU" ] && [ "$DUT_CPU" -lt "$NCPU" ] || die "--dut-cpu must be 1..$((NCPU - 1)) (the generator runs on CPU $GEN_CPU)"
+for t in ip bridge nft trafgen taskset curl node tcpdump; do
+  command -v "$t" >/dev/null || die "$t is not installed (Debian: iproute2 nftables netsniff-ng util-linux curl nodejs tcpdump)"
+done
+[ "$RUNS" -ge 3 ] || printf 'send-paths: warning: --runs %s: fewer than 3 runs per variant is a smoke test, not a result\n' "$RUNS" >&2
+
+cd "$ROOT"
+if [ "$BUILD" = 1 ]; then
+  npx tsc -p tsconfig.json || die 'TypeScript build failed'
+fi
+for f in dist/mux/main.js dist/host-agent/main.js dist/scripts/bench/send-paths.js; do
+  [ -f "$f" ] || die "$f is missing: build first (npx tsc -p tsconfig.json)"
+done
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=${OUT:-$ROOT/results/send-paths-$STAMP}
+mkdir -p "$OUT/logs" "$OUT/status" "$OUT/wire"
+OUT=$(cd "$OUT" && pwd)
+
+# ---- names, addresses, MACs -------------------------------------------------------------------------
+P="slbx-bench-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')-"
+NS_GEN=${P}gen NS_ROUTER=${P}router NS_FABRIC=${P}fabric NS_MUX=${P}mux NS_HOST=${P}host NS_VM=${P}vm
+VIP=203.0.113.10
+ROUTER_FABRIC=198.18.0.1
+MUX_PA=198.18.0.11
+HOST_PA=198.18.0.21
+DIP=192.0.2.10
+MAC_GEN=02:00:00:00:01:10
+MAC_ROUTER_CLIENT=02:00:00:00:01:01
+MAC_ROUTER_FABRIC=02:00:00:00:00:01
+MAC_MUX=02:00:00:00:00:11
+MAC_HOST=02:00:00:00:00:21
+MAC_PORT=02:00:00:01:00:01
+MAC_NIC=02:00:c0:00:02:0a
+MUX_STATUS=127.0.0.1:9180
+HOST_STATUS=127.0.0.1:9181
+
+NSS=()
+PIDS=()
+log() { printf '[send-paths] %s\n' "$*" >&2; }
+
+cleanup() {
+  local rc=$? pid ns i
+  set +e
+  trap - EXIT INT TERM
+  for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null; done
+  for i in $(seq 1 30); do
+    local alive=0
+    for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.1
+  done
+  for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null; done
+  for ns in "${NSS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  for ns in "${NSS[@]}"; do [ -e "/var/run/netns/$ns" ] && log "could not delete namespace $ns"; done
+  [ $rc = 0 ] || log "failed (exit $rc); partial results in $OUT"
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+nsx() { local ns=$1; shift; ip netns exec "$ns" "$@"; }
+
+# ---- topology ---------------------------------------------------------------------------------------
+new_ns() {
+  ip netns add "$1"
+  NSS+=("$1")
+  ip -n "$1" link set lo up
+  # no IPv6 chatter (router solicitations, MLD) in the counters; no reverse-path filter on the test paths
+  nsx "$1" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 \
+    net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
+    net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.default.send_redirects=0
+}
+
+# veth NS1 IF1 MAC1 NS2 IF2 MAC2: a veth pair created directly between two of our namespaces
+veth() {
+  ip -n "$1" link add "$2" address "$3" type veth peer name "$5" address "$6" netns "$4"
+  ip -n "$1" link set "$2" up
+  ip -n "$4" link set "$5" up
+}
+
+build_topology() {
+  log "namespaces ${P}{gen,router,fabric,mux,host,vm}"
+  local n
+  for n in "$NS_GEN" "$NS_ROUTER" "$NS_FABRIC" "$NS_MUX" "$NS_HOST" "$NS_VM"; do new_ns "$n"; done
+  # client side
+  veth "$NS_GEN" eth0 "$MAC_GEN" "$NS_ROUTER" c0 "$MAC_ROUTER_CLIENT"
+  ip -n "$NS_GEN" addr add 198.51.100.10/24 dev eth0
+  ip -n "$NS_ROUTER" addr add 198.51.100.1/24 dev c0
+  # fabric: a bridge in its own namespace, MTU 1600 everywhere (VXLAN adds 50 bytes)
+  ip -n "$NS_FABRIC" link add br0 type bridge stp_state 0
+  ip -n "$NS_FABRIC" link set br0 mtu 1600 up
+  veth "$NS_ROUTER" f0 "$MAC_ROUTER_FABRIC" "$NS_FABRIC" p-router 02:00:00:00:f0:01
+  veth "$NS_MUX" f0 "$MAC_MUX" "$NS_FABRIC" p-mux 02:00:00:00:f0:11
+  veth "$NS_HOST" f0 "$MAC_HOST" "$NS_FABRIC" p-host 02:00:00:00:f0:21
+  local p
+  for p in p-router p-mux p-host; do
+    ip -n "$NS_FABRIC" link set "$p" mtu 1600 master br0
+  done
+  # static forwarding entries: no flooding, whatever the ageing
+  bridge -n "$NS_FABRIC" fdb replace "$MAC_ROUTER_FABRIC" dev p-router master static
+  bridge -n "$NS_FABRIC" fdb replace "$MAC_MUX" dev p-mux master static
+  bridge -n "$NS_FABRIC" fdb replace "$MAC_HOST" dev p-host master static
+  ip -n "$NS_ROUTER" link set f0 mtu 1600
+  ip -n "$NS_MUX" link set f0 mtu 1600
+  ip -n "$NS_HOST" link set f0 mtu 1600
+  ip -n "$NS_ROUTER" addr add "$ROUTER_FABRIC/24" dev f0
+  ip -n "$NS_MUX" addr add "$MUX_PA/24" dev f0
+  ip -n "$NS_HOST" addr add "$HOST_PA/24" dev f0
+  ip -n "$NS_MUX" route add default via "$ROUTER_FABRIC"
+  ip -n "$NS_HOST" route add default via "$ROUTER_FABRIC"
+  # the router: kernel forwarding, the VIP via the MUX (what BGP would install)
+  nsx "$NS_ROUTER" sysctl -qw net.ipv4.ip_forward=1
+  ip -n "$NS_ROUTER" route add "$VIP/32" via "$MUX_PA"
+  # the backend behind the host: port h1vm1 (the host agent's side), eth0 with the nic's MAC in vm
+  veth "$NS_HOST" h1vm1 "$MAC_PORT" "$NS_VM" eth0 "$MAC_NIC"
+  ip -n "$NS_VM" addr add "$DIP/24" dev eth0
+  # (neighbours are resolved by the first packets of each run's warm-up)
+  if [ "$RPS" = 1 ]; then
+    local mask
+    mask=$(printf '%x' $((1 << DUT_CPU)))
+    nsx "$NS_MUX" sh -c "echo $mask > /sys/class/net/f0/queues/rx-0/rps_cpus"
+    nsx "$NS_HOST" sh -c "echo $mask > /sys/class/net/f0/queues/rx-0/rps_cpus"
+    log "RPS: receive processing of mux/f0 and host/f0 on CPU $DUT_CPU (mask $mask)"
+  fi
+}
+
+write_files() {
+  CFG=$OUT/slbx-bench.yaml
+  cat >"$CFG" <<EOF
+# written by scripts/bench/send-paths.sh: one mux, one host, one nic, one VIP with a UDP rule
+version: 1
+fabric:
+  mtu: 1600
+  vxlanPort: 4789
+networks:
+  - name: tenant-a
+    vni: 5001
+    gateway: 192.0.2.1
+muxes:
+  - name: mux1
+    address: $MUX_PA
+hosts:
+  - name: host1
+    address: $HOST_PA
+nics:
+  - name: h1vm1
+    host: host1
+    network: tenant-a
+    port: h1vm1
+    mac: "$MAC_NIC"
+    addresses: [$DIP]
+pools:
+  - name: p1
+    backends:
+      - nic: h1vm1
+vips:
+  - address: $VIP
+    rules:
+      - name: echo
+        protocol: udp
+        frontendPort: 7
+        pool: p1
+        distribution: 5-tuple
+EOF
+  node dist/scripts/bench/send-paths.js frames --gen-mac "$MAC_GEN" --router-mac "$MAC_ROUTER_CLIENT" \
+    --mux-mac "$MAC_MUX" --host-mac "$MAC_HOST" --nic-mac "$MAC_NIC" --out-dir "$OUT"
+}
+
+# ---- processes --------------------------------------------------------------------------------------
+TG_PID=''
+TG_CHILDREN=()
+start_trafgen() { # NS IF CONFIG LOG
+  # not through nsx: a backgrounded shell function would be a subshell, and $! its PID, not trafgen's
+  ip netns exec "$1" taskset -c "$GEN_CPU" trafgen --in "$3" --out "$2" --cpus 1 --no-sock-mem --notouch-irq --no-cpu-stats >"$4" 2>&1 &
+  TG_PID=$!
+  PIDS+=("$TG_PID")
+  # trafgen forks its worker (and pins it to CPU 0): record it too, to stop it by PID
+  local c i
+  TG_CHILDREN=()
+  for i in $(seq 1 50); do
+    kill -0 "$TG_PID" 2>/dev/null || { cat "$4" >&2; die "trafgen exited at start (log: $4)"; }
+    for c in $(pgrep -P "$TG_PID" || true); do TG_CHILDREN+=("$c"); PIDS+=("$c"); done
+    [ ${#TG_CHILDREN[@]} -gt 0 ] && return 0
+    sleep 0.1
+  done
+  die "trafgen started no worker in 5 s (log: $4)"
+}
+
+stop_pid() { # PID [SIGNAL]: stop one process we started and wait for it
+  local pid=$1 i
+  kill -0 "$pid" 2>/dev/null || return 0
+  kill -"${2:-TERM}" "$pid" 2>/dev/null || true
+  for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_trafgen() {
+  # the parent and its worker at once: the parent alone lets the worker run on for seconds
+  local pid i alive
+  for pid in "$TG_PID" "${TG_CHILDREN[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for i in $(seq 1 50); do
+    alive=0
+    for pid in "$TG_PID" "${TG_CHILDREN[@]}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+    [ $alive = 0 ] && break
+    sleep 0.05
+  done
+  for pid in "$TG_PID" "${TG_CHILDREN[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null; done
+  wait "$TG_PID" 2>/dev/null || true
+  TG_PID=''
+  TG_CHILDREN=()
+}
+
+DAEMON_PID=''
+DAEMON_NS=''
+DAEMON_STATUS=''
+status_of() { nsx "$DAEMON_NS" curl -sf --max-time "${1:-2}" "http://$DAEMON_STATUS/status"; }
+
+# start_daemon NS STATUS LOG READY_REGEX COMMAND...: starts it pinned to the DUT CPU, waits until /status matches
+start_daemon() {
+  local ns=$1 status=$2 logf=$3 ready=$4 i s=''
+  shift 4
+  # ip netns exec and taskset exec: $! is the daemon's own PID
+  ip netns exec "$ns" taskset -c "$DUT_CPU" node "$@" >"$logf" 2>&1 &
+  DAEMON_PID=$!
+  DAEMON_NS=$ns
+  DAEMON_STATUS=$status
+  PIDS+=("$DAEMON_PID")
+  for i in $(seq 1 150); do
+    kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$logf" >&2; die "daemon exited at start (log: $logf)"; }
+    s=$(status_of 2>/dev/null || true)
+    if [ -n "$s" ] && printf '%s' "$s" | tr -d ' \n' | grep -Eq "$ready"; then return 0; fi
+    sleep 0.1
+  done
+  printf '%s\n' "$s" >&2
+  die "daemon not ready after 15 s (log: $logf)"
+}
+
+stop_daemon() {
+  [ -n "$DAEMON_PID" ] || return 0
+  stop_pid "$DAEMON_PID" TERM
+  DAEMON_PID=''
+}
+
+# ---- variants ---------------------------------------------------------------------------------------
+phase_of() { case $1 in kernel-forward|kernel-vxlan|mux-*) echo mux ;; *) echo host-agent ;; esac; }
+
+MUX_PHASE_ACTIVE=0
+# The MUX phase counts VXLAN at the host's fabric interface; the host namespace drops it in netfilter
+# (after the interface counted it) so it never answers with ICMP port unreachable.
+enter_phase() {
+  if [ "$1" = mux ] && [ $MUX_PHASE_ACTIVE = 0 ]; then
+    nsx "$NS_HOST" nft -f - <<'EOF'
+table inet slbx_bench {
+  chain input {
+    type filter hook input priority -20; policy accept;
+    udp dport 4789 counter drop comment "send-paths.sh: the MUX phase only counts what arrives"
+  }
+}
+EOF
+    MUX_PHASE_ACTIVE=1
+  elif [ "$1" = host-agent ] && [ $MUX_PHASE_ACTIVE = 1 ]; then
+    nsx "$NS_HOST" nft delete table inet slbx_bench
+    MUX_PHASE_ACTIVE=0
+  fi
+}
+
+variant_up() { # VARIANT ROUND
+  local v=$1 r=$2
+  case $v in
+    kernel-forward)
+      nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=1
+      ip -n "$NS_MUX" route add "$VIP/32" via "$HOST_PA" ;;
+    kernel-vxlan)
+      ip -n "$NS_MUX" link add vx0 type vxlan id 5001 local "$MUX_PA" remote "$HOST_PA" dstport 4789 dev f0
+      ip -n "$NS_MUX" link set vx0 up
+      ip -n "$NS_MUX" route add "$VIP/32" dev vx0
+      # the inner destination MAC: the nic's, as the MUX writes it
+      ip -n "$NS_MUX" neigh replace "$VIP" lladdr "$MAC_NIC" dev vx0 nud permanent
+      nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=1 ;;
+    mux-cap|mux-raw|mux-udp)
+      local path=${v#mux-} ready='"ready":true'
+      [ "$path" = udp ] && ready='"ready":true.*"connected":true'
+      start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$v-r$r.log" "$ready" \
+        dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path "$path" --status "$MUX_STATUS" ;;
+    kernel-vxlan-decap)
+      # the device's MAC must be the inner destination MAC, or it drops the frames (DESIGN.md 7)
+      ip -n "$NS_HOST" link add vx0 address "$MAC_NIC" type vxlan id 5001 local "$HOST_PA" dstport 4789 dev f0 nolearning
+      nsx "$NS_HOST" sysctl -qw net.ipv4.conf.vx0.rp_filter=0
+      ip -n "$NS_HOST" link set vx0 up
+      ip -n "$NS_HOST" route add "$VIP/32" via "$DIP" dev h1vm1 onlink
+      ip -n "$NS_HOST" neigh replace "$DIP" lladdr "$MAC_NIC" dev h1vm1 nud permanent
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=1 ;;
+    agent-capture|agent-udp)
+      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$v-r$r.log" '"ready":true' \
+        dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path "${v#agent-}" --status "$HOST_STATUS" ;;
+  esac
+}
+
+variant_down() { # VARIANT ROUND
+  local v=$1 r=$2
+  case $v in
+    kernel-forward)
+      ip -n "$NS_MUX" route del "$VIP/32"
+      nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=0 ;;
+    kernel-vxlan)
+      ip -n "$NS_MUX" link del vx0
+      nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=0 ;;
+    kernel-vxlan-decap)
+      ip -n "$NS_HOST" route del "$VIP/32"
+      ip -n "$NS_HOST" neigh del "$DIP" dev h1vm1
+      ip -n "$NS_HOST" link del vx0
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0 ;;
+    mux-*|agent-*)
+      kill -0 "$DAEMON_PID" 2>/dev/null || die "$v round $r: the daemon died during the run (log: $OUT/logs/$v-r$r.log)"
+      # its counters after the run (it may still be draining its capture buffer: give it time)
+      status_of 10 >"$OUT/status/$v-r$r.json" 2>/dev/null || log "$v round $r: no status"
+      stop_daemon ;;
+  esac
+}
+
+counter() { nsx "$1" cat "/sys/class/net/$2/statistics/$3"; }
+now_ns() { date +%s%N; }
+# "user system softirq idle steal" of one CPU, in clock ticks, from /proc/stat
+cpu_ticks() { awk -v c="cpu$1" '$1 == c { print $2 + $3, $4, $8, $5 + $6, $9 }' /proc/stat; }
+# utime + stime of a process, in clock ticks (0 when there is none)
+proc_ticks() { if [ -n "$1" ] && [ -r "/proc/$1/stat" ]; then awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; else echo 0; fi; }
+# percentages of the interval: "user system softirq idle steal" of CPU $1 between two cpu_ticks samples
+cpu_share() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); t = 0; for (i = 1; i <= 5; i++) { d[i] = y[i] - x[i]; t += d[i] }
+  if (t <= 0) t = 1; printf "%.0f/%.0f/%.0f/%.0f/%.0f", 100*d[1]/t, 100*d[2]/t, 100*d[3]/t, 100*d[4]/t, 100*d[5]/t }'; }
+
+printf 'phase\tvariant\tround\tseconds\tdelivered\tdelivered_pps\toffered\toffered_pps\tgen_cpu_usr_sys_sirq_idle_steal\tdut_cpu_usr_sys_sirq_idle_steal\tdut_process_cpu_pct\n' >"$OUT/runs.tsv"
+
+run_variant() { # VARIANT ROUND
+  local v=$1 r=$2 phase gen_ns gen_if cfg rx_ns rx_if
+  phase=$(phase_of "$v")
+  enter_phase "$phase"
+  if [ "$phase" = mux ]; then
+    gen_ns=$NS_GEN gen_if=eth0 cfg=$OUT/client.trafgen rx_ns=$NS_HOST rx_if=f0
+  else
+    gen_ns=$NS_MUX gen_if=f0 cfg=$OUT/vxlan.trafgen rx_ns=$NS_VM rx_if=eth0
+  fi
+  variant_up "$v" "$r"
+  local dump_pid=''
+  if [ "$r" = 1 ]; then
+    ip netns exec "$rx_ns" tcpdump -i "$rx_if" -Q in -n -c 2000 -s 256 -Z root -w "$OUT/wire/$v.pcap" >"$OUT/logs/tcpdump-$v.log" 2>&1 &
+    dump_pid=$!
+    PIDS+=("$dump_pid")
+    local i
+    for i in $(seq 1 50); do grep -q 'listening on' "$OUT/logs/tcpdump-$v.log" 2>/dev/null && break; sleep 0.05; done
+  fi
+  start_trafgen "$gen_ns" "$gen_if" "$cfg" "$OUT/logs/trafgen-$v-r$r.log"
+  sleep "$WARMUP"
+  # the wire sample is taken in the warm-up only (2000 packets take milliseconds)
+  [ -z "$dump_pid" ] || stop_pid "$dump_pid" TERM
+  local t0a t0b t1a t1b d0 d1 o0 o1 g0 g1 u0 u1 p0 p1 dut=''
+  case $v in mux-*|agent-*) dut=$DAEMON_PID ;; esac
+  t0a=$(now_ns); d0=$(counter "$rx_ns" "$rx_if" rx_packets); o0=$(counter "$gen_ns" "$gen_if" tx_packets); t0b=$(now_ns)
+  g0=$(cpu_ticks "$GEN_CPU"); u0=$(cpu_ticks "$DUT_CPU"); p0=$(proc_ticks "$dut")
+  sleep "$SECONDS_MEASURED"
+  t1a=$(now_ns); d1=$(counter "$rx_ns" "$rx_if" rx_packets); o1=$(counter "$gen_ns" "$gen_if" tx_packets); t1b=$(now_ns)
+  g1=$(cpu_ticks "$GEN_CPU"); u1=$(cpu_ticks "$DUT_CPU"); p1=$(proc_ticks "$dut")
+  stop_trafgen
+  variant_down "$v" "$r"
+  local dt_ns=$(( (t1a + t1b) / 2 - (t0a + t0b) / 2 ))
+  local delivered=$((d1 - d0)) offered=$((o1 - o0))
+  local dpps=$(( delivered * 1000000000 / dt_ns )) opps=$(( offered * 1000000000 / dt_ns ))
+  local secs gshare ushare ppct
+  secs=$(awk -v n="$dt_ns" 'BEGIN { printf "%.3f", n / 1e9 }')
+  gshare=$(cpu_share "$g0" "$g1")
+  ushare=$(cpu_share "$u0" "$u1")
+  ppct=$(awk -v a="$p0" -v b="$p1" -v hz="$(getconf CLK_TCK)" -v n="$dt_ns" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / (n / 1e9) }')
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$v" "$r" "$secs" "$delivered" "$dpps" "$offered" "$opps" "$gshare" "$ushare" "$ppct" >>"$OUT/runs.tsv"
+  log "$(printf '%-19s round %s: %8s pps delivered (%8s offered) over %s s; cpu%s %s, cpu%s %s (usr/sys/softirq/idle/steal %%), process %s %%' \
+    "$v" "$r" "$dpps" "$opps" "$secs" "$GEN_CPU" "$gshare" "$DUT_CPU" "$ushare" "$ppct")"
+  [ "$delivered" -gt 0 ] || die "$v round $r delivered nothing: see $OUT/logs"
+}
+
+write_meta() {
+  local variants_json='' v what base first=1
+  for v in "${VARIANTS[@]}"; do
+    case $v in
+      kernel-forward) what='kernel IP forwarding in the mux namespace, no encapsulation'; base=true ;;
+      kernel-vxlan) what='kernel VXLAN device in the mux namespace encapsulating to the host PA'; base=true ;;
+      mux-cap) what='slbx-mux --send-path cap: capture in, whole frame out with pcap_sendpacket'; base=false ;;
+      mux-raw) what='slbx-mux --send-path raw: capture in, outer IPv4 onwards on an IPPROTO_RAW socket'; base=false ;;
+      mux-udp) what='slbx-mux --send-path udp: capture in, VXLAN onwards on a connected UDP socket'; base=false ;;
+      kernel-vxlan-decap) what='kernel VXLAN device in the host namespace decapsulating, routed to the backend'; base=true ;;
+      agent-capture) what='slbx-host-agent --receive-path capture: pcap in (+ nftables drop), NAT, pcap_sendpacket to the port'; base=false ;;
+      agent-udp) what='slbx-host-agent --receive-path udp: UDP socket in, NAT, pcap_sendpacket to the port'; base=false ;;
+    esac
+    [ $first = 1 ] || variants_json+=','
+    first=0
+    variants_json+=$(printf '\n    {"variant": "%s", "phase": "%s", "what": "%s", "baseline": %s}' "$v" "$(phase_of "$v")" "$what" "$base")
+  done
+  local cpu
+  cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+  cat >"$OUT/meta.json" <<EOF
+{
+  "bench": "send-paths",
+  "started": "$STAMP",
+  "setup": "$RUNS runs per variant (interleaved), ${WARMUP} s warm-up + ${SECONDS_MEASURED} s measured each; 64-byte UDP client frames from random source ports (114-byte VXLAN frames in the host agent phase); trafgen on CPU $GEN_CPU, the process under test on CPU $DUT_CPU; $([ "$RPS" = 1 ] && echo "RPS: the mux's and the host's fabric interfaces' receive processing on CPU $DUT_CPU" || echo "no RPS: receive processing in the sender's CPU"); delivered = rx_packets delta of the receiving interface",
+  "runsPerVariant": $RUNS,
+  "warmupS": $WARMUP,
+  "measuredS": $SECONDS_MEASURED,
+  "generatorCpu": $GEN_CPU,
+  "dutCpu": $DUT_CPU,
+  "rps": $([ "$RPS" = 1 ] && echo true || echo false),
+  "machine": {"kernel": "$(uname -r)", "cpus": $NCPU, "cpu": "${cpu//\"/}", "node": "$(node --version)", "trafgen": "$(trafgen -v 2>/dev/null | head -1 | sed 's/"//g')"},
+  "counted": {"mux": "rx_packets of the host namespace's fabric interface", "host-agent": "rx_packets of the backend namespace's interface"},
+  "baselines": {"mux": ["kernel-forward", "kernel-vxlan"], "host-agent": ["kernel-vxlan-decap"]},
+  "variants": [$variants_json
+  ]
+}
+EOF
+}
+
+# ---- main -------------------------------------------------------------------------------------------
+build_topology
+write_files
+write_meta
+# MUX-phase variants first in each round, so the nftables rule of the host namespace changes twice a round
+ORDERED=()
+for v in "${VARIANTS[@]}"; do [ "$(phase_of "$v")" = mux ] && ORDERED+=("$v"); done
+for v in "${VARIANTS[@]}"; do [ "$(phase_of "$v")" = host-agent ] && ORDERED+=("$v"); done
+for r in $(seq 1 "$RUNS"); do
+  for v in "${ORDERED[@]}"; do run_variant "$v" "$r"; done
+done
+node dist/scripts/bench/send-paths.js report --dir "$OUT"
+echo "results: $OUT"
