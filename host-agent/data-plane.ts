@@ -25,11 +25,17 @@ import { macKey, type HostNic, type HostTables, type NatRule } from './tables.js
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
+/**
+ * processOutbound: an IP packet from the backend to its gateway address (the host agent itself, e.g. the
+ * answers to health probes, which the host agent sends from the gateway address): for the daemon, not
+ * for DSR. ctx.outBuf[outOff .. outOff + outLen) is the IP packet; ctx.outPort the port it came from.
+ */
+export const VERDICT_LOCAL = 2;
 /** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
 export const OUT_DSR = -1;
 
 export const HOST_COUNTER_NAMES = [
-  'in_packets', 'in_bytes', 'in_delivered', 'out_packets', 'out_bytes', 'out_dsr', 'arp_replies', 'nd_replies', 'fragments',
+  'in_packets', 'in_bytes', 'in_delivered', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
   'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
   'drop_in_unknown_source', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
   'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
@@ -365,6 +371,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const end = l3 + ip.totalLength;
+  if (ip.dst === nic.network.gateway4) return local(ctx, frame, l3, end, nic.index);
   const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.fragOffset !== 0) {
@@ -408,6 +415,9 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const a6 = nic.addr6;
   const s = ip.src;
   if (a6 === null || s[0] !== a6[0] || s[1] !== a6[1] || s[2] !== a6[2] || s[3] !== a6[3]) return drop(ctx, C.drop_out_spoofed_source);
+  const gw6 = nic.network.gateway6;
+  const d = ip.dst;
+  if (gw6 !== null && d[0] === gw6[0] && d[1] === gw6[1] && d[2] === gw6[2] && d[3] === gw6[3]) return local(ctx, frame, l3, end, nic.index);
   const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.hasFragment && ip.fragOffset !== 0) {
@@ -437,6 +447,15 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
+}
+
+function local(ctx: HostContext, frame: Uint8Array, l3: number, end: number, port: number): number {
+  ctx.outBuf = frame;
+  ctx.outOff = l3;
+  ctx.outLen = end - l3;
+  ctx.outPort = port;
+  ctx.counters.values[ctx.counters.index.out_local]!++;
+  return VERDICT_LOCAL;
 }
 
 function dsr(ctx: HostContext, frame: Uint8Array, l3: number, end: number): number {

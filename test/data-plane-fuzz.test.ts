@@ -91,12 +91,12 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     const ctx = newHostContext(compileHostTables(config, 'host1', 1), 4789, [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')]);
     let fwd = 0;
     frames(3, outboundSeeds, FRAMES_PER_PLANE, (b) => {
-      if (processOutbound(b, b.length, 0, ctx) === VERDICT_FORWARD) fwd++;
+      if (processOutbound(b, b.length, 0, ctx) !== VERDICT_DROP) fwd++;
       else expect(ctx.lastDrop).toBeGreaterThanOrEqual(0);
     });
     const c = ctx.counters;
     expect(c.totalDrops() + fwd).toBe(FRAMES_PER_PLANE);
-    expect(c.get('out_dsr') + c.get('arp_replies') + c.get('nd_replies')).toBe(fwd);
+    expect(c.get('out_dsr') + c.get('out_local') + c.get('arp_replies') + c.get('nd_replies')).toBe(fwd);
     expect(c.get('drop_internal_error')).toBe(0);
     expect(fwd).toBeGreaterThan(1000);
   });

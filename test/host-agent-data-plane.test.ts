@@ -11,7 +11,7 @@ import { dissect } from '../shared/dissect.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileHostTables } from '../host-agent/tables.js';
 import {
-  newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_DROP, VERDICT_FORWARD, type HostContext, type HostCounterName,
+  newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_DROP, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext, type HostCounterName,
 } from '../host-agent/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
@@ -44,7 +44,7 @@ function runIn(ctx: HostContext, frame: Buffer) {
 }
 function runOut(ctx: HostContext, frame: Buffer, port = 0) {
   const v = processOutbound(frame, frame.length, port, ctx);
-  return { v, out: Buffer.from(ctx.outBuf.subarray(ctx.outOff, ctx.outOff + (v === VERDICT_FORWARD ? ctx.outLen : 0))), port: ctx.outPort, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null };
+  return { v, out: Buffer.from(ctx.outBuf.subarray(ctx.outOff, ctx.outOff + (v !== VERDICT_DROP ? ctx.outLen : 0))), port: ctx.outPort, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null };
 }
 
 describe('host agent inbound: VXLAN -> NAT -> backend port', () => {
@@ -217,6 +217,19 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
     expect(r.v).toBe(VERDICT_DROP);
     expect(r.drop).toBe(reason);
     expect(ctx.counters.totalDrops()).toBe(1);
+  });
+
+  it('packets to the gateway address are for the host agent itself (probe answers), not DSR', () => {
+    const ctx = newCtx();
+    const synAck = pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv4({ src: H1VM1.ip, dst: '192.0.2.1' }).tcp({ sport: 80, dport: 33000, flags: TCP_SYN | TCP_ACK }).build();
+    const r = runOut(ctx, synAck, 0);
+    expect(r.v).toBe(VERDICT_LOCAL);
+    expect(r.port).toBe(0);
+    expectFrame(r.out, synAck.subarray(14), LINKTYPE_RAW);
+    const v6 = pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv6({ src: H1VM1.ip6, dst: '2001:db8:d::1' }).tcp({ sport: 80, dport: 33001, flags: TCP_SYN | TCP_ACK }).build();
+    expect(runOut(ctx, v6, 0).v).toBe(VERDICT_LOCAL);
+    expect(ctx.counters.get('out_local')).toBe(2);
+    expect(ctx.counters.get('out_dsr')).toBe(0);
   });
 
   it('a restarted host agent NATs established flows the same: the return path needs no remembered state', () => {
