@@ -17,9 +17,13 @@ export type IpProtocolNumber = 6 | 17;
 export type Distribution = 5 | 3 | 2;
 export type ProbeProtocol = 'http' | 'tcp';
 
+export type Underlay = 'ipv4' | 'ipv6';
+
 export interface FabricConfig {
   readonly mtu: number;
   readonly vxlanPort: number;
+  /** The family of the provider addresses VXLAN travels between (the outer header). */
+  readonly underlay: Underlay;
 }
 
 export interface FlowTableConfig {
@@ -145,7 +149,7 @@ export const CONFIG_DEFAULTS = deepFreeze({
   version: 1 as const,
   hashSeed: DEFAULT_HASH_SEED,
   maglevTableSize: 65537,
-  fabric: { mtu: 1500, vxlanPort: VXLAN_PORT },
+  fabric: { mtu: 1500, vxlanPort: VXLAN_PORT, underlay: 'ipv4' as Underlay },
   flowTable: { maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30 },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },
@@ -177,7 +181,7 @@ export const CONFIG_NAME_RE = /^[a-z0-9][a-z0-9-]{0,31}$/;
 export const IFNAME_MAX_BYTES = 15;
 
 const TOP_KEYS = ['version', 'hashSeed', 'maglevTableSize', 'fabric', 'flowTable', 'networks', 'muxes', 'hosts', 'nics', 'probes', 'pools', 'vips'] as const;
-const FABRIC_KEYS = ['mtu', 'vxlanPort'] as const;
+const FABRIC_KEYS = ['mtu', 'vxlanPort', 'underlay'] as const;
 const FLOW_KEYS = ['maxFlows', 'tcpIdleTimeoutS', 'udpIdleTimeoutS', 'otherIdleTimeoutS'] as const;
 const NETWORK_KEYS = ['name', 'vni', 'gateway', 'gateway6'] as const;
 const NODE_KEYS = ['name', 'address', 'address6'] as const;
@@ -288,7 +292,7 @@ export function serializeConfig(config: SlbxConfig): string {
     version: config.version,
     hashSeed: config.hashSeed,
     maglevTableSize: config.maglevTableSize,
-    fabric: { mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort },
+    fabric: { mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, ...(config.fabric.underlay !== 'ipv4' ? { underlay: config.fabric.underlay } : {}) },
     flowTable: {
       maxFlows: config.flowTable.maxFlows,
       tcpIdleTimeoutS: config.flowTable.tcpIdleTimeoutS,
@@ -890,6 +894,7 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
   const fabricRaw = sectionObj(c, raw, 'fabric', FABRIC_KEYS);
   const mtu = intField(c, fabricRaw, ['fabric'], 'mtu', L.mtu, D.fabric.mtu);
   const vxlanPort = intField(c, fabricRaw, ['fabric'], 'vxlanPort', L.port, D.fabric.vxlanPort);
+  const underlay = enumField(c, fabricRaw, ['fabric'], 'underlay', ['ipv4', 'ipv6'] as const, D.fabric.underlay);
 
   const flowRaw = sectionObj(c, raw, 'flowTable', FLOW_KEYS);
   const maxFlows = intField(c, flowRaw, ['flowTable'], 'maxFlows', L.maxFlows, D.flowTable.maxFlows);
@@ -969,6 +974,16 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     });
   const muxes = readNodes(muxItems, 'muxes', 'mux');
   const hosts = readNodes(hostItems, 'hosts', 'host');
+  if (underlay === 'ipv6') {
+    // the outer header is IPv6 from the MUX's address6 to the host's address6
+    for (const [section, list] of [['muxes', muxes], ['hosts', hosts]] as const) {
+      list.forEach((n, i) => {
+        if (n !== undefined && n.address6 === null) {
+          c.add([section, i, 'address6'], undefined, `fabric.underlay is ipv6, so ${section === 'muxes' ? 'mux' : 'host'} ${n.name ?? i} needs an IPv6 provider address (address6), or set fabric.underlay: ipv4`);
+        }
+      });
+    }
+  }
 
   // nics
   const nics: (NicP | undefined)[] = [];
@@ -1386,7 +1401,7 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     version: 1,
     hashSeed: hashSeed!,
     maglevTableSize: maglevTableSize!,
-    fabric: { mtu: mtu!, vxlanPort: vxlanPort! },
+    fabric: { mtu: mtu!, vxlanPort: vxlanPort!, underlay: underlay! },
     flowTable: { maxFlows: maxFlows!, tcpIdleTimeoutS: tcpIdle!, udpIdleTimeoutS: udpIdle!, otherIdleTimeoutS: otherIdle! },
     networks: net,
     muxes: muxes.map(node),

@@ -89,7 +89,7 @@ describe('examples/lab.yaml', () => {
       ['tcp 80->80 http80', 'udp 7->7 -', 'tcp 8080->8000 -', 'udp 7003->7003 -', 'udp 7002->7002 -'],
       ['tcp 80->80 http80', 'udp 7->7 -'],
     ]);
-    expect(config.fabric).toEqual({ mtu: 1600, vxlanPort: 4789 });
+    expect(config.fabric).toEqual({ mtu: 1600, vxlanPort: 4789, underlay: 'ipv4' });
     expect(config.flowTable).toEqual(CONFIG_DEFAULTS.flowTable);
     expect(config.hashSeed).toBe(0x736c6278);
   });
@@ -149,7 +149,7 @@ describe('defaults', () => {
     expect(c.version).toBe(1);
     expect(c.hashSeed).toBe(CONFIG_DEFAULTS.hashSeed);
     expect(c.maglevTableSize).toBe(65537);
-    expect(c.fabric).toEqual({ mtu: 1500, vxlanPort: 4789 });
+    expect(c.fabric).toEqual({ mtu: 1500, vxlanPort: 4789, underlay: 'ipv4' });
     expect(c.flowTable).toEqual({ maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30 });
     expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();
@@ -202,6 +202,8 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   // top level
   ['unknown top-level field', (c) => (c.hashseed = 1), 'hashseed', "did you mean 'hashSeed'?"],
   ['version other than 1', (c) => (c.version = 2), 'version', 'only version 1'],
+  ['fabric.underlay not a family', (c) => (c.fabric.underlay = 'ipv5'), 'fabric.underlay', 'ipv4'],
+  ['ipv6 underlay with a host without address6', (c) => { c.fabric.underlay = 'ipv6'; delete c.hosts[1].address6; }, 'hosts[1].address6', 'needs an IPv6 provider address'],
   ['hashSeed negative', (c) => (c.hashSeed = -1), 'hashSeed', 'integer 0..4294967295'],
   ['hashSeed above uint32', (c) => (c.hashSeed = 2 ** 32), 'hashSeed', 'integer 0..4294967295'],
   ['hashSeed as a string', (c) => (c.hashSeed = '0x736c6278'), 'hashSeed', 'without quotes'],
@@ -639,6 +641,14 @@ describe('serializeConfig', () => {
     expect(text).toContain('hashSeed: 0x736c6278');
     expect(text).toContain('mac: 02:00:c0:00:02:0a');
     expect(text).toContain('addresses: [192.0.2.10, 2001:db8:d::10]');
+  });
+
+  it('round trips an IPv6 underlay', () => {
+    const raw = lab();
+    raw.fabric.underlay = 'ipv6';
+    const c = okConfig(validateConfig(raw));
+    expect(c.fabric.underlay).toBe('ipv6');
+    expect(okConfig(parseConfig(serializeConfig(c)))).toEqual(c);
   });
 
   it('round trips nulls, odd names and every non-default value', () => {
