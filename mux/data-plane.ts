@@ -1,41 +1,63 @@
-// MUX data plane: one captured frame in, one VXLAN frame out (or a named drop). Pure and synchronous:
-// no awaits, timers, logs or allocation per packet; time comes in as ctx.nowS. The same function runs
-// on live captures (mux/io) and on frames read from a pcap file (cli/replay, tests).
+// MUX data plane: one captured frame in, one VXLAN frame out (or a reply, or a named drop). Pure and
+// synchronous: no awaits, timers, logs or allocation per packet; time comes in as ctx.nowS. The same
+// function runs on live captures (mux/daemon.ts) and on frames read from a pcap file (cli/replay, tests).
 //
 //   client frame -> eth -> IPv4/IPv6 (dst must be a VIP) -> TCP/UDP (protocol, dst port -> rule)
 //     -> flow table (5-tuple -> nic) or Maglev slot of the rule's hash (5/3/2-tuple) -> nic -> host
-//     -> out: eth(host MAC) / IPv4(mux PA -> host PA) / UDP(sport from flow hash, 4789) / VXLAN(VNI)
-//             / eth(nic MAC) / the client's IP packet, byte for byte (TTL untouched)
+//     -> out: eth(host MAC) / IPv4 or IPv6 (mux PA -> host PA) / UDP(sport from flow hash, 4789)
+//             / VXLAN(VNI) / eth(nic MAC) / the client's IP packet, byte for byte (TTL untouched)
+//
+// An ICMP or ICMPv6 error sent to a VIP about one of its flows (destination unreachable, packet too big,
+// time exceeded, parameter problem) quotes a packet VIP:port -> client:port; it is placed like the flow
+// client:port -> VIP:port (flow table, else the rule's hash) and encapsulated to that flow's backend.
+// A packet that would not fit the fabric after encapsulation is answered, when it may not be fragmented
+// (IPv4 DF, or IPv6), with ICMP "fragmentation needed" / ICMPv6 "packet too big" from the VIP, so the
+// client's path MTU discovery works (VERDICT_REPLY, rate limited).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
-import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
-import { IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, parseEthernet, writeEthernet } from '../shared/ethernet.js';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { newTcpHeader, parseTcp } from '../shared/tcp.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
-import { sumBytes, finishChecksum } from '../shared/checksum.js';
-import { readU16 } from '../shared/bytes.js';
+import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
+import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG, ICMPV6_PARAM_PROBLEM } from '../shared/icmpv6.js';
+import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../shared/checksum.js';
+import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
-import { VXLAN_FLAG_I } from '../shared/vxlan.js';
+import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
 import { FlowTable, type FlowLimit } from './flow-table.js';
 import { foldV6, type MuxNic, type MuxRule, type MuxTables, type MuxVip } from './tables.js';
 
 export const VERDICT_DROP = 0;
+/** ctx.out[0 .. outLen) is a VXLAN frame for ctx.lastNic's host. */
 export const VERDICT_FORWARD = 1;
-/** Not for the data plane (ARP): hand it to the control plane. */
+/** Not for the data plane (ARP, neighbour discovery): hand it to the control plane. */
 export const VERDICT_CONTROL = 2;
+/** ctx.out[0 .. outLen) is a frame (an ICMP error) to send back out the interface it came in on. */
+export const VERDICT_REPLY = 3;
 
-/** Outer headers the MUX writes: Ethernet 14, IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14. */
+/** Outer headers the MUX writes over IPv4: Ethernet 14, IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14. */
 export const MUX_ENCAP_LEN = 64;
-const OUT_BUFFER_LEN = MUX_ENCAP_LEN + 65535;
+/** The same over an IPv6 underlay: Ethernet 14, IPv6 40, UDP 8, VXLAN 8, inner Ethernet 14. */
+export const MUX_ENCAP_LEN_V6 = 84;
+const OUT_BUFFER_LEN = MUX_ENCAP_LEN_V6 + 65535;
+/** ICMP errors the MUX sends, per second (token bucket, burst the same). */
+export const ICMP_RATE_PER_S = 1000;
+/** RFC 1812 4.3.2.3: an ICMPv4 error carries as much of the packet as fits in 576 bytes. */
+const ICMP4_MAX_LEN = 576;
+/** RFC 4443 2.4(c): an ICMPv6 error fits the minimum IPv6 MTU. */
+const ICMP6_MAX_LEN = 1280;
 
 export const MUX_COUNTER_NAMES = [
   'rx_packets', 'rx_bytes', 'tx_packets', 'tx_bytes',
-  'flow_new', 'flow_hit', 'flow_replaced', 'flow_table_full', 'fragments', 'control_arp',
+  'flow_new', 'flow_hit', 'flow_replaced', 'flow_table_full', 'fragments', 'control_arp', 'control_nd',
+  'icmp_errors_forwarded', 'icmp_too_big_sent',
   'drop_not_ip', 'drop_not_vip', 'drop_no_rule', 'drop_fragment_no_rule', 'drop_no_backend', 'drop_no_neighbor',
-  'drop_too_big', 'drop_ipv4_bad_checksum', 'drop_internal_error',
+  'drop_too_big', 'drop_icmp_rate_limited', 'drop_ipv4_bad_checksum', 'drop_icmp_truncated', 'drop_icmp_bad_quote',
+  'drop_icmp_unrelated', 'drop_internal_error',
   ...codecDropNames('eth'), ...codecDropNames('ipv4'), ...codecDropNames('ipv6'), ...codecDropNames('tcp'), ...codecDropNames('udp'),
 ] as const;
 export type MuxCounterName = (typeof MUX_COUNTER_NAMES)[number];
@@ -48,16 +70,20 @@ export interface MuxContext {
   readonly counters: Counters<MuxCounterName>;
   /** Seconds, from the daemon's coarse clock. */
   nowS: number;
-  /** MAC and IPv4 provider address of the MUX's fabric interface. */
+  /** MAC and provider addresses of the MUX's fabric interface. */
   readonly localMac: Uint8Array;
   readonly localPa4: number;
+  /** IPv6 provider address (four words), or null; required when underlay6. */
+  readonly localPa6: Uint32Array | null;
+  /** VXLAN goes over IPv6 (from localPa6 to each host's pa6) instead of IPv4. */
+  readonly underlay6: boolean;
   readonly hashSeed: number;
   /** The fabric MTU: the largest outer IP packet. */
   readonly mtu: number;
   readonly vxlanPort: number;
   readonly tcpIdleS: number;
   readonly udpIdleS: number;
-  /** The frame to send after VERDICT_FORWARD: out[0 .. outLen). Reused for every packet. */
+  /** The frame to send after VERDICT_FORWARD or VERDICT_REPLY: out[0 .. outLen). Reused for every packet. */
   readonly out: Buffer;
   outLen: number;
   /** After a verdict: the drop counter index, or -1. */
@@ -65,9 +91,15 @@ export interface MuxContext {
   /** After VERDICT_FORWARD: the chosen nic. */
   lastNic: MuxNic | null;
   ipId: number;
+  icmpTokens: number;
+  icmpRefillS: number;
   readonly eth: ReturnType<typeof newEthernetHeader>;
+  readonly replyEth: ReturnType<typeof newEthernetHeader>;
   readonly ip4: ReturnType<typeof newIpv4Header>;
   readonly ip6: ReturnType<typeof newIpv6Header>;
+  /** The packet an ICMP error quotes. */
+  readonly qip4: ReturnType<typeof newIpv4Header>;
+  readonly qip6: ReturnType<typeof newIpv6Header>;
   readonly tcp: ReturnType<typeof newTcpHeader>;
   readonly udp: ReturnType<typeof newUdpHeader>;
   readonly ethDrop: Int32Array;
@@ -81,6 +113,8 @@ export interface MuxContextOptions {
   tables: MuxTables;
   localMac: Uint8Array;
   localPa4: number;
+  localPa6?: Uint32Array | null;
+  underlay6?: boolean;
   hashSeed: number;
   mtu: number;
   vxlanPort: number;
@@ -90,6 +124,8 @@ export interface MuxContextOptions {
 export function newMuxContext(o: MuxContextOptions): MuxContext {
   const counters = new Counters(MUX_COUNTER_NAMES);
   const flowLimit: FlowLimit = { max: o.flowTable.maxFlows, count: 0 };
+  const underlay6 = o.underlay6 ?? false;
+  if (underlay6 && (o.localPa6 == null)) throw new Error('an IPv6 underlay needs the MUX\'s IPv6 provider address');
   return {
     tables: o.tables,
     flows4: new FlowTable(4, flowLimit),
@@ -99,6 +135,8 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     nowS: 1,
     localMac: o.localMac,
     localPa4: o.localPa4,
+    localPa6: o.localPa6 ?? null,
+    underlay6,
     hashSeed: o.hashSeed,
     mtu: o.mtu,
     vxlanPort: o.vxlanPort,
@@ -109,9 +147,14 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     lastDrop: -1,
     lastNic: null,
     ipId: 0,
+    icmpTokens: ICMP_RATE_PER_S,
+    icmpRefillS: 0,
     eth: newEthernetHeader(),
+    replyEth: newEthernetHeader(),
     ip4: newIpv4Header(),
     ip6: newIpv6Header(),
+    qip4: newIpv4Header(),
+    qip6: newIpv6Header(),
     tcp: newTcpHeader(),
     udp: newUdpHeader(),
     ethDrop: codecDropIndex(counters, 'eth'),
@@ -120,6 +163,11 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     tcpDrop: codecDropIndex(counters, 'tcp'),
     udpDrop: codecDropIndex(counters, 'udp'),
   };
+}
+
+/** The inner packet MTU the fabric leaves: the fabric MTU minus what VXLAN adds. */
+export function innerMtu(ctx: MuxContext): number {
+  return ctx.mtu - (ctx.underlay6 ? VXLAN_OVERHEAD_V6 : VXLAN_OVERHEAD_V4);
 }
 
 function drop(ctx: MuxContext, index: number): number {
@@ -134,7 +182,8 @@ function codecDrop(ctx: MuxContext, map: Int32Array, code: number): number {
 }
 
 /**
- * Processes the frame frame[0 .. len). On VERDICT_FORWARD the VXLAN frame is ctx.out[0 .. ctx.outLen).
+ * Processes the frame frame[0 .. len). On VERDICT_FORWARD the VXLAN frame, on VERDICT_REPLY the reply
+ * frame, is ctx.out[0 .. ctx.outLen).
  */
 export function processPacket(frame: Uint8Array, len: number, ctx: MuxContext): number {
   const c = ctx.counters.values;
@@ -170,6 +219,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
   const l4 = l3 + hl;
   const end = l3 + ip.totalLength;
+  if (proto === IPPROTO_ICMP && !fragment) return icmpError4(frame, l3, l4, end, vip, ctx);
   let sport = 0;
   let dport = 0;
   let rule: MuxRule | null | undefined;
@@ -211,16 +261,100 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     nic = table.members[slot]!;
   } else {
     flowHash = hashFlowV4(ip.src, ip.dst, proto, sport, dport, 5, seed);
-    const flows = ctx.flows4;
-    const k = flows.key;
-    k[0] = ip.src; k[1] = ip.dst; k[2] = proto; k[3] = ((sport << 16) | dport) >>> 0;
+    setKey4(ctx.flows4, ip.src, ip.dst, proto, sport, dport);
     const now = ctx.nowS;
     const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, flows, rule, flowHash, now, expires,
+    nic = chooseWithFlow(ctx, ctx.flows4, rule, flowHash, now, expires,
       rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed));
     if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
+}
+
+function setKey4(flows: FlowTable, src: number, dst: number, proto: number, sport: number, dport: number): void {
+  const k = flows.key;
+  k[0] = src; k[1] = dst; k[2] = proto; k[3] = ((sport << 16) | dport) >>> 0;
+}
+
+function setKey6(flows: FlowTable, src: Uint32Array, dst: Uint32Array, proto: number, sport: number, dport: number): void {
+  const k = flows.key;
+  k[0] = src[0]!; k[1] = src[1]!; k[2] = src[2]!; k[3] = src[3]!;
+  k[4] = dst[0]!; k[5] = dst[1]!; k[6] = dst[2]!; k[7] = dst[3]!;
+  k[8] = proto; k[9] = ((sport << 16) | dport) >>> 0;
+}
+
+/**
+ * An ICMPv4 message to a VIP: errors about a VIP flow go to that flow's backend; anything else (echo)
+ * is not load balanced.
+ */
+function icmpError4(frame: Uint8Array, l3: number, l4: number, end: number, vip: MuxVip, ctx: MuxContext): number {
+  const C = ctx.counters.index;
+  if (end - l4 < 8) return drop(ctx, C.drop_icmp_truncated);
+  if (!isIcmpError(frame[l4]!)) return drop(ctx, C.drop_no_rule);
+  // the quoted packet: VIP:frontendPort -> client:port (a reply the backend sent by DSR)
+  const q = ctx.qip4;
+  const qoff = l4 + 8;
+  const qhl = parseIpv4(frame, qoff, q, end, true);
+  if (qhl < 0 || end - (qoff + qhl) < 4 || q.fragOffset !== 0) return drop(ctx, C.drop_icmp_bad_quote);
+  if (q.src !== vip.addr.words[0]) return drop(ctx, C.drop_icmp_unrelated);
+  const proto = q.protocol;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
+  const fport = readU16(frame, qoff + qhl);
+  const cport = readU16(frame, qoff + qhl + 2);
+  const rule = vip.rules.get((proto << 16) | fport);
+  if (rule === undefined) return drop(ctx, C.drop_no_rule);
+  // the flow it belongs to: client:port -> VIP:frontendPort
+  const client = q.dst;
+  const flowHash = hashFlowV4(client, q.src, proto, cport, fport, 5, ctx.hashSeed);
+  setKey4(ctx.flows4, client, q.src, proto, cport, fport);
+  const nic = peekOrHash(ctx, ctx.flows4, rule, flowHash,
+    rule.mode === 5 ? flowHash : hashFlowV4(client, q.src, proto, cport, fport, rule.mode, ctx.hashSeed));
+  if (nic === undefined) return drop(ctx, C.drop_no_backend);
+  ctx.counters.values[C.icmp_errors_forwarded]!++;
+  return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
+}
+
+/** RFC 4443 2.1: error messages are types 1..127; the ones that quote a packet of a flow are 1..4. */
+function isIcmpv6FlowError(type: number): boolean {
+  return type >= 1 && type <= ICMPV6_PARAM_PROBLEM;
+}
+
+function icmpError6(frame: Uint8Array, l3: number, l4: number, end: number, vip: MuxVip, ctx: MuxContext): number {
+  const C = ctx.counters.index;
+  if (end - l4 < 8) return drop(ctx, C.drop_icmp_truncated);
+  if (!isIcmpv6FlowError(frame[l4]!)) return drop(ctx, C.drop_no_rule);
+  const q = ctx.qip6;
+  const qoff = l4 + 8;
+  const qhl = parseIpv6(frame, qoff, q, end, true);
+  if (qhl < 0 || end - (qoff + qhl) < 4 || (q.hasFragment && q.fragOffset !== 0)) return drop(ctx, C.drop_icmp_bad_quote);
+  const w = vip.addr.words;
+  const s = q.src;
+  if (s[0] !== w[0] || s[1] !== w[1] || s[2] !== w[2] || s[3] !== w[3]) return drop(ctx, C.drop_icmp_unrelated);
+  const proto = q.protocol;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
+  const fport = readU16(frame, qoff + qhl);
+  const cport = readU16(frame, qoff + qhl + 2);
+  const rule = vip.rules.get((proto << 16) | fport);
+  if (rule === undefined) return drop(ctx, C.drop_no_rule);
+  const flowHash = hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, 5, ctx.hashSeed);
+  setKey6(ctx.flows6, q.dst, q.src, proto, cport, fport);
+  const nic = peekOrHash(ctx, ctx.flows6, rule, flowHash,
+    rule.mode === 5 ? flowHash : hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, rule.mode, ctx.hashSeed));
+  if (nic === undefined) return drop(ctx, C.drop_no_backend);
+  ctx.counters.values[C.icmp_errors_forwarded]!++;
+  return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
+}
+
+/** The flow's backend if the flow table knows it (not refreshed: an ICMP error is not flow activity), else the hash's. */
+function peekOrHash(ctx: MuxContext, flows: FlowTable, rule: MuxRule, flowHash: number, selectHash: number): MuxNic | undefined {
+  const table = rule.table;
+  const id = flows.peek(flowHash, ctx.nowS);
+  if (id >= 0 && id < table.keepFlow.length && table.keepFlow[id] === 1) {
+    const nic = ctx.tables.nicsById[id];
+    if (nic !== undefined) return nic;
+  }
+  const slot = table.slots[selectHash % table.size]!;
+  return slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
 }
 
 function findVip6(ctx: MuxContext, d: Uint32Array): MuxVip | undefined {
@@ -238,12 +372,20 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const ip = ctx.ip6;
   const hl = parseIpv6(frame, l3, ip, len);
   if (hl < 0) return codecDrop(ctx, ctx.ip6Drop, hl);
-  const vip = findVip6(ctx, ip.dst);
-  if (vip === undefined) return drop(ctx, C.drop_not_vip);
   const proto = ip.protocol;
-  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
   const l4 = l3 + hl;
   const end = l3 + 40 + ip.payloadLength;
+  const vip = findVip6(ctx, ip.dst);
+  if (vip === undefined) {
+    // neighbour discovery for our own resolution of hosts on an IPv6 underlay
+    if (proto === IPPROTO_ICMPV6 && end - l4 >= 8 && (frame[l4] === ICMPV6_NEIGHBOR_ADVERT || frame[l4] === ICMPV6_NEIGHBOR_SOLICIT)) {
+      ctx.counters.values[C.control_nd]!++;
+      return VERDICT_CONTROL;
+    }
+    return drop(ctx, C.drop_not_vip);
+  }
+  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  if (proto === IPPROTO_ICMPV6 && !fragment) return icmpError6(frame, l3, l4, end, vip, ctx);
   let sport = 0;
   let dport = 0;
   let rule: MuxRule | null | undefined;
@@ -258,7 +400,6 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
       sport = ctx.tcp.srcPort; dport = ctx.tcp.dstPort;
     } else if (proto === IPPROTO_UDP) {
       if (fragment) {
-        // a first fragment carries the UDP header but not the whole datagram its length field names
         if (end - l4 < 8) return codecDrop(ctx, ctx.udpDrop, ERR_TRUNCATED);
         sport = readU16(frame, l4); dport = readU16(frame, l4 + 2);
       } else {
@@ -284,14 +425,10 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     nic = table.members[slot]!;
   } else {
     flowHash = hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, 5, seed);
-    const flows = ctx.flows6;
-    const k = flows.key;
-    k[0] = ip.src[0]!; k[1] = ip.src[1]!; k[2] = ip.src[2]!; k[3] = ip.src[3]!;
-    k[4] = ip.dst[0]!; k[5] = ip.dst[1]!; k[6] = ip.dst[2]!; k[7] = ip.dst[3]!;
-    k[8] = proto; k[9] = ((sport << 16) | dport) >>> 0;
+    setKey6(ctx.flows6, ip.src, ip.dst, proto, sport, dport);
     const now = ctx.nowS;
     const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, flows, rule, flowHash, now, expires,
+    nic = chooseWithFlow(ctx, ctx.flows6, rule, flowHash, now, expires,
       rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed));
     if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
@@ -333,41 +470,142 @@ function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: nu
   const C = ctx.counters.index;
   const host = nic.host;
   if (!host.macKnown) return drop(ctx, C.drop_no_neighbor);
-  const outerIpLen = MUX_ENCAP_LEN - 14 + ipLen;
-  if (outerIpLen > ctx.mtu) return drop(ctx, C.drop_too_big);
+  const six = ctx.underlay6;
+  const encap = six ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN;
+  const outerIpLen = encap - 14 + ipLen;
+  if (outerIpLen > ctx.mtu) return tooBig(frame, l3, ipLen, innerType, ctx);
   const o = ctx.out;
-  writeEthernetRaw(host.mac, ctx.localMac, ETHERTYPE_IPV4, o, 0);
-  // outer IPv4 (RFC 791): no options, DF clear (the fabric may fragment), TTL 64, UDP
-  o[14] = 0x45; o[15] = 0;
-  o[16] = outerIpLen >>> 8; o[17] = outerIpLen & 0xff;
-  const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
-  o[18] = id >>> 8; o[19] = id & 0xff;
-  o[20] = 0; o[21] = 0; o[22] = 64; o[23] = 17; o[24] = 0; o[25] = 0;
-  const s = ctx.localPa4;
-  const d = host.pa4;
-  o[26] = s >>> 24; o[27] = (s >>> 16) & 0xff; o[28] = (s >>> 8) & 0xff; o[29] = s & 0xff;
-  o[30] = d >>> 24; o[31] = (d >>> 16) & 0xff; o[32] = (d >>> 8) & 0xff; o[33] = d & 0xff;
-  const csum = finishChecksum(sumBytes(o, 14, 20, 0));
-  o[24] = csum >>> 8; o[25] = csum & 0xff;
-  // UDP: source port from the flow hash (RFC 7348 5), checksum zero over IPv4 (RFC 7348 5: SHOULD be 0)
+  o[0] = host.mac[0]!; o[1] = host.mac[1]!; o[2] = host.mac[2]!; o[3] = host.mac[3]!; o[4] = host.mac[4]!; o[5] = host.mac[5]!;
+  const m = ctx.localMac;
+  o[6] = m[0]!; o[7] = m[1]!; o[8] = m[2]!; o[9] = m[3]!; o[10] = m[4]!; o[11] = m[5]!;
   const sp = vxlanSourcePort(flowHash);
-  const udpLen = ipLen + 30;
   const vp = ctx.vxlanPort;
-  o[34] = sp >>> 8; o[35] = sp & 0xff; o[36] = vp >>> 8; o[37] = vp & 0xff;
-  o[38] = udpLen >>> 8; o[39] = udpLen & 0xff; o[40] = 0; o[41] = 0;
+  const udpLen = ipLen + 30;
+  let u: number; // offset of the UDP header
+  if (!six) {
+    o[12] = 0x08; o[13] = 0x00;
+    // outer IPv4 (RFC 791): no options, DF clear (the fabric may fragment), TTL 64, UDP
+    o[14] = 0x45; o[15] = 0;
+    o[16] = outerIpLen >>> 8; o[17] = outerIpLen & 0xff;
+    const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
+    o[18] = id >>> 8; o[19] = id & 0xff;
+    o[20] = 0; o[21] = 0; o[22] = 64; o[23] = 17; o[24] = 0; o[25] = 0;
+    const s = ctx.localPa4;
+    const d = host.pa4;
+    o[26] = s >>> 24; o[27] = (s >>> 16) & 0xff; o[28] = (s >>> 8) & 0xff; o[29] = s & 0xff;
+    o[30] = d >>> 24; o[31] = (d >>> 16) & 0xff; o[32] = (d >>> 8) & 0xff; o[33] = d & 0xff;
+    const csum = finishChecksum(sumBytes(o, 14, 20, 0));
+    o[24] = csum >>> 8; o[25] = csum & 0xff;
+    u = 34;
+  } else {
+    const d6 = host.pa6;
+    if (d6 === null) return drop(ctx, C.drop_no_neighbor); // config validation requires address6 on an IPv6 underlay
+    o[12] = 0x86; o[13] = 0xdd;
+    // outer IPv6 (RFC 8200): the flow label from the flow hash (RFC 6438), hop limit 64, UDP
+    writeU32(o, 14, (0x60000000 | (flowHash & 0xfffff)) >>> 0);
+    writeU16(o, 18, udpLen);
+    o[20] = 17; o[21] = 64;
+    const s6 = ctx.localPa6!;
+    for (let i = 0; i < 4; i++) { writeU32(o, 22 + i * 4, s6[i]!); writeU32(o, 38 + i * 4, d6[i]!); }
+    u = 54;
+  }
+  // UDP: source port from the flow hash (RFC 7348 5)
+  o[u] = sp >>> 8; o[u + 1] = sp & 0xff; o[u + 2] = vp >>> 8; o[u + 3] = vp & 0xff;
+  o[u + 4] = udpLen >>> 8; o[u + 5] = udpLen & 0xff; o[u + 6] = 0; o[u + 7] = 0;
   // VXLAN: I flag, VNI
   const vni = nic.vni;
-  o[42] = VXLAN_FLAG_I; o[43] = 0; o[44] = 0; o[45] = 0;
-  o[46] = vni >>> 16; o[47] = (vni >>> 8) & 0xff; o[48] = vni & 0xff; o[49] = 0;
+  o[u + 8] = VXLAN_FLAG_I; o[u + 9] = 0; o[u + 10] = 0; o[u + 11] = 0;
+  o[u + 12] = vni >>> 16; o[u + 13] = (vni >>> 8) & 0xff; o[u + 14] = vni & 0xff; o[u + 15] = 0;
   // inner Ethernet: to the backend's MAC, from ours
-  writeEthernetRaw(nic.mac, ctx.localMac, innerType, o, 50);
-  o.set(frame.subarray(l3, l3 + ipLen), MUX_ENCAP_LEN);
-  ctx.outLen = MUX_ENCAP_LEN + ipLen;
+  const ie = u + 16;
+  const nm = nic.mac;
+  o[ie] = nm[0]!; o[ie + 1] = nm[1]!; o[ie + 2] = nm[2]!; o[ie + 3] = nm[3]!; o[ie + 4] = nm[4]!; o[ie + 5] = nm[5]!;
+  o[ie + 6] = m[0]!; o[ie + 7] = m[1]!; o[ie + 8] = m[2]!; o[ie + 9] = m[3]!; o[ie + 10] = m[4]!; o[ie + 11] = m[5]!;
+  o[ie + 12] = innerType >>> 8; o[ie + 13] = innerType & 0xff;
+  o.set(frame.subarray(l3, l3 + ipLen), encap);
+  if (six) {
+    // RFC 8200 8.1: the UDP checksum is mandatory over IPv6 (a zero result is sent as 0xffff)
+    const c = l4Checksum(o, u, udpLen, 6, pseudoSumV6Bytes(o, 22, 38, 17, udpLen));
+    writeU16(o, u + 6, c === 0 ? 0xffff : c);
+  }
+  ctx.outLen = encap + ipLen;
   ctx.lastNic = nic;
-  const c = ctx.counters.values;
-  c[C.tx_packets]!++;
-  c[C.tx_bytes]! += ctx.outLen;
+  const cv = ctx.counters.values;
+  cv[C.tx_packets]!++;
+  cv[C.tx_bytes]! += ctx.outLen;
   return VERDICT_FORWARD;
+}
+
+function takeIcmpToken(ctx: MuxContext): boolean {
+  if (ctx.nowS !== ctx.icmpRefillS) {
+    const add = (ctx.nowS - ctx.icmpRefillS) * ICMP_RATE_PER_S;
+    ctx.icmpTokens = Math.min(ICMP_RATE_PER_S, ctx.icmpTokens + (add > 0 ? add : ICMP_RATE_PER_S));
+    ctx.icmpRefillS = ctx.nowS;
+  }
+  if (ctx.icmpTokens < 1) return false;
+  ctx.icmpTokens--;
+  return true;
+}
+
+/**
+ * The packet does not fit the fabric after encapsulation. When the sender allows no fragmentation (IPv4
+ * DF, or IPv6), answer it as the router a VIP is: ICMP fragmentation needed (RFC 1191) / ICMPv6 packet
+ * too big (RFC 8201) from the VIP to the client, carrying the inner MTU the fabric leaves. Never about an
+ * ICMP error (RFC 1122 3.2.2).
+ */
+function tooBig(frame: Uint8Array, l3: number, ipLen: number, innerType: number, ctx: MuxContext): number {
+  const C = ctx.counters.index;
+  const v4 = innerType === ETHERTYPE_IPV4;
+  if (v4) {
+    if ((frame[l3 + 6]! & (IPV4_FLAG_DF << 5)) === 0) return drop(ctx, C.drop_too_big);
+    if (frame[l3 + 9] === IPPROTO_ICMP) return drop(ctx, C.drop_too_big);
+  } else if (ctx.ip6.protocol === IPPROTO_ICMPV6) {
+    return drop(ctx, C.drop_too_big);
+  }
+  if (!takeIcmpToken(ctx)) return drop(ctx, C.drop_icmp_rate_limited);
+  const o = ctx.out;
+  // back to the previous hop (the router that sent us the packet), keeping its VLAN tag if any
+  const re = ctx.replyEth;
+  copyBytes(frame, 6, re.dst, 0, 6);
+  re.src.set(ctx.localMac);
+  re.etherType = innerType;
+  re.vlanId = ctx.eth.vlanId;
+  re.vlanPcp = ctx.eth.vlanPcp;
+  const e = writeEthernet(re, o, 0);
+  const mtu = innerMtu(ctx);
+  if (v4) {
+    const quote = Math.min(ipLen, ICMP4_MAX_LEN - 28);
+    const total = 28 + quote;
+    o[e] = 0x45; o[e + 1] = 0; writeU16(o, e + 2, total);
+    const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
+    writeU16(o, e + 4, id); writeU16(o, e + 6, 0); o[e + 8] = 64; o[e + 9] = IPPROTO_ICMP; writeU16(o, e + 10, 0);
+    writeU32(o, e + 12, readU32(frame, l3 + 16)); // from the VIP
+    writeU32(o, e + 16, readU32(frame, l3 + 12)); // to the client
+    writeU16(o, e + 10, finishChecksum(sumBytes(o, e, 20, 0)));
+    const icmp = e + 20;
+    o[icmp] = ICMP_DEST_UNREACH; o[icmp + 1] = ICMP_CODE_FRAG_NEEDED; writeU16(o, icmp + 2, 0);
+    writeU16(o, icmp + 4, 0); writeU16(o, icmp + 6, mtu); // RFC 1191: next-hop MTU in the low 16 bits
+    o.set(frame.subarray(l3, l3 + quote), icmp + 8);
+    writeU16(o, icmp + 2, l4Checksum(o, icmp, 8 + quote, 2, 0));
+    ctx.outLen = e + total;
+  } else {
+    const quote = Math.min(ipLen, ICMP6_MAX_LEN - 48);
+    const plen = 8 + quote;
+    writeU32(o, e, 0x60000000); writeU16(o, e + 4, plen); o[e + 6] = IPPROTO_ICMPV6; o[e + 7] = 64;
+    copyBytes(frame, l3 + 24, o, e + 8, 16); // from the VIP
+    copyBytes(frame, l3 + 8, o, e + 24, 16); // to the client
+    const icmp = e + 40;
+    o[icmp] = ICMPV6_PACKET_TOO_BIG; o[icmp + 1] = 0; writeU16(o, icmp + 2, 0);
+    writeU32(o, icmp + 4, mtu);
+    o.set(frame.subarray(l3, l3 + quote), icmp + 8);
+    writeU16(o, icmp + 2, l4Checksum(o, icmp, plen, 2, pseudoSumV6Bytes(o, e + 8, e + 24, IPPROTO_ICMPV6, plen)));
+    ctx.outLen = e + 40 + plen;
+  }
+  const cv = ctx.counters.values;
+  cv[C.icmp_too_big_sent]!++;
+  cv[C.tx_packets]!++;
+  cv[C.tx_bytes]! += ctx.outLen;
+  return VERDICT_REPLY;
 }
 
 /** Expires idle flows: call a few times a second with a slot budget. */

@@ -90,6 +90,12 @@ export class FlowTable {
     return this.values[s]!;
   }
 
+  /** The value for `key` if live, without refreshing it (for packets that are not flow activity); -1 otherwise. */
+  peek(hash: number, now: number): number {
+    const s = this.find(hash);
+    return s < 0 || this.expires[s]! <= now ? -1 : this.values[s]!;
+  }
+
   /** Inserts or replaces the entry for `key`. False when the table is at its limit. */
   insert(hash: number, value: number, expiresAt: number): boolean {
     const h = hash >>> 0;

@@ -12,7 +12,9 @@ export interface MuxHost {
   readonly pa: IpAddr;
   /** IPv4 provider address as a uint32. */
   readonly pa4: number;
-  /** Next-hop MAC of the host's provider address, learned by ARP (6 bytes). */
+  /** IPv6 provider address (four words), or null: the outer destination on an IPv6 underlay. */
+  readonly pa6: Uint32Array | null;
+  /** Next-hop MAC of the host's provider address, learned by ARP (IPv4 underlay) or ND (IPv6). */
   readonly mac: Uint8Array;
   macKnown: boolean;
 }
@@ -100,8 +102,10 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
   const hosts = new Map<string, MuxHost>();
   for (const h of config.hosts) {
     const old = prev?.hosts.get(h.name);
-    const same = old !== undefined && old.pa4 === h.address.words[0];
-    hosts.set(h.name, same ? old : { name: h.name, pa: h.address, pa4: h.address.words[0]!, mac: new Uint8Array(6), macKnown: false });
+    const same = old !== undefined && old.pa4 === h.address.words[0] && old.pa6?.join() === h.address6?.words.join();
+    hosts.set(h.name, same ? old : {
+      name: h.name, pa: h.address, pa4: h.address.words[0]!, pa6: h.address6 ? h.address6.words : null, mac: new Uint8Array(6), macKnown: false,
+    });
   }
   // nic ids: stable across generations, never reused
   const nicIds = new Map<string, number>(prev?.nicIds ?? []);

@@ -43,8 +43,10 @@ export function newIpv4Header(): Ipv4Header {
  * Parses the header at `off`; returns the header length (IHL * 4) or an error. The packet is
  * buf[off .. off + totalLength); bytes after it (Ethernet padding) are ignored. The checksum is not verified
  * here (see verifyIpv4HeaderChecksum). `end` bounds the packet inside a larger buffer (default: its end).
+ * `quoted`: the packet is one an ICMP error carries, which may be cut short (RFC 792, RFC 1812 4.3.2.3):
+ * its total length may run past `end`, and only the header must be present.
  */
-export function parseIpv4(buf: Uint8Array, off: number, out: Ipv4Header, end = buf.length): number {
+export function parseIpv4(buf: Uint8Array, off: number, out: Ipv4Header, end = buf.length, quoted = false): number {
   const avail = end - off;
   if (off < 0 || end > buf.length || avail < IPV4_HEADER_LEN) return ERR_TRUNCATED;
   const vihl = buf[off]!;
@@ -53,7 +55,7 @@ export function parseIpv4(buf: Uint8Array, off: number, out: Ipv4Header, end = b
   // RFC 791 3.1: IHL is at least 5
   if (hlen < IPV4_HEADER_LEN || hlen > avail) return ERR_BAD_IHL;
   const total = readU16(buf, off + 2);
-  if (total < hlen || total > avail) return ERR_BAD_TOTAL_LENGTH;
+  if (total < hlen || (total > avail && !quoted)) return ERR_BAD_TOTAL_LENGTH;
   out.headerLen = hlen;
   out.tos = buf[off + 1]!;
   out.totalLength = total;

@@ -57,14 +57,16 @@ export function newIpv6Header(): Ipv6Header {
  * Returns the offset from `off` of the upper-layer header (out.headerLen) or an error. For a non-first
  * fragment the walk stops at the fragment header: out.protocol is its Next Header and no upper-layer
  * header follows. The packet is buf[off .. off + 40 + payloadLength); `end` bounds it inside a larger buffer.
+ * `quoted`: the packet is one an ICMPv6 error carries, cut short (RFC 4443 2.4(c)): its payload length may
+ * run past `end`; extension headers are walked as far as the bytes go.
  */
-export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header, end = buf.length): number {
+export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header, end = buf.length, quoted = false): number {
   const avail = end - off;
   if (off < 0 || end > buf.length || avail < IPV6_HEADER_LEN) return ERR_TRUNCATED;
   const w0 = readU32(buf, off);
   if (w0 >>> 28 !== 6) return ERR_BAD_VERSION;
   const plen = readU16(buf, off + 4);
-  if (IPV6_HEADER_LEN + plen > avail) return ERR_BAD_PAYLOAD_LENGTH;
+  if (IPV6_HEADER_LEN + plen > avail && !quoted) return ERR_BAD_PAYLOAD_LENGTH;
   out.trafficClass = (w0 >>> 20) & 0xff;
   out.flowLabel = w0 & 0xfffff;
   out.payloadLength = plen;
@@ -79,7 +81,7 @@ export function parseIpv6(buf: Uint8Array, off: number, out: Ipv6Header, end = b
   out.moreFragments = false;
   out.fragId = 0;
   out.fragHeaderOff = -1;
-  const pktEnd = IPV6_HEADER_LEN + plen;
+  const pktEnd = quoted && IPV6_HEADER_LEN + plen > avail ? avail : IPV6_HEADER_LEN + plen;
   let nh = out.nextHeader;
   let pos = IPV6_HEADER_LEN;
   let count = 0;

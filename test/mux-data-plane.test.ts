@@ -13,7 +13,7 @@ import { dissect } from '../shared/dissect.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView } from '../mux/tables.js';
 import {
-  newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, type MuxContext, type MuxCounterName,
+  newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, VERDICT_REPLY, ICMP_RATE_PER_S, type MuxContext, type MuxCounterName,
 } from '../mux/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
@@ -27,15 +27,15 @@ const VIP = '203.0.113.10';
 const VIP6 = '2001:db8:ff::10';
 const SEED = 0x736c6278;
 
-function newCtx(config: SlbxConfig = labConfig(), health: HealthView = ALL_HEALTHY, opts: { learn?: boolean; mtu?: number } = {}): MuxContext {
+function newCtx(config: SlbxConfig = labConfig(), health: HealthView = ALL_HEALTHY, opts: { learn?: boolean; mtu?: number; underlay6?: boolean } = {}): MuxContext {
   const tables = compileMuxTables(config, health, null, 1);
   if (opts.learn !== false) {
     for (const h of tables.hosts.values()) { h.mac.set(mac(HOST_MACS[h.name]!)); h.macKnown = true; }
   }
   const mux = config.muxes[0]!;
   return newMuxContext({
-    tables, localMac: mac(MUX_MAC), localPa4: mux.address.words[0]!, hashSeed: config.hashSeed,
-    mtu: opts.mtu ?? config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables, localMac: mac(MUX_MAC), localPa4: mux.address.words[0]!, localPa6: mux.address6!.words, underlay6: opts.underlay6 ?? false,
+    hashSeed: config.hashSeed, mtu: opts.mtu ?? config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
   });
 }
 
@@ -71,7 +71,7 @@ function run(ctx: MuxContext, frame: Buffer): { verdict: number; out: Buffer; dr
   const verdict = processPacket(frame, frame.length, ctx);
   return {
     verdict,
-    out: Buffer.from(ctx.out.subarray(0, verdict === VERDICT_FORWARD ? ctx.outLen : 0)),
+    out: Buffer.from(ctx.out.subarray(0, verdict === VERDICT_FORWARD || verdict === VERDICT_REPLY ? ctx.outLen : 0)),
     drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop]! : null,
   };
 }
@@ -293,5 +293,148 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
     ctx.nowS += 240;
     ctx.flows4.sweep(ctx.nowS, 1 << 20);
     expect(ctx.flowLimit.count).toBe(0);
+  });
+});
+
+const HOST_PA6: Record<string, string> = { host1: '2001:db8:f::21', host2: '2001:db8:f::22' };
+
+describe('mux: IPv6 underlay', () => {
+  it.each([
+    ['an IPv4 client packet', () => tcp4(40010), () => ({ h: hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40010, 80, 5, SEED), l3: 14, type: ETHERTYPE_IPV4 })],
+    ['an IPv6 client packet', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 999, dport: 7 }).payload('v6 over v6').build(),
+      () => ({ h: hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 17, 999, 7, 5, SEED), l3: 14, type: ETHERTYPE_IPV6 })],
+  ] as const)('%s goes out in IPv6/UDP (checksummed, RFC 8200 8.1) from the MUX\'s address6 to the host\'s', (_n, build, exp) => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { underlay6: true });
+    const frame = build();
+    const e = exp();
+    const r = run(ctx, frame);
+    expect(r.verdict).toBe(VERDICT_FORWARD);
+    const nic = NICS[nicOf(e.h)]!;
+    expect(ctx.lastNic!.name).toBe(nicOf(e.h));
+    const expected = pkt().eth({ src: MUX_MAC, dst: HOST_MACS[nic.host]! })
+      .ipv6({ src: '2001:db8:f::11', dst: HOST_PA6[nic.host]!, hopLimit: 64, flowLabel: e.h & 0xfffff })
+      .udp({ sport: vxlanSourcePort(e.h), dport: 4789 })
+      .vxlan({ vni: 5001 }).eth({ src: MUX_MAC, dst: nic.mac, type: e.type }).payload(frame.subarray(e.l3)).build();
+    expectFrame(r.out, expected);
+    expect(dissect(r.out).first('udp')!.checksumOk).toBe(true);
+  });
+
+  it('leaves 70 bytes for VXLAN when checking the MTU', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { underlay6: true, mtu: 1500 });
+    const fits = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 }).payload(1430 - 40).build();
+    expect(run(ctx, fits).verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.outLen - 14).toBe(1500);
+    const big = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 }).payload(1431 - 40).build();
+    expect(run(ctx, big).drop).toBe('drop_too_big');
+  });
+
+  it('hands neighbour advertisements to the control plane', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { underlay6: true });
+    const na = pkt().eth({ src: '02:00:00:00:00:21', dst: MUX_MAC }).ipv6({ src: '2001:db8:f::21', dst: '2001:db8:f::11', hopLimit: 255 })
+      .icmpv6({ type: 136, rest: 0x60000000 }).payload(new Uint8Array(24)).build();
+    expect(run(ctx, na).verdict).toBe(VERDICT_CONTROL);
+    expect(ctx.counters.get('control_nd')).toBe(1);
+  });
+});
+
+describe('mux: ICMP errors about VIP flows go to the flow\'s backend', () => {
+  // what a router on the way back sends: an error about a DSR reply VIP:80 -> client:port
+  const quoted4 = (cport: number) => pkt().ipv4({ src: VIP, dst: CLIENT, ttl: 1 }).tcp({ sport: 80, dport: cport, flags: TCP_ACK }).payload(100).build();
+  const icmp4 = (cport: number, type = 11, code = 0) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC })
+    .ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type, code }).payload(quoted4(cport).subarray(0, 28 + 8)).build();
+
+  it('an ICMP time-exceeded about an established flow reaches the flow\'s backend, untouched inside VXLAN', () => {
+    const ctx = newCtx();
+    // the flow picked a backend; then the pool changes so the hash alone would pick another one for some flows
+    const chosen = new Map<number, string>();
+    for (let p = 41000; p < 41100; p++) { run(ctx, tcp4(p)); chosen.set(p, ctx.lastNic!.name); }
+    ctx.tables = compileMuxTables(labConfig((raw) => { raw.pools[0].backends.push({ nic: 'h1vm1', priority: 1 }); raw.pools[0].backends.shift(); }), ALL_HEALTHY, ctx.tables, 2);
+    for (let p = 41000; p < 41100; p++) {
+      const f = icmp4(p);
+      const r = run(ctx, f);
+      expect(r.verdict).toBe(VERDICT_FORWARD);
+      expect(ctx.lastNic!.name).toBe(chosen.get(p));
+      expect(Buffer.from(r.out.subarray(64))).toEqual(f.subarray(14));
+    }
+    expect(ctx.counters.get('icmp_errors_forwarded')).toBe(100);
+    expect(ctx.counters.get('flow_hit')).toBe(0); // ICMP does not refresh flows
+  });
+
+  it('without a flow entry it follows the rule\'s hash of the flow (client -> VIP)', () => {
+    const ctx = newCtx();
+    run(ctx, icmp4(42000, 3, 4));
+    expect(ctx.lastNic!.name).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 42000, 80, 5, SEED)));
+  });
+
+  it('ICMPv6 packet too big about a v6 flow', () => {
+    const ctx = newCtx();
+    const q = pkt().ipv6({ src: VIP6, dst: CLIENT6 }).tcp({ sport: 80, dport: 43000, flags: TCP_ACK }).payload(1400).build();
+    const f = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: '2001:db8:c::1', dst: VIP6 }).icmpv6({ type: 2, rest: 1280 }).payload(q.subarray(0, 1232)).build();
+    expect(run(ctx, f).verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.lastNic!.name).toBe(nicOf(hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 6, 43000, 80, 5, SEED)));
+  });
+
+  it.each([
+    ['an echo request (not load balanced)', () => pkt().eth().ipv4({ src: CLIENT, dst: VIP }).icmp({ type: 8 }).payload(8).build(), 'drop_no_rule'],
+    ['an error about another address', () => pkt().eth().ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 1 })
+      .payload(pkt().ipv4({ src: '203.0.113.99', dst: CLIENT }).udp({ sport: 7, dport: 1 }).build()).build(), 'drop_icmp_unrelated'],
+    ['an error quoting too little', () => pkt().eth().ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 1 }).payload(10).build(), 'drop_icmp_bad_quote'],
+    ['an error about a port without a rule', () => pkt().eth().ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 3 })
+      .payload(pkt().ipv4({ src: VIP, dst: CLIENT }).udp({ sport: 9, dport: 1 }).build()).build(), 'drop_no_rule'],
+    ['a cut ICMP header', () => pkt().eth().ipv4({ src: '198.51.100.1', dst: VIP, protocol: 1 }).payload(4).build(), 'drop_icmp_truncated'],
+  ] as const)('%s -> %s', (_n, build, reason) => {
+    const ctx = newCtx();
+    expect(run(ctx, build()).drop).toBe(reason);
+  });
+});
+
+describe('mux: path MTU discovery through the VIP', () => {
+  const big4 = (df: boolean) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, flags: df ? IPV4_FLAG_DF : 0, ttl: 63 })
+    .tcp({ sport: 44000, dport: 80, flags: TCP_ACK }).payload(1500 - 40).build();
+
+  it('answers a DF packet too big for the fabric with ICMP fragmentation needed from the VIP (RFC 1191)', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1400 });
+    const f = big4(true);
+    const r = run(ctx, f);
+    expect(r.verdict).toBe(VERDICT_REPLY);
+    const d = dissect(r.out);
+    expect(d.first('eth')).toMatchObject({ src: MUX_MAC, dst: ROUTER_MAC });
+    expect(d.all('ipv4')[0]).toMatchObject({ src: VIP, dst: CLIENT, protocol: 1, checksumOk: true, totalLength: 576 });
+    expect(d.first('icmp')).toMatchObject({ type: 3, code: 4, rest: 1350, checksumOk: true });
+    // the quote is the client's packet as received
+    const icmpOff = d.first('icmp')!.off;
+    expect(Buffer.from(r.out.subarray(icmpOff + 8))).toEqual(f.subarray(14, 14 + 548));
+    expect(ctx.counters.get('icmp_too_big_sent')).toBe(1);
+  });
+
+  it('drops a packet too big that may be fragmented (DF clear): too_big', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1400 });
+    expect(run(ctx, big4(false)).drop).toBe('drop_too_big');
+  });
+
+  it('answers an IPv6 packet too big with ICMPv6 packet too big (RFC 8201), the MTU after 50 bytes of VXLAN over IPv4', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1400 });
+    const f = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 44001, dport: 80 }).payload(1400).build();
+    const r = run(ctx, f);
+    expect(r.verdict).toBe(VERDICT_REPLY);
+    const d = dissect(r.out);
+    expect(d.all('ipv6')[0]).toMatchObject({ src: VIP6, dst: CLIENT6, payloadLength: 1240 });
+    expect(d.first('icmpv6')).toMatchObject({ type: 2, code: 0, rest: 1350, checksumOk: true });
+  });
+
+  it('limits ICMP to ICMP_RATE_PER_S per second', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1400 });
+    const f = big4(true);
+    for (let i = 0; i < ICMP_RATE_PER_S; i++) expect(run(ctx, f).verdict).toBe(VERDICT_REPLY);
+    expect(run(ctx, f).drop).toBe('drop_icmp_rate_limited');
+    ctx.nowS += 1;
+    expect(run(ctx, f).verdict).toBe(VERDICT_REPLY);
+  });
+
+  it('never answers an ICMP error with another one', () => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { mtu: 1400 });
+    const q = pkt().ipv4({ src: VIP, dst: CLIENT, flags: IPV4_FLAG_DF }).tcp({ sport: 80, dport: 45000 }).payload(1400).build();
+    const f = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: '198.51.100.1', dst: VIP, flags: IPV4_FLAG_DF }).icmp({ type: 3, code: 4, rest: 1300 }).payload(q).build();
+    expect(run(ctx, f).drop).toBe('drop_too_big');
   });
 });
