@@ -12,14 +12,15 @@ import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
-import { IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
 import { newTcpHeader, parseTcp } from '../shared/tcp.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, ND_NA_FLAG_ROUTER, ND_NA_FLAG_SOLICITED, ND_OPT_TARGET_LL, newNdMessage, parseNd, writeNdBody } from '../shared/icmpv6.js';
 import {
-  finishChecksum, l4Checksum, pseudoSumV6Bytes, sumBytes, updateChecksum16, updateChecksum32, updateChecksumBytes,
+  finishChecksum, l4Checksum, pseudoSumV6Bytes, sumBytes, updateChecksum16, updateChecksum32, updateChecksumBytes, verifyL4Checksum,
 } from '../shared/checksum.js';
 import { macKey, type HostNic, type HostTables, type NatRule } from './tables.js';
 
@@ -39,9 +40,11 @@ export const HOST_COUNTER_NAMES = [
   'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
   'drop_in_unknown_source', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
   'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
+  'drop_in_bad_udp_checksum', 'drop_in_icmp_bad_quote', 'drop_in_icmp_unrelated', 'icmp_errors_in', 'icmp_too_big_sent',
+  'drop_out_too_big',
   'drop_out_not_ip', 'drop_out_arp_ignored', 'drop_out_icmpv6_ignored', 'drop_out_spoofed_source', 'drop_out_not_lb_reply',
   'drop_out_fragment_no_rule', 'drop_out_ipv4_bad_checksum', 'drop_out_vlan', 'drop_internal_error',
-  ...codecDropNames('in_eth'), ...codecDropNames('in_ipv4'), ...codecDropNames('in_udp'), ...codecDropNames('in_vxlan'),
+  ...codecDropNames('in_eth'), ...codecDropNames('in_ipv4'), ...codecDropNames('in_ipv6'), ...codecDropNames('in_udp'), ...codecDropNames('in_vxlan'),
   ...codecDropNames('in_inner_eth'), ...codecDropNames('in_inner_ipv4'), ...codecDropNames('in_inner_ipv6'),
   ...codecDropNames('in_inner_tcp'), ...codecDropNames('in_inner_udp'),
   ...codecDropNames('out_eth'), ...codecDropNames('out_arp'), ...codecDropNames('out_ipv4'), ...codecDropNames('out_ipv6'),
@@ -55,6 +58,11 @@ export interface HostContext {
   readonly vxlanPort: number;
   /** MAC of each port's host-side interface, by nic index (filled by the io layer). */
   portMacs: Uint8Array[];
+  /**
+   * The largest IP packet the DSR return can send (the MTU of the interface toward the router; the
+   * daemon sets it). A larger reply is answered with ICMP to the backend so its path MTU discovery works.
+   */
+  dsrMtu: number;
   /** After VERDICT_FORWARD: send outBuf[outOff .. outOff + outLen) to outPort (a nic index, or OUT_DSR). */
   outBuf: Uint8Array;
   outOff: number;
@@ -64,12 +72,15 @@ export interface HostContext {
   lastDrop: number;
   /** After an inbound VERDICT_FORWARD: the NAT rule applied. */
   lastRule: NatRule | null;
-  /** Scratch buffer for generated replies (ARP, neighbour advertisements). */
+  /** Scratch buffer for generated replies (ARP, neighbour advertisements, ICMP too big). */
   readonly reply: Uint8Array;
   readonly eth: ReturnType<typeof newEthernetHeader>;
   readonly ieth: ReturnType<typeof newEthernetHeader>;
   readonly ip4: ReturnType<typeof newIpv4Header>;
   readonly ip6: ReturnType<typeof newIpv6Header>;
+  /** The packet an ICMP error quotes. */
+  readonly qip4: ReturnType<typeof newIpv4Header>;
+  readonly qip6: ReturnType<typeof newIpv6Header>;
   readonly udp: ReturnType<typeof newUdpHeader>;
   readonly tcp: ReturnType<typeof newTcpHeader>;
   readonly vxlan: ReturnType<typeof newVxlanHeader>;
@@ -81,15 +92,16 @@ export interface HostContext {
 export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: Uint8Array[]): HostContext {
   const counters = new Counters(HOST_COUNTER_NAMES);
   const drops: Record<string, Int32Array> = {};
-  for (const l of ['in_eth', 'in_ipv4', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
+  for (const l of ['in_eth', 'in_ipv4', 'in_ipv6', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
     'out_eth', 'out_arp', 'out_ipv4', 'out_ipv6', 'out_tcp', 'out_udp', 'out_nd']) {
     drops[l] = codecDropIndex(counters, l);
   }
   return {
     tables, counters, vxlanPort, portMacs,
     outBuf: new Uint8Array(0), outOff: 0, outLen: 0, outPort: 0, lastDrop: -1, lastRule: null,
-    reply: new Uint8Array(128),
-    eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(),
+    reply: new Uint8Array(1400),
+    dsrMtu: 65535,
+    eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(), qip4: newIpv4Header(), qip6: newIpv6Header(),
     udp: newUdpHeader(), tcp: newTcpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), drops,
   };
 }
@@ -186,20 +198,43 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const t = ctx.tables;
   const l3 = parseEthernet(frame, 0, ctx.eth, len);
   if (l3 < 0) return codecDrop(ctx, 'in_eth', l3);
-  if (ctx.eth.etherType !== ETHERTYPE_IPV4) return drop(ctx, C.drop_in_not_ip);
-  const ip = ctx.ip4;
-  const hl = parseIpv4(frame, l3, ip, len);
-  if (hl < 0) return codecDrop(ctx, 'in_ipv4', hl);
-  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_in_ipv4_bad_checksum);
-  if (ip.dst !== t.pa4) return drop(ctx, C.drop_in_not_for_us);
-  if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
-  if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) return drop(ctx, C.drop_in_outer_fragment);
-  const l4 = l3 + hl;
-  const end = l3 + ip.totalLength;
-  const un = parseUdp(frame, l4, ctx.udp, end);
-  if (un < 0) return codecDrop(ctx, 'in_udp', un);
-  if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
-  if (!t.trustedSources4.has(ip.src)) return drop(ctx, C.drop_in_unknown_source);
+  let l4: number;
+  if (ctx.eth.etherType === ETHERTYPE_IPV4) {
+    const ip = ctx.ip4;
+    const hl = parseIpv4(frame, l3, ip, len);
+    if (hl < 0) return codecDrop(ctx, 'in_ipv4', hl);
+    if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_in_ipv4_bad_checksum);
+    if (ip.dst !== t.pa4) return drop(ctx, C.drop_in_not_for_us);
+    if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
+    if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) return drop(ctx, C.drop_in_outer_fragment);
+    l4 = l3 + hl;
+    const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
+    if (un < 0) return codecDrop(ctx, 'in_udp', un);
+    if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
+    if (!t.trustedSources4.has(ip.src)) return drop(ctx, C.drop_in_unknown_source);
+  } else if (ctx.eth.etherType === ETHERTYPE_IPV6) {
+    // VXLAN over an IPv6 underlay
+    const ip = ctx.ip6;
+    const hl = parseIpv6(frame, l3, ip, len);
+    if (hl < 0) return codecDrop(ctx, 'in_ipv6', hl);
+    const pa6 = t.pa6;
+    const d = ip.dst;
+    if (pa6 === null || d[0] !== pa6[0] || d[1] !== pa6[1] || d[2] !== pa6[2] || d[3] !== pa6[3]) return drop(ctx, C.drop_in_not_for_us);
+    if (ip.hasFragment) return drop(ctx, C.drop_in_outer_fragment);
+    if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
+    l4 = l3 + hl;
+    const udpLen = 40 + ip.payloadLength - hl;
+    const un = parseUdp(frame, l4, ctx.udp, l3 + 40 + ip.payloadLength);
+    if (un < 0) return codecDrop(ctx, 'in_udp', un);
+    if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
+    if (!trusted6(t.trustedSources6, ip.src)) return drop(ctx, C.drop_in_unknown_source);
+    // RFC 8200 8.1: the UDP checksum is mandatory over IPv6; a zero or wrong one is discarded
+    if (ctx.udp.checksum === 0 || !verifyL4Checksum(frame, l4, udpLen, pseudoSumV6Bytes(frame, l3 + 8, l3 + 24, IPPROTO_UDP, udpLen))) {
+      return drop(ctx, C.drop_in_bad_udp_checksum);
+    }
+  } else {
+    return drop(ctx, C.drop_in_not_ip);
+  }
   const udpEnd = l4 + ctx.udp.length;
   const vn = parseVxlan(frame, l4 + 8, ctx.vxlan, udpEnd);
   if (vn < 0) return codecDrop(ctx, 'in_vxlan', vn);
@@ -235,6 +270,14 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   return VERDICT_FORWARD;
 }
 
+function trusted6(list: readonly Uint32Array[], s: Uint32Array): boolean {
+  for (let i = 0; i < list.length; i++) {
+    const w = list[i]!;
+    if (w[0] === s[0] && w[1] === s[1] && w[2] === s[2] && w[3] === s[3]) return true;
+  }
+  return false;
+}
+
 /** Returns the end offset of the NATed packet, or -1 after counting a drop. */
 function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext): number {
   const C = ctx.counters.index;
@@ -248,6 +291,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const pEnd = l3 + ip.totalLength;
   if (nic.addr4 < 0 || !nic.vips4.has(dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
   const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  if (proto === IPPROTO_ICMP && !fragment) return icmpErrorIn4(frame, l3, l4, pEnd, dst, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.fragOffset !== 0) {
     // a later fragment: only the address changes (its L4 checksum lives in the first fragment)
@@ -288,6 +332,7 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const pEnd = l3 + 40 + ip.payloadLength;
   if (nic.addr6 === null || !hasVip6(nic, ip.dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
   const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return icmpErrorIn6(frame, l3, l4, pEnd, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.hasFragment && ip.fragOffset !== 0) {
     // IPv6 has no header checksum: a later fragment only needs the new address
@@ -316,6 +361,98 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
   ctx.lastRule = rule;
   return pEnd;
+}
+
+/**
+ * An ICMP error from the outside about a VIP flow (RFC 5508 4: NAT both the outer and the quoted headers).
+ * The quoted packet is the DSR reply VIP:frontendPort -> client:port; it becomes DIP:backendPort ->
+ * client:port, so the backend's stack finds its socket. Every rewrite updates the checksums it covers:
+ * the outer IPv4 header's, the quoted IPv4 header's, the quoted TCP/UDP checksum when quoted, and the
+ * ICMP checksum over all of them. Returns the end of the packet, or -1 after counting a drop.
+ */
+function icmpErrorIn4(frame: Uint8Array, l3: number, l4: number, end: number, vip: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  if (end - l4 < 8 || !isIcmpError(frame[l4]!)) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  const q = ctx.qip4;
+  const qoff = l4 + 8;
+  const qhl = parseIpv4(frame, qoff, q, end, true);
+  const ql4 = qoff + qhl;
+  if (qhl < 0 || end - ql4 < 4 || q.fragOffset !== 0) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  if (q.src !== vip) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
+  const qproto = q.protocol;
+  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  const fport = readU16(frame, ql4);
+  const rule = findRule4(nic, qproto, fport, vip);
+  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  const dip = rule.dip.words[0]!;
+  const bport = rule.backendPort;
+  // the outer destination
+  natIpv4(frame, l3, l4, IPPROTO_ICMP, 16, dip, -1, 0);
+  // the quoted source address and its header checksum
+  let icmpC = readU16(frame, l4 + 2);
+  const qIpOld = readU16(frame, qoff + 10);
+  const qIpNew = updateChecksum32(qIpOld, vip, dip);
+  writeU32(frame, qoff + 12, dip);
+  writeU16(frame, qoff + 10, qIpNew);
+  icmpC = updateChecksum16(updateChecksum32(icmpC, vip, dip), qIpOld, qIpNew);
+  // the quoted source port
+  writeU16(frame, ql4, bport);
+  icmpC = updateChecksum16(icmpC, fport, bport);
+  // the quoted transport checksum, when the quote holds it
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    if (!(qproto === IPPROTO_UDP && old === 0)) {
+      let n = updateChecksum16(updateChecksum32(old, vip, dip), fport, bport);
+      if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+      writeU16(frame, csOff, n);
+      icmpC = updateChecksum16(icmpC, old, n);
+    }
+  }
+  writeU16(frame, l4 + 2, icmpC);
+  ctx.counters.values[C.icmp_errors_in]!++;
+  ctx.lastRule = rule;
+  return end;
+}
+
+function icmpErrorIn6(frame: Uint8Array, l3: number, l4: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const type = end - l4 >= 8 ? frame[l4]! : 0;
+  if (type < 1 || type > 4) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  const q = ctx.qip6;
+  const qoff = l4 + 8;
+  const qhl = parseIpv6(frame, qoff, q, end, true);
+  const ql4 = qoff + qhl;
+  if (qhl < 0 || end - ql4 < 4 || (q.hasFragment && q.fragOffset !== 0)) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  const vipw = ctx.ip6.dst;
+  const s = q.src;
+  if (s[0] !== vipw[0] || s[1] !== vipw[1] || s[2] !== vipw[2] || s[3] !== vipw[3]) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
+  const qproto = q.protocol;
+  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  const fport = readU16(frame, ql4);
+  const rule = findRule6(nic, qproto, fport, vipw);
+  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  const dip = rule.dipBytes;
+  const bport = rule.backendPort;
+  // ICMPv6's checksum covers the pseudo-header: the outer destination, then every quoted word we change
+  let icmpC = updateChecksumBytes(readU16(frame, l4 + 2), frame, l3 + 24, dip, 0, 16);
+  copyBytes(dip, 0, frame, l3 + 24, 16);
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    let n = updateChecksum16(updateChecksumBytes(old, frame, qoff + 8, dip, 0, 16), fport, bport);
+    if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+    writeU16(frame, csOff, n);
+    icmpC = updateChecksum16(icmpC, old, n);
+  }
+  icmpC = updateChecksumBytes(icmpC, frame, qoff + 8, dip, 0, 16);
+  copyBytes(dip, 0, frame, qoff + 8, 16);
+  writeU16(frame, ql4, bport);
+  icmpC = updateChecksum16(icmpC, fport, bport);
+  writeU16(frame, l4 + 2, icmpC);
+  ctx.counters.values[C.icmp_errors_in]!++;
+  ctx.lastRule = rule;
+  return end;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -398,6 +535,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   }
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
   natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
@@ -444,9 +582,55 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   }
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
+}
+
+/**
+ * A reply too big for the DSR return. The backend's own MTU is larger than the path to the router, so
+ * answer it as its gateway router would: ICMP fragmentation needed (RFC 1191) or ICMPv6 packet too big
+ * (RFC 8201) from the gateway address, quoting the packet as the backend sent it, on its port. Without DF
+ * (IPv4) the packet could be fragmented, which the raw socket does not do: counted as out_too_big.
+ */
+function tooBigForDsr(frame: Uint8Array, l3: number, end: number, v4: boolean, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const len = end - l3;
+  const r = ctx.reply;
+  const pm = ctx.portMacs[nic.index]!;
+  writeEthernetRaw(nic.mac, pm, v4 ? ETHERTYPE_IPV4 : ETHERTYPE_IPV6, r, 0);
+  const e = 14;
+  if (v4) {
+    const gw = nic.network.gateway4;
+    if ((frame[l3 + 6]! & (IPV4_FLAG_DF << 5)) === 0 || gw < 0) return drop(ctx, C.drop_out_too_big);
+    const quote = Math.min(len, 576 - 28);
+    r[e] = 0x45; r[e + 1] = 0; writeU16(r, e + 2, 28 + quote); writeU32(r, e + 4, 0); r[e + 8] = 64; r[e + 9] = IPPROTO_ICMP;
+    writeU16(r, e + 10, 0); writeU32(r, e + 12, gw); copyBytes(frame, l3 + 12, r, e + 16, 4);
+    writeU16(r, e + 10, finishChecksum(sumBytes(r, e, 20, 0)));
+    const icmp = e + 20;
+    r[icmp] = ICMP_DEST_UNREACH; r[icmp + 1] = ICMP_CODE_FRAG_NEEDED; writeU16(r, icmp + 2, 0); writeU16(r, icmp + 4, 0); writeU16(r, icmp + 6, ctx.dsrMtu);
+    copyBytes(frame, l3, r, icmp + 8, quote);
+    writeU16(r, icmp + 2, l4Checksum(r, icmp, 8 + quote, 2, 0));
+    ctx.outLen = e + 28 + quote;
+  } else {
+    const gw = nic.network.gateway6;
+    if (gw === null) return drop(ctx, C.drop_out_too_big);
+    const quote = Math.min(len, 1280 - 48);
+    writeU32(r, e, 0x60000000); writeU16(r, e + 4, 8 + quote); r[e + 6] = IPPROTO_ICMPV6; r[e + 7] = 64;
+    for (let i = 0; i < 4; i++) writeU32(r, e + 8 + i * 4, gw[i]!);
+    copyBytes(frame, l3 + 8, r, e + 24, 16);
+    const icmp = e + 40;
+    r[icmp] = 2; r[icmp + 1] = 0; writeU16(r, icmp + 2, 0); writeU32(r, icmp + 4, ctx.dsrMtu);
+    copyBytes(frame, l3, r, icmp + 8, quote);
+    writeU16(r, icmp + 2, l4Checksum(r, icmp, 8 + quote, 2, pseudoSumV6Bytes(r, e + 8, e + 24, IPPROTO_ICMPV6, 8 + quote)));
+    ctx.outLen = e + 48 + quote;
+  }
+  ctx.outBuf = r;
+  ctx.outOff = 0;
+  ctx.outPort = nic.index;
+  ctx.counters.values[C.icmp_too_big_sent]!++;
+  return VERDICT_FORWARD;
 }
 
 function local(ctx: HostContext, frame: Uint8Array, l3: number, end: number, port: number): number {

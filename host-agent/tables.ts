@@ -56,10 +56,14 @@ export interface HostTables {
   readonly hostName: string;
   /** This host's IPv4 provider address (uint32). */
   readonly pa4: number;
+  /** This host's IPv6 provider address (four words), or null: VXLAN over an IPv6 underlay arrives there. */
+  readonly pa6: Uint32Array | null;
   readonly vnis: Map<number, HostNetwork>;
   readonly nics: readonly HostNic[];
   /** IPv4 provider addresses VXLAN is accepted from: the MUXes and the other hosts. */
   readonly trustedSources4: Set<number>;
+  /** The same for IPv6 provider addresses (compared word by word; there are few). */
+  readonly trustedSources6: readonly Uint32Array[];
 }
 
 /** A MAC as one number (48 bits fit a double exactly), for Map keys without strings. */
@@ -130,7 +134,11 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
   const trustedSources4 = new Set<number>();
   for (const m of config.muxes) trustedSources4.add(m.address.words[0]!);
   for (const h of config.hosts) if (h.name !== hostName) trustedSources4.add(h.address.words[0]!);
-  return { generation, hostName, pa4: host.address.words[0]!, vnis, nics, trustedSources4 };
+  const trustedSources6: Uint32Array[] = [];
+  for (const n of [...config.muxes, ...config.hosts.filter((h) => h.name !== hostName)]) if (n.address6) trustedSources6.push(n.address6.words);
+  return {
+    generation, hostName, pa4: host.address.words[0]!, pa6: host.address6 ? host.address6.words : null, vnis, nics, trustedSources4, trustedSources6,
+  };
 }
 
 function addrBytes(a: IpAddr): Uint8Array {

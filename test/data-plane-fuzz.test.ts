@@ -8,7 +8,7 @@ import { pkt } from '../shared/packet-builder.js';
 import { TCP_SYN } from '../shared/tcp.js';
 import { IPV4_FLAG_MF } from '../shared/ipv4.js';
 import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
-import { newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD } from '../mux/data-plane.js';
+import { newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, VERDICT_REPLY } from '../mux/data-plane.js';
 import { compileHostTables } from '../host-agent/tables.js';
 import { newHostContext, processInbound, processOutbound } from '../host-agent/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
@@ -27,6 +27,11 @@ const clientSeeds = [
   pkt().eth().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).ext6({ type: 'hop' }).ext6({ type: 'fragment', more: true }).tcp({ sport: 1, dport: 80 }).build(),
   pkt().eth().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).udp({ sport: 1, dport: 7 }).payload(8).build(),
   pkt().eth().arp({ senderIp: '198.18.0.21', targetIp: '198.18.0.11' }).build(),
+  pkt().eth().ipv4({ src: '198.51.100.1', dst: '203.0.113.10' }).icmp({ type: 3, code: 4, rest: 1300 })
+    .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 80, dport: 4000 }).payload(20).build()).build(),
+  pkt().eth().ipv6({ src: '2001:db8:c::1', dst: '2001:db8:ff::10' }).icmpv6({ type: 2, rest: 1280 })
+    .payload(pkt().ipv6({ src: '2001:db8:ff::10', dst: '2001:db8:c::10' }).udp({ sport: 7, dport: 4000 }).payload(20).build()).build(),
+  pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', flags: 2 }).tcp({ sport: 1, dport: 80 }).payload(1580).build(),
 ];
 const vx = (inner: Buffer) => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 50000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 })
   .eth({ dst: '02:00:c0:00:02:0a', type: inner[0]! >>> 4 === 6 ? 0x86dd : 0x0800 }).payload(inner).build();
@@ -35,6 +40,10 @@ const inboundSeeds = [
   vx(pkt().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 4, dport: 7 }).build()),
   vx(pkt().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', fragOffset: 9, protocol: 6 }).payload(24).build()),
   vx(pkt().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).tcp({ sport: 4, dport: 80 }).build()),
+  vx(pkt().ipv4({ src: '198.51.100.1', dst: '203.0.113.10' }).icmp({ type: 3, code: 4 })
+    .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 8080, dport: 4000 }).payload(20).build()).build()),
+  pkt().eth().ipv6({ src: '2001:db8:f::11', dst: '2001:db8:f::21' }).udp({ sport: 50000, dport: 4789 }).vxlan({ vni: 5001 })
+    .eth({ dst: '02:00:c0:00:02:0a' }).ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 4, dport: 7 }).build(),
 ];
 const outboundSeeds = [
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10' }).tcp({ sport: 80, dport: 4 }).payload(30).build(),
@@ -42,6 +51,7 @@ const outboundSeeds = [
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv6({ src: '2001:db8:d::10', dst: '2001:db8:c::10' }).udp({ sport: 7, dport: 4 }).build(),
   pkt().eth({ src: '02:00:c0:00:02:0a', dst: 'ff:ff:ff:ff:ff:ff' }).arp({ senderIp: '192.0.2.10', targetIp: '192.0.2.1' }).build(),
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv6({ src: '2001:db8:d::10', dst: 'ff02::1:ff00:1' }).icmpv6({ type: 135 }).payload(new Uint8Array(24)).build(),
+  pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10', flags: 2 }).tcp({ sport: 80, dport: 4 }).payload(1460).build(),
 ];
 
 function frames(seed: number, seeds: Buffer[], n: number, visit: (b: Buffer) => void): void {
@@ -57,7 +67,8 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
     for (const h of tables.hosts.values()) h.macKnown = true;
     const ctx = newMuxContext({ tables, localMac: mac('02:00:00:00:00:11'), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed, mtu: 1600, vxlanPort: 4789, flowTable: config.flowTable });
-    const outcomes = [0, 0, 0];
+    ctx.icmpTokens = 1e9; // the rate limit is tested elsewhere; here every too-big frame is answered
+    const outcomes = [0, 0, 0, 0];
     frames(1, clientSeeds, FRAMES_PER_PLANE, (b) => {
       const v = processPacket(b, b.length, ctx);
       outcomes[v]!++;
@@ -65,9 +76,10 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     });
     const c = ctx.counters;
     expect(c.get('rx_packets')).toBe(FRAMES_PER_PLANE);
-    expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]!).toBe(FRAMES_PER_PLANE);
+    expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]! + outcomes[VERDICT_REPLY]!).toBe(FRAMES_PER_PLANE);
     expect(c.totalDrops()).toBe(outcomes[VERDICT_DROP]);
-    expect(c.get('tx_packets')).toBe(outcomes[VERDICT_FORWARD]);
+    expect(c.get('tx_packets')).toBe(outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_REPLY]!);
+    expect(outcomes[VERDICT_REPLY]).toBeGreaterThan(0);
     expect(c.get('drop_internal_error')).toBe(0);
     expect(outcomes[VERDICT_FORWARD]).toBeGreaterThan(1000); // the mutations keep many frames valid
     expect(Object.keys(c.drops()).length).toBeGreaterThan(10);
@@ -89,6 +101,7 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
 
   it('host agent processOutbound', () => {
     const ctx = newHostContext(compileHostTables(config, 'host1', 1), 4789, [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')]);
+    ctx.dsrMtu = 1400;
     let fwd = 0;
     frames(3, outboundSeeds, FRAMES_PER_PLANE, (b) => {
       if (processOutbound(b, b.length, 0, ctx) !== VERDICT_DROP) fwd++;
@@ -96,7 +109,7 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     });
     const c = ctx.counters;
     expect(c.totalDrops() + fwd).toBe(FRAMES_PER_PLANE);
-    expect(c.get('out_dsr') + c.get('out_local') + c.get('arp_replies') + c.get('nd_replies')).toBe(fwd);
+    expect(c.get('out_dsr') + c.get('out_local') + c.get('arp_replies') + c.get('nd_replies') + c.get('icmp_too_big_sent')).toBe(fwd);
     expect(c.get('drop_internal_error')).toBe(0);
     expect(fwd).toBeGreaterThan(1000);
   });

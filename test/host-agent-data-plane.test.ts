@@ -99,7 +99,7 @@ describe('host agent inbound drops', () => {
   const good = (p: PacketBuilder) => p.ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1, dport: 80 });
   const cases: [string, HostCounterName, () => Buffer | Uint8Array][] = [
     ['a runt frame', 'drop_in_eth_truncated', () => new Uint8Array(6)],
-    ['not IPv4 on the fabric', 'drop_in_not_ip', () => pkt().eth().ipv6({ src: '2001:db8:f::11', dst: '2001:db8:f::21' }).udp({ sport: 1, dport: 4789 }).build()],
+    ['not IP on the fabric', 'drop_in_not_ip', () => pkt().eth().payload(60).build()],
     ['not addressed to this host', 'drop_in_not_for_us', () => vxlanTo(H1VM1.mac, good, { dst: '198.18.0.22' })],
     ['not UDP', 'drop_in_not_vxlan', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).tcp({ sport: 1, dport: 4789 }).build()],
     ['another UDP port', 'drop_in_not_vxlan', () => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 1, dport: 4790 }).payload(30).build()],
@@ -237,5 +237,107 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
     const a = runOut(newCtx(), Buffer.from(reply));
     const b = runOut(newCtx(), Buffer.from(reply)); // a fresh process: nothing seen before
     expect(b.out).toEqual(a.out);
+  });
+});
+
+describe('host agent: VXLAN over an IPv6 underlay', () => {
+  const vx6 = (o: { src?: string; dst?: string; checksum?: 'zero' | 'bad' } = {}) =>
+    pkt().eth({ src: MUX_MAC, dst: HOST1_MAC }).ipv6({ src: o.src ?? '2001:db8:f::11', dst: o.dst ?? '2001:db8:f::21' })
+      .udp({ sport: 51000, dport: 4789, ...(o.checksum ? { checksum: o.checksum } : {}) }).vxlan({ vni: 5001 })
+      .eth({ src: MUX_MAC, dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build();
+  it('is decapsulated and NATed like over IPv4', () => {
+    const ctx = newCtx();
+    const r = runIn(ctx, vx6());
+    expect(r.drop).toBeNull();
+    expectFrame(r.out, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv4({ src: CLIENT, dst: H1VM1.ip }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build());
+  });
+  it.each([
+    ['a zero UDP checksum (RFC 8200 8.1)', { checksum: 'zero' as const }, 'drop_in_bad_udp_checksum'],
+    ['a wrong UDP checksum', { checksum: 'bad' as const }, 'drop_in_bad_udp_checksum'],
+    ['an unknown IPv6 source', { src: '2001:db8:f::99' }, 'drop_in_unknown_source'],
+    ['another host\'s address', { dst: '2001:db8:f::22' }, 'drop_in_not_for_us'],
+  ])('drops %s', (_n, o, reason) => {
+    expect(runIn(newCtx(), vx6(o)).drop).toBe(reason);
+  });
+});
+
+describe('host agent: ICMP errors about a VIP flow are NATed, outer and quoted headers', () => {
+  it('ICMP fragmentation needed about VIP:8080 -> client becomes one about DIP:8000 -> client', () => {
+    const ctx = newCtx();
+    const body = 'x'.repeat(1400);
+    const quote = (src: string, sport: number) => pkt().ipv4({ src, dst: CLIENT, flags: IPV4_FLAG_DF, id: 77 })
+      .tcp({ sport, dport: 40001, flags: TCP_ACK, seq: 99 }).payload(body).build().subarray(0, 20 + 20 + 8);
+    const frame = vxlanTo(H1VM2.mac, (p) => p.ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 4, rest: 1350 }).payload(quote(VIP, 8080)));
+    const r = runIn(ctx, frame);
+    expect(r.drop).toBeNull();
+    expect(r.port).toBe(1);
+    expectFrame(r.out, pkt().eth({ src: PORT_MACS[1], dst: H1VM2.mac }).ipv4({ src: '198.51.100.1', dst: H1VM2.ip })
+      .icmp({ type: 3, code: 4, rest: 1350 }).payload(quote(H1VM2.ip, 8000)).build());
+    expect(ctx.counters.get('icmp_errors_in')).toBe(1);
+  });
+
+  it('a quote of only 8 transport bytes (RFC 792): ports rewritten, no TCP checksum to touch', () => {
+    const ctx = newCtx();
+    const quote = (src: string, sport: number) => pkt().ipv4({ src, dst: CLIENT }).tcp({ sport, dport: 40001 }).payload(500).build().subarray(0, 28);
+    const r = runIn(ctx, vxlanTo(H1VM2.mac, (p) => p.ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 11 }).payload(quote(VIP, 8080))));
+    const q = quote(H1VM2.ip, 8000);
+    // the quoted header's checksum and the ICMP checksum are right; the quoted bytes are the expected ones
+    expectFrame(r.out, pkt().eth({ src: PORT_MACS[1], dst: H1VM2.mac }).ipv4({ src: '198.51.100.1', dst: H1VM2.ip }).icmp({ type: 11 }).payload(q).build());
+  });
+
+  it('ICMPv6 packet too big about [VIP6]:80 -> client becomes one about [DIP6]:80', () => {
+    const ctx = newCtx();
+    const quote = (src: string) => pkt().ipv6({ src, dst: CLIENT6 }).udp({ sport: 7, dport: 999 }).payload(1400).build().subarray(0, 1232);
+    const frame = vxlanTo(H1VM1.mac, (p) => p.ipv6({ src: '2001:db8:c::1', dst: VIP6 }).icmpv6({ type: 2, rest: 1280 }).payload(quote(VIP6)), { innerType: 0x86dd });
+    const r = runIn(ctx, frame);
+    expect(r.drop).toBeNull();
+    expectFrame(r.out, pkt().eth({ src: PORT_MACS[0], dst: H1VM1.mac }).ipv6({ src: '2001:db8:c::1', dst: H1VM1.ip6 }).icmpv6({ type: 2, rest: 1280 }).payload(quote(H1VM1.ip6)).build());
+  });
+
+  it.each([
+    ['an error about another address', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 1 }).payload(pkt().ipv4({ src: '203.0.113.99', dst: CLIENT }).udp({ sport: 7, dport: 1 }).build())), 'drop_in_icmp_unrelated'],
+    ['an error quoting too little', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: '198.51.100.1', dst: VIP }).icmp({ type: 3, code: 1 }).payload(12)), 'drop_in_icmp_bad_quote'],
+    ['an echo request', () => vxlanTo(H1VM1.mac, (p) => p.ipv4({ src: CLIENT, dst: VIP }).icmp({ type: 8 }).payload(8)), 'drop_in_inner_not_tcp_udp'],
+  ] as const)('drops %s -> %s', (_n, build, reason) => {
+    expect(runIn(newCtx(), build()).drop).toBe(reason);
+  });
+});
+
+describe('host agent: replies too big for the DSR return', () => {
+  const reply4 = (df: boolean) => pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv4({ src: H1VM1.ip, dst: CLIENT, flags: df ? IPV4_FLAG_DF : 0 })
+    .tcp({ sport: 80, dport: 40000, flags: TCP_ACK }).payload(1460).build();
+  it('answers the backend with ICMP fragmentation needed from its gateway, quoting its own packet', () => {
+    const ctx = newCtx();
+    ctx.dsrMtu = 1400;
+    const f = reply4(true);
+    const r = runOut(ctx, f, 0);
+    expect(r.v).toBe(VERDICT_FORWARD);
+    expect(r.port).toBe(0);
+    const d = dissect(r.out);
+    expect(d.first('eth')).toMatchObject({ src: PORT_MACS[0], dst: H1VM1.mac });
+    expect(d.all('ipv4')[0]).toMatchObject({ src: '192.0.2.1', dst: H1VM1.ip, checksumOk: true });
+    expect(d.first('icmp')).toMatchObject({ type: 3, code: 4, rest: 1400, checksumOk: true });
+    expect(Buffer.from(r.out.subarray(14 + 28))).toEqual(f.subarray(14, 14 + 548));
+    expect(ctx.counters.get('icmp_too_big_sent')).toBe(1);
+    expect(ctx.counters.get('out_dsr')).toBe(0);
+  });
+  it('counts a too-big reply that may be fragmented as out_too_big', () => {
+    const ctx = newCtx();
+    ctx.dsrMtu = 1400;
+    expect(runOut(ctx, reply4(false), 0).drop).toBe('drop_out_too_big');
+  });
+  it('answers IPv6 with packet too big from the IPv6 gateway', () => {
+    const ctx = newCtx();
+    ctx.dsrMtu = 1400;
+    const f = pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] }).ipv6({ src: H1VM1.ip6, dst: CLIENT6 }).tcp({ sport: 80, dport: 40000 }).payload(1440).build();
+    const r = runOut(ctx, f, 0);
+    const d = dissect(r.out);
+    expect(d.all('ipv6')[0]).toMatchObject({ src: '2001:db8:d::1', dst: H1VM1.ip6 });
+    expect(d.first('icmpv6')).toMatchObject({ type: 2, rest: 1400, checksumOk: true });
+  });
+  it('sends replies that fit', () => {
+    const ctx = newCtx();
+    ctx.dsrMtu = 1500;
+    expect(runOut(ctx, reply4(true), 0).port).toBe(OUT_DSR);
   });
 });
