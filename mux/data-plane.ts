@@ -14,7 +14,7 @@
 // (IPv4 DF, or IPv6), with ICMP "fragmentation needed" / ICMPv6 "packet too big" from the VIP, so the
 // client's path MTU discovery works (VERDICT_REPLY, rate limited).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
-import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, parseEthernet, writeEthernet } from '../shared/ethernet.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernet } from '../shared/ethernet.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { newTcpHeader, parseTcp } from '../shared/tcp.js';
