@@ -31,6 +31,9 @@ export interface FlowTableConfig {
   readonly tcpIdleTimeoutS: number;
   readonly udpIdleTimeoutS: number;
   readonly otherIdleTimeoutS: number;
+  /** Flows seen once (a SYN, one datagram) wait in a separate, smaller table until their second packet. */
+  readonly untrustedMaxFlows: number;
+  readonly untrustedTimeoutS: number;
 }
 
 export interface NetworkConfig {
@@ -126,6 +129,37 @@ export interface SlbxConfig {
   readonly probes: readonly ProbeConfig[];
   readonly pools: readonly PoolConfig[];
   readonly vips: readonly VipConfig[];
+  /** The MUXes' BGP speaker (docs/bgp.md); null: no BGP (the router needs static routes). */
+  readonly bgp: BgpConfig | null;
+}
+
+export interface BgpPeerConfig {
+  /** The router's address the MUX connects to (IPv4, or IPv6 when every mux has address6). */
+  readonly address: IpAddr;
+  readonly asn: number;
+  readonly port: number;
+}
+
+export interface BgpBfdConfig {
+  readonly enabled: boolean;
+  /** Desired transmit and required receive interval (RFC 5880 6.8.1). */
+  readonly intervalMs: number;
+  /** Detect multiplier: missed packets before the session is down. */
+  readonly multiplier: number;
+}
+
+export interface BgpConfig {
+  /** The AS of every MUX (they announce the same VIPs with the same AS path length, so the router merges them). */
+  readonly asn: number;
+  readonly holdTimeS: number;
+  readonly keepaliveS: number;
+  /** Reconnect back-off, doubling from min to max. */
+  readonly reconnectMinMs: number;
+  readonly reconnectMaxMs: number;
+  /** On SIGTERM: withdraw, then keep forwarding this long before the capture closes. */
+  readonly shutdownGraceMs: number;
+  readonly peers: readonly BgpPeerConfig[];
+  readonly bfd: BgpBfdConfig;
 }
 
 export interface ConfigError {
@@ -150,11 +184,12 @@ export const CONFIG_DEFAULTS = deepFreeze({
   hashSeed: DEFAULT_HASH_SEED,
   maglevTableSize: 65537,
   fabric: { mtu: 1500, vxlanPort: VXLAN_PORT, underlay: 'ipv4' as Underlay },
-  flowTable: { maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30 },
+  flowTable: { maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30, untrustedMaxFlows: 100_000, untrustedTimeoutS: 5 },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },
   backend: { priority: 1, weight: 50, enabled: true, drain: false },
   rule: { distribution: '5-tuple' as const },
+  bgp: { holdTimeS: 9, reconnectMinMs: 500, reconnectMaxMs: 8000, shutdownGraceMs: 300, peerPort: 179, bfd: { enabled: false, intervalMs: 100, multiplier: 3 } },
 });
 
 /** Inclusive integer ranges. `probe.timeoutMs` is further bounded by the probe's intervalMs. */
@@ -173,6 +208,13 @@ export const CONFIG_LIMITS = deepFreeze({
   priority: [1, 5],
   weight: [1, 1000],
   probePathLength: [1, 1024],
+  asn: [1, 4294967294],
+  holdTimeS: [0, 65535],
+  keepaliveS: [1, 21845],
+  reconnectMs: [100, 600_000],
+  shutdownGraceMs: [0, 60_000],
+  bfdIntervalMs: [10, 10_000],
+  bfdMultiplier: [1, 255],
 } as const satisfies Record<string, readonly [number, number]>);
 
 /** Names of networks, muxes, hosts, nics, probes, pools and rules. */
@@ -180,9 +222,12 @@ export const CONFIG_NAME_RE = /^[a-z0-9][a-z0-9-]{0,31}$/;
 /** Linux IFNAMSIZ - 1: the longest interface name. */
 export const IFNAME_MAX_BYTES = 15;
 
-const TOP_KEYS = ['version', 'hashSeed', 'maglevTableSize', 'fabric', 'flowTable', 'networks', 'muxes', 'hosts', 'nics', 'probes', 'pools', 'vips'] as const;
+const TOP_KEYS = ['version', 'hashSeed', 'maglevTableSize', 'fabric', 'flowTable', 'networks', 'muxes', 'hosts', 'nics', 'probes', 'pools', 'vips', 'bgp'] as const;
+const BGP_KEYS = ['asn', 'holdTimeS', 'keepaliveS', 'reconnectMinMs', 'reconnectMaxMs', 'shutdownGraceMs', 'peers', 'bfd'] as const;
+const BGP_PEER_KEYS = ['address', 'asn', 'port'] as const;
+const BFD_KEYS = ['enabled', 'intervalMs', 'multiplier'] as const;
 const FABRIC_KEYS = ['mtu', 'vxlanPort', 'underlay'] as const;
-const FLOW_KEYS = ['maxFlows', 'tcpIdleTimeoutS', 'udpIdleTimeoutS', 'otherIdleTimeoutS'] as const;
+const FLOW_KEYS = ['maxFlows', 'tcpIdleTimeoutS', 'udpIdleTimeoutS', 'otherIdleTimeoutS', 'untrustedMaxFlows', 'untrustedTimeoutS'] as const;
 const NETWORK_KEYS = ['name', 'vni', 'gateway', 'gateway6'] as const;
 const NODE_KEYS = ['name', 'address', 'address6'] as const;
 const NIC_KEYS = ['name', 'host', 'network', 'port', 'mac', 'addresses'] as const;
@@ -286,9 +331,13 @@ export function configSummary(config: SlbxConfig): string {
   ].join('\n');
 }
 
-/** Writes the normalized config as YAML, every default spelled out; parseConfig reads it back equal. */
-export function serializeConfig(config: SlbxConfig): string {
-  const plain = {
+/**
+ * The normalized config as a plain object (every default written out, addresses canonical, MACs
+ * lower-case): what serializeConfig writes as YAML, and valid input for validateConfig (the
+ * controller's document).
+ */
+export function plainConfig(config: SlbxConfig): Record<string, unknown> {
+  return {
     version: config.version,
     hashSeed: config.hashSeed,
     maglevTableSize: config.maglevTableSize,
@@ -298,6 +347,8 @@ export function serializeConfig(config: SlbxConfig): string {
       tcpIdleTimeoutS: config.flowTable.tcpIdleTimeoutS,
       udpIdleTimeoutS: config.flowTable.udpIdleTimeoutS,
       otherIdleTimeoutS: config.flowTable.otherIdleTimeoutS,
+      untrustedMaxFlows: config.flowTable.untrustedMaxFlows,
+      untrustedTimeoutS: config.flowTable.untrustedTimeoutS,
     },
     networks: config.networks.map((n) => ({
       name: n.name,
@@ -342,7 +393,13 @@ export function serializeConfig(config: SlbxConfig): string {
         ...(r.probe !== null ? { probe: r.probe } : {}),
       })),
     })),
+    ...(config.bgp !== null ? { bgp: serializeBgp(config.bgp) } : {}),
   };
+}
+
+/** Writes the normalized config as YAML, every default spelled out; parseConfig reads it back equal. */
+export function serializeConfig(config: SlbxConfig): string {
+  const plain = plainConfig(config);
   const doc = new Document(plain);
   const seed = doc.get('hashSeed', true);
   if (isScalar(seed)) seed.format = 'HEX';
@@ -358,6 +415,14 @@ export function serializeConfig(config: SlbxConfig): string {
   });
   doc.commentBefore = ' slbx config, normalized: every default written out (see docs/config.md)';
   return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
+}
+
+function serializeBgp(b: BgpConfig): Record<string, unknown> {
+  return {
+    asn: b.asn, holdTimeS: b.holdTimeS, keepaliveS: b.keepaliveS, reconnectMinMs: b.reconnectMinMs, reconnectMaxMs: b.reconnectMaxMs,
+    shutdownGraceMs: b.shutdownGraceMs, peers: b.peers.map((p) => ({ address: p.address.text, asn: p.asn, port: p.port })),
+    bfd: { enabled: b.bfd.enabled, intervalMs: b.bfd.intervalMs, multiplier: b.bfd.multiplier },
+  };
 }
 
 function serializeNode(n: MuxConfig | HostConfig): Record<string, unknown> {
@@ -901,6 +966,8 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
   const tcpIdle = intField(c, flowRaw, ['flowTable'], 'tcpIdleTimeoutS', L.idleTimeoutS, D.flowTable.tcpIdleTimeoutS);
   const udpIdle = intField(c, flowRaw, ['flowTable'], 'udpIdleTimeoutS', L.idleTimeoutS, D.flowTable.udpIdleTimeoutS);
   const otherIdle = intField(c, flowRaw, ['flowTable'], 'otherIdleTimeoutS', L.idleTimeoutS, D.flowTable.otherIdleTimeoutS);
+  const untrustedMax = intField(c, flowRaw, ['flowTable'], 'untrustedMaxFlows', L.maxFlows, D.flowTable.untrustedMaxFlows);
+  const untrustedTimeout = intField(c, flowRaw, ['flowTable'], 'untrustedTimeoutS', L.idleTimeoutS, D.flowTable.untrustedTimeoutS);
 
   // Lists, read in dependency order; names are declared first so references resolve.
   const netSec = sectionList(c, raw, 'networks', 'networks', 'network', true);
@@ -1391,6 +1458,8 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     );
   }
 
+  const bgp = validateBgp(c, raw, muxes, taken, vipSeen);
+
   if (c.issues.length > 0) return null;
 
   // ------------------------------------------------------------------------------------------
@@ -1402,7 +1471,10 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     hashSeed: hashSeed!,
     maglevTableSize: maglevTableSize!,
     fabric: { mtu: mtu!, vxlanPort: vxlanPort!, underlay: underlay! },
-    flowTable: { maxFlows: maxFlows!, tcpIdleTimeoutS: tcpIdle!, udpIdleTimeoutS: udpIdle!, otherIdleTimeoutS: otherIdle! },
+    flowTable: {
+      maxFlows: maxFlows!, tcpIdleTimeoutS: tcpIdle!, udpIdleTimeoutS: udpIdle!, otherIdleTimeoutS: otherIdle!,
+      untrustedMaxFlows: untrustedMax!, untrustedTimeoutS: untrustedTimeout!,
+    },
     networks: net,
     muxes: muxes.map(node),
     hosts: hosts.map(node),
@@ -1448,8 +1520,113 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
         probe: r!.probe!,
       })),
     })),
+    bgp: bgp!,
   };
   return deepFreeze(config);
+}
+
+/**
+ * The optional `bgp` section (docs/bgp.md). Absent or null: no BGP. Returns undefined when invalid
+ * (reported), null when absent.
+ */
+function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[], taken: ReadonlyMap<string, Claim>, vipSeen: ReadonlyMap<string, number>): BgpConfig | null | undefined {
+  if (!has(raw, 'bgp') || raw['bgp'] === null) return null;
+  const v = raw['bgp'];
+  if (!isObj(v)) {
+    c.add(['bgp'], v, `must be a mapping with the fields ${BGP_KEYS.join(', ')}`);
+    return undefined;
+  }
+  checkKeys(c, v, ['bgp'], BGP_KEYS);
+  const D = CONFIG_DEFAULTS.bgp;
+  const L = CONFIG_LIMITS;
+  const at: Path = ['bgp'];
+  const asnHint = ' (private ASNs: 64512..65534 or 4200000000..4294967294)';
+  const asnCheck = (path: Path, asn: number | undefined): number | undefined => {
+    // RFC 6793 9: AS_TRANS only stands in for 4-octet ASNs; RFC 7300: 65535 is reserved
+    if (asn === 23456 || asn === 65535) {
+      c.add(path, asn, `AS ${asn} is reserved (${asn === 23456 ? 'AS_TRANS, RFC 6793' : 'RFC 7300'}); use another AS${asnHint}`);
+      return undefined;
+    }
+    return asn;
+  };
+  const asn = asnCheck([...at, 'asn'], intField(c, v, at, 'asn', L.asn, undefined, asnHint));
+  let holdTimeS = intField(c, v, at, 'holdTimeS', L.holdTimeS, D.holdTimeS, ' (0: no hold timer and no keepalives; else at least 3)');
+  if (holdTimeS === 1 || holdTimeS === 2) {
+    c.add([...at, 'holdTimeS'], holdTimeS, 'must be 0 or at least 3 seconds (RFC 4271 4.2)');
+    holdTimeS = undefined;
+  }
+  let keepaliveS: number | undefined;
+  if (!has(v, 'keepaliveS')) keepaliveS = holdTimeS === undefined ? undefined : Math.max(1, Math.floor(holdTimeS / 3));
+  else {
+    keepaliveS = intField(c, v, at, 'keepaliveS', L.keepaliveS, undefined);
+    if (keepaliveS !== undefined && holdTimeS !== undefined && holdTimeS > 0 && keepaliveS * 3 > holdTimeS) {
+      c.add([...at, 'keepaliveS'], keepaliveS, `must be at most a third of holdTimeS (${holdTimeS} s, RFC 4271 10), so that a lost keepalive does not end the session: at most ${Math.max(1, Math.floor(holdTimeS / 3))}`);
+      keepaliveS = undefined;
+    }
+  }
+  const reconnectMinMs = intField(c, v, at, 'reconnectMinMs', L.reconnectMs, D.reconnectMinMs);
+  let reconnectMaxMs = intField(c, v, at, 'reconnectMaxMs', L.reconnectMs, D.reconnectMaxMs);
+  if (reconnectMinMs !== undefined && reconnectMaxMs !== undefined && reconnectMaxMs < reconnectMinMs) {
+    c.add([...at, 'reconnectMaxMs'], reconnectMaxMs, `must be at least reconnectMinMs (${reconnectMinMs})`);
+    reconnectMaxMs = undefined;
+  }
+  const shutdownGraceMs = intField(c, v, at, 'shutdownGraceMs', L.shutdownGraceMs, D.shutdownGraceMs);
+
+  // peers
+  const pAt: Path = [...at, 'peers'];
+  let peers: BgpPeerConfig[] | undefined = [];
+  if (!has(v, 'peers')) {
+    c.add(pAt, undefined, 'required: a list of peers (the router: address and asn), at least one');
+    peers = undefined;
+  } else if (!isList(v['peers']) || (v['peers'] as unknown[]).length === 0) {
+    c.add(pAt, v['peers'], 'must be a list of peers (the router: address and asn), at least one');
+    peers = undefined;
+  } else {
+    const seen = new Map<string, number>();
+    listItems(v['peers'] as unknown[]).forEach((it, i) => {
+      const pat: Path = [...pAt, i];
+      const o = itemObj(c, it, pat, BGP_PEER_KEYS);
+      if (o === undefined) { peers = undefined; return; }
+      const address = reqAddressField(c, o, pat, 'address', 'any');
+      const pasn = asnCheck([...pat, 'asn'], intField(c, o, pat, 'asn', L.asn, undefined, asnHint));
+      const port = intField(c, o, pat, 'port', L.port, D.peerPort);
+      if (address !== undefined) {
+        const prev = seen.get(ipKey(address));
+        if (prev !== undefined) c.add([...pat, 'address'], o['address'], `peer ${address.text} is already bgp.peers[${prev}]`);
+        else seen.set(ipKey(address), i);
+        const t = taken.get(ipKey(address));
+        if (t !== undefined) c.add([...pat, 'address'], o['address'], `${address.text} is ${t.what} (${t.path}); a peer is the router, an address of its own`);
+        if (vipSeen.has(ipKey(address))) c.add([...pat, 'address'], o['address'], `${address.text} is a VIP; a peer is the router, an address of its own`);
+        if (address.family === 6) {
+          muxes.forEach((m, mi) => {
+            if (m !== undefined && m.address6 === null) {
+              c.add([...pat, 'address'], o['address'], `an IPv6 peer needs every mux to have an IPv6 provider address, and mux ${m.name ?? mi} (muxes[${mi}]) has no address6`);
+            }
+          });
+        }
+      }
+      if (address === undefined || pasn === undefined || port === undefined) { peers = undefined; return; }
+      peers?.push({ address, asn: pasn, port });
+    });
+  }
+
+  // bfd
+  let bfd: BgpBfdConfig | undefined;
+  const bAt: Path = [...at, 'bfd'];
+  if (!has(v, 'bfd') || v['bfd'] === null) bfd = { ...D.bfd };
+  else if (!isObj(v['bfd'])) c.add(bAt, v['bfd'], `must be a mapping with the fields ${BFD_KEYS.join(', ')}`);
+  else {
+    const b = v['bfd'];
+    checkKeys(c, b, bAt, BFD_KEYS);
+    const enabled = boolField(c, b, bAt, 'enabled', D.bfd.enabled);
+    const intervalMs = intField(c, b, bAt, 'intervalMs', L.bfdIntervalMs, D.bfd.intervalMs);
+    const multiplier = intField(c, b, bAt, 'multiplier', L.bfdMultiplier, D.bfd.multiplier);
+    if (enabled !== undefined && intervalMs !== undefined && multiplier !== undefined) bfd = { enabled, intervalMs, multiplier };
+  }
+
+  if (asn === undefined || holdTimeS === undefined || keepaliveS === undefined || reconnectMinMs === undefined || reconnectMaxMs === undefined
+    || shutdownGraceMs === undefined || peers === undefined || bfd === undefined) return undefined;
+  return { asn, holdTimeS, keepaliveS, reconnectMinMs, reconnectMaxMs, shutdownGraceMs, peers, bfd };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -150,7 +150,7 @@ describe('defaults', () => {
     expect(c.hashSeed).toBe(CONFIG_DEFAULTS.hashSeed);
     expect(c.maglevTableSize).toBe(65537);
     expect(c.fabric).toEqual({ mtu: 1500, vxlanPort: 4789, underlay: 'ipv4' });
-    expect(c.flowTable).toEqual({ maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30 });
+    expect(c.flowTable).toEqual({ maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30, untrustedMaxFlows: 100_000, untrustedTimeoutS: 5 });
     expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();
     expect(c.nics[0]!.port).toBe('n1');
@@ -837,5 +837,54 @@ describe('docs/config.md', () => {
   it('merge keys are unknown fields, as documented', () => {
     const text = LAB_TEXT.replace('fabric:\n', 'x: &f {mtu: 1600}\nfabric:\n  <<: *f\n');
     expect(errorsOf(parseConfig(text)).map((e) => e.path)).toEqual(['x', 'fabric["<<"]']);
+  });
+});
+
+describe('bgp (docs/config.md, docs/bgp.md)', () => {
+  it('the lab has it; absent or null means no BGP; defaults fill the rest', () => {
+    const c = okConfig(parseConfig(LAB_TEXT));
+    expect(c.bgp).toMatchObject({ asn: 65001, holdTimeS: 3, keepaliveS: 1, reconnectMinMs: 500, reconnectMaxMs: 8000, shutdownGraceMs: 300, bfd: { enabled: false, intervalMs: 100, multiplier: 3 } });
+    expect(c.bgp!.peers.map((p) => [p.address.text, p.asn, p.port])).toEqual([['198.18.0.1', 65000, 179]]);
+    expect(okConfig(validateConfig(minimal())).bgp).toBeNull();
+    expect(okConfig(validateConfig({ ...minimal(), bgp: null })).bgp).toBeNull();
+    const d = okConfig(validateConfig({ ...minimal(), bgp: { asn: 64512, peers: [{ address: '198.18.0.1', asn: 64513 }], bfd: null } }));
+    expect(d.bgp).toMatchObject({ holdTimeS: CONFIG_DEFAULTS.bgp.holdTimeS, keepaliveS: 3, bfd: CONFIG_DEFAULTS.bgp.bfd });
+    expect(okConfig(validateConfig({ ...minimal(), bgp: { asn: 64512, holdTimeS: 0, peers: [{ address: '198.18.0.1', asn: 64513 }] } })).bgp!.holdTimeS).toBe(0);
+  });
+
+  it('round trips through serializeConfig', () => {
+    const c = okConfig(validateConfig({ ...minimal(), bgp: { asn: 4200000001, holdTimeS: 30, keepaliveS: 10, shutdownGraceMs: 0, peers: [{ address: '198.18.0.1', asn: 64513, port: 1179 }], bfd: { enabled: true, intervalMs: 50, multiplier: 5 } } }));
+    expect(okConfig(parseConfig(serializeConfig(c)))).toEqual(c);
+  });
+
+  const bgp = (b: Raw) => ({ ...minimal(), bgp: { asn: 65001, peers: [{ address: '198.18.0.1', asn: 65000 }], ...b } });
+  test.each([
+    ['asn missing', { asn: undefined }, 'bgp.asn', 'required: an integer 1..4294967294'],
+    ['asn AS_TRANS', { asn: 23456 }, 'bgp.asn', 'AS_TRANS'],
+    ['asn 65535', { asn: 65535 }, 'bgp.asn', 'RFC 7300'],
+    ['asn as a string', { asn: '65001' }, 'bgp.asn', 'write the number without quotes'],
+    ['hold time 2', { holdTimeS: 2 }, 'bgp.holdTimeS', 'must be 0 or at least 3 seconds'],
+    ['keepalive beyond a third of the hold time', { holdTimeS: 3, keepaliveS: 2 }, 'bgp.keepaliveS', 'at most a third of holdTimeS'],
+    ['reconnect max below min', { reconnectMinMs: 5000, reconnectMaxMs: 1000 }, 'bgp.reconnectMaxMs', 'at least reconnectMinMs'],
+    ['grace too long', { shutdownGraceMs: 70000 }, 'bgp.shutdownGraceMs', 'must be an integer 0..60000'],
+    ['no peers', { peers: [] }, 'bgp.peers', 'at least one'],
+    ['a peer without an address', { peers: [{ asn: 65000 }] }, 'bgp.peers[0].address', 'required'],
+    ['a peer that is a mux', { peers: [{ address: '198.18.0.11', asn: 65000 }] }, 'bgp.peers[0].address', 'the provider address of mux m'],
+    ['a peer that is the VIP', { peers: [{ address: '203.0.113.10', asn: 65000 }] }, 'bgp.peers[0].address', 'is a VIP'],
+    ['an IPv6 peer while a mux has no address6', { peers: [{ address: '2001:db8:f::1', asn: 65000 }] }, 'bgp.peers[0].address', 'needs every mux to have an IPv6 provider address'],
+    ['a typo', { holdTime: 3 }, 'bgp.holdTime', "did you mean 'holdTimeS'?"],
+    ['bfd enabled: yes', { bfd: { enabled: 'yes' } }, 'bgp.bfd.enabled', 'write true or false'],
+    ['bfd interval 5 ms', { bfd: { intervalMs: 5 } }, 'bgp.bfd.intervalMs', 'must be an integer 10..10000'],
+  ] as [string, Raw, string, string][])('%s', (_what, edit, path, fragment) => {
+    const raw = bgp(edit);
+    for (const [k, v] of Object.entries(edit)) if (v === undefined) delete raw.bgp[k];
+    expectOneError(raw, path, fragment);
+  });
+
+  it('lists every bgp problem at once, with positions', () => {
+    const text = `${LAB_TEXT.split('\nbgp:')[0]}\nbgp:\n  asn: 23456\n  holdTimeS: 2\n  peers:\n    - { address: 198.18.0.1, asn: 0, prot: 1 }\n`;
+    const errors = errorsOf(parseConfig(text, 'b.yaml'));
+    expect(errors.map((e) => e.path)).toEqual(['bgp.asn', 'bgp.holdTimeS', 'bgp.peers[0].asn', 'bgp.peers[0].prot']);
+    expect(errors.every((e) => e.line !== undefined)).toBe(true);
   });
 });
