@@ -17,7 +17,7 @@ import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js'
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernet } from '../shared/ethernet.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
-import { newTcpHeader, parseTcp } from '../shared/tcp.js';
+import { newTcpHeader, parseTcp, TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG, ICMPV6_PARAM_PROBLEM } from '../shared/icmpv6.js';
@@ -53,7 +53,7 @@ const ICMP6_MAX_LEN = 1280;
 
 export const MUX_COUNTER_NAMES = [
   'rx_packets', 'rx_bytes', 'tx_packets', 'tx_bytes',
-  'flow_new', 'flow_hit', 'flow_replaced', 'flow_table_full', 'fragments', 'control_arp', 'control_nd',
+  'flow_new', 'flow_promoted', 'flow_hit', 'flow_replaced', 'flow_table_full', 'flow_untrusted_full', 'fragments', 'control_arp', 'control_nd',
   'icmp_errors_forwarded', 'icmp_too_big_sent',
   'drop_not_ip', 'drop_not_vip', 'drop_no_rule', 'drop_fragment_no_rule', 'drop_no_backend', 'drop_no_neighbor',
   'drop_too_big', 'drop_icmp_rate_limited', 'drop_ipv4_bad_checksum', 'drop_icmp_truncated', 'drop_icmp_bad_quote',
@@ -64,9 +64,19 @@ export type MuxCounterName = (typeof MUX_COUNTER_NAMES)[number];
 
 export interface MuxContext {
   tables: MuxTables;
+  /** Trusted flows: seen at least twice (the main flow table, bounded by flowTable.maxFlows). */
   readonly flows4: FlowTable;
   readonly flows6: FlowTable;
   readonly flowLimit: FlowLimit;
+  /**
+   * Untrusted flows: seen once (a SYN, one datagram). They wait here, in a smaller table with a short
+   * timeout, for their second packet; a spoofed SYN flood fills this table and never evicts or blocks the
+   * established flows of the main one (Ananta section 5.2's trusted/untrusted flows).
+   */
+  readonly pending4: FlowTable;
+  readonly pending6: FlowTable;
+  readonly pendingLimit: FlowLimit;
+  readonly untrustedS: number;
   readonly counters: Counters<MuxCounterName>;
   /** Seconds, from the daemon's coarse clock. */
   nowS: number;
@@ -124,6 +134,7 @@ export interface MuxContextOptions {
 export function newMuxContext(o: MuxContextOptions): MuxContext {
   const counters = new Counters(MUX_COUNTER_NAMES);
   const flowLimit: FlowLimit = { max: o.flowTable.maxFlows, count: 0 };
+  const pendingLimit: FlowLimit = { max: o.flowTable.untrustedMaxFlows, count: 0 };
   const underlay6 = o.underlay6 ?? false;
   if (underlay6 && (o.localPa6 == null)) throw new Error('an IPv6 underlay needs the MUX\'s IPv6 provider address');
   return {
@@ -131,6 +142,10 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     flows4: new FlowTable(4, flowLimit),
     flows6: new FlowTable(10, flowLimit),
     flowLimit,
+    pending4: new FlowTable(4, pendingLimit),
+    pending6: new FlowTable(10, pendingLimit),
+    pendingLimit,
+    untrustedS: o.flowTable.untrustedTimeoutS,
     counters,
     nowS: 1,
     localMac: o.localMac,
@@ -264,8 +279,8 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     setKey4(ctx.flows4, ip.src, ip.dst, proto, sport, dport);
     const now = ctx.nowS;
     const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, ctx.flows4, rule, flowHash, now, expires,
-      rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed));
+    nic = chooseWithFlow(ctx, ctx.flows4, ctx.pending4, rule, flowHash, now, expires,
+      rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed), proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
     if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
@@ -349,6 +364,7 @@ function icmpError6(frame: Uint8Array, l3: number, l4: number, end: number, vip:
 function peekOrHash(ctx: MuxContext, flows: FlowTable, rule: MuxRule, flowHash: number, selectHash: number): MuxNic | undefined {
   const table = rule.table;
   const id = flows.peek(flowHash, ctx.nowS);
+  // (an ICMP error about a flow seen once finds the same backend by the hash, unless the pool changed)
   if (id >= 0 && id < table.keepFlow.length && table.keepFlow[id] === 1) {
     const nic = ctx.tables.nicsById[id];
     if (nic !== undefined) return nic;
@@ -428,41 +444,83 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     setKey6(ctx.flows6, ip.src, ip.dst, proto, sport, dport);
     const now = ctx.nowS;
     const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, ctx.flows6, rule, flowHash, now, expires,
-      rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed));
+    nic = chooseWithFlow(ctx, ctx.flows6, ctx.pending6, rule, flowHash, now, expires,
+      rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed), proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
     if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
 }
 
+/** A TCP SYN without ACK: the first packet of a connection. */
+function isSyn(flags: number): boolean {
+  return (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN;
+}
+
 /**
  * An existing flow keeps its nic while the rule's pool still lets it (member and enabled; health and
- * drain do not move established flows). Otherwise the Maglev slot of `selectHash` decides and the
- * choice is recorded. The flow table's key must already be in flows.key.
+ * drain do not move established flows). A flow seen once waits in the untrusted table; its second packet
+ * moves it to the main table. A new flow takes the Maglev slot of `selectHash`, and so does a TCP SYN
+ * whatever the tables hold: a SYN opens a new connection, which must not follow an old entry of a reused
+ * 5-tuple to a backend that has since gone down (Katran does not look SYNs up either). The key must
+ * already be in flows.key (the two tables share the key layout; the untrusted table gets a copy).
  */
 function chooseWithFlow(
-  ctx: MuxContext, flows: FlowTable, rule: MuxRule, flowHash: number, now: number, expires: number, selectHash: number,
+  ctx: MuxContext, flows: FlowTable, pending: FlowTable, rule: MuxRule, flowHash: number, now: number, expires: number, selectHash: number,
+  syn: boolean,
 ): MuxNic | undefined {
   const c = ctx.counters.values;
   const C = ctx.counters.index;
   const table = rule.table;
-  const id = flows.lookup(flowHash, now, expires);
+  pending.key.set(flows.key);
+  if (syn) {
+    if (flows.remove(flowHash)) c[C.flow_replaced]!++;
+    return placeNew(ctx, pending, table, flowHash, now, selectHash, false);
+  }
+  let id = flows.lookup(flowHash, now, expires);
+  let trusted = true;
+  if (id < 0) {
+    id = pending.peek(flowHash, now);
+    trusted = false;
+  }
   let replaced = false;
   if (id >= 0) {
     if (id < table.keepFlow.length && table.keepFlow[id] === 1) {
       const nic = ctx.tables.nicsById[id];
       if (nic !== undefined) {
-        c[C.flow_hit]!++;
+        if (trusted) c[C.flow_hit]!++;
+        else {
+          // the second packet: the flow is real; promote it to the main table
+          pending.remove(flowHash);
+          if (flows.insert(flowHash, id, expires)) c[C.flow_promoted]!++;
+          else c[C.flow_table_full]!++; // stateless: the Maglev choice still holds while the pool is stable
+        }
         return nic;
       }
     }
     replaced = true;
+    if (!trusted) pending.remove(flowHash);
   }
+  if (replaced && trusted) {
+    // an established flow whose backend left the pool: re-placed, and stays trusted
+    const slot = table.slots[selectHash % table.size]!;
+    if (slot === MAGLEV_EMPTY) return undefined;
+    const nic = table.members[slot]!;
+    if (flows.insert(flowHash, nic.id, expires)) c[C.flow_replaced]!++;
+    else c[C.flow_table_full]!++;
+    return nic;
+  }
+  return placeNew(ctx, pending, table, flowHash, now, selectHash, replaced);
+}
+
+/** A flow seen for the first time (or re-placed before its second packet): the hash's slot, recorded as untrusted. */
+function placeNew(ctx: MuxContext, pending: FlowTable, table: MuxRule['table'], flowHash: number, now: number, selectHash: number, replaced: boolean): MuxNic | undefined {
+  const c = ctx.counters.values;
+  const C = ctx.counters.index;
   const slot = table.slots[selectHash % table.size]!;
   if (slot === MAGLEV_EMPTY) return undefined;
   const nic = table.members[slot]!;
-  if (flows.insert(flowHash, nic.id, expires)) c[replaced ? C.flow_replaced : C.flow_new]!++;
-  else c[C.flow_table_full]!++; // stateless: the Maglev choice still holds while the pool is stable
+  if (pending.insert(flowHash, nic.id, now + ctx.untrustedS)) c[replaced ? C.flow_replaced : C.flow_new]!++;
+  else c[C.flow_untrusted_full]!++; // a flood: the flow still gets the stateless Maglev choice
   return nic;
 }
 
@@ -610,5 +668,6 @@ function tooBig(frame: Uint8Array, l3: number, ipLen: number, innerType: number,
 
 /** Expires idle flows: call a few times a second with a slot budget. */
 export function sweepFlows(ctx: MuxContext, budget: number): number {
-  return ctx.flows4.sweep(ctx.nowS, budget) + ctx.flows6.sweep(ctx.nowS, budget);
+  const now = ctx.nowS;
+  return ctx.flows4.sweep(now, budget) + ctx.flows6.sweep(now, budget) + ctx.pending4.sweep(now, budget) + ctx.pending6.sweep(now, budget);
 }

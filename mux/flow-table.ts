@@ -168,19 +168,24 @@ export class FlowTable {
     }
   }
 
-  /** Removes expired entries among the next `maxSlots` slots; returns how many were removed. */
+  /**
+   * Removes expired entries among the next `maxSlots` slots; returns how many were removed. A removal
+   * may pull a later entry into the slot just looked at, so the slot is looked at again; that does not
+   * use up the budget (at most `size` extra looks).
+   */
   sweep(now: number, maxSlots: number): number {
     let removed = 0;
     const n = Math.min(maxSlots, this.cap);
-    for (let k = 0; k < n; k++) {
+    for (let steps = 0; steps < n; ) {
       const s = this.sweepCursor;
       const e = this.expires[s]!;
       if (e !== 0 && e <= now) {
-        this.removeSlot(s); // may pull a later entry into s: look at s again
+        this.removeSlot(s);
         removed++;
         continue;
       }
       this.sweepCursor = (s + 1) & this.mask;
+      steps++;
     }
     return removed;
   }

@@ -13,7 +13,7 @@ import { dissect } from '../shared/dissect.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView } from '../mux/tables.js';
 import {
-  newMuxContext, processPacket, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, VERDICT_REPLY, ICMP_RATE_PER_S, type MuxContext, type MuxCounterName,
+  newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, VERDICT_REPLY, ICMP_RATE_PER_S, type MuxContext, type MuxCounterName,
 } from '../mux/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
@@ -261,6 +261,24 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
     expect(fresh.size).toBe(3);
   });
 
+  it('a SYN reusing the 5-tuple of an old flow is a new connection: it avoids a backend that went down', () => {
+    const config = labConfig();
+    const ctx = newCtx(config);
+    // find a client port whose flow lands on h1vm1, and establish it
+    let port = 50000;
+    for (; ; port++) { run(ctx, tcp4(port)); if (ctx.lastNic!.name === 'h1vm1') break; }
+    run(ctx, tcp4(port, 80, TCP_ACK));
+    expect(ctx.lastNic!.name).toBe('h1vm1');
+    ctx.tables = compileMuxTables(config, healthOf(['h1vm1']), ctx.tables, 2);
+    run(ctx, tcp4(port, 80, TCP_ACK)); // the established connection stays
+    expect(ctx.lastNic!.name).toBe('h1vm1');
+    run(ctx, tcp4(port)); // the client reuses the port for a new connection
+    expect(ctx.lastNic!.name).not.toBe('h1vm1');
+    const again = ctx.lastNic!.name;
+    run(ctx, tcp4(port, 80, TCP_ACK));
+    expect(ctx.lastNic!.name).toBe(again);
+  });
+
   it('a disabled backend loses its flows; they move, and only they move', () => {
     const ctx = newCtx();
     const before = new Map<number, string>();
@@ -278,20 +296,64 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
 
   it('a full flow table falls back to the stateless choice and counts it', () => {
     const ctx = newCtx(labConfig((raw) => { raw.flowTable = { maxFlows: 10 }; }));
-    for (let p = 1; p <= 20; p++) expect(run(ctx, tcp4(p)).verdict).toBe(VERDICT_FORWARD);
+    for (let p = 1; p <= 20; p++) {
+      expect(run(ctx, tcp4(p)).verdict).toBe(VERDICT_FORWARD);
+      expect(run(ctx, tcp4(p, 80, TCP_ACK)).verdict).toBe(VERDICT_FORWARD);
+    }
     expect(ctx.flowLimit.count).toBe(10);
+    expect(ctx.counters.get('flow_promoted')).toBe(10);
     expect(ctx.counters.get('flow_table_full')).toBe(10);
+  });
+
+  it('flows seen once wait in the untrusted table; their second packet makes them trusted', () => {
+    const ctx = newCtx();
+    run(ctx, tcp4(5000));
+    expect(ctx.pendingLimit.count).toBe(1);
+    expect(ctx.flowLimit.count).toBe(0);
+    run(ctx, tcp4(5000, 80, TCP_ACK));
+    expect(ctx.pendingLimit.count).toBe(0);
+    expect(ctx.flowLimit.count).toBe(1);
+    run(ctx, tcp4(5000, 80, TCP_ACK));
+    expect(ctx.counters.snapshot()).toMatchObject({ flow_new: 1, flow_promoted: 1, flow_hit: 1 });
+  });
+
+  it('a spoofed SYN flood fills only the untrusted table: established flows keep their backend and new good flows still work', () => {
+    const ctx = newCtx(labConfig((raw) => { raw.flowTable = { maxFlows: 1000, untrustedMaxFlows: 100 }; }));
+    const established = new Map<number, string>();
+    for (let p = 1; p <= 200; p++) { run(ctx, tcp4(p)); run(ctx, tcp4(p, 80, TCP_ACK)); established.set(p, ctx.lastNic!.name); }
+    expect(ctx.flowLimit.count).toBe(200);
+    // 10,000 SYNs from random sources
+    for (let i = 0; i < 10_000; i++) run(ctx, tcp4(1000 + (i % 60000), 80, TCP_SYN, `198.51.100.${1 + (i % 250)}`.replace(/\.(\d+)$/, (_m, d) => `.${d}`)));
+    expect(ctx.pendingLimit.count).toBe(100);
+    expect(ctx.counters.get('flow_untrusted_full')).toBeGreaterThan(9000);
+    expect(ctx.flowLimit.count).toBe(200); // untouched
+    for (const [p, nic] of established) { run(ctx, tcp4(p, 80, TCP_ACK)); expect(ctx.lastNic!.name).toBe(nic); }
+    // a good new connection during the flood: its SYN finds no room, its ACK neither, yet both reach the hashed backend
+    run(ctx, tcp4(7777)); const a = ctx.lastNic!.name;
+    run(ctx, tcp4(7777, 80, TCP_ACK));
+    expect(ctx.lastNic!.name).toBe(a);
+    expect(a).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 7777, 80, 5, SEED)));
+    // the flood ages out of the untrusted table
+    ctx.nowS += 6;
+    ctx.pending4.sweep(ctx.nowS, 1 << 20);
+    expect(ctx.pendingLimit.count).toBe(0);
   });
 
   it('idle flows expire after the protocol timeout', () => {
     const ctx = newCtx();
-    run(ctx, tcp4(1)); run(ctx, udp4(2));
+    run(ctx, tcp4(1)); run(ctx, tcp4(1, 80, TCP_ACK));
+    run(ctx, udp4(2)); run(ctx, udp4(2));
+    run(ctx, udp4(3)); // seen once: untrusted
     expect(ctx.flowLimit.count).toBe(2);
-    ctx.nowS += 31; // UDP 30 s
-    ctx.flows4.sweep(ctx.nowS, 1 << 20);
+    expect(ctx.pendingLimit.count).toBe(1);
+    ctx.nowS += 6; // untrusted 5 s
+    sweepFlows(ctx, 1 << 20);
+    expect(ctx.pendingLimit.count).toBe(0);
+    ctx.nowS += 25; // UDP 30 s
+    sweepFlows(ctx, 1 << 20);
     expect(ctx.flowLimit.count).toBe(1);
     ctx.nowS += 240;
-    ctx.flows4.sweep(ctx.nowS, 1 << 20);
+    sweepFlows(ctx, 1 << 20);
     expect(ctx.flowLimit.count).toBe(0);
   });
 });
