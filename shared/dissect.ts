@@ -107,15 +107,9 @@ function walkEthernet(buf: Uint8Array, off: number, end: number, layers: Dissect
  */
 function walkIpv4(buf: Uint8Array, off: number, end: number, quoted: boolean, layers: DissectedLayer[], vx: readonly number[]): void {
   const h = newIpv4Header();
-  let n = parseIpv4(buf.subarray(0, end), off, h);
-  let cut = false;
-  if (n < 0 && quoted && end - off >= 20 && buf[off]! >>> 4 === 4) {
-    // a quoted header whose total length runs past what the ICMP error kept
-    const full = new Uint8Array(off + Math.max(20, (buf[off + 2]! << 8) | buf[off + 3]!));
-    full.set(buf.subarray(0, end));
-    n = parseIpv4(full, off, h);
-    cut = true;
-  }
+  // a quoted packet may be cut short: its total length can run past the bytes the error kept
+  const n = parseIpv4(buf, off, h, end, quoted);
+  const cut = quoted && off + h.totalLength > end;
   if (n < 0) return err(layers, off, 'ipv4', n);
   layers.push({
     layer: 'ipv4', off, src: formatIpv4(h.src), dst: formatIpv4(h.dst), protocol: h.protocol, headerLen: h.headerLen,
@@ -132,18 +126,8 @@ function walkIpv4(buf: Uint8Array, off: number, end: number, quoted: boolean, la
 
 function walkIpv6(buf: Uint8Array, off: number, end: number, quoted: boolean, layers: DissectedLayer[], vx: readonly number[]): void {
   const h = newIpv6Header();
-  let view = buf.subarray(0, end);
-  let cut = false;
-  if (quoted && end - off >= 40 && buf[off]! >>> 4 === 6) {
-    const plen = (buf[off + 4]! << 8) | buf[off + 5]!;
-    if (off + 40 + plen > end) {
-      const full = new Uint8Array(off + 40 + plen);
-      full.set(view);
-      view = full;
-      cut = true;
-    }
-  }
-  const n = parseIpv6(view, off, h);
+  const n = parseIpv6(buf, off, h, end, quoted);
+  const cut = quoted && off + 40 + h.payloadLength > end;
   if (n < 0) return err(layers, off, 'ipv6', n);
   layers.push({
     layer: 'ipv6', off, src: formatIpv6(h.src), dst: formatIpv6(h.dst), nextHeader: h.nextHeader, protocol: h.protocol,

@@ -1,0 +1,134 @@
+#!/usr/bin/env node
+// slbx fuzzer: random and mutation-based inputs (seeded, so a run can be repeated) to every parser of
+// untrusted bytes, both data planes and the config validator. Every input must end accepted or refused
+// under a name; an exception is a crash and an input slower than --hang-ms is a hang. Inputs that crash
+// or hang are written to test/corpus/ (kept forever: the test suite replays them) and fail the run.
+//   node dist/scripts/fuzz/fuzz.js [--inputs N] [--seed S] [--target NAME]... [--hang-ms MS] [--corpus DIR] [--json FILE]
+import { readFileSync, writeFileSync, mkdirSync, existsSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { createHash } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { parseConfig } from '../../shared/config.js';
+import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { makeTargets, type Target } from './targets.js';
+import { Rng } from './rng.js';
+
+/** The checkout: the nearest folder above this module with a package.json (works from src and dist). */
+function findRoot(): string {
+  let dir = fileURLToPath(new URL('.', import.meta.url));
+  while (!existsSync(join(dir, 'package.json'))) {
+    const up = dirname(dir);
+    if (up === dir) throw new Error('cannot find the slbx checkout (no package.json above this file)');
+    dir = up;
+  }
+  return dir;
+}
+const ROOT = findRoot();
+
+export interface TargetReport {
+  target: string;
+  inputs: number;
+  accepted: number;
+  rejections: Record<string, number>;
+  crashes: number;
+  hangs: number;
+  slowestMs: number;
+  seconds: number;
+}
+
+const OPTIONS: OptionSpec[] = [
+  { name: 'inputs', value: 'N', help: 'inputs per target', default: '1000000' },
+  { name: 'seed', value: 'S', help: 'seed of the generator (uint32)', default: '1' },
+  { name: 'target', value: 'NAME', help: 'only this target', repeat: true },
+  { name: 'hang-ms', value: 'MS', help: 'an input that takes longer is a hang', default: '250' },
+  { name: 'corpus', value: 'DIR', help: 'where crashing and hanging inputs are kept', default: 'test/corpus' },
+  { name: 'json', value: 'FILE', help: 'write the reports as JSON' },
+  { name: 'list', help: 'list the targets' },
+  { name: 'help', help: 'show this help' },
+];
+
+export function fuzzTarget(t: Target, inputs: number, seed: number, hangMs: number, corpus: string | null): TargetReport {
+  const rng = new Rng((seed ^ hashName(t.name)) >>> 0);
+  const r: TargetReport = { target: t.name, inputs, accepted: 0, rejections: {}, crashes: 0, hangs: 0, slowestMs: 0, seconds: 0 };
+  const t0 = performance.now();
+  for (let i = 0; i < inputs; i++) {
+    const x = t.make(rng);
+    const s = performance.now();
+    let outcome: string;
+    try {
+      outcome = t.run(x);
+    } catch (e) {
+      r.crashes++;
+      keep(corpus, t, x, 'crash', e);
+      continue;
+    }
+    const ms = performance.now() - s;
+    if (ms > r.slowestMs) r.slowestMs = ms;
+    if (ms > hangMs) { r.hangs++; keep(corpus, t, x, 'hang', `${ms.toFixed(0)} ms`); }
+    if (outcome === 'accepted') r.accepted++;
+    else r.rejections[outcome] = (r.rejections[outcome] ?? 0) + 1;
+  }
+  r.seconds = (performance.now() - t0) / 1000;
+  return r;
+}
+
+function hashName(s: string): number {
+  let h = 2166136261;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+
+function keep(corpus: string | null, t: Target, x: unknown, why: string, detail: unknown): void {
+  const b = t.bytes(x);
+  const name = `${t.name}-${why}-${createHash('sha256').update(b).digest('hex').slice(0, 12)}.bin`;
+  process.stderr.write(`fuzz ${t.name}: ${why}: ${detail instanceof Error ? detail.stack : String(detail)}\n  input kept as ${name}\n`);
+  if (corpus === null) return;
+  mkdirSync(corpus, { recursive: true });
+  writeFileSync(join(corpus, name), b);
+}
+
+export function loadTargets(): Target[] {
+  const text = readFileSync(join(ROOT, 'examples/lab.yaml'), 'utf8');
+  const r = parseConfig(text, 'examples/lab.yaml');
+  if (!r.ok) throw new Error('examples/lab.yaml does not validate');
+  return makeTargets(r.config, text);
+}
+
+export function main(argv: readonly string[]): number {
+  let args;
+  try { args = parseArgs(argv, OPTIONS); } catch (e) {
+    if (e instanceof UsageError) { process.stderr.write(`fuzz: ${e.message}\n`); return 2; }
+    throw e;
+  }
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('node dist/scripts/fuzz/fuzz.js [options]', 'Fuzzes every parser of untrusted bytes, both data planes and the config validator.', OPTIONS));
+    return 0;
+  }
+  let targets = loadTargets();
+  if (args.flags.has('list')) { process.stdout.write(`${targets.map((t) => t.name).join('\n')}\n`); return 0; }
+  const only = args.values.get('target');
+  if (only !== undefined) {
+    const unknown = only.filter((n) => !targets.some((t) => t.name === n));
+    if (unknown.length > 0) { process.stderr.write(`fuzz: no target ${unknown.join(', ')} (see --list)\n`); return 2; }
+    targets = targets.filter((t) => only.includes(t.name));
+  }
+  const inputs = Number(one(args, 'inputs'));
+  const seed = Number(one(args, 'seed'));
+  const hangMs = Number(one(args, 'hang-ms'));
+  if (!Number.isInteger(inputs) || inputs < 1) { process.stderr.write('fuzz: --inputs must be a positive integer\n'); return 2; }
+  const corpus = join(ROOT, one(args, 'corpus')!);
+  const reports: TargetReport[] = [];
+  for (const t of targets) {
+    // the YAML target parses whole documents: a tenth of the inputs
+    const n = t.name === 'config-yaml' ? Math.max(1, Math.floor(inputs / 10)) : inputs;
+    const r = fuzzTarget(t, n, seed, hangMs, corpus);
+    reports.push(r);
+    const top = Object.entries(r.rejections).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ');
+    process.stdout.write(`${r.crashes + r.hangs === 0 ? 'ok  ' : 'FAIL'} ${t.name.padEnd(16)} ${String(n).padStart(8)} inputs  ${r.seconds.toFixed(1).padStart(6)} s  accepted ${r.accepted}  refused ${n - r.accepted - r.crashes} (${Object.keys(r.rejections).length} reasons: ${top}${Object.keys(r.rejections).length > 4 ? ', ...' : ''})  crashes ${r.crashes}  hangs ${r.hangs}  slowest ${r.slowestMs.toFixed(1)} ms\n`);
+  }
+  const json = one(args, 'json');
+  if (json !== undefined) writeFileSync(json, `${JSON.stringify({ seed, inputs, reports }, null, 2)}\n`);
+  return reports.some((r) => r.crashes + r.hangs > 0) ? 1 : 0;
+}
+
+if (isMain(import.meta.url)) process.exitCode = main(process.argv.slice(2));
