@@ -1,0 +1,69 @@
+// Which VIPs a MUX announces, and why it holds back the others: a pure function of the MUX's tables,
+// its own config entry and two facts the runtime looks up (is the data plane ready, do its next-hop
+// addresses exist on an interface). docs/bgp.md explains the rules.
+import type { IpAddr } from '../../shared/addr.js';
+import type { MuxConfig } from '../../shared/config.js';
+import { hostPrefix } from '../../shared/bgp-update.js';
+import type { MuxTables, MuxVip } from '../tables.js';
+import type { BgpRoute } from './speaker.js';
+
+export type VipHoldReason =
+  /** Every rule of the VIP has no backend to send new flows to (each pool table's level is null). */
+  | 'no_healthy_backend'
+  /** An IPv6 VIP, and the MUX has no IPv6 provider address (address6) to be its next hop. */
+  | 'no_address6'
+  /** The next-hop address is not on any interface of the MUX's namespace (DESIGN.md 7: keep_addr_on_down). */
+  | 'next_hop_missing'
+  /** The MUX does not know the MAC of every host yet: it would drop what the router sends. */
+  | 'data_plane_not_ready';
+
+export interface VipPlan {
+  readonly vip: IpAddr;
+  /** null: announced. */
+  readonly held: VipHoldReason | null;
+}
+
+export interface RoutePlan {
+  readonly routes: BgpRoute[];
+  readonly vips: VipPlan[];
+}
+
+export interface RoutePlanFacts {
+  readonly ready: boolean;
+  /** The MUX's IPv4 / IPv6 provider address is on an interface. */
+  readonly hasAddress4: boolean;
+  readonly hasAddress6: boolean;
+}
+
+/** True when at least one of the VIP's rules has a pool table with backends for new flows. */
+export function vipServable(v: MuxVip): boolean {
+  for (const r of v.rules.values()) if (r.table.level !== null) return true;
+  return false;
+}
+
+/** Every VIP of the tables, in a stable order (IPv4 first, then IPv6, each by address). */
+export function tableVips(t: MuxTables): MuxVip[] {
+  const v4 = [...t.vips4.values()];
+  const v6 = [...t.vips6.values()].flat();
+  const cmp = (a: MuxVip, b: MuxVip) => {
+    for (let i = 0; i < a.addr.words.length; i++) if (a.addr.words[i] !== b.addr.words[i]) return a.addr.words[i]! < b.addr.words[i]! ? -1 : 1;
+    return 0;
+  };
+  return [...v4.sort(cmp), ...v6.sort(cmp)];
+}
+
+export function planVipRoutes(tables: MuxTables, me: MuxConfig, facts: RoutePlanFacts): RoutePlan {
+  const routes: BgpRoute[] = [];
+  const vips: VipPlan[] = [];
+  for (const v of tableVips(tables)) {
+    const v6 = v.addr.family === 6;
+    let held: VipHoldReason | null = null;
+    if (!vipServable(v)) held = 'no_healthy_backend';
+    else if (v6 && me.address6 === null) held = 'no_address6';
+    else if (v6 ? !facts.hasAddress6 : !facts.hasAddress4) held = 'next_hop_missing';
+    else if (!facts.ready) held = 'data_plane_not_ready';
+    vips.push({ vip: v.addr, held });
+    if (held === null) routes.push({ prefix: hostPrefix(v.addr), nextHop: v6 ? me.address6! : me.address });
+  }
+  return { routes, vips };
+}
