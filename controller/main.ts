@@ -1,0 +1,131 @@
+#!/usr/bin/env node
+// slbx-controller: the network controller with the SLB manager. See --help and docs/controller.md.
+import { readFileSync } from 'node:fs';
+import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from '../shared/config.js';
+import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../cli/args.js';
+import { configureLog, log, logError, logInfo, logWarn, type LogLevel } from '../runtime/log.js';
+import { isLoopback, parseListen, type ListenAddress } from '../runtime/status-server.js';
+import { ControllerState } from './state.js';
+import { AgentRegistry } from './agents.js';
+import { ControllerApi } from './api.js';
+
+export const DEFAULT_LISTEN = '127.0.0.1:8480';
+
+const OPTIONS: OptionSpec[] = [
+  { name: 'state', value: 'FILE', help: 'the state file (JSON, replaced atomically on every change); created by --init' },
+  { name: 'init', value: 'CONFIG', help: 'slbx config (YAML or JSON) that seeds a missing or empty state file; ignored when the state file has a state' },
+  { name: 'listen', value: 'ADDR:PORT', help: `API address (repeatable: one server per address; default ${DEFAULT_LISTEN})`, repeat: true },
+  { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
+  { name: 'help', help: 'show this help' },
+];
+
+const USAGE = 'slbx-controller --state FILE [--init CONFIG.yaml] [--listen ADDR:PORT ...]';
+const ABOUT =
+  'The slbx network controller. Holds the desired state (one slbx config document, a generation number\n' +
+  'and the last known health) in a state file, serves the northbound API (JSON over HTTP: VIPs, rules,\n' +
+  'pools, backends, probes, hosts, MUXes; every change validated as a whole and refused as a whole), and\n' +
+  'pushes versioned policy to the MUXes and host agents, which watch it (a long poll they open) and ack\n' +
+  'each generation they apply. Host agents report probe results here; a backend going down or coming\n' +
+  'back makes a new generation for the MUXes. Logs are JSON lines on stdout, state changes only.\n\n' +
+  'The API has no authentication: listen on loopback or on a management network only.\n' +
+  'signals: SIGTERM/SIGINT stop (open watches are ended; agents reconnect to the next controller);\n' +
+  'SIGHUP is ignored (the state changes through the API only).';
+const EXTRA =
+  'examples:\n' +
+  '  slbx-controller --state /var/lib/slbx/state.json --init examples/lab.yaml\n' +
+  '  curl -s http://127.0.0.1:8480/v1/state\n' +
+  '  slbctl vip list; slbctl agents; slbctl backend drain web h1vm1\n' +
+  'reference: docs/controller.md';
+
+export interface ControllerHandle {
+  api: ControllerApi;
+  state: ControllerState;
+  agents: AgentRegistry;
+  stop(): Promise<void>;
+}
+
+/** Opens the state and starts the API (used by main and by tests). Throws with a message on failure. */
+export async function startController(o: { statePath: string; init: SlbxConfig | null; listen: readonly ListenAddress[] }): Promise<ControllerHandle> {
+  const opened = ControllerState.open(o.statePath, o.init);
+  if (!opened.ok) throw new Error(opened.error);
+  const state = opened.state;
+  if (opened.removedTmp) logWarn('state_tmp_removed', { path: `${o.statePath}.tmp`, reason: 'left by an interrupted write; the state file itself is whole' });
+  logInfo(opened.seeded ? 'state_seeded' : 'state_loaded', {
+    path: o.statePath, stateId: state.stateId, generation: state.generation, summary: configSummary(state.config),
+    healthEntries: Object.keys(state.health).length,
+  });
+  const agents = new AgentRegistry(state);
+  const api = new ControllerApi(state, agents, (level, event, fields) => log(level, event, fields));
+  await api.listen(o.listen);
+  return { api, state, agents, stop: () => api.close() };
+}
+
+export async function main(argv: readonly string[]): Promise<number> {
+  const err = (m: string, code = 2) => { process.stderr.write(`slbx-controller: ${m}\n`); return code; };
+  let args: ParsedArgs;
+  try {
+    args = parseArgs(argv, OPTIONS);
+    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]} (see --help)`);
+  } catch (e) {
+    if (e instanceof UsageError) return err(e.message);
+    throw e;
+  }
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp(USAGE, ABOUT, OPTIONS, EXTRA));
+    return 0;
+  }
+  const statePath = one(args, 'state');
+  if (statePath === undefined) return err('--state FILE is required (see --help)');
+  const level = one(args, 'log-level') as LogLevel;
+  if (!['debug', 'info', 'warn', 'error'].includes(level)) return err('--log-level must be debug, info, warn or error');
+  const listen: ListenAddress[] = [];
+  for (const text of args.values.get('listen') ?? [DEFAULT_LISTEN]) {
+    const l = parseListen(text);
+    if (typeof l === 'string') return err(`--listen: ${l}`);
+    listen.push(l);
+  }
+  configureLog('controller', level);
+  let init: SlbxConfig | null = null;
+  const initPath = one(args, 'init');
+  if (initPath !== undefined) {
+    let text: string;
+    try {
+      text = readFileSync(initPath, 'utf8');
+    } catch (e) {
+      return err(`cannot read ${initPath}: ${(e as Error).message}`);
+    }
+    const r = parseConfig(text, initPath);
+    if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, initPath)}\n`); return 2; }
+    init = r.config;
+  }
+  let h: ControllerHandle;
+  try {
+    h = await startController({ statePath, init, listen });
+  } catch (e) {
+    return err((e as Error).message, 1);
+  }
+  for (const l of listen) {
+    logInfo('api_listening', { address: `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}` });
+    if (!isLoopback(l.host)) logWarn('api_not_loopback', { address: l.host, note: 'the API has no authentication' });
+  }
+  return new Promise((resolve) => {
+    let stopping = false;
+    const stop = (signal: string) => {
+      if (stopping) return;
+      stopping = true;
+      logInfo('stopping', { signal, generation: h.state.generation });
+      h.stop().then(() => resolve(0), (e) => { logError('stop_failed', { error: String(e) }); resolve(1); });
+    };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+    // nothing to re-read: the state file is the controller's own (and SIGHUP must not kill it)
+    process.on('SIGHUP', () => logInfo('sighup_ignored', { reason: 'the state changes through the API only' }));
+  });
+}
+
+if (isMain(import.meta.url)) {
+  main(process.argv.slice(2)).then((code) => process.exit(code), (e) => {
+    logError('fatal', { error: (e as Error).stack ?? String(e) });
+    process.exit(1);
+  });
+}

@@ -1,0 +1,269 @@
+// The controller's desired state: the config document, its generation and the health the host agents
+// report, kept in memory and in the store (controller/store.ts). Every change is all or nothing: a
+// write edits a copy of the document, validateConfig checks the whole result, and only a valid result
+// that differs from the current one becomes the next generation, persisted before anyone is told.
+// Health changes that change what a MUX would do (a (nic, probe) going down or coming back) make a new
+// generation too, so the MUXes learn them through the same versioned policy.
+import { randomBytes } from 'node:crypto';
+import { formatConfigErrors, validateConfig, type SlbxConfig } from '../shared/config.js';
+import {
+  ApiError, applyWrite, deepEqual, getPath, toApiErrors, toPlainConfig,
+  type Change, type Doc, type Target, type WriteMethod,
+} from './document.js';
+import {
+  loadState, saveState, NODE_STORE_FS, STATE_FORMAT, STATE_VERSION,
+  type GenerationRecord, type HealthEntry, type HealthState, type StoreFs, type StoredState,
+} from './store.js';
+
+/** Generations kept in the state's history (GET /v1/generations). */
+export const HISTORY_MAX = 200;
+
+export interface Policy {
+  stateId: string;
+  generation: number;
+  config: Doc;
+  health: Record<string, 'up' | 'down'>;
+}
+
+export interface WriteResult {
+  status: 200 | 201;
+  generation: number;
+  /** False when the write left the document as it was (no new generation). */
+  changed: boolean;
+  /** The object as stored (normalized), or the one removed. */
+  item: unknown;
+}
+
+export interface HealthResultIn {
+  nic: string;
+  probe: string;
+  state: HealthState;
+  detail?: string | null;
+}
+
+export interface HealthReportResult {
+  generation: number;
+  /** The effective health changed and made a new generation. */
+  changed: boolean;
+  accepted: number;
+  ignored: { nic: string; probe: string; reason: string }[];
+}
+
+export type OpenResult = { ok: true; state: ControllerState; seeded: boolean; removedTmp: boolean } | { ok: false; error: string };
+
+const nowIso = (ms = Date.now()) => new Date(ms).toISOString();
+
+export class ControllerState {
+  private s: StoredState;
+  private validated: SlbxConfig;
+  private readonly listeners = new Set<(generation: number) => void>();
+
+  private constructor(readonly path: string, s: StoredState, validated: SlbxConfig, private readonly fs: StoreFs) {
+    this.s = s;
+    this.validated = validated;
+  }
+
+  /**
+   * Opens the state file. Missing or empty: seeded from `init` (a parsed, valid config) when given,
+   * else an error. A corrupt file is an error and is left alone.
+   */
+  static open(path: string, init: SlbxConfig | null, fs: StoreFs = NODE_STORE_FS): OpenResult {
+    const r = loadState(path, fs);
+    if (r.kind === 'error') return { ok: false, error: r.error };
+    if (r.kind === 'loaded') {
+      const v = validateConfig(r.state.config);
+      if (!v.ok) return { ok: false, error: formatConfigErrors(v.errors, path) };
+      return { ok: true, state: new ControllerState(path, r.state, v.config, fs), seeded: false, removedTmp: r.removedTmp };
+    }
+    if (init === null) return { ok: false, error: `${path} does not exist or is empty: seed it with --init CONFIG.yaml` };
+    const at = nowIso();
+    const s: StoredState = {
+      format: STATE_FORMAT, version: STATE_VERSION, stateId: randomBytes(8).toString('hex'), generation: 1, savedAt: at,
+      config: toPlainConfig(init), health: {}, policyHealth: {}, history: [{ generation: 1, at, cause: 'init' }],
+    };
+    try {
+      saveState(path, s, fs);
+    } catch (e) {
+      return { ok: false, error: `cannot write ${path}: ${(e as Error).message}` };
+    }
+    return { ok: true, state: new ControllerState(path, s, init, fs), seeded: true, removedTmp: r.removedTmp };
+  }
+
+  get generation(): number { return this.s.generation; }
+  get stateId(): string { return this.s.stateId; }
+  /** The config document (normalized). Do not modify. */
+  get document(): Doc { return this.s.config; }
+  /** The validated config of the current generation. */
+  get config(): SlbxConfig { return this.validated; }
+  get history(): readonly GenerationRecord[] { return this.s.history; }
+  get health(): Readonly<Record<string, HealthEntry>> { return this.s.health; }
+
+  generationRecord(generation: number): GenerationRecord | undefined {
+    return this.s.history.find((h) => h.generation === generation);
+  }
+
+  /** Called after every new generation (after it is persisted). */
+  onGeneration(listener: (generation: number) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  policy(): Policy {
+    return { stateId: this.s.stateId, generation: this.s.generation, config: this.s.config, health: this.s.policyHealth };
+  }
+
+  /** GET /v1/state. */
+  snapshot(): { stateId: string; generation: number; config: Doc } {
+    return { stateId: this.s.stateId, generation: this.s.generation, config: this.s.config };
+  }
+
+  /**
+   * One write through the API: applied to a copy, validated as a whole, persisted as the next
+   * generation when it changed something. Throws ApiError (400 with field errors, 404, 409, 500).
+   */
+  write(method: WriteMethod, target: Target, body: unknown, cause: string, atMs = Date.now()): WriteResult {
+    const doc = structuredClone(this.s.config);
+    const change: Change = applyWrite(doc, method, target, body);
+    return this.commit(doc, cause, method === 'DELETE' ? null : change.path, (plain) => (method === 'DELETE' ? change.removed : getPath(plain, change.path)), change.status, atMs);
+  }
+
+  /** PUT /v1/state: the whole config document at once. */
+  replaceConfig(config: unknown, cause: string, atMs = Date.now()): WriteResult {
+    return this.commit(structuredClone(config) as Doc, cause, [], (plain) => plain, 200, atMs);
+  }
+
+  /** `atMs`: when the request arrived; it dates the new generation (GET /v1/generations measures from it). */
+  private commit(doc: Doc, cause: string, objectPath: (string | number)[] | null, pick: (plain: Doc) => unknown, status: 200 | 201, atMs: number): WriteResult {
+    const v = validateConfig(doc);
+    if (!v.ok) {
+      const errors = toApiErrors(v.errors, objectPath);
+      throw new ApiError(400, `refused: ${errors.length} problem${errors.length === 1 ? '' : 's'} in the result; nothing was changed`, errors);
+    }
+    const plain = toPlainConfig(v.config);
+    if (deepEqual(plain, this.s.config)) {
+      return { status: status === 201 ? 201 : 200, generation: this.s.generation, changed: false, item: pick(plain) };
+    }
+    const next: StoredState = { ...this.s, config: plain };
+    this.pruneHealth(next, v.config);
+    const old = this.validated;
+    this.validated = v.config; // before bump: its listeners read the new config
+    try {
+      this.bump(next, cause, atMs);
+    } catch (e) {
+      this.validated = old;
+      throw e;
+    }
+    return { status, generation: this.s.generation, changed: true, item: pick(plain) };
+  }
+
+  /** Drops health of (nic, probe) pairs the config no longer has. */
+  private pruneHealth(next: StoredState, config: SlbxConfig): void {
+    const nics = new Set(config.nics.map((n) => n.name));
+    const probes = new Set(config.probes.map((p) => p.name));
+    const health: Record<string, HealthEntry> = {};
+    for (const [k, e] of Object.entries(next.health)) {
+      const [nic, probe] = splitKey(k);
+      if (nics.has(nic) && probes.has(probe)) health[k] = e;
+    }
+    next.health = health;
+  }
+
+  /** Persists `next` as the next generation (policy health snapshot taken now), then tells listeners. */
+  private bump(next: StoredState, cause: string, atMs = Date.now()): void {
+    const at = nowIso(atMs);
+    const generation = this.s.generation + 1;
+    const history = [...next.history, { generation, at, cause }];
+    if (history.length > HISTORY_MAX) history.splice(0, history.length - HISTORY_MAX);
+    const s: StoredState = { ...next, generation, savedAt: at, history, policyHealth: policyHealthOf(next.health) };
+    this.persist(s);
+    this.s = s;
+    for (const l of this.listeners) {
+      try { l(generation); } catch { /* a listener must not break a write */ }
+    }
+  }
+
+  private persist(s: StoredState): void {
+    try {
+      saveState(this.path, s, this.fs);
+    } catch (e) {
+      throw new ApiError(500, `the state could not be saved (${(e as Error).message}); nothing was changed`);
+    }
+  }
+
+  /**
+   * A host agent's full current set of probe results (POST /v1/agents/host/NAME/health). Entries of
+   * that host not in the set are forgotten (unknown = up). Results for a nic that is not on this host
+   * or a probe the config does not have are ignored and listed. A change of what is down makes a new
+   * generation; other changes (detail, unknown <-> up) are kept and persisted without one.
+   */
+  reportHealth(host: string, results: readonly HealthResultIn[], atMs = Date.now()): HealthReportResult {
+    const config = this.validated;
+    if (!config.hosts.some((h) => h.name === host)) throw new ApiError(404, `no host ${host}`);
+    const nicHost = new Map(config.nics.map((n) => [n.name, n.host]));
+    const probes = new Set(config.probes.map((p) => p.name));
+    const now = nowIso();
+    const health: Record<string, HealthEntry> = {};
+    for (const [k, e] of Object.entries(this.s.health)) if (e.host !== host) health[k] = e;
+    const ignored: HealthReportResult['ignored'] = [];
+    let accepted = 0;
+    for (const r of results) {
+      const on = nicHost.get(r.nic);
+      if (on === undefined) { ignored.push({ nic: r.nic, probe: r.probe, reason: `no nic ${r.nic}` }); continue; }
+      if (on !== host) { ignored.push({ nic: r.nic, probe: r.probe, reason: `nic ${r.nic} is on host ${on}, not ${host}` }); continue; }
+      if (!probes.has(r.probe)) { ignored.push({ nic: r.nic, probe: r.probe, reason: `no probe ${r.probe}` }); continue; }
+      const k = `${r.nic}/${r.probe}`;
+      const prev = this.s.health[k];
+      health[k] = {
+        state: r.state, host, detail: r.detail ?? null,
+        since: prev !== undefined && prev.state === r.state ? prev.since : now, reportedAt: now,
+      };
+      accepted++;
+    }
+    const downBefore = downSet(this.s.policyHealth);
+    const downAfter = downSet(policyHealthOf(health));
+    const statesChanged = !deepEqual(stateMap(this.s.health), stateMap(health));
+    if (downBefore !== downAfter) {
+      const cause = describeHealthChange(this.s.policyHealth, policyHealthOf(health), host);
+      this.bump({ ...this.s, health }, cause, atMs);
+      return { generation: this.s.generation, changed: true, accepted, ignored };
+    }
+    const s = { ...this.s, health };
+    if (statesChanged) this.persist({ ...s, savedAt: now });
+    this.s = s;
+    return { generation: this.s.generation, changed: false, accepted, ignored };
+  }
+}
+
+export function splitKey(k: string): [string, string] {
+  const i = k.indexOf('/');
+  return i < 0 ? [k, ''] : [k.slice(0, i), k.slice(i + 1)];
+}
+
+function policyHealthOf(health: Record<string, HealthEntry>): Record<string, 'up' | 'down'> {
+  const out: Record<string, 'up' | 'down'> = {};
+  for (const k of Object.keys(health).sort()) {
+    const st = health[k]!.state;
+    if (st === 'up' || st === 'down') out[k] = st;
+  }
+  return out;
+}
+
+function stateMap(health: Record<string, HealthEntry>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of Object.keys(health).sort()) out[k] = health[k]!.state;
+  return out;
+}
+
+function downSet(h: Record<string, 'up' | 'down'>): string {
+  return Object.keys(h).filter((k) => h[k] === 'down').sort().join(',');
+}
+
+function describeHealthChange(before: Record<string, 'up' | 'down'>, after: Record<string, 'up' | 'down'>, host: string): string {
+  const parts: string[] = [];
+  for (const k of new Set([...Object.keys(before), ...Object.keys(after)])) {
+    const a = before[k] === 'down';
+    const b = after[k] === 'down';
+    if (a !== b) parts.push(`${k} ${b ? 'down' : 'up'}`);
+  }
+  return `health ${parts.slice(0, 8).join(', ')}${parts.length > 8 ? ` and ${parts.length - 8} more` : ''} (${host})`;
+}
