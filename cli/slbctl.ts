@@ -8,6 +8,7 @@ import { formatHelp, isMain, parseArgs, UsageError, type OptionSpec, type Parsed
 import { configSummary, formatConfigErrors, parseConfig, serializeConfig, validateConfig } from '../shared/config.js';
 import { toPlainConfig } from '../controller/document.js';
 import { joinUrl, parseControllerUrl, requestJson, type JsonResponse } from '../runtime/http-json.js';
+import { bearer, readToken } from '../runtime/api-token.js';
 
 export const DEFAULT_CONTROLLER = 'http://127.0.0.1:8480';
 
@@ -25,6 +26,7 @@ const PROCESS_IO: SlbctlIo = {
 
 const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: 'controller', value: 'URL', help: `the controller (default $SLBX_CONTROLLER, else ${DEFAULT_CONTROLLER})` },
+  { name: 'token-file', value: 'FILE', help: 'the controller\'s API token, needed for changes (default $SLBX_TOKEN_FILE); reading needs none' },
   { name: 'json', help: 'print the API\'s JSON answer instead of a table' },
   { name: 'timeout', value: 'S', help: 'seconds to wait for each answer (default 10)' },
   { name: 'help', help: 'show help' },
@@ -43,6 +45,8 @@ const RULE_OPTIONS: OptionSpec[] = [
 ];
 
 interface Ctx {
+  /** The API token, or null (then changes are refused by a controller that has one). */
+  token: string | null;
   io: SlbctlIo;
   base: URL;
   json: boolean;
@@ -101,7 +105,8 @@ function printJson(c: Ctx, body: unknown): void {
 async function api(c: Ctx, method: string, path: string, body?: unknown, timeoutMs = c.timeoutMs): Promise<JsonResponse> {
   let r: JsonResponse;
   try {
-    r = await requestJson(joinUrl(c.base, path), body === undefined ? { method, timeoutMs } : { method, body, timeoutMs });
+    const headers = c.token === null ? {} : bearer(c.token);
+    r = await requestJson(joinUrl(c.base, path), body === undefined ? { method, timeoutMs, headers } : { method, body, timeoutMs, headers });
   } catch (e) {
     throw new CliError(`cannot reach the controller at ${c.base.href}: ${(e as Error).message}`, 1);
   }
@@ -787,7 +792,14 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
   const t = args.values.get('timeout')?.[0];
   const timeoutS = t === undefined ? 10 : Number(t);
   if (!Number.isFinite(timeoutS) || timeoutS <= 0 || timeoutS > 600) return usage('--timeout must be a number of seconds, 0 < S <= 600');
-  const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args };
+  const tokenPath = args.values.get('token-file')?.[0] ?? io.env['SLBX_TOKEN_FILE'];
+  let token: string | null = null;
+  if (tokenPath !== undefined && tokenPath !== '') {
+    const tk = readToken(tokenPath);
+    if (typeof tk !== 'string') return usage(`--token-file: ${tk.error}`);
+    token = tk;
+  }
+  const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token };
   try {
     return await cmd.run(c, pos);
   } catch (e) {

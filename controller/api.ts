@@ -6,6 +6,7 @@
 //   GET|PUT|PATCH|DELETE /v1/{collection}/{name}                     one object (a VIP by its address)
 //   /v1/pools/{pool}/backends[/{nic}]    /v1/vips/{vip}/rules[/{rule}]   the same, nested
 //   GET  /v1/health                                  probe states per (nic, probe)
+//   GET  /v1/stats                                   requests refused, by reason (unauthorized)
 //   GET  /v1/agents[/{kind}/{name}]                  applied generation, behind, last seen, last error
 //   GET  /v1/generations[/{gen}]                     when each generation was made and who applied it
 //   GET  /v1/agents/{kind}/{name}/policy?after=GEN   the agents' watch (long poll)
@@ -13,11 +14,14 @@
 //   POST /v1/agents/host/{name}/health               probe results
 //
 // Writes answer {generation, changed, item}; errors {error, errors?: [{path, configPath, value, message}]}.
+// With a token (runtime/api-token.ts) every write and every agent endpoint needs `Authorization: Bearer
+// TOKEN` (401 otherwise, counted); policies are signed with it.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { ListenAddress } from '../runtime/status-server.js';
 import { ApiError, COLLECTIONS, isCollection, readTarget, type ApiFieldError, type Target, type WriteMethod } from './document.js';
 import { AGENT_KINDS, type AgentKind, type AgentRegistry } from './agents.js';
 import { splitKey, type ControllerState, type HealthResultIn } from './state.js';
+import { authorized, sign, SIGNATURE_HEADER } from '../runtime/api-token.js';
 
 export const API_PREFIX = '/v1';
 /** Largest request body accepted (a whole config fits easily). */
@@ -50,8 +54,18 @@ export class ControllerApi {
   /** Open watches and waits: ended with 503 when the controller stops. */
   private readonly pending = new Set<() => void>();
   private closing = false;
+  /** Requests refused, by reason (GET /v1/stats). */
+  readonly refused: Record<string, number> = { unauthorized: 0 };
 
-  constructor(private readonly state: ControllerState, private readonly agents: AgentRegistry, private readonly log: ApiLog = () => {}) {
+  /**
+   * `token`: the API token (runtime/api-token.ts); null runs without authentication (tests, or
+   * slbx-controller --no-token). With a token, every write and every agent endpoint needs it, and
+   * policies are signed with it.
+   */
+  constructor(
+    private readonly state: ControllerState, private readonly agents: AgentRegistry, private readonly log: ApiLog = () => {},
+    private readonly token: string | null = null,
+  ) {
     state.onGeneration(() => agents.wake());
   }
 
@@ -118,6 +132,15 @@ export class ControllerApi {
       this.send(res, 405, { error: `${method} is not allowed on ${url.pathname}; allowed: ${allowed.join(', ')}` });
       return;
     }
+    // changing state, and everything agents do, needs the token; reading the desired state does not
+    const needsToken = (method !== 'GET' && method !== 'HEAD') || (seg[1] === 'agents' && seg.length >= 5);
+    if (this.token !== null && needsToken && !authorized(req.headers.authorization, this.token)) {
+      this.refused.unauthorized = (this.refused.unauthorized ?? 0) + 1;
+      this.log('warn', 'api_unauthorized', { method, path: url.pathname, from: req.socket.remoteAddress });
+      res.setHeader('www-authenticate', 'Bearer realm="slbx"');
+      this.send(res, 401, { error: `${method} ${url.pathname} needs the API token: Authorization: Bearer <the token in the controller's token file>` });
+      return;
+    }
     const ctx: Ctx = { req, res, method: method === 'HEAD' ? 'GET' : method, url, seg, atMs };
     Promise.resolve()
       .then(() => route.handle(ctx))
@@ -134,6 +157,16 @@ export class ControllerApi {
     }
     this.log('warn', 'internal_error', { error: (e as Error).stack ?? String(e) });
     this.send(res, 500, { error: `internal error: ${(e as Error).message}` });
+  }
+
+  /** A policy, signed with the token so the agent knows it comes from this controller. */
+  private sendPolicy(res: ServerResponse): void {
+    if (res.headersSent || res.destroyed) return;
+    const text = `${JSON.stringify(this.state.policy(), null, 2)}\n`;
+    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'slbx-generation': String(this.state.generation) };
+    if (this.token !== null) headers[SIGNATURE_HEADER] = sign(this.token, text);
+    res.writeHead(200, headers);
+    res.end(text);
   }
 
   private send(res: ServerResponse, status: number, body: unknown): void {
@@ -160,6 +193,7 @@ export class ControllerApi {
     const [a, b, c, d, e] = s;
     if (a === 'state' && s.length === 1) return { methods: ['GET', 'PUT'], handle: (x) => this.stateRoute(x) };
     if (a === 'health' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.healthList()) };
+    if (a === 'stats' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, { generation: this.state.generation, authentication: this.token !== null, refused: this.refused }) };
     if (a === 'generations') {
       if (s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.generations()) };
       if (s.length === 2) return { methods: ['GET'], handle: (x) => this.generation(x, b!) };
@@ -378,7 +412,7 @@ export class ControllerApi {
     this.agents.notePoll(kind, name, applied, stateId);
     const fresh = () => after === null || stateId !== this.state.stateId || this.state.generation > after;
     if (fresh() || waitS === 0) {
-      if (fresh()) this.send(c.res, 200, this.state.policy());
+      if (fresh()) this.sendPolicy(c.res);
       else this.send(c.res, 204, undefined);
       return;
     }
@@ -391,7 +425,7 @@ export class ControllerApi {
       off();
       this.pending.delete(stop);
       this.agents.watchClosed(kind, name);
-      if (status === 200) this.send(c.res, 200, this.state.policy());
+      if (status === 200) this.sendPolicy(c.res);
       else if (status === 503) this.send(c.res, 503, { error: 'the controller is stopping' });
       else this.send(c.res, 204, undefined);
     };

@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // slbx-controller: the network controller with the SLB manager. See --help and docs/controller.md.
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { loadOrCreateToken } from '../runtime/api-token.js';
 import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from '../shared/config.js';
 import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../cli/args.js';
 import { configureLog, log, logError, logInfo, logWarn, type LogLevel } from '../runtime/log.js';
@@ -15,6 +17,8 @@ const OPTIONS: OptionSpec[] = [
   { name: 'state', value: 'FILE', help: 'the state file (JSON, replaced atomically on every change); created by --init' },
   { name: 'init', value: 'CONFIG', help: 'slbx config (YAML or JSON) that seeds a missing or empty state file; ignored when the state file has a state' },
   { name: 'listen', value: 'ADDR:PORT', help: `API address (repeatable: one server per address; default ${DEFAULT_LISTEN})`, repeat: true },
+  { name: 'token-file', value: 'FILE', help: 'the API token (64 hex digits, mode 600); made when missing. Default: api-token next to the state file' },
+  { name: 'no-token', help: 'run without authentication (anyone who reaches the API can change the state): for tests only' },
   { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
   { name: 'help', help: 'show this help' },
 ];
@@ -27,7 +31,9 @@ const ABOUT =
   'pushes versioned policy to the MUXes and host agents, which watch it (a long poll they open) and ack\n' +
   'each generation they apply. Host agents report probe results here; a backend going down or coming\n' +
   'back makes a new generation for the MUXes. Logs are JSON lines on stdout, state changes only.\n\n' +
-  'The API has no authentication: listen on loopback or on a management network only.\n' +
+  'Changing the state, and every agent endpoint, needs the API token (Authorization: Bearer TOKEN): a\n' +
+  'secret file readable only by root, made on first start; policies are signed with it. Reads do not\n' +
+  'need it: listen on loopback or on a management network only.\n' +
   'signals: SIGTERM/SIGINT stop (open watches are ended; agents reconnect to the next controller);\n' +
   'SIGHUP is ignored (the state changes through the API only).';
 const EXTRA =
@@ -45,7 +51,7 @@ export interface ControllerHandle {
 }
 
 /** Opens the state and starts the API (used by main and by tests). Throws with a message on failure. */
-export async function startController(o: { statePath: string; init: SlbxConfig | null; listen: readonly ListenAddress[] }): Promise<ControllerHandle> {
+export async function startController(o: { statePath: string; init: SlbxConfig | null; listen: readonly ListenAddress[]; token?: string | null }): Promise<ControllerHandle> {
   const opened = ControllerState.open(o.statePath, o.init);
   if (!opened.ok) throw new Error(opened.error);
   const state = opened.state;
@@ -55,7 +61,7 @@ export async function startController(o: { statePath: string; init: SlbxConfig |
     healthEntries: Object.keys(state.health).length,
   });
   const agents = new AgentRegistry(state);
-  const api = new ControllerApi(state, agents, (level, event, fields) => log(level, event, fields));
+  const api = new ControllerApi(state, agents, (level, event, fields) => log(level, event, fields), o.token ?? null);
   await api.listen(o.listen);
   return { api, state, agents, stop: () => api.close() };
 }
@@ -98,15 +104,25 @@ export async function main(argv: readonly string[]): Promise<number> {
     if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, initPath)}\n`); return 2; }
     init = r.config;
   }
+  let token: string | null = null;
+  if (!args.flags.has('no-token')) {
+    const tokenPath = one(args, 'token-file') ?? join(dirname(statePath), 'api-token');
+    const t = loadOrCreateToken(tokenPath);
+    if (typeof t !== 'string') return err(t.error, 1);
+    token = t;
+    logInfo('api_token', { path: tokenPath });
+  } else {
+    logWarn('api_without_token', { note: 'anyone who reaches the API can change the state (--no-token)' });
+  }
   let h: ControllerHandle;
   try {
-    h = await startController({ statePath, init, listen });
+    h = await startController({ statePath, init, listen, token });
   } catch (e) {
     return err((e as Error).message, 1);
   }
   for (const l of listen) {
     logInfo('api_listening', { address: `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}` });
-    if (!isLoopback(l.host)) logWarn('api_not_loopback', { address: l.host, note: 'the API has no authentication' });
+    if (!isLoopback(l.host) && token === null) logWarn('api_not_loopback', { address: l.host, note: 'the API has no authentication (--no-token)' });
   }
   return new Promise((resolve) => {
     let stopping = false;

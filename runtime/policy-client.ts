@@ -38,6 +38,7 @@
 import { Agent } from 'node:http';
 import { formatConfigErrors, plainConfig, validateConfig, type SlbxConfig } from '../shared/config.js';
 import { joinUrl, requestJson, type JsonResponse } from './http-json.js';
+import { bearer, signatureValid, SIGNATURE_HEADER } from './api-token.js';
 import { log as defaultLog, type LogLevel } from './log.js';
 
 export interface ProbeResult {
@@ -89,6 +90,11 @@ export interface PolicyClientOptions {
   backoffMaxMs?: number;
   /** Timeout of acks, heartbeats and health reports. */
   requestTimeoutMs?: number;
+  /**
+   * The controller's API token (runtime/api-token.ts): sent with every request, and a policy is taken
+   * only with a good signature under it. Null or absent: no authentication either way.
+   */
+  token?: string | null;
   log?(level: LogLevel, event: string, fields: Record<string, unknown>): void;
 }
 
@@ -109,6 +115,9 @@ export interface PolicyClientStatus {
   /** The last policy refused, while no newer one was applied. */
   lastRefused: { generation: number; error: string; at: string } | null;
   health: { results: number; sentAt: string | null; pending: boolean } | null;
+  /** Whether requests carry the API token and policies must be signed with it. */
+  authenticated: boolean;
+  policiesUnsigned: number;
 }
 
 export const POLICY_WAIT_S = 25;
@@ -144,6 +153,8 @@ export class PolicyClient implements HealthReporter {
   private readonly abort = new AbortController();
   private readonly base: string;
   private stopped = false;
+  /** Policies refused because their signature did not check (a forged or foreign controller). */
+  policiesUnsigned = 0;
   private started = false;
   private connection: ConnectionState = 'connecting';
   private connectionSince = Date.now();
@@ -212,6 +223,8 @@ export class PolicyClient implements HealthReporter {
       lastError: this.lastError,
       lastRefused: this.lastRefused,
       health: this.healthSet === null ? null : { results: this.healthSet.length, sentAt: iso(this.healthSentAtMs), pending: this.healthDirty },
+      authenticated: (this.o.token ?? null) !== null,
+      policiesUnsigned: this.policiesUnsigned,
     };
   }
 
@@ -276,12 +289,20 @@ export class PolicyClient implements HealthReporter {
         const wait = this.connection === 'connected' ? waitS : 0;
         const r = await requestJson(this.url('/policy', {
           after: this.seenGeneration, applied: this.appliedGeneration, state: this.stateId, waitS: wait,
-        }), { timeoutMs: (wait + 15) * 1000, agent: this.agent, signal: this.abort.signal });
+        }), { timeoutMs: (wait + 15) * 1000, agent: this.agent, signal: this.abort.signal, headers: this.authHeaders() });
         if (this.stopped) break;
         if (r.status !== 200 && r.status !== 204) throw new Error(answerError(r));
         this.setConnection('connected', null);
         backoff = min;
-        if (r.status === 200) this.onPolicy(r.body);
+        if (r.status === 200) {
+          const token = this.o.token ?? null;
+          if (token !== null && !signatureValid(token, r.text, r.headers[SIGNATURE_HEADER])) {
+            // not from the controller we share the token with: never applied
+            this.policiesUnsigned++;
+            throw new Error('a policy without a valid signature was refused (is this the controller, with the same API token?)');
+          }
+          this.onPolicy(r.body);
+        }
       } catch (e) {
         if (this.stopped) break;
         this.setConnection('unreachable', errorText(e));
@@ -351,8 +372,13 @@ export class PolicyClient implements HealthReporter {
 
   private async post(path: string, body: unknown): Promise<JsonResponse> {
     return requestJson(this.url(path), {
-      method: 'POST', body, agent: this.agent, signal: this.abort.signal, timeoutMs: this.o.requestTimeoutMs ?? 5000,
+      method: 'POST', body, agent: this.agent, signal: this.abort.signal, timeoutMs: this.o.requestTimeoutMs ?? 5000, headers: this.authHeaders(),
     });
+  }
+
+  private authHeaders(): Record<string, string> {
+    const t = this.o.token ?? null;
+    return t === null ? {} : bearer(t);
   }
 
   private async sendAck(ack: Record<string, unknown>): Promise<void> {
