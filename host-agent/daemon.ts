@@ -9,14 +9,15 @@
 //            Ethernet/IPv4/UDP header (runtime/vxlan-socket.ts) for the same data plane; no nftables rule
 import { formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
-import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
-import { RawSender } from '../runtime/raw-sender.js';
+import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
+import { createFramePort, createIpSender, resolveIo, type FramePort, type IoPath, type IpSender } from '../runtime/frame-port.js';
 import { VxlanSocket } from '../runtime/vxlan-socket.js';
 import { readInterface } from '../runtime/netif.js';
 import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
 import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
-import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, type HostContext } from './data-plane.js';
+import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
+import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 
 const PORT_RETRY_MS = 1000;
 
@@ -52,12 +53,18 @@ export interface HostDaemonOptions {
   receivePath?: ReceivePath;
   /** The fabric interface's MAC (the udp receive path writes it into the synthesized frames). */
   mac?: Uint8Array;
+  /** Capture and injection (--io): pcap (default) or ring (falls back to pcap when the addon is missing). */
+  io?: IoPath;
+  /** Called with every probe state on each probe state change (docs/probes.md); see HostDaemon.onHealthChange. */
+  onHealthChange?: HealthListener;
 }
 
 interface PortState {
-  port: PcapPort | null;
+  port: FramePort | null;
   mac: Uint8Array | null;
   error: string | null;
+  /** The nic index the capture reports its frames under (updated in place by applyConfig). */
+  index: number;
 }
 
 export class HostDaemon {
@@ -65,13 +72,16 @@ export class HostDaemon {
   readonly iface: string;
   config: SlbxConfig;
   ctx: HostContext;
-  private fabric: PcapPort;
+  private fabric: FramePort;
   readonly receivePath: ReceivePath;
+  /** The capture and injection in use, and why it is not the one asked for (null: it is). */
+  readonly io: IoPath;
+  private readonly ioFallback: string | null;
   private vxlanSocket: VxlanSocket | null = null;
   private vxlanSocketError: string | null = null;
   private ports: PortState[] = [];
-  private raw4: RawSender | null = null;
-  private raw6: RawSender | null = null;
+  private raw4: IpSender | null = null;
+  private raw6: IpSender | null = null;
   private timers: NodeJS.Timeout[] = [];
   private started = false;
   private generation = 1;
@@ -81,6 +91,8 @@ export class HostDaemon {
   internalErrors = 0;
   lastInternalError = '';
   dsrUnavailable = 0;
+  /** Health probes of the local nics, through their ports (host-agent/prober.ts). */
+  readonly prober: Prober;
 
   constructor(o: HostDaemonOptions) {
     this.o = o;
@@ -89,9 +101,40 @@ export class HostDaemon {
     this.config = o.config;
     const tables = compileHostTables(o.config, o.name, this.generation);
     this.ctx = newHostContext(tables, o.config.fabric.vxlanPort, tables.nics.map(() => new Uint8Array(6)));
-    this.fabric = new PcapPort(o.iface);
+    // the DSR return leaves through the fabric interface: larger replies get ICMP too big
+    this.ctx.dsrMtu = readInterface(o.iface)?.mtu ?? 65535;
+    const io = resolveIo(o.io ?? 'pcap');
+    this.io = io.io;
+    this.ioFallback = io.fallbackReason;
+    this.fabric = createFramePort(io.io, o.iface);
     this.receivePath = o.receivePath ?? DEFAULT_RECEIVE_PATH;
     if (!isReceivePath(this.receivePath)) throw new Error(`unknown receive path ${JSON.stringify(o.receivePath)}`);
+    this.prober = new Prober({
+      hostName: o.name, config: o.config, onChange: o.onHealthChange ?? null,
+      ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.portOf(nic)?.port?.send(frame, len) ?? false },
+    });
+  }
+
+  /** Receives every probe state on each change; null: nobody. (setHealthReporter installs one.) */
+  set onHealthChange(cb: HealthListener | null) {
+    this.prober.onChange = cb;
+  }
+
+  /**
+   * With --controller (runtime/daemon-main.ts): probe results go to the controller, the full set, one
+   * entry per (nic, probe), on every state change, and once now.
+   */
+  setHealthReporter(reporter: HealthSink): void {
+    const listener = healthListenerFor(reporter);
+    this.prober.onChange = listener;
+    listener(this.prober.status());
+  }
+
+  /** The open port of a nic, by name (for the prober; not per packet). */
+  private portOf(nic: string): PortState | null {
+    const n = this.ctx.tables.nics.find((x) => x.name === nic);
+    const st = n === undefined ? undefined : this.ports[n.index];
+    return st !== undefined && st.port !== null && st.mac !== null ? st : null;
   }
 
   private get useNftables(): boolean {
@@ -106,13 +149,14 @@ export class HostDaemon {
     if (this.started) return;
     const me = this.self();
     if (this.useNftables) {
-      this.nftError = installVxlanDrop(me.address.text, 4, this.config.fabric.vxlanPort);
+      this.nftError = installVxlanDrop([me.address, ...(me.address6 ? [me.address6] : [])], this.config.fabric.vxlanPort);
       if (this.nftError !== null) logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
     }
-    if (this.o.dsrVia4 !== null) this.raw4 = new RawSender(4, this.o.dsrVia4);
-    if (this.o.dsrVia6 !== null) this.raw6 = new RawSender(6, this.o.dsrVia6);
+    if (this.o.dsrVia4 !== null) this.raw4 = createIpSender(this.io, 4, this.o.dsrVia4);
+    if (this.o.dsrVia6 !== null) this.raw6 = createIpSender(this.io, 6, this.o.dsrVia6);
     if (this.receivePath === 'capture') {
-      this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and dst host ${me.address.text}`,
+      // VXLAN to our provider address over IPv4, or over IPv6 to our address6
+      this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`,
         (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
     } else {
       this.openVxlanSocket();
@@ -120,7 +164,10 @@ export class HostDaemon {
     this.started = true;
     this.openPorts();
     this.timers.push(setInterval(() => this.openPorts(), PORT_RETRY_MS));
+    this.prober.start();
+    if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('host_agent_started', {
+      io: this.io,
       interface: this.iface, pa: me.address.text, dsrVia4: this.o.dsrVia4, dsrVia6: this.o.dsrVia6,
       ports: this.ctx.tables.nics.map((n) => n.port), receivePath: this.receivePath,
     });
@@ -145,6 +192,7 @@ export class HostDaemon {
   stop(): void {
     if (!this.started) return;
     this.started = false;
+    this.prober.stop();
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.fabric.close();
@@ -163,7 +211,7 @@ export class HostDaemon {
   private openPorts(): void {
     if (!this.started) return;
     const nics = this.ctx.tables.nics;
-    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null });
+    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null, index: this.ports.length });
     for (const nic of nics) {
       const st = this.ports[nic.index]!;
       if (st.port !== null && st.port.iface === nic.port) continue;
@@ -176,10 +224,11 @@ export class HostDaemon {
         st.error = err;
         continue;
       }
-      const p = new PcapPort(nic.port);
+      const p = createFramePort(this.io, nic.port);
       try {
         // every frame the backend sends; not the ones we send from the port's MAC
-        p.open(`not ether src ${formatMac(ifc.mac)}`, (f, len) => this.onPortFrame(f, len, nic.index), 4 * 1024 * 1024);
+        st.index = nic.index;
+        p.open(`not ether src ${formatMac(ifc.mac)}`, (f, len) => this.onPortFrame(f, len, st.index), 4 * 1024 * 1024);
       } catch (e) {
         st.error = (e as Error).message;
         logWarn('port_open_failed', { nic: nic.name, port: nic.port, error: st.error });
@@ -220,7 +269,17 @@ export class HostDaemon {
       this.internalError(e);
       return;
     }
-    if (v !== VERDICT_FORWARD) return;
+    if (v !== VERDICT_FORWARD) {
+      // a backend's answer to a health probe (sent to its gateway address): for the prober
+      if (v === VERDICT_LOCAL) {
+        try {
+          this.prober.onLocalPacket(ctx.tables.nics[port]!.name, ctx.outBuf, ctx.outOff, ctx.outLen);
+        } catch (e) {
+          this.internalError(e);
+        }
+      }
+      return;
+    }
     if (ctx.outPort === OUT_DSR) {
       const raw = (frame[ctx.outOff]! >>> 4) === 6 ? this.raw6 : this.raw4;
       if (raw === null) { this.dsrUnavailable++; return; }
@@ -258,30 +317,25 @@ export class HostDaemon {
         macs.push(st.mac!);
         old.delete(n.name);
       } else {
-        ports.push({ port: null, mac: null, error: null });
+        ports.push({ port: null, mac: null, error: null, index: n.index });
         macs.push(new Uint8Array(6));
       }
     }
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
     const ctx = newHostContext(tables, config.fabric.vxlanPort, macs);
+    ctx.dsrMtu = this.ctx.dsrMtu;
     ctx.counters.values.set(counters.values); // counters survive a policy change
-    // captures call back with their nic index: rebind them to the new numbering
-    for (let i = 0; i < ports.length; i++) {
-      const st = ports[i]!;
-      if (st.port !== null) {
-        const iface = st.port.iface;
-        st.port.close();
-        const p = new PcapPort(iface);
-        p.open(`not ether src ${formatMac(st.mac!)}`, (f, len) => this.onPortFrame(f, len, i), 4 * 1024 * 1024);
-        st.port = p;
-      }
-    }
+    // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
+    // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the
+    // process: cap's close() stops its uv_poll handle without uv_close(), and its destructor frees it.)
+    for (let i = 0; i < ports.length; i++) ports[i]!.index = i;
     this.ports = ports;
     this.ctx = ctx;
     this.config = config;
     this.vxlanSocket?.setSources(vxlanSources(config, this.name));
     this.openPorts();
+    this.prober.applyConfig(config);
     logInfo('tables_installed', { generation: this.generation, nics: tables.nics.map((n) => n.name) });
   }
 
@@ -300,6 +354,7 @@ export class HostDaemon {
       interface: this.iface,
       pa: this.self().address.text,
       dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.dsrUnavailable },
+      io: this.io,
       receive: this.receivePath === 'capture'
         ? { path: 'capture', open: this.fabric.isOpen }
         : { path: 'udp', open: this.vxlanSocket?.isOpen === true, received: this.vxlanSocket?.received ?? 0, errors: this.vxlanSocket?.errors ?? 0, lastError: this.vxlanSocketError ?? undefined },
@@ -307,6 +362,9 @@ export class HostDaemon {
       ports,
       sendErrors: this.fabric.sendErrors + this.ports.reduce((s, p) => s + (p.port?.sendErrors ?? 0), 0),
       internalErrors: this.internalErrors,
+      probes: this.prober.status(),
+      probeTargets: this.prober.details(),
+      probeCounters: this.prober.counters(),
       counters: this.ctx.counters.snapshot(),
     };
   }

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
 // slbx-host-agent: the host agent daemon. See --help.
 import { isIP } from 'node:net';
+import type { SlbxConfig } from '../shared/config.js';
 import { isMain, one } from '../cli/args.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { defaultGateway4, defaultGateway6, findInterfaceByAddress, readInterface } from '../runtime/netif.js';
+import { DEFAULT_IO_PATH, IO_PATHS, isIoPath, type IoPath } from '../runtime/frame-port.js';
 import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
 
 export const HOST_AGENT_PROGRAM: DaemonProgram = {
@@ -25,6 +27,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     { name: 'no-nftables', help: 'do not install the nftables rule that drops captured VXLAN in the kernel' },
     { name: 'capture-buffer-mb', value: 'N', help: 'kernel buffer of the fabric capture (or the udp socket\'s, capped by net.core.rmem_max), 1..1024', default: '32' },
     { name: 'receive-path', value: 'PATH', help: 'how VXLAN comes in: capture or udp (see above)', default: DEFAULT_RECEIVE_PATH },
+    { name: 'io', value: 'IO', help: 'capture, injection and DSR sends: pcap (libpcap, raw-socket) or ring (slbx\'s batched addon, falls back to pcap when not built; docs/performance.md)', default: DEFAULT_IO_PATH },
   ],
   defaultStatus: '127.0.0.1:9181',
   extraHelp:
@@ -32,6 +35,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>',
   checkArgs(args) {
     const rp = one(args, 'receive-path')!;
+    const io = one(args, 'io')!;
+    if (!isIoPath(io)) return `--io must be one of ${IO_PATHS.join(', ')} (got ${JSON.stringify(io)})`;
     return isReceivePath(rp) ? null : `--receive-path must be one of ${RECEIVE_PATHS.join(', ')} (got ${JSON.stringify(rp)})`;
   },
   create(args, config, name, cfgPath) {
@@ -54,7 +59,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
     return new HostDaemon({
       config, name, iface: iface.name, dsrVia4: via4, dsrVia6: via6,
-      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024, receivePath, mac: iface.mac,
+      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024, receivePath, mac: iface.mac, io: one(args, 'io') as IoPath,
     });
   },
   routes(daemon) {
@@ -65,6 +70,25 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       return undefined;
     };
   },
+  // --controller: a policy whose config differs only in what the MUXes alone use (a drain, a weight,
+  // a priority, enabled, distribution, the hash and table settings) leaves the host agent as it is
+  applyPolicy(daemon, policy) {
+    const d = daemon as HostDaemon;
+    if (policy.configChanged && hostPolicyKey(policy.config) !== hostPolicyKey(d.config)) d.applyConfig(policy.config);
+  },
 };
+
+/**
+ * What of a config a host agent uses (host-agent/tables.ts, host-agent/prober.ts): everything but the
+ * MUX-only settings. Two configs with the same key give the host agent the same tables and probes.
+ */
+export function hostPolicyKey(config: SlbxConfig): string {
+  return JSON.stringify({
+    ...config,
+    hashSeed: null, maglevTableSize: null, flowTable: null, bgp: null,
+    pools: config.pools.map((p) => ({ name: p.name, network: p.network, nics: p.backends.map((b) => b.nic) })),
+    vips: config.vips.map((v) => ({ address: v.address.text, rules: v.rules.map((r) => ({ ...r, distribution: null })) })),
+  });
+}
 
 if (isMain(import.meta.url)) exitWith(runDaemon(HOST_AGENT_PROGRAM, process.argv.slice(2)));

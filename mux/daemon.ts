@@ -11,19 +11,17 @@
 //                       and UDP: the outer source port is the socket's, not the flow hash's)
 import { formatIpv4, formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
-import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
-import { ETHERTYPE_ARP, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
-import { PcapPort, DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
+import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { RawSender } from '../runtime/raw-sender.js';
+import { createFramePort, resolveIo, type FramePort, type IoPath } from '../runtime/frame-port.js';
 import { UdpRingSender } from '../runtime/udp-sender.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
-import { newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, type MuxContext } from './data-plane.js';
+import { newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
+import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
+import { MuxBgp } from './bgp/mux-bgp.js';
 
-const ARP_RETRY_MS = 1000;
-const ARP_REFRESH_MS = 30_000;
 const CLOCK_TICK_MS = 250;
-const BROADCAST = new Uint8Array([255, 255, 255, 255, 255, 255]);
 
 export const SEND_PATHS = ['cap', 'raw', 'udp'] as const;
 export type SendPath = (typeof SEND_PATHS)[number];
@@ -49,14 +47,22 @@ export interface MuxDaemonOptions {
   health?: HealthView;
   /** How VXLAN frames leave (default cap). */
   sendPath?: SendPath;
+  /** false: no BGP speaker even when the config has a bgp section (tests, replay). Default true. */
+  bgp?: boolean;
+  /** Capture and injection (--io): pcap (default) or ring (falls back to pcap when the addon is missing). */
+  io?: IoPath;
 }
 
-/** The BPF filter for a VIP set: the VIPs' packets (tagged or not) and ARP for our own resolution. */
+/**
+ * The BPF filter for a VIP set: the VIPs' packets (tagged or not), and what resolves the hosts: ARP, or
+ * on an IPv6 underlay neighbour solicitations and advertisements (ICMPv6 135/136 right after the header).
+ */
 export function muxCaptureFilter(config: SlbxConfig): string {
   const hosts = config.vips.map((v) => (v.address.family === 4 ? `dst host ${v.address.text}` : `ip6 dst host ${v.address.text}`));
-  if (hosts.length === 0) return 'arp';
+  const resolve = config.fabric.underlay === 'ipv6' ? '(icmp6 and (ip6[40] == 135 or ip6[40] == 136))' : 'arp';
+  if (hosts.length === 0) return resolve;
   const any = hosts.join(' or ');
-  return `arp or ${any} or (vlan and (${any}))`;
+  return `${resolve} or ${any} or (vlan and (${any}))`;
 }
 
 export class MuxDaemon {
@@ -65,17 +71,17 @@ export class MuxDaemon {
   readonly mac: Uint8Array;
   config: SlbxConfig;
   ctx: MuxContext;
-  private port: PcapPort;
+  private port: FramePort;
   private filter = '';
   private timers: NodeJS.Timeout[] = [];
   private started = false;
   private generation = 1;
   private health: HealthView;
-  private readonly arp = newArpPacket();
-  private readonly eth = newEthernetHeader();
-  private readonly arpFrame = Buffer.alloc(42);
-  private lastArpSent = new Map<string, number>();
+  private readonly neighbors: NeighborResolver;
   readonly sendPath: SendPath;
+  /** The capture and injection in use, and why it is not the one asked for (null: it is). */
+  readonly io: IoPath;
+  private readonly ioFallback: string | null;
   /** 0 cap, 1 raw, 2 udp: compared per packet. */
   private readonly sendPathCode: number;
   private raw: RawSender | null = null;
@@ -84,6 +90,8 @@ export class MuxDaemon {
   /** udp path: sends for a host that had no socket (never expected: sockets follow the tables). */
   private udpNoSocket = 0;
   private readonly startedAt = Date.now();
+  /** The BGP speakers (docs/bgp.md); idle without a bgp section. */
+  private readonly bgp: MuxBgp | null;
   internalErrors = 0;
   lastInternalError = '';
 
@@ -94,11 +102,19 @@ export class MuxDaemon {
     this.config = o.config;
     this.health = o.health ?? ALL_HEALTHY;
     this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.health, null, this.generation));
-    this.port = new PcapPort(o.iface);
+    const io = resolveIo(o.io ?? 'pcap');
+    this.io = io.io;
+    this.ioFallback = io.fallbackReason;
+    this.port = createFramePort(io.io, o.iface);
+    this.neighbors = new NeighborResolver(o.mac, (f, len) => { this.port.send(f, len); });
     this.captureBufferBytes = o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES;
     this.sendPath = o.sendPath ?? DEFAULT_SEND_PATH;
     this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
     if (this.sendPathCode < 0) throw new Error(`unknown send path ${JSON.stringify(o.sendPath)}`);
+    this.bgp = o.bgp === false ? null : new MuxBgp({
+      name: o.name, config: o.config, tables: () => this.ctx.tables,
+      ready: () => { for (const h of this.ctx.tables.hosts.values()) if (!h.macKnown) return false; return true; },
+    });
   }
 
   private readonly captureBufferBytes: number;
@@ -113,7 +129,8 @@ export class MuxDaemon {
     const me = config.muxes.find((x) => x.name === this.name);
     if (me === undefined) throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${config.muxes.map((x) => x.name).join(', ')})`);
     return newMuxContext({
-      tables, localMac: this.mac, localPa4: me.address.words[0]!, hashSeed: config.hashSeed,
+      tables, localMac: this.mac, localPa4: me.address.words[0]!, localPa6: me.address6?.words ?? null,
+      underlay6: config.fabric.underlay === 'ipv6', hashSeed: config.hashSeed,
       mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
     });
   }
@@ -131,9 +148,20 @@ export class MuxDaemon {
     this.started = true;
     if (this.sendPath === 'udp') this.syncUdpSenders();
     this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
-    this.timers.push(setInterval(() => this.resolveHosts(), ARP_RETRY_MS));
+    this.timers.push(setInterval(() => this.resolveHosts(), NEIGHBOR_RETRY_MS));
     this.resolveHosts();
-    logInfo('mux_started', { interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter, sendPath: this.sendPath });
+    if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
+    logInfo('mux_started', { io: this.io, interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter, sendPath: this.sendPath });
+    this.bgp?.start();
+  }
+
+  /**
+   * The first step of SIGTERM (runtime/daemon-main.ts calls it before stop()): BGP withdraws every VIP,
+   * sends Cease and closes, and the MUX keeps forwarding for bgp.shutdownGraceMs while the router moves
+   * the traffic elsewhere.
+   */
+  async drain(): Promise<void> {
+    if (this.started) await this.bgp?.shutdown();
   }
 
   stop(): void {
@@ -146,6 +174,7 @@ export class MuxDaemon {
     this.raw = null;
     for (const s of this.udpByHost.values()) s.close();
     this.udpByHost = new Map();
+    this.bgp?.stop();
     logInfo('mux_stopped', { counters: this.ctx.counters.snapshot() });
   }
 
@@ -176,7 +205,8 @@ export class MuxDaemon {
         if (s !== undefined) s.send(ctx.out, VXLAN_OFF, ctx.outLen - VXLAN_OFF);
         else this.udpNoSocket++;
       }
-    } else if (v === VERDICT_CONTROL) this.onArp(frame, len);
+    } else if (v === VERDICT_REPLY) this.port.send(ctx.out, ctx.outLen); // ICMP back out the capture interface
+    else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
   }
 
   /**
@@ -233,43 +263,11 @@ export class MuxDaemon {
     sweepFlows(this.ctx, Math.max(1024, Math.ceil(Math.max(this.ctx.flows4.capacity, this.ctx.flows6.capacity) / 40)));
   }
 
-  /** ARP replies and requests from hosts teach us their provider addresses' MACs. */
-  private onArp(frame: Buffer, len: number): void {
-    const l3 = parseEthernet(frame, 0, this.eth, len);
-    if (l3 < 0 || this.eth.etherType !== ETHERTYPE_ARP) return;
-    if (parseArp(frame, l3, this.arp, len) < 0) return;
-    const a = this.arp;
-    if (a.op !== ARP_OP_REPLY && a.op !== ARP_OP_REQUEST) return;
-    for (const h of this.ctx.tables.hosts.values()) {
-      if (h.pa4 !== a.senderIp) continue;
-      let changed = !h.macKnown;
-      for (let i = 0; i < 6; i++) if (h.mac[i] !== a.senderMac[i]) changed = true;
-      if (changed) {
-        h.mac.set(a.senderMac);
-        h.macKnown = true;
-        logInfo('neighbor_learned', { host: h.name, pa: h.pa.text, mac: formatMac(h.mac) });
-      }
-    }
-  }
-
+  /** Sends the ARP requests or neighbour solicitations that are due (see mux/neighbors.ts). */
   private resolveHosts(): void {
     if (!this.started) return;
-    const now = Date.now();
-    const myPa = this.self().address.words[0]!;
-    for (const h of this.ctx.tables.hosts.values()) {
-      const last = this.lastArpSent.get(h.name) ?? 0;
-      const due = h.macKnown ? now - last >= ARP_REFRESH_MS : now - last >= ARP_RETRY_MS - 50;
-      if (!due) continue;
-      this.lastArpSent.set(h.name, now);
-      const a = newArpPacket();
-      a.op = ARP_OP_REQUEST;
-      a.senderMac.set(this.mac);
-      a.senderIp = myPa;
-      a.targetIp = h.pa4;
-      writeEthernetRaw(BROADCAST, this.mac, ETHERTYPE_ARP, this.arpFrame, 0);
-      writeArp(a, this.arpFrame, 14);
-      this.port.send(this.arpFrame, 42);
-    }
+    const me = this.self();
+    this.neighbors.resolve(this.ctx.tables.hosts.values(), this.ctx.underlay6, me.address.words[0]!, me.address6?.words ?? null);
   }
 
   /**
@@ -294,6 +292,7 @@ export class MuxDaemon {
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
     if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
     logInfo('tables_installed', { generation: this.generation, vips: config.vips.length, flowsKept: sameShape });
+    this.bgp?.update(config);
     this.resolveHosts();
   }
 
@@ -318,7 +317,9 @@ export class MuxDaemon {
       sendErrors: this.port.sendErrors,
       lastSendError: this.port.lastSendError || undefined,
       send: this.sendStatus(),
+      io: this.io,
       internalErrors: this.internalErrors,
+      bgp: this.bgp?.status() ?? null,
       counters: this.ctx.counters.snapshot(),
     };
   }

@@ -3,6 +3,7 @@
 import { isMain, one } from '../cli/args.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { findInterfaceByAddress, readInterface } from '../runtime/netif.js';
+import { DEFAULT_IO_PATH, IO_PATHS, isIoPath, type IoPath } from '../runtime/frame-port.js';
 import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
 
 export const MUX_PROGRAM: DaemonProgram = {
@@ -23,6 +24,8 @@ export const MUX_PROGRAM: DaemonProgram = {
     { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the mux\'s provider address' },
     { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer, 1..1024', default: '32' },
     { name: 'send-path', value: 'PATH', help: 'how VXLAN leaves: cap, raw or udp (see above)', default: DEFAULT_SEND_PATH },
+    { name: 'io', value: 'IO', help: 'capture and injection: pcap (libpcap) or ring (slbx\'s batched packet-socket addon, falls back to pcap when not built; docs/performance.md)', default: DEFAULT_IO_PATH },
+    { name: 'no-bgp', help: 'speak no BGP even when the config has a bgp section (benchmarks, tests); docs/bgp.md' },
   ],
   defaultStatus: '127.0.0.1:9180',
   extraHelp:
@@ -31,6 +34,8 @@ export const MUX_PROGRAM: DaemonProgram = {
     '        curl -s \'http://127.0.0.1:9180/flows?limit=20\'',
   checkArgs(args) {
     const sp = one(args, 'send-path')!;
+    const io = one(args, 'io')!;
+    if (!isIoPath(io)) return `--io must be one of ${IO_PATHS.join(', ')} (got ${JSON.stringify(io)})`;
     return isSendPath(sp) ? null : `--send-path must be one of ${SEND_PATHS.join(', ')} (got ${JSON.stringify(sp)})`;
   },
   create(args, config, name, cfgPath) {
@@ -46,7 +51,7 @@ export const MUX_PROGRAM: DaemonProgram = {
         ? `no interface ${ifName} in this network namespace`
         : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
     }
-    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath });
+    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath, io: one(args, 'io') as IoPath, bgp: !args.flags.has('no-bgp') });
   },
   routes(daemon) {
     const d = daemon as MuxDaemon;
@@ -56,6 +61,11 @@ export const MUX_PROGRAM: DaemonProgram = {
       if (path === '/flows') return d.flows(Math.min(10000, Number(q.get('limit') ?? 100) || 100));
       return undefined;
     };
+  },
+  // --controller: each policy carries the health the host agents reported; a policy that changes
+  // neither the config nor what is down (the same state again) leaves the tables and their generation be
+  applyPolicy(daemon, policy) {
+    if (policy.configChanged || policy.healthChanged) (daemon as MuxDaemon).applyConfig(policy.config, policy.healthView);
   },
 };
 

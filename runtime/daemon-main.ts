@@ -1,17 +1,36 @@
 // What every slbx daemon's main does the same way: strict arguments with --help, the config file read
 // and validated (every problem listed, exit 2), JSON logs, a loopback status endpoint, SIGHUP to re-read
 // the config (a bad one is refused, the old one stays), SIGTERM/SIGINT to stop in order.
+//
+// With --controller URL the policy comes from the slbx controller instead (runtime/policy-client.ts):
+// --config becomes an optional bootstrap, used until the controller answers (without it the daemon is
+// created from the first policy); each new generation is validated and applied (applyPolicy), a bad
+// one refused with the old one kept; GET /status gains `controller` (connection, applied generation);
+// SIGHUP is ignored (the controller owns the policy).
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from '../shared/config.js';
 import { formatHelp, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../cli/args.js';
 import { configureLog, logError, logInfo, logWarn, type LogLevel } from './log.js';
 import { isLoopback, parseListen, startStatusServer, type StatusHandler } from './status-server.js';
+import { parseControllerUrl } from './http-json.js';
+import { readToken } from './api-token.js';
+import { PolicyClient, type AppliedPolicy, type HealthReporter } from './policy-client.js';
 
 export interface Daemon {
   start(): void;
   stop(): void;
   applyConfig(config: SlbxConfig): void;
+  /**
+   * With --controller: called once with the reporter that sends probe results to the controller
+   * (runtime/policy-client.ts explains the contract). Daemons without probes leave it out.
+   */
+  setHealthReporter?(reporter: HealthReporter): void;
+  /**
+   * The graceful first step of SIGTERM/SIGINT, awaited before stop(): the MUX withdraws its BGP routes,
+   * sends Cease and keeps forwarding for a short grace (docs/bgp.md). Daemons without one leave it out.
+   */
+  drain?(): Promise<void>;
 }
 
 export interface DaemonProgram {
@@ -30,6 +49,16 @@ export interface DaemonProgram {
   /** Builds the daemon (not started); return a string to refuse with that message (exit 2). */
   create(args: ParsedArgs, config: SlbxConfig, name: string, configPath: string): Daemon | string;
   routes(daemon: Daemon): StatusHandler;
+  /**
+   * Installs a policy from the controller (--controller). Default: applyConfig(policy.config) when the
+   * config changed (a generation that only changed health is acked without touching the daemon).
+   * Throw to refuse it.
+   */
+  applyPolicy?(daemon: Daemon, policy: AppliedPolicy): void;
+}
+
+function defaultApplyPolicy(daemon: Daemon, policy: AppliedPolicy): void {
+  if (policy.configChanged) daemon.applyConfig(policy.config);
 }
 
 export function readConfigFile(path: string): { config: SlbxConfig } | { error: string } {
@@ -45,8 +74,10 @@ export function readConfigFile(path: string): { config: SlbxConfig } | { error: 
 
 export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Promise<number> {
   const options: OptionSpec[] = [
-    { name: 'config', value: 'FILE', help: 'slbx config (YAML or JSON); SIGHUP re-reads it' },
+    { name: 'config', value: 'FILE', help: 'slbx config (YAML or JSON); SIGHUP re-reads it. With --controller: the bootstrap config, used until the controller answers (optional)' },
     { name: 'name', value: 'NAME', help: `which ${p.program === 'slbx-mux' ? 'mux' : 'host'} of the config this is` },
+    { name: 'controller', value: 'URL', help: 'take policy from the slbx controller (http://ADDR:PORT): watch it, apply and ack each generation, send status heartbeats' },
+    { name: 'controller-token-file', value: 'FILE', help: 'the controller\'s API token (mode 600): sent with every request; policies must be signed with it. Without it the controller must run with --no-token' },
     ...p.options,
     { name: 'status', value: 'ADDR:PORT', help: 'status endpoint (read-only JSON over HTTP)', default: p.defaultStatus },
     { name: 'status-any', help: 'allow a non-loopback status address' },
@@ -60,12 +91,19 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
     throw e;
   }
   if (args.flags.has('help')) {
-    process.stdout.write(formatHelp(p.usage, `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays); SIGTERM/SIGINT stop.`, options, p.extraHelp));
+    process.stdout.write(formatHelp(p.usage, `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays; ignored with --controller); SIGTERM/SIGINT stop.`, options, p.extraHelp));
     return 0;
   }
   const cfgPath = one(args, 'config');
   const name = one(args, 'name');
-  if (!cfgPath || !name) return err('--config and --name are required (see --help)');
+  const controllerText = one(args, 'controller');
+  if (!name || (!cfgPath && controllerText === undefined)) return err('--config and --name are required (or --controller URL and --name; see --help)');
+  let controllerUrl: URL | null = null;
+  if (controllerText !== undefined) {
+    const u = parseControllerUrl(controllerText);
+    if (typeof u === 'string') return err(`--controller: ${u}`);
+    controllerUrl = u;
+  }
   const argError = p.checkArgs?.(args) ?? null;
   if (argError !== null) return err(argError);
   const level = one(args, 'log-level') as LogLevel;
@@ -75,35 +113,92 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
   if (typeof listen === 'string') return err(`--status: ${listen}`);
   if (!isLoopback(listen.host) && !args.flags.has('status-any')) return err(`--status ${listen.host} is not a loopback address; add --status-any to mean it`);
 
-  const loaded = readConfigFile(cfgPath);
-  if ('error' in loaded) { process.stderr.write(`${loaded.error}\n`); return 2; }
-  let daemon: Daemon | string;
-  try {
-    daemon = p.create(args, loaded.config, name, cfgPath);
-  } catch (e) {
-    return err((e as Error).message);
+  let daemon: Daemon | null = null;
+  let bootstrap: SlbxConfig | null = null;
+  if (cfgPath) {
+    const loaded = readConfigFile(cfgPath);
+    if ('error' in loaded) { process.stderr.write(`${loaded.error}\n`); return 2; }
+    let created: Daemon | string;
+    try {
+      created = p.create(args, loaded.config, name, cfgPath);
+    } catch (e) {
+      return err((e as Error).message);
+    }
+    if (typeof created === 'string') return err(created);
+    try {
+      created.start();
+    } catch (e) {
+      return err(`cannot start: ${(e as Error).message}`, 1);
+    }
+    daemon = created;
+    bootstrap = loaded.config;
+    logInfo('config_loaded', { path: cfgPath, summary: configSummary(loaded.config), ...(controllerUrl !== null ? { role: 'bootstrap until the controller answers' } : {}) });
   }
-  if (typeof daemon === 'string') return err(daemon);
-  try {
-    daemon.start();
-  } catch (e) {
-    return err(`cannot start: ${(e as Error).message}`, 1);
-  }
-  logInfo('config_loaded', { path: cfgPath, summary: configSummary(loaded.config) });
+
+  let client: PolicyClient | null = null;
+  let routes: StatusHandler | null = daemon !== null ? p.routes(daemon) : null;
+  const kind = p.program === 'slbx-mux' ? 'mux' : 'host';
+  const handler: StatusHandler = (path, q) => {
+    if (routes === null) {
+      return path === '/status' ? { daemon: kind === 'mux' ? 'mux' : 'host-agent', name, ready: false, waiting: 'for the first policy from the controller', controller: client?.status() } : undefined;
+    }
+    const body = routes(path, q);
+    if (path === '/status' && client !== null && typeof body === 'object' && body !== null) return { ...body, controller: client.status() };
+    return body;
+  };
   let server: Server;
   try {
-    server = await startStatusServer(listen, p.routes(daemon));
+    server = await startStatusServer(listen, handler);
   } catch (e) {
-    daemon.stop();
+    daemon?.stop();
     return err(`status endpoint ${listen.host}:${listen.port}: ${(e as Error).message}`, 1);
   }
   logInfo('status_listening', { address: `${listen.host}:${listen.port}` });
-  const d = daemon;
+
+  if (controllerUrl !== null) {
+    const tokenPath = one(args, 'controller-token-file');
+    let token: string | null = null;
+    if (tokenPath !== undefined) {
+      const t = readToken(tokenPath);
+      if (typeof t !== 'string') { daemon?.stop(); return err(t.error, 2); }
+      token = t;
+    } else {
+      logWarn('controller_without_token', { note: 'policies are not authenticated; the controller must run with --no-token' });
+    }
+    const c: PolicyClient = new PolicyClient({
+      url: controllerUrl, kind, name, bootstrap, token,
+      apply: (policy) => {
+        if (daemon === null) {
+          // no --config: the first policy creates the daemon
+          const d = p.create(args, policy.config, name, `the controller's policy (generation ${policy.generation})`);
+          if (typeof d === 'string') throw new Error(d);
+          d.start();
+          daemon = d;
+          routes = p.routes(d);
+          d.setHealthReporter?.(c);
+          logInfo('config_loaded', { from: controllerUrl!.href, generation: policy.generation, summary: configSummary(policy.config) });
+          return;
+        }
+        (p.applyPolicy ?? defaultApplyPolicy)(daemon, policy);
+      },
+      heartbeat: () => {
+        const status = handler('/status', new URLSearchParams());
+        const flows = routes?.('/flows', new URLSearchParams('limit=100'));
+        return flows === undefined ? { status } : { status, flows };
+      },
+    });
+    client = c;
+    daemon?.setHealthReporter?.(c);
+    c.start();
+    logInfo('controller_watch', { url: controllerUrl.href, policy: bootstrap !== null ? `bootstrap ${cfgPath}` : 'none until the controller answers' });
+  }
+
   process.on('SIGHUP', () => {
-    const r = readConfigFile(cfgPath);
+    if (client !== null) { logInfo('sighup_ignored', { reason: 'the policy comes from the controller (--controller)' }); return; }
+    const r = readConfigFile(cfgPath!);
     if ('error' in r) { logWarn('config_refused', { path: cfgPath, errors: r.error.split('\n') }); return; }
     try {
-      d.applyConfig(r.config);
+      daemon!.applyConfig(r.config);
       logInfo('config_reloaded', { path: cfgPath, summary: configSummary(r.config) });
     } catch (e) {
       logWarn('config_refused', { path: cfgPath, errors: [(e as Error).message] });
@@ -112,9 +207,16 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
   return new Promise((resolve) => {
     const stop = (signal: string) => {
       logInfo('stopping', { signal });
-      d.stop();
-      server.close();
-      resolve(0);
+      const d = daemon;
+      void Promise.resolve()
+        .then(() => d?.drain?.())
+        .catch((e: unknown) => logWarn('drain_failed', { error: (e as Error).message }))
+        .then(() => {
+          client?.stop();
+          daemon?.stop();
+          server.close();
+          resolve(0);
+        });
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));

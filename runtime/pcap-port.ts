@@ -10,6 +10,9 @@ const RX_BUFFER_BYTES = 65536 + 64;
 
 export type FrameHandler = (frame: Buffer, len: number, truncated: boolean) => void;
 
+/** See PcapPort.close(). */
+const CLOSED_CAPS: unknown[] = [];
+
 export class PcapPort {
   readonly iface: string;
   readonly rx: Buffer = Buffer.alloc(RX_BUFFER_BYTES);
@@ -56,6 +59,11 @@ export class PcapPort {
   close(): void {
     if (this.cap !== null) {
       this.cap.close();
+      // cap's close() stops its libuv poll handle without closing it; when the closed Cap is garbage
+      // collected, libuv touches the freed handle and the process dies (SIGSEGV after a few config
+      // reloads). Closed captures are therefore kept for the life of the process: a few bytes each,
+      // and captures are only reopened on policy changes.
+      CLOSED_CAPS.push(this.cap);
       this.cap = null;
     }
   }

@@ -50,6 +50,10 @@ slbx_npm_install() {
 slbx_build() {
   cd "$SLBX_ROOT" || return 1
   npx tsc -p tsconfig.json || { slbx_log 'TypeScript build failed'; return 1; }
+  # the optional batched packet I/O (--io ring); without it the daemons fall back to libpcap
+  if [ ! -f native/build/Release/slbx_ring.node ] || [ native/slbx_ring.c -nt native/build/Release/slbx_ring.node ]; then
+    npm run -s build:native >/dev/null 2>&1 || slbx_log 'ring addon not built: --io ring falls back to pcap'
+  fi
 }
 
 slbx_setup() {

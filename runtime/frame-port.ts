@@ -1,0 +1,64 @@
+// Which implementation captures and injects frames (`--io pcap|ring`), behind one interface so the
+// daemons and their data planes are the same on both:
+//   pcap  libpcap through `cap` (runtime/pcap-port.ts) and `raw-socket` (runtime/raw-sender.ts): one
+//         call into JavaScript and one send(2) per packet; portable, the default
+//   ring  slbx's own addon (runtime/ring-port.ts, native/slbx_ring.c): a packet socket with a receive
+//         ring, one call into JavaScript per batch of frames and one sendmmsg(2) per batch of sends
+// `ring` is optional: when the addon is not built or cannot load, resolveIo() falls back to pcap and
+// says why (the daemons log it once). Measurements: docs/performance.md.
+import { PcapPort } from './pcap-port.js';
+import { RawSender } from './raw-sender.js';
+import { loadRingAddon, RingPort, RingRawSender } from './ring-port.js';
+
+export const IO_PATHS = ['pcap', 'ring'] as const;
+export type IoPath = (typeof IO_PATHS)[number];
+export const DEFAULT_IO_PATH: IoPath = 'pcap';
+
+export function isIoPath(text: string): text is IoPath {
+  return (IO_PATHS as readonly string[]).includes(text);
+}
+
+/** What the daemons need of a capture port: PcapPort's interface. */
+export interface FramePort {
+  readonly iface: string;
+  open(filter: string, onFrame: (frame: Buffer, len: number, truncated: boolean) => void, bufferBytes?: number): void;
+  send(buf: Buffer, len: number): boolean;
+  readonly isOpen: boolean;
+  close(): void;
+  readonly sendErrors: number;
+  readonly lastSendError: string;
+}
+
+/** What the host agent needs of its DSR sender: RawSender's send(). */
+export interface IpSender {
+  send(buf: Buffer, off: number, len: number): boolean;
+  readonly sent: number;
+  readonly sendErrors: number;
+  readonly lastSendError: string;
+  close(): void;
+}
+
+/** The path that will be used for `requested`, and why it differs when it does. */
+export function resolveIo(requested: IoPath): { io: IoPath; fallbackReason: string | null } {
+  if (requested === 'pcap') return { io: 'pcap', fallbackReason: null };
+  const r = loadRingAddon();
+  return 'error' in r ? { io: 'pcap', fallbackReason: r.error } : { io: 'ring', fallbackReason: null };
+}
+
+/** A capture port on `iface` for an io path already resolved by resolveIo(). */
+export function createFramePort(io: IoPath, iface: string): FramePort {
+  if (io === 'ring') {
+    const r = loadRingAddon();
+    if ('addon' in r) return new RingPort(iface, r.addon);
+  }
+  return new PcapPort(iface);
+}
+
+/** A sender of whole IP packets routed by `via`, for an io path already resolved by resolveIo(). */
+export function createIpSender(io: IoPath, family: 4 | 6, via: string): IpSender {
+  if (io === 'ring') {
+    const r = loadRingAddon();
+    if ('addon' in r) return new RingRawSender(r.addon, family, via);
+  }
+  return new RawSender(family, via);
+}
