@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # slbx lab: bring a lab up from a config and leave it running, look at it, run commands in its
 # namespaces, take it down (like containerlab, over scripts/lab/lib.sh). Root only.
-#   scripts/lab.sh up [--name N] [--config F] [--clients N] [--no-daemons]
+#   scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller]
 #   scripts/lab.sh status [--name N]
 #   scripts/lab.sh exec [--name N] NODE CMD [ARGS...]
 #   scripts/lab.sh list
+#   scripts/lab.sh birdc [--name N] ARGS...  (the router's BIRD: birdc -s runs/lab/N/bird.ctl ARGS)
 #   scripts/lab.sh down [--name N]          (or --prefix slbx-XXXX- for an orphan, see list)
 # Every subcommand takes --help. The lab name defaults to "default".
 set -euo pipefail
@@ -24,6 +25,7 @@ commands:
   up      bring a lab up (installs and builds what is missing first) and leave it running
   status  namespaces, addresses, the router's VIP routes, processes, daemon status
   exec    run a command in a node's namespace (curl, tcpdump, ip, the lab client ...)
+  birdc   the router's BIRD (labs with BGP): birdc show protocols, show route all ...
   list    the labs that are up
   down    take a lab down (processes, namespaces, veths); logs and pcaps stay in runs/lab/NAME/
 
@@ -33,18 +35,25 @@ EOF
 
 usage_up() {
   cat <<'EOF'
-usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--no-daemons]
+usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller]
 
 Builds a lab from an slbx config and leaves it running: namespaces with a random per-run prefix
-(slbx-XXXX-), the fabric (MTU from the config), static multipath routes from the router to every VIP
-via all MUXes, HTTP and UDP-echo backends in every nic namespace, and the MUX and host-agent daemons
+(slbx-XXXX-), the fabric (MTU from the config), the router's routes to every VIP via all MUXes (BIRD 2
+and the MUXes' BGP when the config has a bgp section, else static multipath routes), HTTP and UDP-echo backends in every nic namespace, and the MUX and host-agent daemons
 (waits until each says ready on GET /status). State, logs and pcaps: runs/lab/NAME/.
 
 options:
   --name N       lab name (default: default); several labs can be up at once
   --config F     slbx config (default: examples/lab.yaml)
   --clients N    client namespaces, 1..6 (default 1); client1 has 198.51.100.10-41 and 2001:db8:c::10-2f
+  --muxes N      replace the config's MUXes with mux1..muxN, 1..8 (198.18.0.11.., 2001:db8:f::11..)
+
+With a bgp section in the config (examples/lab.yaml has one) the router runs BIRD 2 and learns the
+VIP routes from the MUXes' BGP speakers (docs/bgp.md); `scripts/lab.sh birdc show route` asks it.
   --no-daemons   topology and backends only
+  --no-controller  no controller namespace: the daemons take their policy from the config file alone
+                 (default: slbx-controller at 198.18.0.5:8480, every daemon watching it; slbctl runs in
+                 its namespace: scripts/lab.sh exec controller node dist/cli/slbctl.js agents)
 EOF
 }
 
@@ -63,6 +72,8 @@ Runs CMD inside NODE's namespace (ip netns exec), in the current directory. Exam
   scripts/lab.sh exec mux1 tcpdump -ni fab0 -c 20
   scripts/lab.sh exec router ip route
   scripts/lab.sh exec host1 curl -s 127.0.0.1:9181/status
+  scripts/lab.sh exec controller node dist/cli/slbctl.js agents
+  scripts/lab.sh exec controller node dist/cli/slbctl.js backend drain web h1vm1 --wait
 EOF
 }
 
@@ -96,8 +107,8 @@ case $cmd in
         -h|--help) usage_up; exit 0 ;;
         --name) [ $# -ge 2 ] || { echo "--name needs a value" >&2; exit 2; }; name=$2; args+=(--name "$2"); shift 2 ;;
         --name=*) name=${1#*=}; args+=("$1"); shift ;;
-        --config|--clients) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
-        --config=*|--clients=*|--no-daemons) args+=("$1"); shift ;;
+        --config|--clients|--muxes) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
+        --config=*|--clients=*|--muxes=*|--no-daemons|--no-controller) args+=("$1"); shift ;;
         *) echo "scripts/lab.sh up: unknown argument '$1' (see scripts/lab.sh up --help)" >&2; exit 2 ;;
       esac
     done
@@ -146,6 +157,14 @@ case $cmd in
     case ${1:-} in -h|--help) usage_list; exit 0 ;; '') ;; *) echo "scripts/lab.sh list: unexpected argument '$1'" >&2; exit 2 ;; esac
     lab_list
     ;;
+  birdc)
+    parse_name "$@"
+    [ "$HELP" = 0 ] || { printf 'usage: scripts/lab.sh birdc [--name N] ARGS...\n\nRuns birdc against the lab router'"'"'s BIRD (control socket runs/lab/N/bird.ctl), e.g.\n  scripts/lab.sh birdc show protocols\n  scripts/lab.sh birdc show route all\n  scripts/lab.sh birdc show protocols all mux1\nThe same by hand: scripts/lab.sh exec router birdc -s runs/lab/N/bird.ctl show route\n'; exit 0; }
+    [ "$(id -u)" = 0 ] || { echo "scripts/lab.sh birdc: needs root" >&2; exit 1; }
+    LAB_NAME=$NAME
+    lab_use "$NAME"
+    lab_birdc "${REST[@]}"
+    ;;
   exec)
     parse_name "$@"
     [ "$HELP" = 0 ] || { usage_exec; exit 0; }
@@ -157,6 +176,6 @@ case $cmd in
     exec ip netns exec "$ns" "${REST[@]:1}"
     ;;
   *)
-    echo "scripts/lab.sh: unknown command '$cmd' (up, down, status, exec, list; see --help)" >&2
+    echo "scripts/lab.sh: unknown command '$cmd' (up, down, status, exec, birdc, list; see --help)" >&2
     exit 2 ;;
 esac

@@ -144,8 +144,12 @@ describe.skipIf(why !== null)('namespace lab (scripts/lab/lib.sh)', () => {
   it('creates one namespace per node with a fresh slbx-XXXX- prefix, and the backends', () => {
     expect(prefix).toMatch(/^slbx-[0-9a-f]{4}-$/);
     const ours = listNamespaces().filter((n) => n.startsWith(prefix)).map((n) => n.slice(prefix.length)).sort();
-    expect(ours).toEqual(['client1', 'fabric', 'h1vm1', 'h1vm2', 'h2vm1', 'h2vm2', 'host1', 'host2', 'mux1', 'mux2', 'router']);
-    expect(pids.length).toBe(withDaemons ? 12 : 8);
+    // the controller's namespace exists when the daemons run (they watch it; lab_up --no-controller drops it)
+    expect(ours).toEqual(['client1', ...(withDaemons ? ['controller'] : []), 'fabric', 'h1vm1', 'h1vm2', 'h2vm1', 'h2vm2', 'host1', 'host2', 'mux1', 'mux2', 'router']);
+    // 8 backends, 4 daemons and the controller; BIRD in the router when the config has a bgp section
+    const plan = buildLabPlan(labConfig());
+    const bird = plan.ok && plan.plan.bgp !== null ? 1 : 0;
+    expect(pids.length).toBe((withDaemons ? 13 : 8) + bird);
     for (const pid of pids) expect(alive(pid), `pid ${pid}`).toBe(true);
     expect(upOutput).toContain(`lab '${name}' up in`);
   });

@@ -52,6 +52,14 @@ export function handleRequest(name: string, req: IncomingMessage, res: ServerRes
     res.end(body);
   };
   if (path === '/health') { text(200, 'ok'); return; }
+  if (path === '/upload') {
+    // reads the whole request body, then answers with its size (for uploads through the VIP: the
+    // client's large packets cross the MUX, where path MTU discovery matters)
+    let n = 0;
+    req.on('data', (d: Buffer) => { n += d.length; });
+    req.on('end', () => text(200, `${name} ${n}\n`));
+    return;
+  }
   let m = /^\/bytes\/(\d{1,12})$/.exec(path);
   if (m !== null) {
     const n = Number(m[1]);
@@ -124,7 +132,7 @@ const OPTIONS: readonly OptionSpec[] = [
 const HELP_EXTRA = `modes:
   http      HTTP/1.1 on every port: any path -> 200 "NIC\\n" with header X-Backend: NIC
             (also X-Client: the client's address:port as seen, X-Server: the local address:port);
-            /health -> 200 "ok"; /bytes/N -> N bytes; /slow/MS -> "NIC\\n" after MS milliseconds
+            /health -> 200 "ok"; /bytes/N -> N bytes; /slow/MS -> "NIC\\n" after MS milliseconds; /upload reads the body -> "NIC BYTES\\n"
   udp-echo  answers each datagram from the same socket with "NIC " followed by the datagram`;
 
 export async function main(argv: readonly string[]): Promise<number> {

@@ -4,6 +4,7 @@
 //   client.js udp     --target 203.0.113.10:7 --flows 200 [--sources 198.51.100.10-198.51.100.41]
 //   client.js ping    --target 198.51.100.1 [--count 3]
 //   client.js inject  --interface fab0 --in FRAMES.pcap [--gap-us N]
+//   client.js hold    --url http://203.0.113.10/health --connections 500 --duration-ms 6000 [--interval-ms 200]
 // http and udp record every request / flow (source address and port, backend, error, latency), print a
 // summary and write the records with --json. Exit status: 0 when everything succeeded, 1 when something
 // failed, 2 for bad arguments.
@@ -11,7 +12,7 @@ import { request } from 'node:http';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createRequire } from 'node:module';
 import { readFileSync, writeFileSync } from 'node:fs';
-import type { Socket as NetSocket } from 'node:net';
+import { connect as netConnect, type Socket as NetSocket } from 'node:net';
 import { formatIpv4, formatIpv6, parseIpAddr } from '../../shared/addr.js';
 import { finishChecksum, sumBytes } from '../../shared/checksum.js';
 import { ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_HEADER_LEN } from '../../shared/icmp.js';
@@ -352,6 +353,134 @@ async function runUdp(argv: readonly string[]): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// hold: long-lived, chatty TCP connections (keep-alive HTTP), e.g. across a MUX failure
+
+export interface HoldRecord {
+  i: number; sourceAddress: string | null; sourcePort: number | null; connectMs: number | null; startMs: number; endMs: number;
+  requests: number; answered: number; backends: string[]; maxGapMs: number; ok: boolean; error: string | null;
+}
+
+/**
+ * One connection: connect, then GET the URL's path on it again and again (HTTP/1.1 keep-alive), each
+ * after the previous answer plus intervalMs, until durationMs is over; then close it. It fails on a
+ * reset, an error, a request without an answer within timeoutMs, or a close by the server.
+ */
+function holdOnce(url: URL, i: number, source: string | undefined, durationMs: number, intervalMs: number, timeoutMs: number, t0: bigint): Promise<HoldRecord> {
+  return new Promise((resolve) => {
+    const now = () => Number(process.hrtime.bigint() - t0) / 1e6;
+    const start = now();
+    const rec: HoldRecord = {
+      i, sourceAddress: source ?? null, sourcePort: null, connectMs: null, startMs: round(start), endMs: 0, requests: 0, answered: 0,
+      backends: [], maxGapMs: 0, ok: false, error: null,
+    };
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const sock = netConnect({ host, port: url.port === '' ? 80 : Number(url.port), ...(source !== undefined ? { localAddress: source } : {}) });
+    sock.setNoDelay(true);
+    let buf: Buffer = Buffer.alloc(0);
+    let sentAt = 0;
+    let done = false;
+    let timer: NodeJS.Timeout | null = null;
+    const finish = (error: string | null) => {
+      if (done) return;
+      done = true;
+      if (timer !== null) clearTimeout(timer);
+      rec.endMs = round(now());
+      rec.error = error;
+      rec.ok = error === null && rec.requests === rec.answered && rec.answered > 0;
+      if (error === null && !rec.ok) rec.error = 'no answer';
+      if (error === null) sock.end(); else sock.destroy();
+      resolve(rec);
+    };
+    const ask = () => {
+      if (done) return;
+      if (now() - start >= durationMs) { finish(null); return; }
+      rec.requests++;
+      sentAt = now();
+      sock.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: keep-alive\r\n\r\n`);
+      timer = setTimeout(() => finish('timeout'), timeoutMs);
+    };
+    sock.once('connect', () => {
+      rec.connectMs = round(now() - start);
+      rec.sourcePort = sock.localPort ?? null;
+      rec.sourceAddress = sock.localAddress ?? rec.sourceAddress;
+      ask();
+    });
+    sock.on('data', (d: Buffer) => {
+      buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
+      for (;;) {
+        const end = buf.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const head = buf.subarray(0, end).toString('latin1');
+        const len = Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? '0');
+        if (buf.length < end + 4 + len) return;
+        const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(head)?.[1] ?? '0');
+        const backend = /\r\nx-backend:\s*([^\r]*)/i.exec(head)?.[1] ?? null;
+        buf = buf.subarray(end + 4 + len);
+        if (timer !== null) clearTimeout(timer);
+        timer = null;
+        if (status !== 200) { finish(`status ${status}`); return; }
+        rec.answered++;
+        rec.maxGapMs = Math.max(rec.maxGapMs, round(now() - sentAt));
+        if (backend !== null && !rec.backends.includes(backend)) rec.backends.push(backend);
+        setTimeout(ask, intervalMs);
+      }
+    });
+    sock.on('error', (e) => finish(errorName(e)));
+    sock.on('close', () => finish(done ? null : 'closed by the server'));
+  });
+}
+
+const HOLD_OPTIONS: readonly OptionSpec[] = [
+  { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH asked again and again on each connection (e.g. /health)' },
+  { name: 'connections', value: 'N', help: 'connections, all opened at the start', default: '1' },
+  { name: 'duration-ms', value: 'MS', help: 'how long each connection lives', default: '5000' },
+  { name: 'interval-ms', value: 'MS', help: 'pause between an answer and the next request', default: '200' },
+  { name: 'source', value: 'ADDRS', help: 'local address(es): A, A-B or A,B,...; round robin per connection' },
+  { name: 'timeout-ms', value: 'MS', help: 'per request', default: '10000' },
+  { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}' },
+  { name: 'help', help: 'this help' },
+];
+
+async function runHold(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, HOLD_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js hold --url URL --connections N --duration-ms MS [options]', 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).', HOLD_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const urlText = one(args, 'url');
+  if (urlText === undefined) throw new UsageError('--url is required');
+  let url: URL;
+  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  if (url.protocol !== 'http:') throw new UsageError('--url: only http:// URLs');
+  const n = intOption(args, 'connections', 1, 100_000);
+  const durationMs = intOption(args, 'duration-ms', 1, 3_600_000);
+  const intervalMs = intOption(args, 'interval-ms', 0, 3_600_000);
+  const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const srcText = one(args, 'source');
+  const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
+  const json = one(args, 'json');
+  const t0 = process.hrtime.bigint();
+  const records = await Promise.all(Array.from({ length: n }, (_, i) => holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0)));
+  const ok = records.filter((r) => r.ok).length;
+  const errors: Record<string, number> = {};
+  for (const r of records) if (r.error !== null) errors[r.error] = (errors[r.error] ?? 0) + 1;
+  const perBackend: Record<string, number> = {};
+  for (const r of records) for (const b of r.backends) perBackend[b] = (perBackend[b] ?? 0) + 1;
+  const summary = {
+    total: n, ok, failed: n - ok, requests: records.reduce((a, r) => a + r.requests, 0), answered: records.reduce((a, r) => a + r.answered, 0),
+    movedBackend: records.filter((r) => r.backends.length > 1).length, maxGapMs: Math.max(0, ...records.map((r) => r.maxGapMs)),
+    elapsedMs: round(Number(process.hrtime.bigint() - t0) / 1e6), perBackend, errors,
+  };
+  const out = json === '-' ? process.stderr : process.stdout;
+  out.write(`hold ${url.href}: ${n} connections, ${ok} ok, ${n - ok} failed; ${summary.answered}/${summary.requests} requests answered; `
+    + `${summary.movedBackend} saw more than one backend; longest wait ${summary.maxGapMs} ms\n`);
+  for (const [e, k] of Object.entries(errors)) out.write(`  error ${e}: ${k}\n`);
+  if (json !== undefined) writeRecords(json, { mode: 'hold', target: url.href, summary, records });
+  return ok === n && summary.movedBackend === 0 ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
 // ping (ICMP echo over a raw socket: the lab has no ping binary)
 
 interface RawSocket {
@@ -504,7 +633,7 @@ async function runInject(argv: readonly string[]): Promise<number> {
 
 // ---------------------------------------------------------------------------------------------
 
-const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, ping: runPing, inject: runInject };
+const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, hold: runHold, ping: runPing, inject: runInject };
 
 const USAGE = `usage: client.js MODE [options]   (client.js MODE --help for the options of a mode)
 
@@ -516,6 +645,7 @@ modes:
   udp      UDP flows to an echo service, a new socket (source port) per flow, round robin over sources
   ping     ICMP / ICMPv6 echo (raw socket; the lab has no ping binary)
   inject   send the frames of a pcap file on an interface (libpcap)
+  hold     long-lived keep-alive HTTP connections asking again and again (e.g. across a MUX failure)
 exit status: 0 all succeeded, 1 something failed, 2 bad arguments
 `;
 

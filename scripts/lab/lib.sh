@@ -18,18 +18,28 @@
 # Functions (all return non-zero on failure and print why on stderr; none calls exit, except
 # lab_setup_scenario's traps):
 #
-#   lab_up [--name NAME] [--config FILE] [--clients N] [--no-daemons]
+#   lab_up [--name NAME] [--config FILE] [--clients N] [--muxes N] [--no-daemons] [--no-controller]
 #       Creates a lab run: prefix slbx-XXXX- (random, unique among existing namespaces), namespaces,
 #       bridges (bridge netfilter off), veths (checksum offload off), addresses, routes (the router
-#       reaches each VIP through one multipath route over all muxes), backends (HTTP and UDP echo in
-#       each nic namespace), then unless --no-daemons the MUX and host-agent daemons (host agents
-#       first), and waits until every daemon's GET /status says "ready": true (20 s).
+#       reaches each VIP through one multipath route over all muxes: static, or with a `bgp` section
+#       learned by BIRD 2 from the muxes' BGP speakers, control socket RUN/bird.ctl, see lab_birdc),
+#       backends (HTTP and UDP echo in each nic namespace), then unless --no-daemons the MUX and
+#       host-agent daemons (host agents first), and waits until every daemon's GET /status says
+#       "ready": true (20 s) and, with BGP, until the router routes every VIP over every mux.
+#       --muxes N (1..8) replaces the config's muxes with mux1..muxN (198.18.0.11.., 2001:db8:f::11..;
+#       scripts/lab/derive-config.ts; kept as RUN/derived.yaml).
 #       NAME defaults to $LAB_NAME, else "default"; FILE to
 #       examples/lab.yaml; N to 1 (at most 6; client k owns 198.51.100.(10+40(k-1)) and the 31 next,
 #       and 32 from 2001:db8:c::(the same digits), in hex: client1 198.51.100.10-41, ::10-::2f).
 #       Refuses a NAME that is up. On any failure it tears down what it made and returns 1. Sets
 #       LAB_NAME and LAB_DIR. Environment: LAB_READY_TIMEOUT_S (20), LAB_MUX_JS, LAB_HOST_JS (the
-#       daemons' entry points, default dist/mux/main.js and dist/host-agent/main.js).
+#       daemons' entry points, default dist/mux/main.js and dist/host-agent/main.js), LAB_CONTROLLER_JS.
+#       The controller (docs/controller.md): unless --no-controller (or --no-daemons), a `controller`
+#       namespace on the fabric at .5 (198.18.0.5, 2001:db8:f::5) runs slbx-controller (API on
+#       ADDR:8480 and 127.0.0.1:8480, state file RUN/controller-state.json seeded from the lab's
+#       config) before the daemons, every daemon gets --controller http://198.18.0.5:8480 besides its
+#       bootstrap --config, and lab_up also waits until every agent acked the controller's generation.
+#       --no-controller: the daemons read the config file alone, as before the controller existed.
 #   lab_down [NAME]
 #       Stops the run's processes (recorded PIDs, only while they are inside the run's namespaces:
 #       TERM, up to 3 s, then KILL; then anything else left in those namespaces), deletes the
@@ -46,6 +56,24 @@
 #                           lab prefixes in `ip netns list` that no state.env accounts for (orphans)
 #   lab_down_prefix PREFIX  takes down an orphan (its state.env was deleted): processes inside the
 #                           PREFIX* namespaces, then the namespaces
+#   lab_birdc ARGS...       birdc against the router's BIRD (labs whose config has a bgp section):
+#                           lab_birdc show protocols; lab_birdc show route all 203.0.113.10/32
+#   lab_router_nexthops VIP the next hops of the router's kernel route to VIP, sorted, one per line
+#   lab_wait_router [S]     waits until every VIP's route has exactly the running muxes as next hops
+#   lab_mux_pid NODE        PID of the running mux daemon of NODE (status 1 when none runs)
+#   lab_mux_stop NODE [SIG] stops the mux daemon of NODE with SIGTERM (graceful: BGP withdraw, Cease,
+#                           grace) or KILL / INT, waits until it is gone, marks it stopped
+#   lab_mux_start NODE      starts it again (or a mux lab_up left out); waits for ready and the route
+#   lab_slbctl ARGS...      slbctl in the controller's namespace: lab_slbctl agents; lab_slbctl backend
+#                           drain web h1vm1 --wait (scripts/lab.sh exec controller node dist/cli/slbctl.js ...)
+#   lab_controller_pid      PID of the running controller (status 1 when none runs)
+#   lab_controller_stop [SIG]  stops the controller (TERM by default), waits until it is gone
+#   lab_controller_start    starts it again from its state file; waits until its API answers
+#   lab_backend_stop NIC http|udp
+#                           stops the nic's HTTP (or UDP echo) backend process and waits until it is
+#                           gone: its health probes then fail (connection refused)
+#   lab_backend_start NIC http|udp
+#                           starts it again with the command line lab_up used, waits for its ready line
 #   lab_capture_start NODE IFACE NAME [FILTER...]
 #       tcpdump -i IFACE -w pcaps/NAME.pcap -U --immediate-mode -s 0 -B 32768 -Z root [FILTER] in the
 #       node's namespace, recorded in state.env; returns once tcpdump is capturing (its "listening on"
@@ -91,6 +119,8 @@ LAB_CAPTURE_BUFFER_KB=${LAB_CAPTURE_BUFFER_KB:-32768}
 # The daemons' entry points (overridable, e.g. to test the lab with stand-ins).
 LAB_MUX_JS=${LAB_MUX_JS:-$SLBX_ROOT/dist/mux/main.js}
 LAB_HOST_JS=${LAB_HOST_JS:-$SLBX_ROOT/dist/host-agent/main.js}
+LAB_CONTROLLER_JS=${LAB_CONTROLLER_JS:-$SLBX_ROOT/dist/controller/main.js}
+LAB_SLBCTL_JS=${LAB_SLBCTL_JS:-$SLBX_ROOT/dist/cli/slbctl.js}
 LAB_NODE=(node --enable-source-maps)
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
@@ -118,7 +148,7 @@ _lab_load() {
   name=$(_lab_default_name "${1:-}")
   _lab_check_name "$name" || return 1
   SLBX_LAB_NAME='' SLBX_LAB_PREFIX='' SLBX_LAB_PREFIX_CLAIMED=0 SLBX_LAB_CONFIG='' SLBX_LAB_CONFIG_SOURCE=''
-  SLBX_LAB_CLIENTS='' SLBX_LAB_DAEMONS='' SLBX_LAB_STARTED='' SLBX_LAB_STATE=''
+  SLBX_LAB_CLIENTS='' SLBX_LAB_DAEMONS='' SLBX_LAB_STARTED='' SLBX_LAB_STATE='' SLBX_LAB_CONTROLLER_URL=''
   SLBX_LAB_NODES=() SLBX_LAB_NAMESPACES=() SLBX_LAB_PROCS=() SLBX_LAB_STOPPED=()
   LAB_NAME=$name
   LAB_DIR=$(_lab_dir_of "$name")
@@ -160,7 +190,7 @@ _lab_plan_line() { awk -v k="$1" -v n="$2" '$1 == k && $2 == n { print; exit }' 
 
 _lab_node_kind() {
   case $1 in
-    router|fabric) printf '%s' "$1"; return 0 ;;
+    router|fabric|controller) printf '%s' "$1"; return 0 ;;
   esac
   awk -v n="$1" '($1 == "client" || $1 == "mux" || $1 == "host" || $1 == "nic") && $2 == n { print $1; exit }' "$LAB_DIR/plan.txt"
 }
@@ -191,7 +221,8 @@ lab_exec() {
   _lab_ensure_loaded || return 1
   ns=$(lab_ns "$1") || return 1
   shift
-  ip netns exec "$ns" "$@"
+  # slbctl finds the controller's API token here (runs/lab/NAME/api-token, mode 600)
+  SLBX_TOKEN_FILE=${SLBX_TOKEN_FILE:-$LAB_DIR/api-token} ip netns exec "$ns" "$@"
 }
 
 lab_nodes() {
@@ -207,7 +238,7 @@ lab_nodes() {
 # lab_up
 
 lab_up() {
-  local name='' config="$SLBX_ROOT/examples/lab.yaml" clients=1 daemons=1
+  local name='' config="$SLBX_ROOT/examples/lab.yaml" clients=1 daemons=1 muxes='' controller=1
   while [ $# -gt 0 ]; do
     case $1 in
       --name) name=${2:-}; shift 2 || { _lab_err '--name needs a value'; return 2; } ;;
@@ -217,12 +248,16 @@ lab_up() {
       --clients) clients=${2:-}; shift 2 || { _lab_err '--clients needs a value'; return 2; } ;;
       --clients=*) clients=${1#*=}; shift ;;
       --no-daemons) daemons=0; shift ;;
-      *) _lab_err "lab_up: unknown argument '$1' (lab_up [--name NAME] [--config FILE] [--clients N] [--no-daemons])"; return 2 ;;
+      --no-controller) controller=0; shift ;;
+      --muxes) muxes=${2:-}; shift 2 || { _lab_err '--muxes needs a value'; return 2; } ;;
+      --muxes=*) muxes=${1#*=}; shift ;;
+      *) _lab_err "lab_up: unknown argument '$1' (lab_up [--name NAME] [--config FILE] [--clients N] [--muxes N] [--no-daemons] [--no-controller])"; return 2 ;;
     esac
   done
   name=$(_lab_default_name "$name")
   _lab_check_name "$name" || return 2
   [[ $clients =~ ^[1-9][0-9]*$ ]] || { _lab_err "--clients must be a number 1..6, got '$clients'"; return 2; }
+  [ -z "$muxes" ] || [[ $muxes =~ ^[1-8]$ ]] || { _lab_err "--muxes must be a number 1..8, got '$muxes'"; return 2; }
   local t0 dir state
   t0=$(_lab_now)
   dir=$(_lab_dir_of "$name")
@@ -236,10 +271,11 @@ lab_up() {
   [ -f "$config" ] || { _lab_err "no config file '$config'"; return 1; }
   config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
   local f
-  for f in plan backend client; do
+  for f in plan backend client bird-conf derive-config; do
     [ -f "$SLBX_ROOT/dist/scripts/lab/$f.js" ] || { _lab_err "dist/scripts/lab/$f.js is missing: build first (npx tsc -p tsconfig.json, or scripts/lab.sh up)"; return 1; }
   done
   if [ "$daemons" = 1 ]; then
+    [ "$controller" = 1 ] && [ ! -f "$LAB_CONTROLLER_JS" ] && { _lab_err "${LAB_CONTROLLER_JS#"$SLBX_ROOT"/} is missing: build it, or bring the lab up without it (--no-controller)"; return 1; }
     for f in "$LAB_MUX_JS" "$LAB_HOST_JS"; do
       [ -f "$f" ] || { _lab_err "${f#"$SLBX_ROOT"/} is missing: build the daemons, or bring the lab up without them (--no-daemons)"; return 1; }
     done
@@ -258,6 +294,13 @@ lab_up() {
   fi
 
   # The plan, before anything is created: a bad config fails here and leaves nothing behind.
+  # --muxes N: the same config with mux1..muxN (scripts/lab/derive-config.ts), kept as derived.yaml
+  if [ -n "$muxes" ]; then
+    mkdir -p "$dir" || return 1
+    "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/derive-config.js" --config "$config" --muxes "$muxes" --out "$dir/derived.yaml" || {
+      _lab_err "cannot derive a config with $muxes muxes from $config"; return 1; }
+    config=$dir/derived.yaml
+  fi
   local plan
   plan=$("${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/plan.js" --config "$config" --clients "$clients") || {
     _lab_err "the config does not make a lab (see above): $config"; return 1; }
@@ -278,7 +321,7 @@ lab_up() {
   (
     set -eEuo pipefail
     trap 'rc=$?; [[ $BASH_COMMAND == return* ]] || _lab_err "lab_up: command failed (exit $rc): $BASH_COMMAND"' ERR
-    _lab_build "$name" "$config" "$clients" "$daemons"
+    _lab_build "$name" "$config" "$clients" "$daemons" "$controller"
   )
   rc=$?
   if [ "$rc" != 0 ]; then
@@ -301,14 +344,22 @@ _lab_prefix_in_use() {
 
 # Runs inside lab_up's errexit subshell. Each step records what it created in state.env first.
 _lab_build() {
-  local name=$1 config=$2 clients=$3 daemons=$4
+  local name=$1 config=$2 clients=$3 daemons=$4 controller=${5:-1}
   local state=$LAB_DIR/state.env plan=$LAB_DIR/plan.txt
+  # the controller runs only with the daemons; its URL goes to every daemon (--controller)
+  [ "$daemons" = 1 ] || controller=0
+  SLBX_LAB_CONTROLLER_URL=''
+  if [ "$controller" = 1 ]; then
+    SLBX_LAB_CONTROLLER_URL=$(awk '$1 == "controller" { print "http://" $2 ":" $6; exit }' "$plan")
+    [ -n "$SLBX_LAB_CONTROLLER_URL" ] || { _lab_err "the plan has no controller line"; return 1; }
+  fi
   printf '# slbx lab state, sourced by scripts/lab/lib.sh (lab_down removes it)\n' >>"$state"
   _lab_state_add "$state" SLBX_LAB_NAME "$name"
   _lab_state_add "$state" SLBX_LAB_CONFIG "$LAB_DIR/config.yaml"
   _lab_state_add "$state" SLBX_LAB_CONFIG_SOURCE "$config"
   _lab_state_add "$state" SLBX_LAB_CLIENTS "$clients"
   _lab_state_add "$state" SLBX_LAB_DAEMONS "$daemons"
+  _lab_state_add "$state" SLBX_LAB_CONTROLLER_URL "$SLBX_LAB_CONTROLLER_URL"
   _lab_state_add "$state" SLBX_LAB_STARTED "$(date -Is)"
 
   # Claim a prefix: creating ${prefix}router is atomic (it fails if the name exists), so once it
@@ -327,6 +378,7 @@ _lab_build() {
 
   # Nodes, in the order they are built.
   local nodes=(router fabric) kind n
+  [ "$controller" = 1 ] && nodes+=(controller)
   while read -r -u 3 kind n _; do
     case $kind in client|mux|host|nic) nodes+=("$n") ;; esac
   done 3<"$plan"
@@ -381,6 +433,11 @@ _lab_build() {
   while read -r -u 3 kind n a4 a6 port mac; do
     case $kind in mux|host) _lab_fabric_link "$n" "$port" "$mac" "$a4" "$a6" ;; esac
   done 3<"$plan"
+  if [ "$controller" = 1 ]; then
+    read -r _ a4 a6 port mac _ < <(awk '$1 == "controller"' "$plan")
+    _lab_fabric_link controller "$port" "$mac" "$a4" "$a6"
+    _lab_tx_off "${prefix}controller" fab0
+  fi
   _lab_tx_off "$F" "${fab_ports[@]}"
 
   # --- hosts: default routes to the router (the DSR return path)
@@ -420,16 +477,21 @@ _lab_build() {
   done 3<"$plan"
   _lab_tx_off "$R" "${router_ports[@]}"
 
-  # --- the router's routes to the VIPs: one multipath route over every mux (BGP will replace them)
-  local vip plen hops h
-  while read -r -u 3 kind vip plen hops; do
-    [ "$kind" = vip ] || continue
-    [ "$hops" != - ] || continue
-    local args=()
-    for h in ${hops//,/ }; do args+=(nexthop via "$h" dev fab0); done
-    if [ "${#args[@]}" = 5 ]; then args=(via "${hops}" dev fab0); fi
-    ip -n "$R" route add "$vip/$plen" "${args[@]}"
-  done 3<"$plan"
+  # --- the router's routes to the VIPs: with a bgp section, BIRD learns them from the muxes (one
+  # multipath route per VIP, docs/bgp.md); without, one static multipath route over every mux
+  if grep -q '^bgp ' "$plan"; then
+    _lab_bird_start "$clients"
+  else
+    local vip plen hops h
+    while read -r -u 3 kind vip plen hops; do
+      [ "$kind" = vip ] || continue
+      [ "$hops" != - ] || continue
+      local args=()
+      for h in ${hops//,/ }; do args+=(nexthop via "$h" dev fab0); done
+      if [ "${#args[@]}" = 5 ]; then args=(via "${hops}" dev fab0); fi
+      ip -n "$R" route add "$vip/$plen" "${args[@]}"
+    done 3<"$plan"
+  fi
 
   # --- hosts and nics: a veth per nic, the host side named like the port (no address, no IPv6)
   local host gw4 gw6 tcp udp
@@ -465,21 +527,32 @@ _lab_build() {
 
   [ "$daemons" = 1 ] || { _lab_state_add "$state" SLBX_LAB_STATE up; return 0; }
 
-  # --- daemons: host agents first (they serve what the muxes send), then the muxes
+  # --- the controller first (the daemons watch it), then the daemons: host agents first (they serve
+  # what the muxes send), then the muxes
+  if [ "$controller" = 1 ]; then
+    rm -f "$LAB_DIR/controller-state.json" "$LAB_DIR/controller-state.json.tmp" "$LAB_DIR/api-token"  # a new lab: a new state and token
+    _lab_controller_spawn
+  fi
   local daemon_nodes=()
   while read -r -u 3 kind n _; do
     [ "$kind" = host ] || continue
     _lab_spawn "$n" daemon "host-agent $n" "$LAB_DIR/logs/$n.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
-      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_HOST_STATUS_PORT"
+      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" \
+      ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
     daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT")
   done 3<"$plan"
   while read -r -u 3 kind n _; do
     [ "$kind" = mux ] || continue
-    _lab_spawn "$n" daemon "mux $n" "$LAB_DIR/logs/$n.log" "${LAB_NODE[@]}" "$LAB_MUX_JS" \
-      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_MUX_STATUS_PORT"
+    _lab_mux_spawn "$n"
     daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT")
   done 3<"$plan"
   _lab_wait_daemons "${daemon_nodes[@]}"
+  [ "$controller" = 1 ] && _lab_wait_agents
+  # with BGP: until the router routes every VIP over every mux (their sessions are up and announced)
+  if grep -q '^bgp ' "$plan"; then
+    _lab_load "$name"
+    lab_wait_router
+  fi
   _lab_state_add "$state" SLBX_LAB_STATE up
 }
 
@@ -700,6 +773,10 @@ lab_status() {
     routes=$(ip -n "${SLBX_LAB_PREFIX}router" "$fam" route show "$vip/$plen" 2>/dev/null || true)
     if [ -n "$routes" ]; then printf '%s\n' "$routes" | sed 's/^/  /'; else printf '  %s/%s: NO ROUTE\n' "$vip" "$plen"; fi
   done 3<"$LAB_DIR/plan.txt"
+  if [ -S "$LAB_DIR/bird.ctl" ]; then
+    printf '\nrouter BGP (BIRD, lab_birdc / scripts/lab.sh birdc):\n'
+    lab_birdc show protocols 2>/dev/null | sed -n '/^Name/,$p' | sed 's/^/  /'
+  fi
   printf '\nprocesses:\n'
   for entry in "${SLBX_LAB_PROCS[@]}"; do
     read -r pid rest <<<"$entry"
@@ -722,6 +799,10 @@ lab_status() {
           } catch { console.log(t === "" ? "no answer" : "not JSON: " + t.slice(0, 80)); }
         });')"
     done
+  fi
+  if [ -n "${SLBX_LAB_CONTROLLER_URL:-}" ]; then
+    printf '\ncontroller %s (slbctl agents):\n' "$SLBX_LAB_CONTROLLER_URL"
+    lab_slbctl agents 2>&1 | sed 's/^/  /'
   fi
   return 0
 }
@@ -774,6 +855,279 @@ lab_down_prefix() {
   for ns in "${all[@]}"; do ip netns del "$ns" 2>/dev/null || { _lab_err "could not delete $ns"; failed=1; }; done
   [ "$failed" = 0 ] || return 1
   _lab_log "orphan $prefix down: ${#victims[@]} process(es), ${#all[@]} namespace(s)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# backends: stop and start one nic's HTTP or UDP echo process (health probe scenarios)
+
+# Prints the PID of the running backend process of a nic (KIND http or udp-echo), or nothing.
+_lab_backend_pid() {
+  local nic=$1 kind=$2 entry pid k node n what s stopped found=''
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid k node n what <<<"$entry"
+    [ "$k" = backend ] && [ "$node" = "$nic" ] && [ "$what" = "$kind" ] || continue
+    stopped=0
+    for s in "${SLBX_LAB_STOPPED[@]}"; do [ "$s" = "$pid" ] && stopped=1; done
+    [ "$stopped" = 0 ] && _lab_pid_ours "$pid" && found=$pid
+  done
+  [ -n "$found" ] && printf '%s\n' "$found"
+  return 0
+}
+
+_lab_backend_args() {  # NIC KIND -> sets _lab_bk_kind (http|udp-echo) or fails
+  local nic=${1:-} kind=${2:-}
+  [ -n "$nic" ] && [ -n "$kind" ] || { _lab_err "usage: ${FUNCNAME[1]} NIC http|udp"; return 2; }
+  case $kind in
+    http) _lab_bk_kind=http ;;
+    udp|udp-echo) _lab_bk_kind=udp-echo ;;
+    *) _lab_err "${FUNCNAME[1]}: the kind is http or udp, not '$kind'"; return 2 ;;
+  esac
+  _lab_ensure_loaded || return 1
+  [ "$(_lab_node_kind "$nic")" = nic ] || { _lab_err "lab '$LAB_NAME' has no nic '$nic' (nics: $(lab_nodes nic | tr '\n' ' '))"; return 1; }
+}
+
+# lab_backend_stop NIC http|udp: stops that backend process (TERM, then KILL after 3 s) and waits
+# until it is gone; the nic's kernel then refuses connections to its ports (or answers UDP with ICMP).
+lab_backend_stop() {
+  local _lab_bk_kind pid
+  _lab_backend_args "$@" || return $?
+  pid=$(_lab_backend_pid "$1" "$_lab_bk_kind")
+  [ -n "$pid" ] || { _lab_err "lab_backend_stop: no running $_lab_bk_kind backend in $1"; return 1; }
+  _lab_stop_pids TERM "$pid" || return 1
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
+  SLBX_LAB_STOPPED+=("$pid")
+  _lab_log "backend $1 $_lab_bk_kind (pid $pid) stopped"
+}
+
+# lab_backend_start NIC http|udp: starts that backend again with the command line lab_up used and
+# waits for its ready line (LAB_BACKEND_TIMEOUT_S); the previous log is kept as NIC-KIND.log.N.
+lab_backend_start() {
+  local _lab_bk_kind pid line ports log i kind n host port mac a4 a6 gw4 gw6 tcp udp
+  _lab_backend_args "$@" || return $?
+  pid=$(_lab_backend_pid "$1" "$_lab_bk_kind")
+  [ -z "$pid" ] || { _lab_err "lab_backend_start: the $_lab_bk_kind backend of $1 is running (pid $pid)"; return 1; }
+  line=$(_lab_plan_line nic "$1")
+  read -r kind n host port mac a4 a6 gw4 gw6 tcp udp <<<"$line"
+  if [ "$_lab_bk_kind" = http ]; then ports=$tcp; else ports=$udp; fi
+  log=$LAB_DIR/logs/$1-$_lab_bk_kind.log
+  if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
+  _lab_spawn "$1" backend "$1 $_lab_bk_kind" "$log" \
+    "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/backend.js" "$_lab_bk_kind" --name "$1" --ports "$ports"
+  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID backend $1 $1 $_lab_bk_kind")
+  local pids=("$LAB_SPAWNED_PID") logs=("$log")
+  _lab_wait_backends pids logs || return 1
+  _lab_log "backend $1 $_lab_bk_kind started (pid $LAB_SPAWNED_PID)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# BGP: the router's BIRD, and MUX daemons stopped and started one by one (docs/bgp.md)
+
+# Starts a mux daemon in its namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
+_lab_mux_spawn() {  # NODE
+  _lab_spawn "$1" daemon "mux $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_MUX_JS" \
+    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_MUX_STATUS_PORT" \
+    ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
+}
+
+# Writes bird.conf from the config (scripts/lab/bird-conf.ts), checks it, starts BIRD in the router's
+# namespace (foreground, recorded like any process; its log is logs/bird.log) with its control socket
+# at RUN/bird.ctl, and waits until birdc answers.
+_lab_bird_start() {  # CLIENTS
+  local R=${SLBX_LAB_PREFIX}router conf=$LAB_DIR/bird.conf ctl=$LAB_DIR/bird.ctl deadline
+  command -v bird >/dev/null && command -v birdc >/dev/null || { _lab_err "bird2 is not installed (apt-get install bird2)"; return 1; }
+  "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/bird-conf.js" --config "$LAB_DIR/config.yaml" --clients "$1" >"$conf"
+  ip netns exec "$R" bird -p -c "$conf" || { _lab_err "BIRD refuses $conf"; return 1; }
+  rm -f "$ctl"
+  _lab_spawn router bird "bird" "$LAB_DIR/logs/bird.log" bird -f -c "$conf" -s "$ctl" -P "$LAB_DIR/bird.pid"
+  deadline=$(( $(_lab_now) + 5000000 ))
+  until [ -S "$ctl" ] && ip netns exec "$R" birdc -s "$ctl" show status >/dev/null 2>&1; do
+    _lab_pid_alive "$LAB_SPAWNED_PID" || { _lab_err "bird exited:"; _lab_tail "$LAB_DIR/logs/bird.log"; return 1; }
+    [ "$(_lab_now)" -lt "$deadline" ] || { _lab_err "birdc does not answer on $ctl after 5 s"; return 1; }
+    sleep 0.05
+  done
+}
+
+# lab_birdc ARGS...: runs birdc against the lab router's BIRD (e.g. lab_birdc show route all;
+# lab_birdc show protocols all mux1). By hand: scripts/lab.sh birdc show route.
+lab_birdc() {
+  _lab_ensure_loaded || return 1
+  [ -S "$LAB_DIR/bird.ctl" ] || { _lab_err "lab '$LAB_NAME' runs no BIRD (its config has no bgp section)"; return 1; }
+  ip netns exec "${SLBX_LAB_PREFIX}router" birdc -s "$LAB_DIR/bird.ctl" "$@"
+}
+
+# lab_router_nexthops VIP: the next hops of the router's kernel route to VIP (/32 or /128), one per
+# line, sorted; nothing when there is no route.
+lab_router_nexthops() {
+  local vip=${1:-} fam=-4 plen=32
+  [ -n "$vip" ] || { _lab_err 'usage: lab_router_nexthops VIP'; return 2; }
+  _lab_ensure_loaded || return 1
+  [[ $vip == *:* ]] && fam=-6 plen=128
+  ip -n "${SLBX_LAB_PREFIX}router" "$fam" -o route show "$vip/$plen" 2>/dev/null \
+    | tr '\t' '\n' | sed -n 's/.*\bvia \(inet6 \)\{0,1\}\([0-9a-fA-F.:]*\) .*/\2/p' | sort
+}
+
+# Running mux daemons: "NODE PID" lines (recorded, alive, in our namespaces, not stopped).
+_lab_running_muxes() {
+  local entry pid k node n what s stopped
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid k node n what <<<"$entry"
+    [ "$k" = daemon ] && [ "$n" = mux ] || continue
+    stopped=0
+    for s in "${SLBX_LAB_STOPPED[@]}"; do [ "$s" = "$pid" ] && stopped=1; done
+    [ "$stopped" = 0 ] && _lab_pid_ours "$pid" && printf '%s %s\n' "$node" "$pid"
+  done
+  return 0
+}
+
+# lab_mux_pid NODE: the PID of the mux daemon running in NODE, or nothing (status 1).
+lab_mux_pid() {
+  local node=${1:-} n pid
+  [ -n "$node" ] || { _lab_err 'usage: lab_mux_pid NODE'; return 2; }
+  _lab_ensure_loaded || return 1
+  while read -r n pid; do [ "$n" = "$node" ] && { printf '%s\n' "$pid"; return 0; }; done < <(_lab_running_muxes)
+  return 1
+}
+
+# lab_wait_router [TIMEOUT_S]: waits until, for every VIP, the router's kernel route has exactly the
+# running muxes (their provider address of the VIP's family) as next hops; prints what differs on
+# timeout (default LAB_READY_TIMEOUT_S) and returns 1.
+lab_wait_router() {
+  local timeout=${1:-$LAB_READY_TIMEOUT_S} deadline kind vip plen _h n pid a4 a6 want got bad
+  _lab_ensure_loaded || return 1
+  deadline=$(( $(_lab_now) + timeout * 1000000 ))
+  local -A run=()
+  while read -r n pid; do run[$n]=1; done < <(_lab_running_muxes)
+  while :; do
+    bad=''
+    while read -r -u 3 kind vip plen _h; do
+      [ "$kind" = vip ] || continue
+      want=$(while read -r k n a4 a6 _; do
+        [ "$k" = mux ] && [ -n "${run[$n]:-}" ] || continue
+        if [ "$plen" = 32 ]; then echo "$a4"; elif [ "$a6" != - ]; then echo "$a6"; fi
+      done <"$LAB_DIR/plan.txt" | sort)
+      got=$(lab_router_nexthops "$vip")
+      [ "$want" = "$got" ] || bad+="$vip: router has [${got//$'\n'/ }], running muxes are [${want//$'\n'/ }]; "
+    done 3<"$LAB_DIR/plan.txt"
+    [ -z "$bad" ] && return 0
+    if [ "$(_lab_now)" -gt "$deadline" ]; then _lab_err "the router's VIP routes do not match the running muxes after ${timeout} s: $bad"; return 1; fi
+    sleep 0.05
+  done
+}
+
+# lab_mux_stop NODE [SIGNAL]: sends SIGNAL (default TERM: the MUX withdraws its VIPs, sends Cease and
+# stops after its grace) to the mux daemon of NODE and waits until it has exited (TERM: KILL after
+# 3 s); KILL kills at once. The daemon is marked stopped (lab_mux_start starts it again).
+lab_mux_stop() {
+  local node=${1:-} sig=${2:-TERM} pid
+  [ -n "$node" ] || { _lab_err 'usage: lab_mux_stop NODE [TERM|KILL|INT]'; return 2; }
+  _lab_ensure_loaded || return 1
+  pid=$(lab_mux_pid "$node") || { _lab_err "lab_mux_stop: no mux daemon runs in '$node'"; return 1; }
+  if [ "$sig" = KILL ]; then
+    kill -s KILL "$pid" 2>/dev/null || true
+    local deadline=$(( $(_lab_now) + 2000000 ))
+    while _lab_pid_alive "$pid" && [ "$(_lab_now)" -lt "$deadline" ]; do sleep 0.01; done
+  else
+    _lab_stop_pids "$sig" "$pid" || return 1
+  fi
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
+  SLBX_LAB_STOPPED+=("$pid")
+  _lab_log "mux $node (pid $pid) stopped with SIG$sig"
+}
+
+# lab_mux_start NODE: starts the mux daemon of NODE again (after lab_mux_stop, or one lab_up left
+# out), as lab_up does; waits until it is ready and, with BGP, until the router routes every VIP over
+# it too. The previous log is kept as NODE.log.N.
+lab_mux_start() {
+  local node=${1:-} log i
+  [ -n "$node" ] || { _lab_err 'usage: lab_mux_start NODE'; return 2; }
+  _lab_ensure_loaded || return 1
+  [ "$(_lab_node_kind "$node")" = mux ] || { _lab_err "lab '$LAB_NAME' has no mux '$node'"; return 1; }
+  if lab_mux_pid "$node" >/dev/null; then _lab_err "lab_mux_start: the mux daemon of $node is running"; return 1; fi
+  log=$LAB_DIR/logs/$node.log
+  if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
+  _lab_mux_spawn "$node"
+  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon $node mux $node")
+  _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT" || return 1
+  if [ -S "$LAB_DIR/bird.ctl" ]; then lab_wait_router || return 1; fi
+  _lab_log "mux $node started (pid $LAB_SPAWNED_PID)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# the controller (docs/controller.md): its namespace is on the fabric at .5; the daemons watch it
+
+# Starts slbx-controller in the controller namespace: state file RUN/controller-state.json (seeded
+# from the lab's config when it does not exist yet), API on the fabric address and on loopback (so
+# slbctl's default URL works inside the namespace); waits until GET /v1/state answers.
+_lab_controller_spawn() {
+  local a4 port url state=$LAB_DIR/controller-state.json deadline init=()
+  read -r _ a4 _ _ _ port < <(awk '$1 == "controller"' "$LAB_DIR/plan.txt")
+  [ -e "$state" ] || init=(--init "$LAB_DIR/config.yaml")
+  _lab_spawn controller daemon controller "$LAB_DIR/logs/controller.log" "${LAB_NODE[@]}" "$LAB_CONTROLLER_JS" \
+    --state "$state" "${init[@]}" --listen "$a4:$port" --listen "127.0.0.1:$port" --token-file "$LAB_DIR/api-token"
+  url="http://127.0.0.1:$port/v1/state"
+  deadline=$(( $(_lab_now) + LAB_READY_TIMEOUT_S * 1000000 ))
+  until ip netns exec "${SLBX_LAB_PREFIX}controller" curl -sf -m 1 -o /dev/null "$url" 2>/dev/null; do
+    _lab_pid_alive "$LAB_SPAWNED_PID" || { _lab_err "the controller (pid $LAB_SPAWNED_PID) exited; logs/controller.log:"; _lab_tail "$LAB_DIR/logs/controller.log"; return 1; }
+    [ "$(_lab_now)" -lt "$deadline" ] || { _lab_err "the controller does not answer GET $url after ${LAB_READY_TIMEOUT_S} s"; _lab_tail "$LAB_DIR/logs/controller.log"; return 1; }
+    sleep 0.05
+  done
+}
+
+# Waits until every mux and host agent of the config acked the controller's current generation.
+_lab_wait_agents() {
+  local out
+  if ! out=$(ip netns exec "${SLBX_LAB_PREFIX}controller" "${LAB_NODE[@]}" "$LAB_SLBCTL_JS" wait --wait-s "$LAB_READY_TIMEOUT_S" 2>&1); then
+    _lab_err "not every agent applied the controller's generation within ${LAB_READY_TIMEOUT_S} s:"
+    printf '%s\n' "$out" | sed 's/^/    | /' >&2
+    return 1
+  fi
+}
+
+# lab_slbctl ARGS...: slbctl inside the controller's namespace (its default URL, 127.0.0.1:8480).
+lab_slbctl() {
+  _lab_ensure_loaded || return 1
+  [ -n "${SLBX_LAB_CONTROLLER_URL:-}" ] || { _lab_err "lab '$LAB_NAME' runs no controller (it was brought up with --no-controller or --no-daemons)"; return 1; }
+  SLBX_TOKEN_FILE=$LAB_DIR/api-token ip netns exec "${SLBX_LAB_PREFIX}controller" "${LAB_NODE[@]}" "$LAB_SLBCTL_JS" "$@"
+}
+
+# lab_controller_pid: the PID of the running controller, or nothing (status 1).
+lab_controller_pid() {
+  local entry pid k node n s stopped
+  _lab_ensure_loaded || return 1
+  for entry in "${SLBX_LAB_PROCS[@]}"; do
+    read -r pid k node n _ <<<"$entry"
+    [ "$k" = daemon ] && [ "$node" = controller ] || continue
+    stopped=0
+    for s in "${SLBX_LAB_STOPPED[@]}"; do [ "$s" = "$pid" ] && stopped=1; done
+    [ "$stopped" = 0 ] && _lab_pid_ours "$pid" && { printf '%s\n' "$pid"; return 0; }
+  done
+  return 1
+}
+
+# lab_controller_stop [SIGNAL]: stops the controller (TERM: it ends the agents' watches and exits;
+# KILL after 3 s) and waits until it is gone; the agents keep their policy and retry.
+lab_controller_stop() {
+  local sig=${1:-TERM} pid
+  _lab_ensure_loaded || return 1
+  pid=$(lab_controller_pid) || { _lab_err "lab_controller_stop: no controller runs in lab '$LAB_NAME'"; return 1; }
+  _lab_stop_pids "$sig" "$pid" || return 1
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
+  SLBX_LAB_STOPPED+=("$pid")
+  _lab_log "controller (pid $pid) stopped with SIG$sig"
+}
+
+# lab_controller_start: starts the controller again from its state file (the previous log is kept as
+# controller.log.N) and waits until its API answers.
+lab_controller_start() {
+  local log i
+  _lab_ensure_loaded || return 1
+  [ -n "${SLBX_LAB_CONTROLLER_URL:-}" ] || { _lab_err "lab '$LAB_NAME' runs no controller"; return 1; }
+  if lab_controller_pid >/dev/null; then _lab_err "lab_controller_start: the controller is running"; return 1; fi
+  log=$LAB_DIR/logs/controller.log
+  if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
+  _lab_controller_spawn || return 1
+  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon controller controller")
+  _lab_log "controller started (pid $LAB_SPAWNED_PID)"
 }
 
 # ---------------------------------------------------------------------------------------------

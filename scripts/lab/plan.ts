@@ -7,11 +7,15 @@
 // Output: one line per item, fields separated by single spaces, '-' for "none", lists joined by ','.
 //   fabric   MTU BRIDGE_MTU                       the fabric segment (a bridge in its own namespace)
 //   router   CLIENT4 CLIENT6 FAB4 FAB6 FABPORT FABMAC CLIENTMAC
+//   controller ADDR4 ADDR6|- FABPORT MAC PORT    the controller's namespace on the fabric (.5 and ::5), API port
 //   client   NAME PORT MAC ADDRS4 ADDRS6         first address of each list is the primary one
 //   mux      NAME ADDR4 ADDR6|- FABPORT MAC
 //   host     NAME ADDR4 ADDR6|- FABPORT MAC
 //   nic      NAME HOST PORT MAC ADDR4|- ADDR6|- GW4|- GW6|- TCPPORTS UDPPORTS
 //   vip      ADDR PREFIXLEN NEXTHOPS|-           NEXTHOPS: the muxes' provider addresses of that family
+//   bgp      MUXASN ROUTERASN HOLD KEEPALIVE BFD BFDMS BFDMULT PEER4|- PEER6|-
+//                                                 only with a bgp section: the router runs BIRD (bird-conf.ts)
+//                                                 instead of static routes; BFD is on or off
 //   warning  TEXT...
 // ADDRS are bare addresses; the prefix lengths are fixed: /24 and /64 (see LAB_PREFIX_LEN_*).
 import { readFileSync } from 'node:fs';
@@ -43,7 +47,11 @@ const ALLOWED_V4: readonly (readonly [string, number])[] = [
 ];
 const ALLOWED_V6: readonly (readonly [string, number])[] = [['2001:db8::', 32]];
 
-const RESERVED_NODES = new Set(['router', 'fabric']);
+const RESERVED_NODES = new Set(['router', 'fabric', 'controller']);
+/** The controller sits on the fabric at .5 (and ::5); its API listens on this port. */
+export const LAB_CONTROLLER_HOST = 5;
+export const LAB_CONTROLLER_PORT = 8480;
+export interface PlanController { addr4: string; addr6: string | null; fabPort: string; mac: string; port: number }
 const CLIENT_NODE_RE = /^client\d+$/;
 
 export interface PlanClient { name: string; port: string; mac: string; addrs4: string[]; addrs6: string[] }
@@ -54,14 +62,26 @@ export interface PlanNic {
   tcpPorts: number[]; udpPorts: number[];
 }
 export interface PlanVip { address: string; prefixLen: number; nexthops: string[] }
+/** The router's side of BGP (the config's bgp section seen from the router). */
+export interface PlanBgp {
+  muxAsn: number; routerAsn: number; holdTimeS: number; keepaliveS: number;
+  bfd: { enabled: boolean; intervalMs: number; multiplier: number };
+  /** The router's addresses the muxes peer with (null: no session of that family). */
+  peer4: string | null; peer6: string | null;
+}
+/** The lab uses private 2-octet ASNs only. */
+export const LAB_ASN_RANGE: readonly [number, number] = [64512, 65534];
 export interface LabPlan {
   fabricMtu: number;
   router: { client4: string; client6: string; fab4: string; fab6: string | null; fabPort: string; fabMac: string; clientMac: string };
+  controller: PlanController;
   clients: PlanClient[];
   muxes: PlanNode[];
   hosts: PlanNode[];
   nics: PlanNic[];
   vips: PlanVip[];
+  /** null: no bgp section, static multipath routes. */
+  bgp: PlanBgp | null;
   warnings: string[];
 }
 
@@ -174,6 +194,7 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
     if (!inPrefix(a, fabNet4, LAB_PREFIX_LEN_V4)) errors.push(`provider address ${a.text}: the lab puts every provider address on one fabric segment, ${fabNet4.text}/24 (from the first one); move it there`);
     const last = a.words[0]! & 0xff;
     if (last === 0 || last === 1 || last === 255) errors.push(`provider address ${a.text}: .0, .1 (the lab router) and .255 are taken on the fabric`);
+    if (last === LAB_CONTROLLER_HOST) errors.push(`provider address ${a.text}: .${LAB_CONTROLLER_HOST} is the lab controller's on the fabric`);
   }
   let router6: IpAddr | null = null;
   if (pas6.length > 0) {
@@ -182,8 +203,14 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
     for (const a of pas6) {
       if (!inPrefix(a, fabNet6, LAB_PREFIX_LEN_V6)) errors.push(`provider address ${a.text}: every IPv6 provider address must be in ${fabNet6.text}/64 (from the first one)`);
       if (a.text === router6.text || a.text === fabNet6.text) errors.push(`provider address ${a.text}: ${router6.text} is the lab router's and the subnet-router anycast address is reserved`);
+      if (a.text === plus(fabNet6, LAB_CONTROLLER_HOST).text) errors.push(`provider address ${a.text}: it is the lab controller's on the fabric`);
     }
   }
+  const controller4 = plus(fabNet4, LAB_CONTROLLER_HOST);
+  const controller: PlanController = {
+    addr4: controller4.text, addr6: router6 === null ? null : plus(netOf(router6, LAB_PREFIX_LEN_V6), LAB_CONTROLLER_HOST).text,
+    fabPort: 'controller', mac: macOfV4(controller4), port: LAB_CONTROLLER_PORT,
+  };
   for (const v of config.vips) {
     if (inPrefix(v.address, fabNet4, LAB_PREFIX_LEN_V4) || (router6 !== null && inPrefix(v.address, netOf(router6, 64), 64))) {
       errors.push(`VIP ${v.address.text} is on the fabric segment; take VIPs from 203.0.113.0/24 or 2001:db8:ff::/64`);
@@ -191,7 +218,7 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   }
 
   // Fabric bridge ports: named after the node when the name fits an interface name.
-  const usedPorts = new Set<string>(['br0', 'router']);
+  const usedPorts = new Set<string>(['br0', 'router', 'controller']);
   const fabPort = (name: string, index: number): string => {
     let p = Buffer.byteLength(name) <= IFNAME_MAX ? name : `p${index}`;
     if (usedPorts.has(p)) p = `p${index}`;
@@ -269,7 +296,7 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const routerFabMac = macOfV4(router4);
   const routerClientMac = macOfV4(plus(client4Net, 1));
   const macOwners: [string, string][] = [
-    [routerFabMac, 'router fab0'], [routerClientMac, 'router br0'],
+    [routerFabMac, 'router fab0'], [routerClientMac, 'router br0'], [controller.mac, 'controller fab0'],
     ...muxes.map((m): [string, string] => [m.mac, `mux ${m.name}`]),
     ...hosts.map((h): [string, string] => [h.mac, `host ${h.name}`]),
     ...nics.map((n): [string, string] => [n.mac, `nic ${n.name}`]),
@@ -281,6 +308,29 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
     else macs.set(m, who);
   }
 
+  // BGP: the muxes peer with the lab router (BIRD), on its fabric addresses, port 179, private ASNs
+  let bgp: PlanBgp | null = null;
+  if (config.bgp !== null) {
+    const b = config.bgp;
+    const inRange = (asn: number) => asn >= LAB_ASN_RANGE[0] && asn <= LAB_ASN_RANGE[1];
+    if (!inRange(b.asn)) errors.push(`bgp.asn: ${b.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`);
+    let peer4: string | null = null;
+    let peer6: string | null = null;
+    b.peers.forEach((p, i) => {
+      if (p.address.text === router4.text) peer4 = p.address.text;
+      else if (router6 !== null && p.address.text === router6.text) peer6 = p.address.text;
+      else errors.push(`bgp.peers[${i}].address: ${p.address.text} is not the lab router (${router4.text}${router6 !== null ? ` or ${router6.text}` : ''}): the muxes peer with the router`);
+      if (!inRange(p.asn)) errors.push(`bgp.peers[${i}].asn: ${p.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`);
+      if (p.asn !== b.peers[0]!.asn) errors.push(`bgp.peers[${i}].asn: ${p.asn} differs from bgp.peers[0].asn (${b.peers[0]!.asn}); the lab router has one AS`);
+      if (p.asn === b.asn) errors.push(`bgp.peers[${i}].asn: ${p.asn} is the muxes' own AS; the lab router is an eBGP peer in another AS`);
+      if (p.port !== 179) errors.push(`bgp.peers[${i}].port: BIRD in the lab listens on 179, not ${p.port}`);
+    });
+    bgp = {
+      muxAsn: b.asn, routerAsn: b.peers[0]!.asn, holdTimeS: b.holdTimeS, keepaliveS: b.keepaliveS,
+      bfd: { ...b.bfd }, peer4, peer6,
+    };
+  }
+
   if (errors.length > 0) return { ok: false, errors };
   return {
     ok: true,
@@ -290,7 +340,8 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
         client4: plus(client4Net, 1).text, client6: plus(client6Net, 1).text,
         fab4: router4.text, fab6: router6?.text ?? null, fabPort: 'router', fabMac: routerFabMac, clientMac: routerClientMac,
       },
-      clients: clientList, muxes, hosts, nics, vips, warnings,
+      controller,
+      clients: clientList, muxes, hosts, nics, vips, bgp, warnings,
     },
   };
 }
@@ -304,6 +355,8 @@ export function formatLabPlan(p: LabPlan): string {
   lines.push(`fabric ${p.fabricMtu}`);
   const r = p.router;
   lines.push(`router ${r.client4} ${r.client6} ${r.fab4} ${dash(r.fab6)} ${r.fabPort} ${r.fabMac} ${r.clientMac}`);
+  const k = p.controller;
+  lines.push(`controller ${k.addr4} ${dash(k.addr6)} ${k.fabPort} ${k.mac} ${k.port}`);
   for (const c of p.clients) lines.push(`client ${c.name} ${c.port} ${c.mac} ${list(c.addrs4)} ${list(c.addrs6)}`);
   for (const m of p.muxes) lines.push(`mux ${m.name} ${m.addr4} ${dash(m.addr6)} ${m.fabPort} ${m.mac}`);
   for (const h of p.hosts) lines.push(`host ${h.name} ${h.addr4} ${dash(h.addr6)} ${h.fabPort} ${h.mac}`);
@@ -311,6 +364,10 @@ export function formatLabPlan(p: LabPlan): string {
     lines.push(`nic ${n.name} ${n.host} ${n.port} ${n.mac} ${dash(n.addr4)} ${dash(n.addr6)} ${dash(n.gw4)} ${dash(n.gw6)} ${list(n.tcpPorts)} ${list(n.udpPorts)}`);
   }
   for (const v of p.vips) lines.push(`vip ${v.address} ${v.prefixLen} ${list(v.nexthops)}`);
+  if (p.bgp !== null) {
+    const b = p.bgp;
+    lines.push(`bgp ${b.muxAsn} ${b.routerAsn} ${b.holdTimeS} ${b.keepaliveS} ${b.bfd.enabled ? 'on' : 'off'} ${b.bfd.intervalMs} ${b.bfd.multiplier} ${dash(b.peer4)} ${dash(b.peer6)}`);
+  }
   for (const w of p.warnings) lines.push(`warning ${w}`);
   return `${lines.join('\n')}\n`;
 }
