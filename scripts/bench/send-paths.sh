@@ -21,6 +21,18 @@
 #                       the inner packet to the backend (ip_forward=1)
 #   agent-capture       slbx-host-agent --receive-path capture (pcap in + nftables drop, pcap_sendpacket out)
 #   agent-udp           slbx-host-agent --receive-path udp     (UDP socket on PA:4789 in, pcap_sendpacket out)
+# The batched fast path (--io ring: native/slbx_ring.c, docs/performance.md) in the same two phases:
+#   mux-ring            slbx-mux --send-path cap --io ring (packet ring in, sendmmsg out, one JS call per batch)
+#   agent-ring          slbx-host-agent --receive-path capture --io ring
+# DSR phase (the return path): trafgen in `vm` sends the backend's 64-byte replies (192.0.2.10:7 -> the
+# client, random destination port) to its gateway; what arrives at the router's fabric interface is
+# counted (the router drops it in its forward hook, so the client's kernel never answers):
+#   kernel-forward-return  baseline: the host namespace forwards the replies itself (ip_forward=1)
+#   agent-dsr              slbx-host-agent (pcap): capture on the port, NAT to VIP:7, raw socket to the router
+#   agent-dsr-ring         the same with --io ring (packet ring in, batched raw-socket sendmmsg out)
+# VARIANT@BYTES runs a packet-rate variant with BYTES-byte client frames (default 64; e.g. mux-ring@1400);
+# ratios are computed within one size. End-to-end phases (TCP with iperf3, request/response latency, new
+# flows per second: tcp-*, rr-*, newflows-*) are described in scripts/bench/e2e-phases.sh.
 #
 # Each variant runs --runs times (default 3), interleaved (round 1 of every variant, then round 2, ...),
 # each run = --warmup s of traffic (default 1) then --seconds s measured (default 5). trafgen runs one
@@ -60,11 +72,25 @@ options:
   --seconds S      measured seconds per run (default 5)
   --warmup S       seconds of traffic before each measurement (default 1)
   --variants LIST  comma-separated subset of: kernel-forward,kernel-vxlan,mux-cap,mux-raw,mux-udp,
-                   kernel-vxlan-decap,agent-capture,agent-udp (default: all)
-  --dut-cpu N      CPU of the process under test (default 1; the generator always runs on CPU 0)
+                   kernel-vxlan-decap,agent-capture,agent-udp (the default: these eight), and
+                   mux-ring, agent-ring, kernel-forward-return, agent-dsr, agent-dsr-ring; a packet-rate
+                   variant takes @BYTES for another frame size (mux-ring@1400); end-to-end variants:
+                   tcp-direct, tcp-pcap, tcp-ring, rr-direct, rr-pcap, rr-ring, newflows-pcap,
+                   newflows-ring, cp-propagation (scripts/bench/e2e-phases.sh, with its options below)
+  --tcp-cases LIST iperf3 cases of the tcp-* variants: STREAMS or STREAMSr (reverse), default 1,8,1r,8r
+  --rr-modes LIST  latency modes of the rr-* variants: persistent, connect (default both)
+  --rr-rate N      requests per second of the latency client (default 2000; connect mode: a quarter)
+  --flow-rates L   offered packets/s of the newflows-* variants, each packet a new flow
+                   (default 100000,200000,300000,400000)
+  --cp-changes N   policy changes per run of the cp-propagation variant (default 20)
+  --dut-cpu N      CPU of the process under test (default 1; the generator always runs on CPU 0; 0 puts
+                   everything on one CPU, for latency experiments without cross-CPU wake-ups)
   --rps            steer the receive processing of the mux's and the host's fabric interfaces to the
                    DUT CPU too (RPS), so it pays for the kernel's share of each path (see the header)
   --out DIR        results folder (default results/send-paths-<UTC timestamp>/)
+  --perf           in round 1, record a CPU profile of each process under test over its measured seconds
+                   (perf record, cpu-clock, with --perf-basic-prof for JavaScript symbols): perf/VARIANT.txt
+                   (by symbol) and perf/VARIANT-dso.txt (kernel, node, JIT code, libraries)
   --no-build       do not run the TypeScript build first
   --help           show this help
 
@@ -80,8 +106,17 @@ GEN_CPU=0
 OUT=''
 BUILD=1
 RPS=0
+PERF=0
 ALL_VARIANTS=(kernel-forward kernel-vxlan mux-cap mux-raw mux-udp kernel-vxlan-decap agent-capture agent-udp)
 VARIANTS=("${ALL_VARIANTS[@]}")
+# not in the default set (the default is what docs/io-paths.md measured)
+MORE_VARIANTS=(mux-ring agent-ring kernel-forward-return agent-dsr agent-dsr-ring
+  tcp-direct tcp-pcap tcp-ring rr-direct rr-pcap rr-ring newflows-pcap newflows-ring cp-propagation)
+TCP_CASES=1,8,1r,8r
+CP_CHANGES=20
+RR_MODES=persistent,connect
+RR_RATE=2000
+FLOW_RATES=100000,200000,300000,400000
 
 die() { printf 'send-paths: %s\n' "$*" >&2; exit 2; }
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
@@ -96,6 +131,12 @@ while [ $# -gt 0 ]; do
     --out) [ $# -ge 2 ] || die '--out needs a value'; OUT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --rps) RPS=1; shift ;;
+    --perf) PERF=1; shift ;;
+    --tcp-cases) [ $# -ge 2 ] || die '--tcp-cases needs a value'; TCP_CASES=$2; shift 2 ;;
+    --rr-modes) [ $# -ge 2 ] || die '--rr-modes needs a value'; RR_MODES=$2; shift 2 ;;
+    --rr-rate) [ $# -ge 2 ] || die '--rr-rate needs a value'; RR_RATE=$2; shift 2 ;;
+    --flow-rates) [ $# -ge 2 ] || die '--flow-rates needs a value'; FLOW_RATES=$2; shift 2 ;;
+    --cp-changes) [ $# -ge 2 ] || die '--cp-changes needs a value'; CP_CHANGES=$2; shift 2 ;;
     --help|-h) usage; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
@@ -104,16 +145,30 @@ is_uint "$RUNS" && [ "$RUNS" -ge 1 ] || die "--runs must be an integer >= 1, got
 is_uint "$SECONDS_MEASURED" && [ "$SECONDS_MEASURED" -ge 1 ] || die "--seconds must be an integer >= 1, got $SECONDS_MEASURED"
 is_uint "$WARMUP" || die "--warmup must be an integer >= 0, got $WARMUP"
 is_uint "$DUT_CPU" || die "--dut-cpu must be a CPU number, got $DUT_CPU"
+base_of() { printf '%s' "${1%@*}"; }
+size_of() { if [[ $1 == *@* ]]; then printf '%s' "${1#*@}"; else printf 64; fi; }
+SIZES=(64)
+E2E=0
 for v in "${VARIANTS[@]}"; do
-  [[ " ${ALL_VARIANTS[*]} " == *" $v "* ]] || die "unknown variant $v (known: ${ALL_VARIANTS[*]})"
+  b=$(base_of "$v")
+  [[ " ${ALL_VARIANTS[*]} ${MORE_VARIANTS[*]} " == *" $b "* ]] || die "unknown variant $v (known: ${ALL_VARIANTS[*]} ${MORE_VARIANTS[*]})"
+  case $b in
+    tcp-*|rr-*|newflows-*|cp-*) E2E=1; [[ $v != *@* ]] || die "$v: @BYTES is for the packet-rate variants" ;;
+    *) sz=$(size_of "$v")
+       is_uint "$sz" && [ "$sz" -ge 64 ] && [ "$sz" -le 1500 ] || die "$v: the frame size must be 64..1500 bytes"
+       [[ " ${SIZES[*]} " == *" $sz "* ]] || SIZES+=("$sz") ;;
+  esac
 done
+is_uint "$RR_RATE" && [ "$RR_RATE" -ge 1 ] || die "--rr-rate must be an integer >= 1, got $RR_RATE"
 [ "$(id -u)" = 0 ] || die 'needs root (network namespaces, packet sockets, raw sockets)'
 NCPU=$(nproc)
 [ "$NCPU" -ge 2 ] || die "needs 2 CPUs (one for the generator, one for the process under test); this machine has $NCPU"
-[ "$DUT_CPU" -ne "$GEN_CPU" ] && [ "$DUT_CPU" -lt "$NCPU" ] || die "--dut-cpu must be 1..$((NCPU - 1)) (the generator runs on CPU $GEN_CPU)"
-for t in ip bridge nft trafgen taskset curl node tcpdump; do
-  command -v "$t" >/dev/null || die "$t is not installed (Debian: iproute2 nftables netsniff-ng util-linux curl nodejs tcpdump)"
+[ "$DUT_CPU" -lt "$NCPU" ] || die "--dut-cpu must be 0..$((NCPU - 1))"
+[ "$DUT_CPU" -ne "$GEN_CPU" ] || printf 'send-paths: warning: --dut-cpu %s: the process under test shares the generator'"'"'s CPU (for latency experiments: no cross-CPU wake-ups; rates mean little)\n' "$DUT_CPU" >&2
+for t in ip bridge nft trafgen taskset curl node tcpdump ethtool; do
+  command -v "$t" >/dev/null || die "$t is not installed (Debian: iproute2 nftables netsniff-ng util-linux curl nodejs tcpdump ethtool)"
 done
+[ $E2E = 0 ] || command -v iperf3 >/dev/null || die 'iperf3 is not installed (Debian: iperf3)'
 [ "$RUNS" -ge 3 ] || printf 'send-paths: warning: --runs %s: fewer than 3 runs per variant is a smoke test, not a result\n' "$RUNS" >&2
 
 cd "$ROOT"
@@ -127,6 +182,7 @@ done
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${OUT:-$ROOT/results/send-paths-$STAMP}
 mkdir -p "$OUT/logs" "$OUT/status" "$OUT/wire"
+[ "$PERF" = 0 ] || { command -v perf >/dev/null || die '--perf needs perf (Debian: linux-perf)'; mkdir -p "$OUT/perf"; }
 OUT=$(cd "$OUT" && pwd)
 
 # ---- names, addresses, MACs -------------------------------------------------------------------------
@@ -135,6 +191,7 @@ NS_GEN=${P}gen NS_ROUTER=${P}router NS_FABRIC=${P}fabric NS_MUX=${P}mux NS_HOST=
 VIP=203.0.113.10
 ROUTER_FABRIC=198.18.0.1
 MUX_PA=198.18.0.11
+MUX2_PA=198.18.0.12
 HOST_PA=198.18.0.21
 DIP=192.0.2.10
 MAC_GEN=02:00:00:00:01:10
@@ -164,6 +221,8 @@ cleanup() {
   done
   for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null; done
   for ns in "${NSS[@]}"; do ip netns del "$ns" 2>/dev/null; done
+  # --perf: the JIT symbol maps node wrote for perf (/tmp/perf-PID.map), ours only
+  for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
   for ns in "${NSS[@]}"; do [ -e "/var/run/netns/$ns" ] && log "could not delete namespace $ns"; done
   [ $rc = 0 ] || log "failed (exit $rc); partial results in $OUT"
   exit $rc
@@ -202,6 +261,12 @@ build_topology() {
   ip -n "$NS_ROUTER" addr add 198.51.100.1/24 dev c0
   # fabric: a bridge in its own namespace, MTU 1600 everywhere (VXLAN adds 50 bytes)
   ip -n "$NS_FABRIC" link add br0 type bridge stp_state 0
+  # bridged frames must not run through IP netfilter (br_netfilter, when some other user loaded it): the
+  # lab turns it off too, and here its cost would land on whichever CPU sends into the bridge
+  local k
+  for k in bridge-nf-call-iptables bridge-nf-call-ip6tables bridge-nf-call-arptables; do
+    [ ! -e "/proc/sys/net/bridge/$k" ] || nsx "$NS_FABRIC" sysctl -qw "net.bridge.$k=0" 2>/dev/null || true
+  done
   ip -n "$NS_FABRIC" link set br0 mtu 1600 up
   veth "$NS_ROUTER" f0 "$MAC_ROUTER_FABRIC" "$NS_FABRIC" p-router 02:00:00:00:f0:01
   veth "$NS_MUX" f0 "$MAC_MUX" "$NS_FABRIC" p-mux 02:00:00:00:f0:11
@@ -228,6 +293,10 @@ build_topology() {
   # the backend behind the host: port h1vm1 (the host agent's side), eth0 with the nic's MAC in vm
   veth "$NS_HOST" h1vm1 "$MAC_PORT" "$NS_VM" eth0 "$MAC_NIC"
   ip -n "$NS_VM" addr add "$DIP/24" dev eth0
+  # checksum offload off on the client's and the backend's interfaces, as in the lab (DESIGN.md 7): TCP
+  # leaves in MTU-sized segments, not 64 KB ones the MUX would refuse (too_big)
+  nsx "$NS_GEN" ethtool -K eth0 tx off >/dev/null
+  nsx "$NS_VM" ethtool -K eth0 tx off >/dev/null
   # (neighbours are resolved by the first packets of each run's warm-up)
   if [ "$RPS" = 1 ]; then
     local mask
@@ -246,6 +315,8 @@ version: 1
 fabric:
   mtu: 1600
   vxlanPort: 4789
+flowTable:
+  maxFlows: 4000000   # the newflows phase records up to a million flows per run
 networks:
   - name: tenant-a
     vni: 5001
@@ -253,6 +324,8 @@ networks:
 muxes:
   - name: mux1
     address: $MUX_PA
+  - name: mux2            # only in the cp-propagation variant (a second MUX watching the controller)
+    address: $MUX2_PA
 hosts:
   - name: host1
     address: $HOST_PA
@@ -275,9 +348,18 @@ vips:
         frontendPort: 7
         pool: p1
         distribution: 5-tuple
+      - name: iperf
+        protocol: tcp
+        frontendPort: 5201
+        pool: p1
+      - name: rr
+        protocol: tcp
+        frontendPort: 7100
+        pool: p1
 EOF
   node dist/scripts/bench/send-paths.js frames --gen-mac "$MAC_GEN" --router-mac "$MAC_ROUTER_CLIENT" \
-    --mux-mac "$MAC_MUX" --host-mac "$MAC_HOST" --nic-mac "$MAC_NIC" --out-dir "$OUT"
+    --mux-mac "$MAC_MUX" --host-mac "$MAC_HOST" --nic-mac "$MAC_NIC" --port-mac "$MAC_PORT" \
+    --sizes "$(IFS=,; echo "${SIZES[*]}")" --out-dir "$OUT"
 }
 
 # ---- processes --------------------------------------------------------------------------------------
@@ -335,7 +417,7 @@ start_daemon() {
   local ns=$1 status=$2 logf=$3 ready=$4 i s=''
   shift 4
   # ip netns exec and taskset exec: $! is the daemon's own PID
-  ip netns exec "$ns" taskset -c "$DUT_CPU" node "$@" >"$logf" 2>&1 &
+  ip netns exec "$ns" taskset -c "$DUT_CPU" node $([ "$PERF" = 1 ] && echo --perf-basic-prof) "$@" >"$logf" 2>&1 &
   DAEMON_PID=$!
   DAEMON_NS=$ns
   DAEMON_STATUS=$status
@@ -357,13 +439,34 @@ stop_daemon() {
 }
 
 # ---- variants ---------------------------------------------------------------------------------------
-phase_of() { case $1 in kernel-forward|kernel-vxlan|mux-*) echo mux ;; *) echo host-agent ;; esac; }
+# the phase of a variant: what it is compared with (a packet-rate phase at another frame size is its own)
+base_phase_of() {
+  case $(base_of "$1") in
+    kernel-forward|kernel-vxlan|mux-*) echo mux ;;
+    kernel-vxlan-decap|agent-capture|agent-udp|agent-ring) echo host-agent ;;
+    kernel-forward-return|agent-dsr|agent-dsr-ring) echo dsr ;;
+    tcp-*) echo tcp ;;
+    rr-*) echo latency ;;
+    newflows-*) echo newflows ;;
+    cp-*) echo control ;;
+  esac
+}
+phase_of() {
+  local p sz
+  p=$(base_phase_of "$1")
+  sz=$(size_of "$1")
+  if [ "$sz" = 64 ]; then echo "$p"; else echo "$p@$sz"; fi
+}
 
 MUX_PHASE_ACTIVE=0
 # The MUX phase counts VXLAN at the host's fabric interface; the host namespace drops it in netfilter
 # (after the interface counted it) so it never answers with ICMP port unreachable.
 enter_phase() {
-  if [ "$1" = mux ] && [ $MUX_PHASE_ACTIVE = 0 ]; then
+  local want=0
+  case $1 in mux|newflows) want=1 ;; esac
+  enter_dsr_phase "$1"
+  enter_vm_sink_phase "$1"
+  if [ $want = 1 ] && [ $MUX_PHASE_ACTIVE = 0 ]; then
     nsx "$NS_HOST" nft -f - <<'EOF'
 table inet slbx_bench {
   chain input {
@@ -373,14 +476,56 @@ table inet slbx_bench {
 }
 EOF
     MUX_PHASE_ACTIVE=1
-  elif [ "$1" = host-agent ] && [ $MUX_PHASE_ACTIVE = 1 ]; then
+  elif [ $want = 0 ] && [ $MUX_PHASE_ACTIVE = 1 ]; then
     nsx "$NS_HOST" nft delete table inet slbx_bench
     MUX_PHASE_ACTIVE=0
   fi
 }
 
+# The host agent phase counts at the backend's interface; the backend drops the datagrams right there
+# (prerouting, after the count), so its kernel does not look for a socket or try an ICMP port
+# unreachable for each one on the CPU that delivered them (the process under test's).
+VM_SINK_ACTIVE=0
+enter_vm_sink_phase() {
+  if [ "$1" = host-agent ] && [ $VM_SINK_ACTIVE = 0 ]; then
+    nsx "$NS_VM" nft -f - <<'EOF'
+table inet slbx_bench_vm {
+  chain prerouting {
+    type filter hook prerouting priority -300; policy accept;
+    udp dport 7 counter drop comment "send-paths.sh: the host agent phase only counts what arrives"
+  }
+}
+EOF
+    VM_SINK_ACTIVE=1
+  elif [ "$1" != host-agent ] && [ $VM_SINK_ACTIVE = 1 ]; then
+    nsx "$NS_VM" nft delete table inet slbx_bench_vm
+    VM_SINK_ACTIVE=0
+  fi
+}
+
+# The DSR phase counts the replies arriving at the router's fabric interface; the router drops them in
+# its forward hook (after the count), so the client's kernel never answers them.
+DSR_PHASE_ACTIVE=0
+enter_dsr_phase() {
+  if [ "$1" = dsr ] && [ $DSR_PHASE_ACTIVE = 0 ]; then
+    nsx "$NS_ROUTER" nft -f - <<EOF
+table inet slbx_bench_dsr {
+  chain forward {
+    type filter hook forward priority -20; policy accept;
+    ip daddr 198.51.100.0/24 udp sport 7 counter drop comment "send-paths.sh: the DSR phase only counts what arrives"
+  }
+}
+EOF
+    DSR_PHASE_ACTIVE=1
+  elif [ "$1" != dsr ] && [ $DSR_PHASE_ACTIVE = 1 ]; then
+    nsx "$NS_ROUTER" nft delete table inet slbx_bench_dsr
+    DSR_PHASE_ACTIVE=0
+  fi
+}
+
 variant_up() { # VARIANT ROUND
-  local v=$1 r=$2
+  local v r=$2
+  v=$(base_of "$1")
   case $v in
     kernel-forward)
       nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=1
@@ -395,8 +540,11 @@ variant_up() { # VARIANT ROUND
     mux-cap|mux-raw|mux-udp)
       local path=${v#mux-} ready='"ready":true'
       [ "$path" = udp ] && ready='"ready":true.*"connected":true'
-      start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$v-r$r.log" "$ready" \
+      start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$1-r$r.log" "$ready" \
         dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path "$path" --status "$MUX_STATUS" ;;
+    mux-ring)
+      start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
+        dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io ring --status "$MUX_STATUS" ;;
     kernel-vxlan-decap)
       # the device's MAC must be the inner destination MAC, or it drops the frames (DESIGN.md 7)
       ip -n "$NS_HOST" link add vx0 address "$MAC_NIC" type vxlan id 5001 local "$HOST_PA" dstport 4789 dev f0 nolearning
@@ -406,13 +554,23 @@ variant_up() { # VARIANT ROUND
       ip -n "$NS_HOST" neigh replace "$DIP" lladdr "$MAC_NIC" dev h1vm1 nud permanent
       nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=1 ;;
     agent-capture|agent-udp)
-      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$v-r$r.log" '"ready":true' \
+      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true' \
         dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path "${v#agent-}" --status "$HOST_STATUS" ;;
+    agent-ring|agent-dsr-ring)
+      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
+        dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io ring --status "$HOST_STATUS" ;;
+    agent-dsr)
+      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true' \
+        dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --status "$HOST_STATUS" ;;
+    kernel-forward-return)
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=1 ;;
+    *) e2e_variant_up "$1" "$r" ;;
   esac
 }
 
 variant_down() { # VARIANT ROUND
-  local v=$1 r=$2
+  local v r=$2
+  v=$(base_of "$1")
   case $v in
     kernel-forward)
       ip -n "$NS_MUX" route del "$VIP/32"
@@ -425,11 +583,14 @@ variant_down() { # VARIANT ROUND
       ip -n "$NS_HOST" neigh del "$DIP" dev h1vm1
       ip -n "$NS_HOST" link del vx0
       nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0 ;;
+    kernel-forward-return)
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0 ;;
     mux-*|agent-*)
-      kill -0 "$DAEMON_PID" 2>/dev/null || die "$v round $r: the daemon died during the run (log: $OUT/logs/$v-r$r.log)"
+      kill -0 "$DAEMON_PID" 2>/dev/null || die "$1 round $r: the daemon died during the run (log: $OUT/logs/$1-r$r.log)"
       # its counters after the run (it may still be draining its capture buffer: give it time)
-      status_of 10 >"$OUT/status/$v-r$r.json" 2>/dev/null || log "$v round $r: no status"
+      status_of 10 >"$OUT/status/$1-r$r.json" 2>/dev/null || log "$1 round $r: no status"
       stop_daemon ;;
+    *) e2e_variant_down "$1" "$r" ;;
   esac
 }
 
@@ -443,21 +604,23 @@ proc_ticks() { if [ -n "$1" ] && [ -r "/proc/$1/stat" ]; then awk '{ sub(/.*\) /
 cpu_share() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "); t = 0; for (i = 1; i <= 5; i++) { d[i] = y[i] - x[i]; t += d[i] }
   if (t <= 0) t = 1; printf "%.0f/%.0f/%.0f/%.0f/%.0f", 100*d[1]/t, 100*d[2]/t, 100*d[3]/t, 100*d[4]/t, 100*d[5]/t }'; }
 
-printf 'phase\tvariant\tround\tseconds\tdelivered\tdelivered_pps\toffered\toffered_pps\tgen_cpu_usr_sys_sirq_idle_steal\tdut_cpu_usr_sys_sirq_idle_steal\tdut_process_cpu_pct\n' >"$OUT/runs.tsv"
+printf 'phase\tvariant\tround\tseconds\tdelivered\tdelivered_pps\toffered\toffered_pps\tgen_cpu_usr_sys_sirq_idle_steal\tdut_cpu_usr_sys_sirq_idle_steal\tdut_process_cpu_pct\tloadavg_1m\n' >"$OUT/runs.tsv"
 
 run_variant() { # VARIANT ROUND
-  local v=$1 r=$2 phase gen_ns gen_if cfg rx_ns rx_if
+  local v=$1 r=$2 phase gen_ns gen_if cfg rx_ns rx_if sz
   phase=$(phase_of "$v")
-  enter_phase "$phase"
-  if [ "$phase" = mux ]; then
-    gen_ns=$NS_GEN gen_if=eth0 cfg=$OUT/client.trafgen rx_ns=$NS_HOST rx_if=f0
-  else
-    gen_ns=$NS_MUX gen_if=f0 cfg=$OUT/vxlan.trafgen rx_ns=$NS_VM rx_if=eth0
-  fi
+  sz=$(size_of "$v")
+  enter_phase "$(base_phase_of "$v")"
+  case $(base_phase_of "$v") in
+    mux) gen_ns=$NS_GEN gen_if=eth0 cfg=$OUT/client-$sz.trafgen rx_ns=$NS_HOST rx_if=f0 ;;
+    host-agent) gen_ns=$NS_MUX gen_if=f0 cfg=$OUT/vxlan-$sz.trafgen rx_ns=$NS_VM rx_if=eth0 ;;
+    dsr) gen_ns=$NS_VM gen_if=eth0 cfg=$OUT/reply-$sz.trafgen rx_ns=$NS_ROUTER rx_if=f0 ;;
+    *) run_e2e_variant "$v" "$r"; return ;;
+  esac
   variant_up "$v" "$r"
   local dump_pid=''
-  if [ "$r" = 1 ]; then
-    ip netns exec "$rx_ns" tcpdump -i "$rx_if" -Q in -n -c 2000 -s 256 -Z root -w "$OUT/wire/$v.pcap" >"$OUT/logs/tcpdump-$v.log" 2>&1 &
+  if [ "$r" = 1 ] && [ "${NO_WIRE:-0}" = 0 ]; then
+    ip netns exec "$rx_ns" tcpdump -i "$rx_if" -Q in -n -c 2000 -s 2048 -Z root -w "$OUT/wire/$v.pcap" >"$OUT/logs/tcpdump-$v.log" 2>&1 &
     dump_pid=$!
     PIDS+=("$dump_pid")
     local i
@@ -471,10 +634,23 @@ run_variant() { # VARIANT ROUND
   case $v in mux-*|agent-*) dut=$DAEMON_PID ;; esac
   t0a=$(now_ns); d0=$(counter "$rx_ns" "$rx_if" rx_packets); o0=$(counter "$gen_ns" "$gen_if" tx_packets); t0b=$(now_ns)
   g0=$(cpu_ticks "$GEN_CPU"); u0=$(cpu_ticks "$DUT_CPU"); p0=$(proc_ticks "$dut")
+  local perf_pid=''
+  if [ "$PERF" = 1 ] && [ "$r" = 1 ] && [ -n "$dut" ]; then
+    # a CPU profile of the process under test over the measured seconds: kernel and JIT symbols
+    perf record -q -e cpu-clock -F 2000 -g -p "$dut" -o "$OUT/perf/$v.data" -- sleep "$SECONDS_MEASURED" >"$OUT/logs/perf-$v.log" 2>&1 &
+    perf_pid=$!
+    PIDS+=("$perf_pid")
+  fi
   sleep "$SECONDS_MEASURED"
   t1a=$(now_ns); d1=$(counter "$rx_ns" "$rx_if" rx_packets); o1=$(counter "$gen_ns" "$gen_if" tx_packets); t1b=$(now_ns)
   g1=$(cpu_ticks "$GEN_CPU"); u1=$(cpu_ticks "$DUT_CPU"); p1=$(proc_ticks "$dut")
+  [ -z "$perf_pid" ] || wait "$perf_pid" 2>/dev/null || true
   stop_trafgen
+  if [ -n "$perf_pid" ]; then
+    perf report -i "$OUT/perf/$v.data" --stdio --no-children -g none --sort dso,sym --percent-limit 0.5 2>/dev/null \
+      | grep '%' | head -60 >"$OUT/perf/$v.txt" || true
+    perf report -i "$OUT/perf/$v.data" --stdio --no-children -g none --sort dso 2>/dev/null | grep '%' | head -15 >"$OUT/perf/$v-dso.txt" || true
+  fi
   variant_down "$v" "$r"
   local dt_ns=$(( (t1a + t1b) / 2 - (t0a + t0b) / 2 ))
   local delivered=$((d1 - d0)) offered=$((o1 - o0))
@@ -484,7 +660,7 @@ run_variant() { # VARIANT ROUND
   gshare=$(cpu_share "$g0" "$g1")
   ushare=$(cpu_share "$u0" "$u1")
   ppct=$(awk -v a="$p0" -v b="$p1" -v hz="$(getconf CLK_TCK)" -v n="$dt_ns" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / (n / 1e9) }')
-  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$v" "$r" "$secs" "$delivered" "$dpps" "$offered" "$opps" "$gshare" "$ushare" "$ppct" >>"$OUT/runs.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$v" "$r" "$secs" "$delivered" "$dpps" "$offered" "$opps" "$gshare" "$ushare" "$ppct" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/runs.tsv"
   log "$(printf '%-19s round %s: %8s pps delivered (%8s offered) over %s s; cpu%s %s, cpu%s %s (usr/sys/softirq/idle/steal %%), process %s %%' \
     "$v" "$r" "$dpps" "$opps" "$secs" "$GEN_CPU" "$gshare" "$DUT_CPU" "$ushare" "$ppct")"
   [ "$delivered" -gt 0 ] || die "$v round $r delivered nothing: see $OUT/logs"
@@ -493,7 +669,7 @@ run_variant() { # VARIANT ROUND
 write_meta() {
   local variants_json='' v what base first=1
   for v in "${VARIANTS[@]}"; do
-    case $v in
+    case $(base_of "$v") in
       kernel-forward) what='kernel IP forwarding in the mux namespace, no encapsulation'; base=true ;;
       kernel-vxlan) what='kernel VXLAN device in the mux namespace encapsulating to the host PA'; base=true ;;
       mux-cap) what='slbx-mux --send-path cap: capture in, whole frame out with pcap_sendpacket'; base=false ;;
@@ -502,18 +678,40 @@ write_meta() {
       kernel-vxlan-decap) what='kernel VXLAN device in the host namespace decapsulating, routed to the backend'; base=true ;;
       agent-capture) what='slbx-host-agent --receive-path capture: pcap in (+ nftables drop), NAT, pcap_sendpacket to the port'; base=false ;;
       agent-udp) what='slbx-host-agent --receive-path udp: UDP socket in, NAT, pcap_sendpacket to the port'; base=false ;;
+      mux-ring) what='slbx-mux --io ring: packet ring in, one JS call per batch, whole frames out with one sendmmsg per batch'; base=false ;;
+      agent-ring) what='slbx-host-agent --io ring: packet ring in (+ nftables drop), NAT, batched sendmmsg to the port'; base=false ;;
+      kernel-forward-return) what='kernel IP forwarding of the replies in the host namespace, no NAT'; base=true ;;
+      agent-dsr) what='slbx-host-agent (pcap): capture on the port, NAT to the VIP, raw socket to the router (DSR)'; base=false ;;
+      agent-dsr-ring) what='slbx-host-agent --io ring: packet ring on the port, NAT to the VIP, batched raw-socket sendmmsg (DSR)'; base=false ;;
+      tcp-direct) what='iperf3 client -> backend by plain routing (router -> host forwarding -> backend)'; base=true ;;
+      tcp-pcap) what='iperf3 client -> VIP -> slbx-mux -> slbx-host-agent -> backend, replies by DSR (pcap)'; base=false ;;
+      tcp-ring) what='the same through the VIP with --io ring on both daemons'; base=false ;;
+      rr-direct) what='request/response client -> backend by plain routing'; base=true ;;
+      rr-pcap) what='request/response through the VIP (pcap)'; base=false ;;
+      rr-ring) what='request/response through the VIP (--io ring)'; base=false ;;
+      newflows-pcap) what='slbx-mux (pcap), every packet a new flow, at paced offered rates'; base=false ;;
+      newflows-ring) what='slbx-mux --io ring, every packet a new flow, at paced offered rates'; base=false ;;
+      cp-propagation) what='a backend weight changed at the controller API until both MUXes applied it'; base=false ;;
     esac
     [ $first = 1 ] || variants_json+=','
     first=0
     variants_json+=$(printf '\n    {"variant": "%s", "phase": "%s", "what": "%s", "baseline": %s}' "$v" "$(phase_of "$v")" "$what" "$base")
   done
-  local cpu
+  local cpu sz baselines='' sfx
   cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo 2>/dev/null || true)
+  for sz in "${SIZES[@]}"; do
+    sfx=''
+    [ "$sz" = 64 ] || sfx="@$sz"
+    baselines+=$(printf '"mux%s": ["kernel-forward%s", "kernel-vxlan%s"], "host-agent%s": ["kernel-vxlan-decap%s"], "dsr%s": ["kernel-forward-return%s"], ' \
+      "$sfx" "$sfx" "$sfx" "$sfx" "$sfx" "$sfx" "$sfx")
+  done
   cat >"$OUT/meta.json" <<EOF
 {
   "bench": "send-paths",
   "started": "$STAMP",
-  "setup": "$RUNS runs per variant (interleaved), ${WARMUP} s warm-up + ${SECONDS_MEASURED} s measured each; 64-byte UDP client frames from random source ports (114-byte VXLAN frames in the host agent phase); trafgen on CPU $GEN_CPU, the process under test on CPU $DUT_CPU; $([ "$RPS" = 1 ] && echo "RPS: the mux's and the host's fabric interfaces' receive processing on CPU $DUT_CPU" || echo "no RPS: receive processing in the sender's CPU"); delivered = rx_packets delta of the receiving interface",
+  "loadavgAtStart": "$(cat /proc/loadavg)",
+  "frameSizes": [$(IFS=,; echo "${SIZES[*]}")],
+  "setup": "$RUNS runs per variant (interleaved), ${WARMUP} s warm-up + ${SECONDS_MEASURED} s measured each; $(IFS=/; echo "${SIZES[*]}")-byte UDP client frames from random source ports (114-byte VXLAN frames in the host agent phase); trafgen on CPU $GEN_CPU, the process under test on CPU $DUT_CPU; $([ "$RPS" = 1 ] && echo "RPS: the mux's and the host's fabric interfaces' receive processing on CPU $DUT_CPU" || echo "no RPS: receive processing in the sender's CPU"); delivered = rx_packets delta of the receiving interface",
   "runsPerVariant": $RUNS,
   "warmupS": $WARMUP,
   "measuredS": $SECONDS_MEASURED,
@@ -521,24 +719,31 @@ write_meta() {
   "dutCpu": $DUT_CPU,
   "rps": $([ "$RPS" = 1 ] && echo true || echo false),
   "machine": {"kernel": "$(uname -r)", "cpus": $NCPU, "cpu": "${cpu//\"/}", "node": "$(node --version)", "trafgen": "$(trafgen -v 2>/dev/null | head -1 | sed 's/"//g')"},
-  "counted": {"mux": "rx_packets of the host namespace's fabric interface", "host-agent": "rx_packets of the backend namespace's interface"},
-  "baselines": {"mux": ["kernel-forward", "kernel-vxlan"], "host-agent": ["kernel-vxlan-decap"]},
+  "counted": {"mux": "rx_packets of the host namespace's fabric interface", "host-agent": "rx_packets of the backend namespace's interface", "dsr": "rx_packets of the router's fabric interface"},
+  "baselines": {${baselines}"tcp": ["tcp-direct"], "latency": ["rr-direct"], "newflows": [], "control": []},
   "variants": [$variants_json
   ]
 }
 EOF
 }
 
+# the end-to-end phases (tcp-*, rr-*, newflows-*): e2e_variant_up, e2e_variant_down, run_e2e_variant
+# shellcheck source=e2e-phases.sh
+source "$ROOT/scripts/bench/e2e-phases.sh"
+
 # ---- main -------------------------------------------------------------------------------------------
 build_topology
 write_files
 write_meta
-# MUX-phase variants first in each round, so the nftables rule of the host namespace changes twice a round
+# one phase after the other in each round (MUX-phase variants first), so the nftables rules change a few
+# times a round, not every run
 ORDERED=()
-for v in "${VARIANTS[@]}"; do [ "$(phase_of "$v")" = mux ] && ORDERED+=("$v"); done
-for v in "${VARIANTS[@]}"; do [ "$(phase_of "$v")" = host-agent ] && ORDERED+=("$v"); done
+for ph in mux newflows host-agent dsr tcp latency control; do
+  for v in "${VARIANTS[@]}"; do [ "$(base_phase_of "$v")" = $ph ] && ORDERED+=("$v"); done
+done
 for r in $(seq 1 "$RUNS"); do
   for v in "${ORDERED[@]}"; do run_variant "$v" "$r"; done
 done
-node dist/scripts/bench/send-paths.js report --dir "$OUT"
+if grep -q . <(tail -n +2 "$OUT/runs.tsv"); then node dist/scripts/bench/send-paths.js report --dir "$OUT"; fi
+[ $E2E = 0 ] || node dist/scripts/bench/report.js e2e --dir "$OUT"
 echo "results: $OUT"

@@ -2,11 +2,13 @@
 // daemons, and reads the kernel's counters). Two commands, run after `npx tsc -p tsconfig.json`:
 //
 //   node dist/scripts/bench/send-paths.js frames --gen-mac M --router-mac M --mux-mac M --host-mac M
-//        --nic-mac M --out-dir DIR
+//        --nic-mac M [--port-mac M] [--sizes 64,1400] --out-dir DIR
 //     writes DIR/client.trafgen (64-byte UDP frames to the VIP, random source port) and DIR/vxlan.trafgen
 //     (the same client frame VXLAN-encapsulated from the MUX's PA to the host's PA, as a MUX sends it),
 //     built with the project's packet builder (lengths and checksums right) and turned into trafgen's
-//     byte syntax with drnd() where the source ports vary
+//     byte syntax with drnd() where the source ports vary; for each size of --sizes the same as
+//     client-SIZE.trafgen and vxlan-SIZE.trafgen (SIZE = the client frame's length), and with --port-mac
+//     reply-SIZE.trafgen: the backend's reply (DIP:7 -> client, random destination port) to its gateway
 //   node dist/scripts/bench/send-paths.js report --dir DIR
 //     reads DIR/runs.tsv and DIR/meta.json, writes DIR/results.json and DIR/results.md (median, min, max
 //     packets/s per variant; ratios of medians against the baselines of the same run), prints the table
@@ -15,6 +17,7 @@ import { join } from 'node:path';
 import { pkt } from '../../shared/packet-builder.js';
 import { readPcap } from '../../shared/pcap-file.js';
 import { dissect } from '../../shared/dissect.js';
+import { ETHERTYPE_IPV4 } from '../../shared/ethernet.js';
 
 /** Client frame: Ethernet 14 + IPv4 20 + UDP 8 + payload 22 = 64 bytes (no FCS on a veth). */
 export const CLIENT_FRAME_LEN = 64;
@@ -31,7 +34,7 @@ function usage(msg: string): never {
   process.exit(2);
 }
 
-function options(argv: readonly string[], names: readonly string[]): Map<string, string> {
+function options(argv: readonly string[], names: readonly string[], optional: readonly string[] = []): Map<string, string> {
   const m = new Map<string, string>();
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
@@ -40,7 +43,7 @@ function options(argv: readonly string[], names: readonly string[]): Map<string,
     if (v === undefined) usage(`${k} needs a value`);
     m.set(k.slice(2), v);
   }
-  for (const n of names) if (!m.has(n)) usage(`--${n} is required`);
+  for (const n of names) if (!m.has(n) && !optional.includes(n)) usage(`--${n} is required`);
   return m;
 }
 
@@ -53,15 +56,36 @@ export function toTrafgen(frame: Uint8Array, random: ReadonlySet<number>, commen
   return `/* ${comment} */\n{\n${rows.join('\n')}\n}\n`;
 }
 
-function clientFrame(genMac: string, routerMac: string): Uint8Array {
+function clientFrame(genMac: string, routerMac: string, frameLen = CLIENT_FRAME_LEN): Uint8Array {
   return pkt().eth({ src: genMac, dst: routerMac }).ipv4({ src: CLIENT_IP, dst: VIP, ttl: 64 })
-    .udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' }).payload(new Uint8Array(CLIENT_PAYLOAD_LEN)).build();
+    .udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' }).payload(new Uint8Array(frameLen - 14 - 20 - 8)).build();
 }
 
+export const DIP = '192.0.2.10';
+
 function frames(argv: readonly string[]): void {
-  const o = options(argv, ['gen-mac', 'router-mac', 'mux-mac', 'host-mac', 'nic-mac', 'out-dir']);
+  const o = options(argv, ['gen-mac', 'router-mac', 'mux-mac', 'host-mac', 'nic-mac', 'port-mac', 'sizes', 'out-dir'], ['port-mac', 'sizes']);
   const dir = o.get('out-dir')!;
   mkdirSync(dir, { recursive: true });
+  const sizes = (o.get('sizes') ?? String(CLIENT_FRAME_LEN)).split(',').map(Number);
+  for (const n of sizes) if (!Number.isInteger(n) || n < CLIENT_FRAME_LEN || n > 1500) usage(`--sizes: ${n} is not a frame size 64..1500`);
+  for (const n of sizes) {
+    const c = clientFrame(o.get('gen-mac')!, o.get('router-mac')!, n);
+    writeFileSync(join(dir, `client-${n}.trafgen`), toTrafgen(c, new Set([34, 35]),
+      `${n}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`));
+    const v = pkt().eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! }).ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
+      .udp({ sport: 49152, dport: 4789, checksum: 'zero' }).vxlan({ vni: VNI })
+      .eth({ src: o.get('mux-mac')!, dst: o.get('nic-mac')!, type: ETHERTYPE_IPV4 }).payload(c.subarray(14)).build();
+    const inner = 14 + 20 + 8 + 8 + 14 + 20;
+    writeFileSync(join(dir, `vxlan-${n}.trafgen`), toTrafgen(v, new Set([35, inner, inner + 1]),
+      `${v.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${n}-byte client frame (random source port)`));
+    if (o.has('port-mac')) {
+      const r = pkt().eth({ src: o.get('nic-mac')!, dst: o.get('port-mac')! }).ipv4({ src: DIP, dst: CLIENT_IP, ttl: 64 })
+        .udp({ sport: VIP_PORT, dport: 40000, checksum: 'zero' }).payload(new Uint8Array(n - 14 - 20 - 8)).build();
+      writeFileSync(join(dir, `reply-${n}.trafgen`), toTrafgen(r, new Set([36, 37]),
+        `${n}-byte UDP reply ${DIP}:${VIP_PORT} -> ${CLIENT_IP}:random, from the backend to its gateway (the host's port)`));
+    }
+  }
   const client = clientFrame(o.get('gen-mac')!, o.get('router-mac')!);
   if (client.length !== CLIENT_FRAME_LEN) throw new Error(`client frame is ${client.length} bytes, expected ${CLIENT_FRAME_LEN}`);
   // the UDP checksum is zero (allowed over IPv4, RFC 768), so random source ports need no checksum update
@@ -93,6 +117,8 @@ interface RunRow {
   dutCpu: Record<string, number>;
   /** CPU time of the process under test, % of one CPU (0 for the kernel baselines). */
   dutProcessCpuPct: number;
+  /** The 1-minute load average right after the run (the machine may be shared: read the rates with it). */
+  loadavg1m?: number;
   /** From the daemon's /status after the run: how it sent or received, its errors and non-zero drop counters. */
   daemon?: Record<string, unknown>;
 }
@@ -203,6 +229,7 @@ function report(argv: readonly string[]): void {
       delivered: Number(get('delivered')), deliveredPps: Number(get('delivered_pps')), offered: Number(get('offered')), offeredPps: Number(get('offered_pps')),
       generatorCpu: cpuShare(get('gen_cpu_usr_sys_sirq_idle_steal')), dutCpu: cpuShare(get('dut_cpu_usr_sys_sirq_idle_steal')),
       dutProcessCpuPct: Number(get('dut_process_cpu_pct') ?? 0),
+      ...(head.includes('loadavg_1m') ? { loadavg1m: Number(get('loadavg_1m')) } : {}),
     };
   });
   for (const r of rows) {
@@ -246,7 +273,7 @@ function report(argv: readonly string[]): void {
     for (const s of summaries.filter((x) => x.phase === phase)) {
       const w = s.wire as Record<string, any> | undefined;
       if (w === undefined || w.error !== undefined) { md.push(`| ${s.variant} | ${w?.error ?? 'no sample'} |||||||`); continue; }
-      const list = (x: unknown) => (Array.isArray(x) ? x.join(', ') : '-');
+      const list = (x: unknown) => (Array.isArray(x) ? (x.length > 4 ? `${x.slice(0, 3).join(', ')}, ... (${x.length} in all)` : x.join(', ')) : '-');
       md.push(`| ${s.variant} | ${w.packets} | ${w.vxlan > 0 ? `${list(w.outerSources)} -> ${list(w.outerDestinations)}` : '(not encapsulated)'} | ${w.outerSourcePorts ?? '-'} | ${list(w.vnis)} | ${list(w.innerDestinationMacs)} | ${list(w.innerDestinations)} | ${w.innerSourcePorts} | ${w.ipv4ChecksumErrors} |`);
     }
     md.push('');

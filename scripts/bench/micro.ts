@@ -1,0 +1,410 @@
+// In-process measurements for scripts/bench.sh (no namespaces, no root):
+//
+//   node --expose-gc dist/scripts/bench/micro.js [--quick] [--json FILE] [--config FILE]
+//
+// 1. Pure data-plane cost: ns per packet of processPacket (MUX), processInbound and processOutbound (host
+//    agent) on frames built with the project's packet builder from the lab config (examples/lab.yaml),
+//    per path: TCP/UDP, IPv4/IPv6, a new flow (a flow-table miss, a Maglev lookup and an insert) or an
+//    existing one (a hit), 64-byte and 1400-byte frames. Every path is warmed up first (all of them,
+//    so the functions are optimized for the mix, as in a daemon), then each is timed in a tight loop,
+//    several rounds interleaved, median per path. The host agent rewrites frames in place, so each of
+//    its iterations first restores the frame (a 64..1400-byte copy); that copy is timed alone and
+//    subtracted ("net"), both figures are reported.
+// 2. Memory per flow: a MUX flow table (mux/flow-table.ts) filled with 1,000,000 IPv4 flows (and,
+//    separately, 1,000,000 IPv6 flows): the table's own bytes (its typed arrays) and the process's RSS
+//    and ArrayBuffer growth, after a garbage collection; insert and lookup ns per flow.
+// Times are CPU time of the process per iteration (process.cpuUsage; the wall clock is reported too): on a
+// shared machine the wall clock also counts waiting for a CPU.
+// --quick: fewer iterations and 100,000 flows (the smoke run: checks the harness, not the numbers).
+// --parts: the MUX's main path (udp4, an existing flow) taken apart: each step timed alone (the parsers,
+// the header checksum check, the hash, the VIP map, counter increments through the counters' index as
+// built and through a fast-properties copy of it, and three ways to copy a 50-byte payload), to show
+// where processPacket's time goes (docs/performance.md).
+// --maglev-only: one Maglev build of 10, 100 and 1000 backends at M = 65537 and 655373, written in the
+// shape of scripts/bench/maglev.ts's JSON (the smoke run's stand-in for it; the full bench runs that).
+import { readFileSync, writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { mac } from '../../shared/addr.js';
+import { parseConfig, formatConfigErrors, type SlbxConfig } from '../../shared/config.js';
+import { pkt } from '../../shared/packet-builder.js';
+import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
+import { hashFlowV4, hashFlowV6 } from '../../shared/flow-hash.js';
+import { compileMuxTables, ALL_HEALTHY } from '../../mux/tables.js';
+import { newMuxContext, processPacket, VERDICT_FORWARD, type MuxContext } from '../../mux/data-plane.js';
+import { FlowTable } from '../../mux/flow-table.js';
+import { buildMaglevTable } from '../../shared/maglev.js';
+import { newEthernetHeader, parseEthernet } from '../../shared/ethernet.js';
+import { newIpv4Header, parseIpv4 } from '../../shared/ipv4.js';
+import { newUdpHeader, parseUdp } from '../../shared/udp.js';
+import { finishChecksum, sumBytes } from '../../shared/checksum.js';
+import { compileHostTables } from '../../host-agent/tables.js';
+import { newHostContext, processInbound, processOutbound, VERDICT_FORWARD as HOST_FORWARD, type HostContext } from '../../host-agent/data-plane.js';
+
+const MUX_MAC = '02:00:00:00:00:11';
+const ROUTER_MAC = '02:00:00:00:00:01';
+const HOST1_MAC = '02:00:00:00:00:21';
+const PORT_MACS = ['02:00:00:01:00:01', '02:00:00:01:00:02'];
+const NIC = { mac: '02:00:c0:00:02:0a', ip: '192.0.2.10', ip6: '2001:db8:d::10' };
+const CLIENT = '198.51.100.10';
+const CLIENT6 = '2001:db8:c::10';
+const VIP = '203.0.113.10';
+const VIP6 = '2001:db8:ff::10';
+const FRAMES = 4096; // distinct flows per path (a power of two)
+
+export interface PathResult {
+  plane: 'mux' | 'host-in' | 'host-out';
+  path: string;
+  /** ns per packet (CPU time), median of the rounds (host agent: with the restore copy). */
+  ns: number;
+  /** the same from the wall clock */
+  wallNs: number;
+  nsMin: number;
+  nsMax: number;
+  /** host agent: the restore copy alone, and ns minus it. */
+  copyNs?: number;
+  netNs?: number;
+  iterations: number;
+  rounds: number;
+}
+
+function usage(msg: string): never {
+  process.stderr.write(`micro.js: ${msg}\nusage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--json FILE] [--config FILE]\n`);
+  process.exit(2);
+}
+
+function loadConfig(file: string): SlbxConfig {
+  const r = parseConfig(readFileSync(file, 'utf8'), file);
+  if (!r.ok) throw new Error(formatConfigErrors(r.errors, file));
+  return r.config;
+}
+
+function newMux(config: SlbxConfig): MuxContext {
+  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
+  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST1_MAC)); h.macKnown = true; }
+  return newMuxContext({
+    tables, localMac: mac(MUX_MAC), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: { ...config.flowTable, maxFlows: 10_000_000 },
+  });
+}
+
+interface Case {
+  plane: PathResult['plane'];
+  path: string;
+  /** One iteration; i counts up from 0. Returns the verdict (checked once, before timing). */
+  step: (i: number) => number;
+  /** host agent: the restore copy alone. */
+  copy?: (i: number) => number;
+}
+
+function payload(frameLen: number, headers: number): Uint8Array {
+  return new Uint8Array(Math.max(0, frameLen - headers));
+}
+
+function muxCases(config: SlbxConfig): Case[] {
+  const cases: Case[] = [];
+  const add = (path: string, frames: Buffer[], isNew: boolean, v6: boolean) => {
+    const ctx = newMux(config);
+    const mask = frames.length - 1;
+    cases.push({
+      plane: 'mux', path,
+      step: isNew
+        ? (i) => {
+          if ((i & mask) === 0) (v6 ? ctx.flows6 : ctx.flows4).clear();
+          const f = frames[i & mask]!;
+          return processPacket(f, f.length, ctx);
+        }
+        : (i) => { const f = frames[i & mask]!; return processPacket(f, f.length, ctx); },
+    });
+  };
+  const eth = () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
+  const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
+  const udp4 = (len: number) => range((k) => eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7, checksum: 'zero' }).payload(payload(len, 42)).build());
+  const tcp4 = (flags: number) => range((k) => eth().ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1024 + k, dport: 80, flags }).build());
+  const udp6 = () => range((k) => eth().ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 62)).build());
+  const tcp6 = (flags: number) => range((k) => eth().ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 1024 + k, dport: 80, flags }).build());
+  add('udp4 existing flow, 64 B', udp4(64), false, false);
+  add('udp4 new flow, 64 B', udp4(64), true, false);
+  add('udp4 existing flow, 1400 B', udp4(1400), false, false);
+  add('tcp4 existing flow (ACK)', tcp4(TCP_ACK), false, false);
+  add('tcp4 new flow (SYN)', tcp4(TCP_SYN), true, false);
+  add('udp6 existing flow', udp6(), false, true);
+  add('udp6 new flow', udp6(), true, true);
+  add('tcp6 existing flow (ACK)', tcp6(TCP_ACK), false, true);
+  add('tcp6 new flow (SYN)', tcp6(TCP_SYN), true, true);
+  return cases;
+}
+
+function hostCases(config: SlbxConfig): Case[] {
+  const cases: Case[] = [];
+  const newHost = (): HostContext => newHostContext(compileHostTables(config, 'host1', 1), config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+  const add = (plane: 'host-in' | 'host-out', path: string, frames: Buffer[]) => {
+    const ctx = newHost();
+    const mask = frames.length - 1;
+    const work = frames.map((f) => Buffer.from(f));
+    cases.push({
+      plane, path,
+      step: plane === 'host-in'
+        ? (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return processInbound(w, w.length, ctx); }
+        : (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return processOutbound(w, w.length, 0, ctx); },
+      copy: (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return w[0]!; },
+    });
+  };
+  const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
+  const vx = () => pkt().eth({ src: MUX_MAC, dst: HOST1_MAC }).ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+    .udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 });
+  add('host-in', 'udp4, 64 B inner', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 42)).build()));
+  add('host-in', 'udp4, 1400 B inner', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(1400, 42)).build()));
+  add('host-in', 'tcp4', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK }).build()));
+  add('host-in', 'udp6', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd }).ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 62)).build()));
+  add('host-in', 'tcp6', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd }).ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK }).build()));
+  const back = () => pkt().eth({ src: NIC.mac, dst: PORT_MACS[0] });
+  add('host-out', 'udp4 reply, 64 B', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 1024 + k }).payload(payload(64, 42)).build()));
+  add('host-out', 'udp4 reply, 1400 B', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 1024 + k }).payload(payload(1400, 42)).build()));
+  add('host-out', 'tcp4 reply', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK }).build()));
+  add('host-out', 'udp6 reply', range((k) => back().ipv6({ src: NIC.ip6, dst: CLIENT6 }).udp({ sport: 7, dport: 1024 + k }).payload(payload(64, 62)).build()));
+  add('host-out', 'tcp6 reply', range((k) => back().ipv6({ src: NIC.ip6, dst: CLIENT6 }).tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK }).build()));
+  return cases;
+}
+
+let sink = 0;
+let lastWallNs = 0;
+/**
+ * ns per iteration of fn, from the process's CPU time (user + system: on a shared machine the wall clock
+ * also counts the time the process waited for a CPU); the wall-clock figure is left in lastWallNs.
+ */
+function timeLoop(fn: (i: number) => number, iters: number, start: number): number {
+  const t0 = process.hrtime.bigint();
+  const c0 = process.cpuUsage();
+  let s = 0;
+  for (let i = 0; i < iters; i++) s += fn(start + i);
+  const c = process.cpuUsage(c0);
+  lastWallNs = Number(process.hrtime.bigint() - t0) / iters;
+  sink += s;
+  return ((c.user + c.system) * 1000) / iters;
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+function measurePaths(config: SlbxConfig, quick: boolean): PathResult[] {
+  const cases = [...muxCases(config), ...hostCases(config)];
+  for (const c of cases) {
+    const v = c.step(0);
+    const want = c.plane === 'mux' ? VERDICT_FORWARD : HOST_FORWARD;
+    if (v !== want) throw new Error(`${c.plane} ${c.path}: verdict ${v}, expected a forward (the bench's frames are wrong)`);
+  }
+  const iters = quick ? 50_000 : 400_000;
+  const rounds = quick ? 2 : 5;
+  const warm = quick ? 20_000 : 300_000;
+  for (let w = 0; w < 2; w++) for (const c of cases) { timeLoop(c.step, warm, 1); if (c.copy) timeLoop(c.copy, warm, 1); }
+  const times = cases.map(() => [] as number[]);
+  const walls = cases.map(() => [] as number[]);
+  const copies = cases.map(() => [] as number[]);
+  let at = FRAMES * 16;
+  for (let r = 0; r < rounds; r++) {
+    cases.forEach((c, k) => {
+      times[k]!.push(timeLoop(c.step, iters, at));
+      walls[k]!.push(lastWallNs);
+      if (c.copy) copies[k]!.push(timeLoop(c.copy, iters, at));
+      at += iters;
+    });
+  }
+  const r1 = (x: number) => Math.round(x * 10) / 10;
+  return cases.map((c, k) => {
+    const ns = median(times[k]!);
+    const res: PathResult = { plane: c.plane, path: c.path, ns: r1(ns), wallNs: r1(median(walls[k]!)), nsMin: r1(Math.min(...times[k]!)), nsMax: r1(Math.max(...times[k]!)), iterations: iters, rounds };
+    if (c.copy) {
+      const cp = median(copies[k]!);
+      res.copyNs = r1(cp);
+      res.netNs = r1(Math.max(0, ns - cp));
+    }
+    return res;
+  });
+}
+
+export interface FlowMemory {
+  family: 4 | 6;
+  flows: number;
+  capacity: number;
+  tableBytes: number;
+  bytesPerFlow: number;
+  rssDeltaBytes: number;
+  rssPerFlow: number;
+  arrayBuffersDeltaBytes: number;
+  insertNsPerFlow: number;
+  lookupNsPerFlow: number;
+}
+
+function gc(): void {
+  const g = (globalThis as { gc?: () => void }).gc;
+  if (g) { g(); g(); }
+}
+
+function flowMemory(family: 4 | 6, n: number): FlowMemory {
+  gc();
+  const m0 = process.memoryUsage();
+  const limit = { max: n * 2, count: 0 };
+  const t = new FlowTable(family === 4 ? 4 : 10, limit);
+  const k = t.key;
+  const ins0 = process.hrtime.bigint();
+  for (let i = 0; i < n; i++) {
+    const src = (0xc6130000 + (i >>> 16)) >>> 0;
+    const ports = (((1024 + (i & 0xffff)) << 16) | 7) >>> 0;
+    let h: number;
+    if (family === 4) {
+      k[0] = src; k[1] = 0xcb00710a; k[2] = 17; k[3] = ports;
+      h = hashFlowV4(src, 0xcb00710a, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
+    } else {
+      k[0] = 0x20010db8; k[1] = 0xc; k[2] = 0; k[3] = src; k[4] = 0x20010db8; k[5] = 0xff; k[6] = 0; k[7] = 0x10; k[8] = 17; k[9] = ports;
+      h = hashFlowV6(k.subarray(0, 4), 0, k.subarray(4, 8), 0, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
+    }
+    if (!t.insert(h, i & 0xff, 1000)) throw new Error('flow table refused an insert');
+  }
+  const insNs = Number(process.hrtime.bigint() - ins0) / n;
+  gc();
+  const m1 = process.memoryUsage();
+  // lookups of every flow (a hit each)
+  const lk0 = process.hrtime.bigint();
+  let hits = 0;
+  for (let i = 0; i < n; i++) {
+    const src = (0xc6130000 + (i >>> 16)) >>> 0;
+    const ports = (((1024 + (i & 0xffff)) << 16) | 7) >>> 0;
+    let h: number;
+    if (family === 4) {
+      k[0] = src; k[1] = 0xcb00710a; k[2] = 17; k[3] = ports;
+      h = hashFlowV4(src, 0xcb00710a, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
+    } else {
+      k[0] = 0x20010db8; k[1] = 0xc; k[2] = 0; k[3] = src; k[4] = 0x20010db8; k[5] = 0xff; k[6] = 0; k[7] = 0x10; k[8] = 17; k[9] = ports;
+      h = hashFlowV6(k.subarray(0, 4), 0, k.subarray(4, 8), 0, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
+    }
+    if (t.lookup(h, 1, 1000) >= 0) hits++;
+  }
+  const lkNs = Number(process.hrtime.bigint() - lk0) / n;
+  if (hits !== n) throw new Error(`flow table lost entries: ${hits} of ${n} found`);
+  const r = (x: number) => Math.round(x * 10) / 10;
+  const res: FlowMemory = {
+    family, flows: t.size, capacity: t.capacity, tableBytes: t.bytes, bytesPerFlow: r(t.bytes / n),
+    rssDeltaBytes: m1.rss - m0.rss, rssPerFlow: r((m1.rss - m0.rss) / n), arrayBuffersDeltaBytes: m1.arrayBuffers - m0.arrayBuffers,
+    insertNsPerFlow: r(insNs), lookupNsPerFlow: r(lkNs),
+  };
+  t.clear();
+  return res;
+}
+
+/** Each step of the MUX's udp4 existing-flow path timed alone; returns [name, ns] rows. */
+function measureParts(config: SlbxConfig): [string, number][] {
+  const ctx = newMux(config);
+  const frames = Array.from({ length: FRAMES }, (_, k) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP })
+    .udp({ sport: 1024 + k, dport: 7, checksum: 'zero' }).payload(payload(64, 42)).build());
+  const eth = newEthernetHeader();
+  const ip4 = newIpv4Header();
+  const udp = newUdpHeader();
+  const out = Buffer.alloc(2048);
+  const dvIn = frames.map((f) => new DataView(f.buffer, f.byteOffset, f.byteLength));
+  const dvOut = new DataView(out.buffer, out.byteOffset, out.byteLength);
+  const cv = ctx.counters.values;
+  const C = ctx.counters.index;
+  const fast = Object.freeze(Object.fromEntries(ctx.counters.names.map((n, i) => [n, i]))) as typeof C;
+  const vips = ctx.tables.vips4;
+  const vipAddr = frames[0]!.readUInt32BE(30);
+  const m = FRAMES - 1;
+  const keyA = new Uint32Array(4);
+  const keyB = new Uint32Array(4);
+  // the flows the lookup step finds: every frame's 5-tuple, recorded once
+  for (let k = 0; k <= m; k++) { const f = frames[k]!; processPacket(f, f.length, ctx); processPacket(f, f.length, ctx); }
+  const steps: [string, (i: number) => number][] = [
+    ['processPacket, the whole path', (i) => { const f = frames[i & m]!; return processPacket(f, f.length, ctx); }],
+    ['parseEthernet', (i) => parseEthernet(frames[i & m]!, 0, eth, 64)],
+    ['parseIpv4', (i) => parseIpv4(frames[i & m]!, 14, ip4, 64)],
+    ['IPv4 header checksum check (sumBytes, 20 bytes)', (i) => finishChecksum(sumBytes(frames[i & m]!, 14, 20, 0))],
+    ['parseUdp', (i) => parseUdp(frames[i & m]!, 34, udp, 64)],
+    ['hashFlowV4 (5-tuple)', (i) => hashFlowV4(0xc6336400, vipAddr, 17, 1024 + (i & m), 7, 5, 0x736c6278)],
+    ['tables.vips4.get', () => (vips.get(vipAddr) === undefined ? 0 : 1)],
+    ['flow table lookup, a hit (key words written first)', (i) => {
+      const k = ctx.flows4.key;
+      k[0] = 0xc6336400; k[1] = vipAddr; k[2] = 17; k[3] = (((1024 + (i & m)) << 16) | 7) >>> 0;
+      return ctx.flows4.lookup(hashFlowV4(0xc6336400, vipAddr, 17, 1024 + (i & m), 7, 5, config.hashSeed), 1, 100) >= 0 ? 1 : 0;
+    }],
+    ['a 4-word key copy, Uint32Array.set()', () => { keyB.set(keyA); return 0; }],
+    ['5 counter increments, index as built', () => { cv[C.rx_packets]!++; cv[C.rx_bytes]! += 64; cv[C.flow_hit]!++; cv[C.tx_packets]!++; cv[C.tx_bytes]! += 114; return 0; }],
+    ['5 counter increments, fast-properties index', () => { cv[fast.rx_packets]!++; cv[fast.rx_bytes]! += 64; cv[fast.flow_hit]!++; cv[fast.tx_packets]!++; cv[fast.tx_bytes]! += 114; return 0; }],
+    ['50-byte copy, out.set(frame.subarray())', (i) => { out.set(frames[i & m]!.subarray(14, 64), 64); return 0; }],
+    ['50-byte copy, byte loop', (i) => { const f = frames[i & m]!; for (let k = 0; k < 50; k++) out[64 + k] = f[14 + k]!; return 0; }],
+    ['50-byte copy, DataView 32-bit words', (i) => {
+      const d = dvIn[i & m]!;
+      let k = 0;
+      for (; k + 4 <= 50; k += 4) dvOut.setUint32(64 + k, d.getUint32(14 + k));
+      for (; k < 50; k++) out[64 + k] = frames[i & m]![14 + k]!;
+      return 0;
+    }],
+  ];
+  const iters = 1_000_000;
+  for (const [, fn] of steps) timeLoop(fn, 200_000, 0);
+  const rows: [string, number][] = [];
+  for (const [name, fn] of steps) {
+    const xs = [timeLoop(fn, iters, 0), timeLoop(fn, iters, iters), timeLoop(fn, iters, 2 * iters)];
+    rows.push([name, Math.round(median(xs) * 10) / 10]);
+  }
+  return rows;
+}
+
+function main(): void {
+  const argv = process.argv.slice(2);
+  let quick = false;
+  let maglevOnly = false;
+  let parts = false;
+  let json: string | null = null;
+  let cfgFile = fileURLToPath(new URL('../../../examples/lab.yaml', import.meta.url));
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === '--quick') quick = true;
+    else if (a === '--maglev-only') maglevOnly = true;
+    else if (a === '--parts') parts = true;
+    else if (a === '--json') json = argv[++i] ?? usage('--json needs a file');
+    else if (a === '--config') cfgFile = argv[++i] ?? usage('--config needs a file');
+    else usage(`unknown argument ${JSON.stringify(a)}`);
+  }
+  if (parts) {
+    const rows = measureParts(loadConfig(cfgFile));
+    process.stdout.write(`the MUX's udp4 existing-flow path, step by step (CPU ns per call, node ${process.version})\n`);
+    for (const [name, ns] of rows) process.stdout.write(`${ns.toFixed(1).padStart(8)} ns  ${name}\n`);
+    if (json !== null) writeFileSync(json, `${JSON.stringify({ bench: 'micro-parts', node: process.version, rows: rows.map(([name, ns]) => ({ name, ns })) }, null, 2)}\n`);
+    return;
+  }
+  if (maglevOnly) {
+    const rows = [];
+    for (const size of [65537, 655373]) {
+      for (const n of [10, 100, 1000]) {
+        const members = Array.from({ length: n }, (_, i) => ({ id: `backend-${i}`, weight: 50 }));
+        buildMaglevTable(members, size);
+        const t0 = process.hrtime.bigint();
+        buildMaglevTable(members, size);
+        const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+        rows.push({ size, members: n, weights: 'equal', reps: 1, medianMs: ms, minMs: ms, maxMs: ms });
+        process.stdout.write(`maglev M=${size} ${n} backends: ${ms.toFixed(2)} ms (one build)\n`);
+      }
+    }
+    if (json !== null) writeFileSync(json, `${JSON.stringify({ bench: 'maglev', quick: true, node: process.version, rows }, null, 2)}\n`);
+    return;
+  }
+  if ((globalThis as { gc?: unknown }).gc === undefined) process.stderr.write('micro.js: run with --expose-gc for exact memory figures\n');
+  const config = loadConfig(cfgFile);
+  const paths = measurePaths(config, quick);
+  const flows = quick ? 100_000 : 1_000_000;
+  const memory = [flowMemory(4, flows), flowMemory(6, flows)];
+  const out = { bench: 'micro', node: process.version, quick, config: cfgFile, paths, flowMemory: memory, sink: sink % 2 };
+  const pad = (s: string, n: number) => s.padEnd(n);
+  process.stdout.write(`data-plane ns per packet (node ${process.version}${quick ? ', --quick' : ''})\n`);
+  for (const p of paths) {
+    process.stdout.write(`  ${pad(p.plane, 9)}${pad(p.path, 30)}${p.ns.toFixed(1).padStart(8)} ns  (${p.nsMin.toFixed(1)}-${p.nsMax.toFixed(1)}; wall ${p.wallNs.toFixed(1)})${p.netNs !== undefined ? `  net of the restore copy ${p.netNs.toFixed(1)} ns` : ''}\n`);
+  }
+  for (const m of memory) {
+    process.stdout.write(`flow table, IPv${m.family}, ${m.flows} flows: ${m.tableBytes} bytes in the table (${m.bytesPerFlow} per flow, capacity ${m.capacity}), RSS +${m.rssDeltaBytes} (${m.rssPerFlow} per flow); insert ${m.insertNsPerFlow} ns, lookup ${m.lookupNsPerFlow} ns per flow\n`);
+  }
+  if (json !== null) writeFileSync(json, `${JSON.stringify(out, null, 2)}\n`);
+}
+
+main();
