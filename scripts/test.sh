@@ -21,6 +21,8 @@ if [ "$what" != scenarios ]; then
   npx tsc -p tsconfig.test.json
   slbx_log 'vitest'
   npx vitest run
+  slbx_log 'fuzz: 100,000 inputs per target (scripts/fuzz.sh runs 1,000,000)'
+  node dist/scripts/fuzz/fuzz.js --inputs 100000
 fi
 
 if [ "$what" != unit ]; then
@@ -29,4 +31,5 @@ if [ "$what" != unit ]; then
   else
     slbx_log 'no namespace scenarios yet'
   fi
+  scripts/bench.sh --smoke --no-setup || [ $? = 77 ] # the bench harness works (seconds; no timing assertion)
 fi

@@ -1,6 +1,7 @@
 // Prints the demo's account of a verified north-south run (the --account JSON of the north-south
 // verifier): which hop saw what, with counts, in the order a request travels.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export function printAccount(path: string, runDir: string): void {
   const a = JSON.parse(readFileSync(path, 'utf8'));
@@ -11,7 +12,8 @@ export function printAccount(path: string, runDir: string): void {
   w(`The path of ${a.requests} HTTP requests to ${a.vip}:${a.port}, one TCP connection each, as the captures show it:`);
   w('');
   row(`client1 (${a.client.address})`, `sent ${a.client.sent} packets to ${a.vip}:${a.port}`);
-  row('  router', `ECMP over ${a.muxes.length} MUX${a.muxes.length > 1 ? 'es' : ''} (static multipath route, L4 hash)`);
+  const how = existsSync(join(runDir, 'bird.conf')) ? 'learned by BGP from the MUXes (BIRD, merge paths)' : 'static multipath route';
+  row('  router', `ECMP over ${a.muxes.length} MUX${a.muxes.length > 1 ? 'es' : ''} (${how}, L4 hash)`);
   for (const m of a.muxes) {
     const by = Object.entries(m.vxlanByHost as Record<string, number>).map(([h, n]) => `${h} ${n}`).join(', ');
     row(`${m.name} (${m.pa})`, `received ${m.received}, sent ${total(m.vxlanByHost)} in VXLAN VNI ${a.vni} (to ${by || 'none'})`);

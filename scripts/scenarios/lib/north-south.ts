@@ -45,8 +45,11 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   const network = config.networks.find((n) => n.name === pool.network)!;
   const nics = pool.backends.map((b) => config.nics.find((n) => n.name === b.nic)!);
   const nicByMac = new Map(nics.map((n) => [Buffer.from(n.mac).toString('hex'), n]));
-  const hostPa = new Map(config.hosts.map((h) => [h.name, h.address.text]));
-  const muxPa = new Map(config.muxes.map((m) => [m.name, m.address.text]));
+  // the provider addresses VXLAN travels between: IPv4 or, with an IPv6 underlay, address6
+  const paOf = (n: { address: { text: string }; address6: { text: string } | null }) => (config.fabric.underlay === 'ipv6' ? n.address6!.text : n.address.text);
+  const hostPa = new Map(config.hosts.map((h) => [h.name, paOf(h)]));
+  const muxPa = new Map(config.muxes.map((m) => [m.name, paOf(m)]));
+  const outerOf = (p: CapturedPacket) => p.d.layers.find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string; dst: string };
   const dipOf = (n: (typeof nics)[number]) => (vipCfg.address.family === 4 ? n.address4 : n.address6)!.text;
 
   // --- the client's own account
@@ -68,7 +71,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   let repliesAtMux = 0;
   const dips = new Set(nics.map((n) => dipOf(n)));
   const muxOfArrival = new Map<CapturedPacket, string>();
-  const hostOfPa = new Map(config.hosts.map((h) => [h.address.text, h.name]));
+  const hostOfPa = new Map(config.hosts.map((h) => [paOf(h), h.name]));
   for (const m of config.muxes) {
     let pk: CapturedPacket[];
     try { pk = cap(m.name); } catch { c.check(false, `capture of ${m.name} exists`); continue; }
@@ -99,7 +102,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   for (const { p, mux } of encaps) {
     const vx = p.d.first('vxlan')!;
     if (vx.vni !== network.vni) wrongVni++;
-    const outer = p.d.all('ipv4')[0]!;
+    const outer = outerOf(p);
     if (outer.src !== muxPa.get(mux)) wrongSrc++;
     const innerEth = p.d.all('eth')[1]!;
     const nic = nicByMac.get(innerEth.dst.replaceAll(':', ''));
@@ -125,8 +128,9 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
   const clientSrcs = new Set(sent.map((p) => ipOf(p)!.src));
   const innerOk = (r: string[]) => {
     const v6 = vipCfg.address.family === 6;
-    const src = v6 ? r[3]! : r[1]!.split(',')[1]!;
-    const dst = v6 ? r[4]! : r[2]!.split(',')[1]!;
+    // the inner header is the last of its family (the outer one, when of the same family, comes first)
+    const src = (v6 ? r[3]! : r[1]!).split(',').at(-1)!;
+    const dst = (v6 ? r[4]! : r[2]!).split(',').at(-1)!;
     return r[0] === String(network.vni) && clientSrcs.has(src) && dst === vip && r[5] === String(port);
   };
   const ts = tsRows;
@@ -135,7 +139,8 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
     haveTshark ? `tshark: ${ts.length} VXLAN, ${ts.filter(innerOk).length} as expected; slbx: ${encaps.length}` : 'tshark missing');
 
   // --- hosts and backends
-  let toBackends = 0; let wrongDst = 0; let repliesFromBackends = 0;
+  let toBackends = 0; let wrongDst = 0; let repliesFromBackends = 0; let probes = 0;
+  const gateways = new Set([network.gateway?.text, network.gateway6?.text].filter((g): g is string => g !== undefined));
   const perNic: Record<string, { dip: string; received: number; replied: number; requests: number }> = {};
   for (const n of nics) {
     const pk = cap(n.name);
@@ -144,6 +149,8 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
       const ip = ipOf(p);
       const tcp = p.d.first('tcp');
       if (ip === undefined || tcp === undefined) continue;
+      // health probes: the host agent talks to the backend from the network's gateway address
+      if (gateways.has(ip.src) || gateways.has(ip.dst)) { probes++; continue; }
       perNic[n.name] ??= { dip, received: 0, replied: 0, requests: byBackend.get(n.name) ?? 0 };
       if (ip.dst === dip && tcp.dstPort === rule.backendPort) { toBackends++; perNic[n.name]!.received++; }
       else if (ip.src !== dip) wrongDst++;
@@ -151,6 +158,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
     }
   }
   c.check(toBackends === encaps.length && wrongDst === 0, `the backends saw the client's packets addressed to DIP:${rule.backendPort}`, `${toBackends} delivered of ${encaps.length} encapsulated; ${wrongDst} to other addresses`);
+  if (probes > 0) c.note(`the backends also exchanged ${probes} health-probe packets with their gateway address (not counted above)`);
   let dsr = 0; let dsrWrong = 0;
   const perHostDsr: Record<string, number> = {};
   const perHostVxlanIn: Record<string, number> = {};
@@ -159,7 +167,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
     perHostDsr[h.name] = 0;
     perHostVxlanIn[h.name] = 0;
     for (const p of cap(h.name)) {
-      if (p.d.first('vxlan') !== undefined) { if (p.d.all('ipv4')[0]!.dst === h.address.text) perHostVxlanIn[h.name]!++; continue; }
+      if (p.d.first('vxlan') !== undefined) { if (outerOf(p).dst === paOf(h)) perHostVxlanIn[h.name]!++; continue; }
       const ip = ipOf(p);
       const tcp = p.d.first('tcp');
       if (ip === undefined || tcp === undefined) continue;
@@ -175,7 +183,7 @@ export function verifyNorthSouth(argv: readonly string[]): Checks {
     const muxes = config.muxes.map((m) => ({
       name: m.name, pa: m.address.text,
       received: arrivals.filter((p) => muxOfArrival.get(p) === m.name).length,
-      vxlanByHost: Object.fromEntries(countBy(encaps.filter((e) => e.mux === m.name), (e) => hostOfPa.get(e.p.d.all('ipv4')[0]!.dst) ?? '?')),
+      vxlanByHost: Object.fromEntries(countBy(encaps.filter((e) => e.mux === m.name), (e) => hostOfPa.get(outerOf(e.p).dst) ?? '?')),
     }));
     writeFileSync(account, `${JSON.stringify({
       vip, port, backendPort: rule.backendPort, vni: network.vni, requests: records.length, ok: okRecords.length,

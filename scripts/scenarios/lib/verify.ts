@@ -6,6 +6,10 @@ import { verifyNorthSouth } from './north-south.js';
 import { verifyUdpModes } from './udp-modes.js';
 import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
 import { printAccount } from './account.js';
+import { verifyEcmpSpread, verifyMuxAddRemove, verifyMuxFailure, verifyPoolMove } from './bgp.js';
+import { verifyControllerRestart } from './controller-restart.js';
+import { generateForged, verifyTenants } from './tenants.js';
+import { generateIcmp, verifyPmtu } from './pmtu.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -15,6 +19,15 @@ try {
     case 'bad-traffic': verifyBadTraffic(rest).exit(); break;
     case 'gen-bad': generateBadTraffic(rest); break;
     case 'account': printAccount(rest[0]!, rest[1] ?? '.'); break;
+    case 'ecmp-spread': verifyEcmpSpread(rest).exit(); break;
+    case 'mux-failure': verifyMuxFailure(rest).exit(); break;
+    case 'mux-add-remove': verifyMuxAddRemove(rest).exit(); break;
+    case 'pool-move': verifyPoolMove(rest).exit(); break;
+    case 'controller-restart': verifyControllerRestart(rest).exit(); break;
+    case 'gen-forged': generateForged(rest); break;
+    case 'tenants': verifyTenants(rest).exit(); break;
+    case 'gen-icmp': generateIcmp(rest); break;
+    case 'pmtu': verifyPmtu(rest).exit(); break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
       process.exit(2);

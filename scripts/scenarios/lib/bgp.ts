@@ -1,0 +1,485 @@
+// Verifiers of the BGP / scale-out scenarios (10-13), from the captures, the router's state (BIRD and
+// its kernel routes), the route polls and the daemons' logs and counters:
+//   ecmp-spread     flows spread over every MUX; each flow at one MUX (the one the router's FIB names) and
+//                   at the backend the Maglev table names, computed here from the config alone
+//   mux-failure     (11 crash, 12 hang) how long until the router dropped the MUX; every long-lived
+//                   connection completed on one backend, no reset; moved connections counted
+//   mux-add-remove  zero failed requests while a MUX joins and another leaves gracefully; nothing reached
+//                   the leaving MUX after it stopped forwarding; the new one carried flows
+//   pool-move       (11, second half) what the flow table cannot do: a MUX fails after a backend was
+//                   drained; the connections that move to another MUX and were on that backend are reset,
+//                   and only those
+// Usage: node verify.js ecmp-spread|mux-failure|mux-add-remove|pool-move --run RUNDIR ... (see each function)
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseIpAddr } from '../../../shared/addr.js';
+import { hashFlowV4 } from '../../../shared/flow-hash.js';
+import { MAGLEV_EMPTY } from '../../../shared/maglev.js';
+import type { SlbxConfig } from '../../../shared/config.js';
+import { compileMuxTables, ALL_HEALTHY } from '../../../mux/tables.js';
+import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
+
+const TCP_RST = 0x04;
+const TCP_SYN = 0x02;
+
+/** The backend the Maglev table of the rule names for a 5-tuple flow (IPv4 VIP), from the config alone. */
+export function expectedBackend(config: SlbxConfig, vip: string, proto: 6 | 17, port: number): (src: string, sport: number) => string | null {
+  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
+  const v = parseIpAddr(vip)!;
+  const mv = tables.vips4.get(v.words[0]!);
+  const rule = mv?.rules.get((proto << 16) | port);
+  if (rule === undefined) throw new Error(`no rule for ${vip} ${proto}/${port}`);
+  if (rule.mode !== 5) throw new Error('the scenario expects a 5-tuple rule');
+  return (src, sport) => {
+    const h = hashFlowV4(parseIpAddr(src)!.words[0]!, v.words[0]!, proto, sport, port, 5, config.hashSeed);
+    const slot = rule.table.slots[h % rule.table.size]!;
+    return slot === MAGLEV_EMPTY ? null : rule.table.members[slot]!.name;
+  };
+}
+
+function readJson(path: string): any {
+  return JSON.parse(readFileSync(path, 'utf8'));
+}
+
+function ipOf(p: CapturedPacket): { src: string; dst: string } | undefined {
+  return p.d.layers.find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string; dst: string } | undefined;
+}
+
+/** Time of a daemon's first log event of a kind (ms since epoch), or null. */
+function logEventMs(run: string, node: string, event: string, last = false): number | null {
+  const f = join(run, 'logs', `${node}.log`);
+  if (!existsSync(f)) return null;
+  let found: number | null = null;
+  for (const line of readFileSync(f, 'utf8').split('\n')) {
+    if (!line.includes(`"event":"${event}"`)) continue;
+    try { found = Date.parse(JSON.parse(line).ts); } catch { continue; }
+    if (!last) return found;
+  }
+  return found;
+}
+
+/** BIRD log lines (`timeformat base iso long`: local time with ms) matching a pattern, with their time in ms. */
+function birdLog(run: string, pattern: RegExp): { ms: number; line: string }[] {
+  const f = join(run, 'logs', 'bird.log');
+  if (!existsSync(f)) return [];
+  const out: { ms: number; line: string }[] = [];
+  for (const line of readFileSync(f, 'utf8').split('\n')) {
+    const m = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d\.\d{3})/.exec(line);
+    if (m !== null && pattern.test(line)) out.push({ ms: new Date(`${m[1]}T${m[2]}`).getTime(), line });
+  }
+  return out;
+}
+
+/** Route polls: "EPOCH_US hop,hop,..." lines. */
+function readPolls(path: string): { us: number; hops: string[] }[] {
+  return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => {
+    const [t, h] = l.split(' ');
+    return { us: Number(t), hops: (h ?? '').split(',').filter((x) => x !== '') };
+  });
+}
+
+/** `ip -ts monitor route` output: the changes of one prefix, each with its time (ms) and next hops. */
+function readMonitor(path: string, vip: string): { ms: number; hops: string[]; deleted: boolean }[] {
+  if (!existsSync(path)) return [];
+  const out: { ms: number; hops: string[]; deleted: boolean }[] = [];
+  let cur: { ms: number; hops: string[]; deleted: boolean } | null = null;
+  for (const line of readFileSync(path, 'utf8').split('\n')) {
+    const m = /^\[(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d+)\] (Deleted )?(\S+)(.*)$/.exec(line);
+    if (m !== null) {
+      cur = null;
+      if (m[3] !== vip && m[3] !== `${vip}/32` && m[3] !== `${vip}/128`) continue;
+      const [sec, frac] = m[1]!.split('.');
+      cur = { ms: new Date(sec!).getTime() + Number(`0.${frac}`) * 1000, hops: [], deleted: m[2] !== undefined };
+      const via = /\bvia (\S+)/.exec(m[4]!);
+      if (via !== null) cur.hops.push(via[1]!);
+      out.push(cur);
+    } else if (cur !== null) {
+      const via = /^\s+nexthop via (\S+)/.exec(line);
+      if (via !== null) cur.hops.push(via[1]!);
+    }
+  }
+  return out;
+}
+
+/** BIRD `show route all PREFIX`: the protocols (muxes) with a path, their AS paths and next hops. */
+function birdPaths(text: string): { proto: string; asPath: string; nextHop: string }[] {
+  const out: { proto: string; asPath: string; nextHop: string }[] = [];
+  for (const m of text.matchAll(/unicast \[(\S+) [^\]]*\][^[\n]*\[(AS[^\]]*)\][\s\S]*?BGP\.next_hop: (\S+)/g)) out.push({ proto: m[1]!, asPath: m[2]!, nextHop: m[3]! });
+  return out;
+}
+
+function birdEstablished(text: string): string[] {
+  return [...text.matchAll(/^(\S+)\s+BGP\s+\S+\s+up\s+.*Established/gm)].map((m) => m[1]!);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 10-ecmp-spread
+// --run R --vip A --port N --udp-json F --route-get F --bird-protocols F --bird-route F [--min-share 0.15]
+
+export function verifyEcmpSpread(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const vip = need(f, 'vip');
+  const port = Number(need(f, 'port'));
+  const minShare = Number(f.get('min-share') ?? '0.15');
+  const config = loadConfig(join(run, 'config.yaml'));
+  const c = new Checks();
+  const muxes = config.muxes.map((m) => m.name);
+  const muxByPa = new Map(config.muxes.map((m) => [m.address.text, m.name]));
+
+  // BIRD: every mux's session up, one path per mux, AS path [65001] IGP, merged into one kernel route
+  const protos = birdEstablished(readFileSync(need(f, 'bird-protocols'), 'utf8'));
+  c.check(muxes.every((m) => protos.includes(m)), `BIRD: a BGP session Established with each of the ${muxes.length} MUXes`, protos.join(', '));
+  const paths = birdPaths(readFileSync(need(f, 'bird-route'), 'utf8'));
+  c.check(paths.length === muxes.length && paths.every((p) => p.asPath === `AS${config.bgp!.asn}i` && muxByPa.get(p.nextHop) === p.proto),
+    `BIRD: ${vip}/32 learned from every MUX, AS path [${config.bgp!.asn}] ORIGIN IGP, next hop the MUX itself`, paths.map((p) => `${p.proto} via ${p.nextHop} ${p.asPath}`).join('; '));
+
+  // the client's flows
+  const recs: any[] = readJson(need(f, 'udp-json')).records;
+  const ok = recs.filter((r) => r.ok);
+  c.check(recs.length > 0 && ok.length === recs.length, `every one of ${recs.length} UDP flows was echoed`, `${ok.length} ok`);
+  const flowKey = (src: string, sport: number) => `${src}:${sport}`;
+
+  // which MUX each flow reached (captures on every MUX, VIP traffic only)
+  const muxOf = new Map<string, string[]>();
+  const perMuxPackets = new Map<string, number>();
+  for (const m of muxes) {
+    let n = 0;
+    for (const p of loadCapture(join(run, 'pcaps', `${m}.pcap`))) {
+      const ip = ipOf(p);
+      const u = p.d.first('udp');
+      if (ip === undefined || u === undefined || ip.dst !== vip || u.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
+      n++;
+      const k = flowKey(ip.src, u.srcPort);
+      muxOf.set(k, [...(muxOf.get(k) ?? []), m]);
+    }
+    perMuxPackets.set(m, n);
+  }
+  const flows = ok.map((r) => flowKey(r.sourceAddress, r.sourcePort));
+  // a 5-tuple two sockets used one after the other (the kernel reused the source port) is two flows
+  const uses = countBy(flows, (k) => k);
+  const arrivals = [...muxOf.values()].reduce((n, l) => n + l.length, 0);
+  const exact = [...uses].every(([k, n]) => (muxOf.get(k)?.length ?? 0) === n);
+  c.check(exact && arrivals === flows.length, 'every flow\'s datagram reached a MUX exactly once', `${arrivals} arrivals for ${flows.length} flows`);
+  const reused = [...uses].filter(([, n]) => n > 1).map(([k]) => k);
+  const share = countBy(flows, (k) => muxOf.get(k)?.[0] ?? 'none');
+  const min = Math.min(...muxes.map((m) => share.get(m) ?? 0));
+  c.check(min >= minShare * flows.length, `each MUX carried at least ${Math.round(minShare * 100)} % of the flows (the router's ECMP)`,
+    `${muxes.map((m) => `${m} ${share.get(m) ?? 0} (${(((share.get(m) ?? 0) * 100) / flows.length).toFixed(1)} %)`).join(', ')}`);
+
+  // the router's FIB names the same MUX for each flow (ip route get ... sport N dport M)
+  const fib = new Map<string, string>();
+  for (const line of readFileSync(need(f, 'route-get'), 'utf8').split('\n')) {
+    const m = /^(\S+) (\d+) .*\bvia (\S+)/.exec(line);
+    if (m !== null) fib.set(flowKey(m[1]!, Number(m[2])), muxByPa.get(m[3]!) ?? m[3]!);
+  }
+  const fibAgree = flows.filter((k) => fib.get(k) === muxOf.get(k)?.[0]).length;
+  // Measured here: Linux hashes a forwarded packet with the skb hash the client's socket set (sk_txhash,
+  // random per socket, kept across the veth and the bridge) when there is one, not with its 5-tuple; so
+  // `ip route get ... sport dport` predicts the MUX only by chance in this lab (docs/bgp.md)
+  const split = reused.filter((k) => new Set(muxOf.get(k)).size > 1);
+  c.note(`the router's FIB lookup by 5-tuple (ip route get VIP from SRC iif br0 ipproto udp sport N dport M) names the MUX that got the flow for ${fibAgree} of ${flows.length} flows: the kernel hashed these packets with their socket's hash (sk_txhash), not the 5-tuple; ${reused.length} 5-tuples used by two sockets went to ${split.length > 0 ? `different MUXes ${split.length} times` : 'the same MUX'}`);
+
+  // the backend: what the backends' captures show = what the Maglev table names (computed here) = the echo
+  const expect = expectedBackend(config, vip, 17, port);
+  const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(17))!;
+  const pool = config.pools.find((p) => p.name === rule.pool)!;
+  const backendOf = new Map<string, string[]>();
+  for (const b of pool.backends) {
+    const nic = config.nics.find((n) => n.name === b.nic)!;
+    for (const p of loadCapture(join(run, 'pcaps', `${nic.name}.pcap`))) {
+      const ip = ipOf(p);
+      const u = p.d.first('udp');
+      if (ip === undefined || u === undefined || ip.dst !== nic.address4?.text || u.dstPort !== rule.backendPort) continue;
+      const k = flowKey(ip.src, u.srcPort);
+      backendOf.set(k, [...(backendOf.get(k) ?? []), nic.name]);
+    }
+  }
+  let wrongCapture = 0; let wrongEcho = 0;
+  const perBackend = new Map<string, number>();
+  for (const r of ok) {
+    const k = flowKey(r.sourceAddress, r.sourcePort);
+    const want = expect(r.sourceAddress, r.sourcePort);
+    const seen = backendOf.get(k) ?? [];
+    if (seen.length !== uses.get(k) || seen.some((b) => b !== want)) wrongCapture++;
+    if (r.backend !== want) wrongEcho++;
+    perBackend.set(want ?? 'none', (perBackend.get(want ?? 'none') ?? 0) + 1);
+  }
+  c.check(wrongCapture === 0, 'every flow\'s datagram reached exactly the backend the Maglev table names (computed from the config with shared/flow-hash.ts and mux/tables.ts, independently of the daemons)', `${wrongCapture} differ; ${fmtCounts(perBackend)}`);
+  c.check(wrongEcho === 0, 'every echo came from that backend', `${wrongEcho} differ`);
+  if (split.length > 0) {
+    const same = split.filter((k) => new Set(backendOf.get(k)).size === 1).length;
+    c.check(same === split.length, 'a 5-tuple that reached two MUXes reached the same backend from both (same decision on every MUX)', `${same} of ${split.length}`);
+  }
+
+  // tshark, independently: the datagrams to the VIP each MUX captured
+  const ts: string[] = [];
+  let haveTshark = true;
+  for (const m of muxes) {
+    const rows = tsharkFields(join(run, 'pcaps', `${m}.pcap`), ['ip.src', 'udp.srcport'], `ip.dst == ${vip} && udp.dstport == ${port} && !vxlan`);
+    if (rows === null) { haveTshark = false; break; }
+    ts.push(`${m} ${rows.length}`);
+    if (rows.length !== perMuxPackets.get(m)) haveTshark = false;
+  }
+  c.check(haveTshark, 'tshark counts the same datagrams at each MUX', ts.join(', '));
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11-mux-crash, 12-mux-hang
+// --run R --vip A --port N --victim muxN --event-us T (kill/stop time) --polls F --limit-ms N --hold-json F
+//   [--rejoin-us T --rejoin-polls F --rejoin-limit-ms N] [--http-json F] [--kind crash|hang] [--bird-protocols F]
+
+export function verifyMuxFailure(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const vip = need(f, 'vip');
+  const port = Number(need(f, 'port'));
+  const victim = need(f, 'victim');
+  const kind = f.get('kind') ?? 'crash';
+  const eventUs = Number(need(f, 'event-us'));
+  const limitMs = Number(need(f, 'limit-ms'));
+  const config = loadConfig(join(run, 'config.yaml'));
+  const c = new Checks();
+  const victimPa = config.muxes.find((m) => m.name === victim)!.address.text;
+  const others = config.muxes.filter((m) => m.name !== victim).map((m) => m.address.text).sort();
+
+  // 1. how long until the router dropped the MUX's next hop (route polled every ~10-20 ms)
+  const polls = readPolls(need(f, 'polls'));
+  const before = polls.filter((p) => p.us < eventUs);
+  const after = polls.filter((p) => p.us >= eventUs);
+  const drop = after.find((p) => !p.hops.includes(victimPa));
+  const lastWith = [...after].reverse().find((p) => drop !== undefined && p.us < drop.us && p.hops.includes(victimPa));
+  c.check(before.length > 0 && before.every((p) => p.hops.includes(victimPa)), `before the ${kind}, the router routed ${vip} over ${victim}`, `${before.length} polls`);
+  const ms = drop === undefined ? Infinity : (drop.us - eventUs) / 1000;
+  const resolution = drop === undefined ? 0 : ((drop.us - (lastWith?.us ?? eventUs)) / 1000);
+  c.check(ms <= limitMs, `the router dropped ${victim}'s next hop within ${limitMs} ms of the ${kind === 'crash' ? 'kill -9' : 'SIGSTOP'}`,
+    drop === undefined ? 'never' : `${ms.toFixed(1)} ms (poll resolution ${resolution.toFixed(1)} ms; ${after.length} polls)`);
+  c.check(drop !== undefined && drop.hops.slice().sort().join(',') === others.join(','), 'and kept the other MUXes', drop?.hops.join(', ') ?? '-');
+  const monitor = f.get('monitor');
+  if (monitor !== undefined) {
+    // the kernel's own timestamp of the change (ip -ts monitor route), to the microsecond
+    const change = readMonitor(monitor, vip).find((x) => x.ms >= eventUs / 1000 && (x.deleted || !x.hops.includes(victimPa)));
+    const cms = change === undefined ? Infinity : change.ms - eventUs / 1000;
+    c.check(cms <= limitMs, `the kernel's route change (ip -ts monitor route) came ${change === undefined ? 'never' : `${cms.toFixed(1)} ms`} after the ${kind === 'crash' ? 'kill' : 'SIGSTOP'}`,
+      change === undefined ? 'no change recorded' : `new next hops: ${change.hops.join(', ') || 'none'}`);
+  }
+  // BIRD's own account
+  const birdDown = birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|Connection closed|Connection lost|BGP session closed|State changed to stop|Down)`))
+    .filter((x) => x.ms >= eventUs / 1000 - 5);
+  if (birdDown.length > 0) c.note(`BIRD log: ${birdDown.slice(0, 4).map((x) => `+${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`).join('; ')}`);
+
+  // BIRD's hold timer (12-mux-hang): the session is declared down within the hold time
+  const holdLimit = f.get('hold-limit-ms');
+  if (holdLimit !== undefined) {
+    const exp = birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|BFD session down)`)).find((x) => x.ms >= eventUs / 1000);
+    const hms = exp === undefined ? Infinity : exp.ms - eventUs / 1000;
+    c.check(hms <= Number(holdLimit), `BIRD declared ${victim}'s session down within ${holdLimit} ms of the SIGSTOP`, exp === undefined ? 'never' : `${hms.toFixed(0)} ms: ${exp.line.replace(/^\S+ \S+ <\w+> /, '')}`);
+  }
+
+  // 2. the long-lived connections
+  const holdJson = f.get('hold-json');
+  const hold = holdJson === undefined ? { records: [], summary: { answered: 0, requests: 0, maxGapMs: 0 } } : readJson(holdJson);
+  const recs: any[] = hold.records;
+  if (holdJson !== undefined) {
+  const failed = recs.filter((r) => !r.ok);
+  c.check(recs.length > 0 && failed.length === 0, `all ${recs.length} long-lived connections completed`, `${recs.length - failed.length} ok; ${fmtCounts(countBy(failed, (r) => r.error ?? 'no answer'))}`);
+  const resets = recs.filter((r) => r.error === 'ECONNRESET').length;
+  c.check(resets === 0, 'none was reset', `${resets} ECONNRESET`);
+  const multi = recs.filter((r) => r.backends.length !== 1).length;
+  c.check(multi === 0, 'each connection was answered by one backend all along', `${multi} saw another`);
+  c.check(hold.summary.answered === hold.summary.requests, 'every request on them was answered', `${hold.summary.answered} of ${hold.summary.requests}; longest wait ${hold.summary.maxGapMs} ms`);
+
+  // 3. captures: connections that moved from the victim to another MUX, and their backend
+  const expect = expectedBackend(config, vip, 6, port);
+  const seenAt = new Map<string, { mux: string; us: number }[]>();
+  for (const m of config.muxes) {
+    for (const p of loadCapture(join(run, 'pcaps', `${m.name}.pcap`))) {
+      const ip = ipOf(p);
+      const t = p.d.first('tcp');
+      if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
+      const k = `${ip.src}:${t.srcPort}`;
+      const list = seenAt.get(k) ?? [];
+      list.push({ mux: m.name, us: p.tsUs });
+      seenAt.set(k, list);
+    }
+  }
+  const holdKeys = new Set(recs.map((r) => `${r.sourceAddress}:${r.sourcePort}`));
+  let moved = 0; let movedOk = 0; let wrongBackend = 0;
+  const movedTo = new Map<string, number>();
+  for (const r of recs) {
+    const k = `${r.sourceAddress}:${r.sourcePort}`;
+    const seen = seenAt.get(k) ?? [];
+    const onVictimBefore = seen.some((s) => s.mux === victim && s.us < eventUs);
+    const elsewhereAfter = seen.filter((s) => s.mux !== victim && s.us >= eventUs);
+    if (onVictimBefore && elsewhereAfter.length > 0) {
+      moved++;
+      if (r.ok) movedOk++;
+      for (const m of new Set(elsewhereAfter.map((s) => s.mux))) movedTo.set(m, (movedTo.get(m) ?? 0) + 1);
+    }
+    const want = expect(r.sourceAddress, r.sourcePort);
+    if (r.backends.length !== 1 || r.backends[0] !== want) wrongBackend++;
+  }
+  c.check(moved > 0 && movedOk === moved, `connections that were on ${victim} moved to the other MUXes (no flow-table entry there) and still completed`, `${moved} moved (${fmtCounts(movedTo)}), ${movedOk} completed`);
+  // hash-threshold multipath is not consistent: some connections move between the surviving MUXes too
+  let shuffled = 0;
+  for (const r of recs) {
+    const seen = seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? [];
+    const pre = new Set(seen.filter((s) => s.us < eventUs).map((s) => s.mux));
+    const post = new Set(seen.filter((s) => s.us >= eventUs).map((s) => s.mux));
+    if (!pre.has(victim) && pre.size > 0 && [...post].some((m) => !pre.has(m))) shuffled++;
+  }
+  c.note(`${shuffled} connections moved between the surviving MUXes as well (the kernel's multipath is hash-threshold, not consistent); all completed on their backend`);
+  c.check(wrongBackend === 0, 'every connection was answered by the backend the Maglev table names (computed from the config)', `${wrongBackend} differ`);
+  let rstFromBackends = 0;
+  const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(6))!;
+  for (const b of config.pools.find((p) => p.name === rule.pool)!.backends) {
+    const nic = config.nics.find((n) => n.name === b.nic)!;
+    const file = join(run, 'pcaps', `${nic.name}.pcap`);
+    if (!existsSync(file)) continue;
+    for (const p of loadCapture(file)) {
+      const t = p.d.first('tcp');
+      const ip = ipOf(p);
+      if (t === undefined || ip === undefined || (t.flags & TCP_RST) === 0) continue;
+      if (holdKeys.has(`${ip.dst}:${t.dstPort}`) || holdKeys.has(`${ip.src}:${t.srcPort}`)) rstFromBackends++;
+    }
+  }
+  c.check(rstFromBackends === 0, 'the backends\' captures hold no RST on those connections', `${rstFromBackends}`);
+  }
+
+  // 4. short connections during a hang: failures only for SYNs that went to the frozen MUX
+  const httpJson = f.get('http-json');
+  if (httpJson !== undefined) {
+    const h = readJson(httpJson);
+    const bad: any[] = h.records.filter((r: any) => !r.ok);
+    const synAtVictim = new Set<string>();
+    for (const p of loadCapture(join(run, 'pcaps', `${victim}.pcap`))) {
+      const ip = ipOf(p); const t = p.d.first('tcp');
+      if (ip !== undefined && t !== undefined && (t.flags & TCP_SYN) !== 0 && p.tsUs >= eventUs) synAtVictim.add(`${ip.src}:${t.srcPort}`);
+    }
+    const expectHttp = expectedBackend(config, vip, 6, port);
+    const okRecs = h.records.filter((r: any) => r.ok);
+    const wrong = okRecs.filter((r: any) => r.backend !== expectHttp(r.sourceAddress, r.sourcePort)).length;
+    c.check(wrong === 0, 'every answered request came from the backend the Maglev table names', `${wrong} of ${okRecs.length} differ`);
+    const explained = bad.filter((r) => synAtVictim.has(`${r.sourceAddress}:${r.sourcePort}`)).length;
+    const slow = h.records.filter((r: any) => r.ok && r.latencyMs > 1000).length;
+    c.check(explained === bad.length, `new connections during the ${kind}: failures only among those whose handshake went to the frozen ${victim}`,
+      `${h.records.length} requests, ${bad.length} failed (${explained} of them mid-handshake on ${victim}), ${slow} slower than 1 s (retransmitted SYNs), ${synAtVictim.size} handshakes reached ${victim} after the SIGSTOP`);
+  }
+
+  // 5. rejoin (after SIGCONT)
+  const rejoinUs = f.get('rejoin-us');
+  if (rejoinUs !== undefined) {
+    const rp = readPolls(need(f, 'rejoin-polls')).filter((p) => p.us >= Number(rejoinUs));
+    const back = rp.find((p) => p.hops.includes(victimPa));
+    const rms = back === undefined ? Infinity : (back.us - Number(rejoinUs)) / 1000;
+    const rlimit = Number(need(f, 'rejoin-limit-ms'));
+    c.check(rms <= rlimit, `after SIGCONT ${victim} rejoined the router's route within ${rlimit} ms`, back === undefined ? 'never' : `${rms.toFixed(0)} ms`);
+  }
+  const bp = f.get('bird-protocols');
+  if (bp !== undefined) {
+    const up = birdEstablished(readFileSync(bp, 'utf8'));
+    c.check(config.muxes.every((m) => up.includes(m.name)), 'BIRD: every MUX Established at the end', up.join(', '));
+  }
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 13-mux-add-remove
+// --run R --vip A --port N --added muxN --removed muxM --added-us T --removed-us T --http-json F --hold-json F
+//   --bird-protocols F --counters-added F
+
+export function verifyMuxAddRemove(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const vip = need(f, 'vip');
+  const port = Number(need(f, 'port'));
+  const added = need(f, 'added');
+  const removed = need(f, 'removed');
+  const addedUs = Number(need(f, 'added-us'));
+  const removedUs = Number(need(f, 'removed-us'));
+  const config = loadConfig(join(run, 'config.yaml'));
+  const c = new Checks();
+
+  const http = readJson(need(f, 'http-json'));
+  const bad = http.records.filter((r: any) => !r.ok);
+  c.check(http.records.length >= 2000 && bad.length === 0, `zero failed requests out of ${http.records.length} while ${added} joined and ${removed} left`, `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`);
+  const hold = readJson(need(f, 'hold-json'));
+  c.check(hold.summary.failed === 0 && hold.summary.movedBackend === 0, `all ${hold.summary.total} long-lived connections opened before completed, each on one backend`, `${hold.summary.ok} ok, longest wait ${hold.summary.maxGapMs} ms`);
+
+  // per MUX: first and last packet to the VIP
+  const span = new Map<string, { first: number; last: number; n: number; syn: number }>();
+  for (const m of config.muxes) {
+    const file = join(run, 'pcaps', `${m.name}.pcap`);
+    if (!existsSync(file)) continue;
+    const s = { first: Infinity, last: -Infinity, n: 0, syn: 0 };
+    for (const p of loadCapture(file)) {
+      const ip = ipOf(p); const t = p.d.first('tcp');
+      if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
+      s.first = Math.min(s.first, p.tsUs); s.last = Math.max(s.last, p.tsUs); s.n++;
+      if ((t.flags & TCP_SYN) !== 0) s.syn++;
+    }
+    span.set(m.name, s);
+  }
+  const a = span.get(added);
+  c.check(a !== undefined && a.n > 0 && a.first >= addedUs, `${added} carried traffic once it had joined (none before its start)`, a === undefined ? 'no capture' : `${a.n} packets, ${a.syn} new connections, first +${((a.first - addedUs) / 1000).toFixed(0)} ms after its start`);
+  const stoppedMs = logEventMs(run, removed, 'mux_stopped', true);
+  const withdrawnMs = logEventMs(run, removed, 'bgp_shutdown', true);
+  const r = span.get(removed);
+  c.check(stoppedMs !== null && withdrawnMs !== null && withdrawnMs < stoppedMs, `${removed} withdrew (and sent Cease) before it stopped forwarding`,
+    stoppedMs === null || withdrawnMs === null ? 'log events missing' : `withdrawn and closed at +${(withdrawnMs - removedUs / 1000).toFixed(0)} ms, stopped forwarding at +${(stoppedMs - removedUs / 1000).toFixed(0)} ms after the SIGTERM`);
+  c.check(r !== undefined && stoppedMs !== null && r.last / 1000 < stoppedMs, `no packet reached ${removed} after it stopped forwarding`,
+    r === undefined || stoppedMs === null ? '-' : `last packet ${((stoppedMs - r.last / 1000)).toFixed(0)} ms before it stopped (${r.n} packets in all)`);
+  const protos = birdEstablished(readFileSync(need(f, 'bird-protocols'), 'utf8'));
+  c.check(protos.includes(added) && !protos.includes(removed), `BIRD: ${added} Established, ${removed} not`, protos.join(', '));
+  const shut = birdLog(run, new RegExp(`${removed}: .*(Administrative shutdown|Received: Administrative)`));
+  const birdAll = readFileSync(need(f, 'bird-protocols'), 'utf8');
+  c.check(shut.length > 0 || /Received: Administrative shutdown/.test(birdAll), `BIRD received Cease / Administrative Shutdown from ${removed}`, shut[0]?.line.replace(/^\S+ \S+ /, '') ?? 'in show protocols all');
+  const counters = readJson(need(f, 'counters-added'));
+  c.check((counters.flow_new ?? 0) > 0, `${added}'s counters: it created flows`, `flow_new ${counters.flow_new ?? 0}, tx_packets ${counters.tx_packets ?? 0}`);
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// 11-mux-crash, second half: a pool change, then a MUX failure
+// --run R --vip A --port N --victim muxN --event-us T --drained NIC --hold-json F
+
+export function verifyPoolMove(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const vip = need(f, 'vip');
+  const port = Number(need(f, 'port'));
+  const eventUs = Number(need(f, 'event-us'));
+  const drained = need(f, 'drained');
+  const config = loadConfig(join(run, 'config.yaml'));
+  const c = new Checks();
+  const recs: any[] = readJson(need(f, 'hold-json')).records;
+  const muxesOf = new Map<string, { before: Set<string>; after: Set<string> }>();
+  for (const m of config.muxes) {
+    const file = join(run, 'pcaps', `${m.name}.pcap`);
+    if (!existsSync(file)) continue;
+    for (const p of loadCapture(file)) {
+      const ip = ipOf(p); const t = p.d.first('tcp');
+      if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
+      const k = `${ip.src}:${t.srcPort}`;
+      const e = muxesOf.get(k) ?? { before: new Set<string>(), after: new Set<string>() };
+      (p.tsUs < eventUs ? e.before : e.after).add(m.name);
+      muxesOf.set(k, e);
+    }
+  }
+  const moved = (r: any) => {
+    const e = muxesOf.get(`${r.sourceAddress}:${r.sourcePort}`);
+    return e !== undefined && [...e.after].some((m) => !e.before.has(m));
+  };
+  const onDrained = recs.filter((r) => r.backends[0] === drained);
+  const failed = recs.filter((r) => !r.ok);
+  const movedDrained = onDrained.filter(moved);
+  const explained = failed.filter((r) => r.backends[0] === drained && moved(r));
+  // a new backend answers an unknown connection with RST; rarely the old one's keep-alive timeout closes it first
+  c.check(failed.every((r) => r.error === 'ECONNRESET' || r.error === 'closed by the server'), 'the connections that broke were reset (or closed) by a backend, none timed out', fmtCounts(countBy(failed, (r) => r.error ?? '?')));
+  c.check(explained.length === failed.length, `every broken connection had been on the drained ${drained} and moved to another MUX (no flow-table entry there, and the new table no longer names ${drained})`,
+    `${failed.length} broke: ${explained.length} of them on ${drained} and moved`);
+  c.check(recs.filter((r) => r.backends[0] !== drained).every((r) => r.ok), `every connection on another backend completed, moved or not`, `${recs.filter((r) => r.backends[0] !== drained && r.ok).length} of ${recs.filter((r) => r.backends[0] !== drained).length}`);
+  c.note(`measured: of ${recs.length} connections, ${recs.filter(moved).length} moved to another MUX and ${onDrained.length} were on ${drained}; ${failed.length} broke (${((failed.length * 100) / recs.length).toFixed(1)} %), of the ${movedDrained.length} that were both on ${drained} and moved, ${movedDrained.filter((r) => !r.ok).length} broke; the connections on ${drained} that stayed on their MUX kept it (its flow table)`);
+  return c;
+}

@@ -1,0 +1,147 @@
+// Verifies scenario 09 (controller restart, then a live drain through the API) from its files:
+//   RUNDIR/state-{before,after}.json      GET /v1/state (slbctl --json state)
+//   RUNDIR/health-{before,after}.json     GET /v1/health
+//   RUNDIR/agents-after.json              GET /v1/agents once the agents resynced
+//   RUNDIR/MUX-status-{before,after}.json each MUX's own GET /status (tables generation, counters)
+//   RUNDIR/client-{http,slow}.json        the lab client's records of the traffic during the restart
+//   RUNDIR/pcaps/MUX.pcap                 every MUX's fabric side during that traffic
+//   RUNDIR/drain.json                     slbctl --json backend drain ... --wait (the change and its acks)
+//   RUNDIR/client-drained.json, RUNDIR/pcaps/NIC-drained.pcap   new connections after the drain
+//   RUNDIR/client-undrained.json          new connections after the undrain
+// Usage: verify.js controller-restart --run RUNDIR --requests N --slow N --stop-us T --start-us T --drained NIC
+//        [--max-apply-ms MS]
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, type CapturedPacket } from './check.js';
+
+const json = (run: string, f: string): any => JSON.parse(readFileSync(join(run, f), 'utf8'));
+
+interface Rec { ok: boolean; backend: string | null; sourcePort: number | null; sourceAddress: string | null }
+const records = (run: string, f: string): Rec[] => (json(run, f).records as Rec[]);
+
+/** The inner flow of a VXLAN packet and the backend MAC the MUX chose, or null. */
+function innerFlow(p: CapturedPacket): { key: string; mac: string; syn: boolean; src: string; sport: number } | null {
+  const layers = p.d.layers;
+  const vx = layers.findIndex((l) => l.layer === 'vxlan');
+  if (vx < 0) return null;
+  const eth = layers.slice(vx).find((l) => l.layer === 'eth') as { dst: string } | undefined;
+  const ip = layers.slice(vx).find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string; dst: string } | undefined;
+  const tcp = layers.slice(vx).find((l) => l.layer === 'tcp') as { srcPort: number; dstPort: number; flags: number } | undefined;
+  if (eth === undefined || ip === undefined || tcp === undefined) return null;
+  return {
+    key: `${ip.src}:${tcp.srcPort}>${ip.dst}:${tcp.dstPort}`, mac: eth.dst, src: ip.src, sport: tcp.srcPort,
+    syn: (tcp.flags & 0x02) !== 0 && (tcp.flags & 0x10) === 0,
+  };
+}
+
+export function verifyControllerRestart(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const requests = Number(need(f, 'requests'));
+  const slow = Number(need(f, 'slow'));
+  const stopUs = Number(need(f, 'stop-us'));
+  const startUs = Number(need(f, 'start-us'));
+  const drained = need(f, 'drained');
+  const maxApplyMs = Number(f.get('max-apply-ms') ?? 2000);
+  const config = loadConfig(join(run, 'config.yaml'));
+  const nicByMac = new Map(config.nics.map((n) => [Buffer.from(n.mac).toString('hex').match(/../g)!.join(':'), n.name]));
+  const c = new Checks();
+
+  // --- the traffic during the restart
+  const http = records(run, 'client-http.json');
+  const slowRecs = records(run, 'client-slow.json');
+  c.check(http.length === requests && http.every((r) => r.ok), `all ${requests} requests during the restart succeeded`, `${http.filter((r) => r.ok).length} ok of ${http.length}`);
+  c.check(slowRecs.length === slow && slowRecs.every((r) => r.ok), `all ${slow} slow requests (established before the restart, answered after it) succeeded`, `${slowRecs.filter((r) => r.ok).length} ok of ${slowRecs.length}`);
+
+  // --- the controller came back with the same state, and the agents with the same generation
+  const sb = json(run, 'state-before.json');
+  const sa = json(run, 'state-after.json');
+  c.check(JSON.stringify(sb) === JSON.stringify(sa), 'GET /v1/state is identical before and after the restart (no configuration lost)', `state ${sa.stateId}, generation ${sa.generation}`);
+  const hs = (h: any[]) => JSON.stringify(h.map((x) => [x.nic, x.probe, x.state, x.host]));
+  c.check(hs(json(run, 'health-before.json')) === hs(json(run, 'health-after.json')), 'the health it knew is the same after the restart', hs(json(run, 'health-after.json')));
+  const agents = json(run, 'agents-after.json') as any[];
+  const behind = agents.filter((a) => a.behind);
+  c.check(agents.length === config.muxes.length + config.hosts.length && behind.length === 0 && agents.every((a) => a.appliedGeneration === sb.generation),
+    `every agent resynced to generation ${sb.generation}, none behind`, agents.map((a) => `${a.kind}/${a.name} ${a.appliedGeneration}${a.behind ? ' BEHIND' : ''}`).join(', '));
+
+  // --- the MUXes did not touch their tables
+  for (const m of config.muxes) {
+    const b = json(run, `${m.name}-status-before.json`);
+    const a = json(run, `${m.name}-status-after.json`);
+    const replaced = (a.counters?.flow_replaced ?? 0) - (b.counters?.flow_replaced ?? 0);
+    const newFlows = (a.counters?.flow_new ?? 0) - (b.counters?.flow_new ?? 0);
+    c.check(a.generation === b.generation && a.controller?.appliedGeneration === sb.generation && b.controller?.appliedGeneration === sb.generation,
+      `${m.name} kept its tables through the restart (no policy re-applied)`, `tables generation ${b.generation} -> ${a.generation}, controller generation ${b.controller?.appliedGeneration} -> ${a.controller?.appliedGeneration}`);
+    // flow_replaced also counts a new connection's SYN that found the remembered entry of an earlier
+    // connection with the same 5-tuple (a reused source port) and was placed afresh (mux/data-plane.ts):
+    // with unchanged tables that is the same backend again. Whether any flow moved is read from the
+    // captures below.
+    c.note(`${m.name}: flow_new +${newFlows}, flow_replaced +${replaced} (new connections on a reused 5-tuple, placed by the same tables)`);
+  }
+
+  // --- from the captures: traffic flowed while the controller was down, and no flow changed backend
+  const flows = new Map<string, { macs: Set<string>; before: boolean; after: boolean; muxes: Set<string> }>();
+  let synBefore = 0;
+  let synDown = 0;
+  let synAfter = 0;
+  for (const m of config.muxes) {
+    for (const p of loadCapture(join(run, 'pcaps', `${m.name}.pcap`))) {
+      const fl = innerFlow(p);
+      if (fl === null) continue;
+      let e = flows.get(fl.key);
+      if (e === undefined) { e = { macs: new Set(), before: false, after: false, muxes: new Set() }; flows.set(fl.key, e); }
+      e.macs.add(fl.mac);
+      e.muxes.add(m.name);
+      if (p.tsUs < stopUs) e.before = true;
+      if (p.tsUs > startUs) e.after = true;
+      if (fl.syn) {
+        if (p.tsUs < stopUs) synBefore++;
+        else if (p.tsUs <= startUs) synDown++;
+        else synAfter++;
+      }
+    }
+  }
+  c.check(synBefore > 0 && synDown > 0 && synAfter > 0, 'new connections went through the MUXes before, while and after the controller was down',
+    `${synBefore} SYNs before the stop, ${synDown} while it was down (${((startUs - stopUs) / 1000).toFixed(0)} ms), ${synAfter} after it was back`);
+  const moved = [...flows.entries()].filter(([, e]) => e.macs.size !== 1);
+  c.check(moved.length === 0, 'no flow moved: every 5-tuple went to one backend only, on every MUX, before, during and after the restart', `${flows.size} flows${moved.length > 0 ? `; moved: ${moved.slice(0, 5).map(([k, e]) => `${k} -> ${[...e.macs].join('/')}`).join(', ')}` : ''}`);
+  const spanning = [...flows.values()].filter((e) => e.before && e.after);
+  c.check(spanning.length >= slow, 'flows with packets before and after the restart kept their backend', `${spanning.length} such flows`);
+  // the backend that answered each request is the one the MUX chose for its flow
+  const chosen = new Map<string, string>();
+  for (const [k, e] of flows) chosen.set(k.split('>')[0]!, nicByMac.get([...e.macs][0]!) ?? '?');
+  let matched = 0;
+  let mismatched = 0;
+  for (const r of [...http, ...slowRecs]) {
+    const nic = chosen.get(`${r.sourceAddress}:${r.sourcePort}`);
+    if (nic === undefined) continue;
+    if (nic === r.backend) matched++; else mismatched++;
+  }
+  c.check(mismatched === 0 && matched >= requests * 0.99, 'each request was answered by the backend the MUX sent its flow to', `${matched} matched, ${mismatched} not`);
+
+  // --- a live change through the API: drain, measured to the last MUX
+  const d = json(run, 'drain.json');
+  const rep = d.applied;
+  const muxAcks = (rep?.agents ?? []).filter((a: any) => a.kind === 'mux').map((a: any) => `${a.name} ${a.ms} ms (apply ${a.applyMs} ms)`).join(', ');
+  c.check(d.changed === true && rep?.complete === true && typeof rep.lastMuxAckMs === 'number' && rep.lastMuxAckMs <= maxApplyMs,
+    `the drain of ${drained} (generation ${d.generation}) was applied by every MUX within ${maxApplyMs} ms of the API call`, `last MUX ${rep?.lastMuxAckMs} ms after the change, every agent ${rep?.lastAckMs} ms; ${muxAcks}`);
+  c.note(`time from the policy change at the API to the last MUX applying it: ${rep?.lastMuxAckMs} ms`);
+  const after = records(run, 'client-drained.json');
+  const by = countBy(after.filter((r) => r.ok), (r) => r.backend ?? '?');
+  c.check(after.length > 0 && after.every((r) => r.ok) && !by.has(drained), `after the drain, every new connection succeeded and none reached ${drained}`, fmtCounts(by));
+  const nicCap = loadCapture(join(run, 'pcaps', `${drained}-drained.pcap`));
+  // the host agent's health probes keep connecting from the gateway address: those are not load-balanced flows
+  const nicCfg = config.nics.find((n) => n.name === drained)!;
+  const net = config.networks.find((n) => n.name === nicCfg.network)!;
+  const gateways = new Set([net.gateway?.text, net.gateway6?.text].filter((a): a is string => a !== undefined));
+  const syns = nicCap.filter((p) => { const t = p.d.first('tcp'); return t !== undefined && (t.flags & 0x12) === 0x02; });
+  const srcOf = (p: CapturedPacket) => (p.d.layers.find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string } | undefined)?.src ?? '?';
+  const probeSyns = syns.filter((p) => gateways.has(srcOf(p)));
+  const clientSyns = syns.filter((p) => !gateways.has(srcOf(p)));
+  c.check(clientSyns.length === 0, `${drained}'s own capture shows no new load-balanced connection after the drain`,
+    `${clientSyns.length} SYNs from clients, ${probeSyns.length} from its host's health probes (${[...gateways].join(', ')}), ${nicCap.length} packets`);
+  const back = records(run, 'client-undrained.json');
+  const byBack = countBy(back.filter((r) => r.ok), (r) => r.backend ?? '?');
+  c.check(back.every((r) => r.ok) && (byBack.get(drained) ?? 0) > 0, `after the undrain, ${drained} gets new connections again`, fmtCounts(byBack));
+  return c;
+}
