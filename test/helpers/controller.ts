@@ -23,11 +23,11 @@ export interface TestController {
   cleanup(): Promise<void>;
 }
 
-export async function startTestController(o: { init?: SlbxConfig | null; dir?: string; port?: number } = {}): Promise<TestController> {
+export async function startTestController(o: { init?: SlbxConfig | null; dir?: string; port?: number; token?: string | null } = {}): Promise<TestController> {
   configureLog('controller', 'error');
   const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'slbx-controller-test-'));
   const statePath = join(dir, 'state.json');
-  let handle = await startController({ statePath, init: o.init === undefined ? labConfig() : o.init, listen: [{ host: '127.0.0.1', port: o.port ?? 0 }] });
+  let handle = await startController({ statePath, init: o.init === undefined ? labConfig() : o.init, listen: [{ host: '127.0.0.1', port: o.port ?? 0 }], token: o.token ?? null });
   const port = handle.api.port();
   const url = `http://127.0.0.1:${port}`;
   let stopped = false;
@@ -40,7 +40,7 @@ export async function startTestController(o: { init?: SlbxConfig | null; dir?: s
     },
     async restart() {
       await t.stop();
-      handle = await startController({ statePath, init: null, listen: [{ host: '127.0.0.1', port }] });
+      handle = await startController({ statePath, init: null, listen: [{ host: '127.0.0.1', port }], token: o.token ?? null });
       stopped = false;
     },
     async cleanup() {
