@@ -10,6 +10,7 @@ import { verifyEcmpSpread, verifyMuxAddRemove, verifyMuxFailure, verifyPoolMove 
 import { verifyControllerRestart } from './controller-restart.js';
 import { generateForged, verifyTenants } from './tenants.js';
 import { generateIcmp, verifyPmtu } from './pmtu.js';
+import { generateUnknownVxlan, verifyForged } from './forged.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -28,6 +29,8 @@ try {
     case 'tenants': verifyTenants(rest).exit(); break;
     case 'gen-icmp': generateIcmp(rest); break;
     case 'pmtu': verifyPmtu(rest).exit(); break;
+    case 'gen-unknown-vxlan': generateUnknownVxlan(rest); break;
+    case 'forged': verifyForged(rest).exit(); break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
       process.exit(2);
