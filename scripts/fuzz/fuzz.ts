@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // slbx fuzzer: random and mutation-based inputs (seeded, so a run can be repeated) to every parser of
-// untrusted bytes, both data planes and the config validator. Every input must end accepted or refused
+// untrusted bytes (packets, BGP, BFD), both data planes, the BGP session FSM, the controller's API writes
+// and the config validator (scripts/fuzz/targets.ts). Every input must end accepted or refused
 // under a name; an exception is a crash and an input slower than --hang-ms is a hang. Inputs that crash
 // or hang are written to test/corpus/ (kept forever: the test suite replays them) and fail the run.
 //   node dist/scripts/fuzz/fuzz.js [--inputs N] [--seed S] [--target NAME]... [--hang-ms MS] [--corpus DIR] [--json FILE]
@@ -101,7 +102,7 @@ export function main(argv: readonly string[]): number {
     throw e;
   }
   if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('node dist/scripts/fuzz/fuzz.js [options]', 'Fuzzes every parser of untrusted bytes, both data planes and the config validator.', OPTIONS));
+    process.stdout.write(formatHelp('node dist/scripts/fuzz/fuzz.js [options]', 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.', OPTIONS));
     return 0;
   }
   let targets = loadTargets();

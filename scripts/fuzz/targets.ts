@@ -1,4 +1,5 @@
-// Fuzz targets: every parser of untrusted bytes, both data planes, and the config validator. A target
+// Fuzz targets: every parser of untrusted bytes (packet codecs, BGP, BFD), both data planes, the BGP
+// session FSM, the controller's API writes and the config validator. A target
 // makes an input from a seeded generator (random bytes, or a mutation of a valid seed) and runs it; the
 // result is 'accepted' or the NAME of the rejection. Throwing is a crash; taking too long is a hang.
 import { mac } from '../../shared/addr.js';
@@ -23,6 +24,16 @@ import { newMuxContext, processPacket, VERDICT_DROP } from '../../mux/data-plane
 import { compileHostTables } from '../../host-agent/tables.js';
 import { newHostContext, processInbound, processOutbound, VERDICT_DROP as HOST_DROP } from '../../host-agent/data-plane.js';
 import { Rng, mutate } from './rng.js';
+import { ip } from '../../shared/addr.js';
+import {
+  BGP_TYPE_NOTIFICATION, BGP_TYPE_OPEN, BGP_TYPE_UPDATE, bgpErrorName, encodeBgpKeepalive, encodeBgpNotification, newBgpHeader,
+  newBgpNotification, parseBgpHeader, parseBgpNotification,
+} from '../../shared/bgp-message.js';
+import { BGP_IPV4_UNICAST, BGP_IPV6_UNICAST, encodeBgpOpen, newBgpOpen, newBgpOpenRecord, parseBgpOpen } from '../../shared/bgp-open.js';
+import { buildBgpAnnouncements, buildBgpEndOfRib, buildBgpWithdrawals, hostPrefix, newBgpUpdate, parseBgpUpdate, BGP_ORIGIN_IGP } from '../../shared/bgp-update.js';
+import { BGP_STATES, newBgpFsm, stepBgpFsm, type BgpEvent, type BgpFsm } from '../../shared/bgp-fsm.js';
+import { newBfdControl, parseBfdControl, writeBfdControl, bfdErrorName } from '../../shared/bgp-bfd.js';
+import { ApiError, applyWrite, COLLECTIONS, type Target as ApiTarget, type WriteMethod } from '../../controller/document.js';
 
 export interface Target {
   readonly name: string;
@@ -123,6 +134,30 @@ export function makeTargets(config: SlbxConfig, configText: string): Target[] {
       bytes: asBytes,
     },
     {
+      name: 'bgp-message',
+      make: (rng) => (rng.int(5) === 0 ? rng.bytes(rng.int(120)) : mutate(rng, rng.pick(bgpSeeds))),
+      run: (x) => parseBgp(asBytes(x)),
+      bytes: asBytes,
+    },
+    {
+      name: 'bgp-fsm',
+      make: (rng) => Array.from({ length: 1 + rng.int(40) }, () => randomBgpEvent(rng)),
+      run: (x) => runFsm(x as BgpEvent[]),
+      bytes: (x) => enc.encode(JSON.stringify(x, (_k, v) => (v instanceof Uint8Array ? [...v] : v))),
+    },
+    {
+      name: 'bfd',
+      make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(64)) : mutate(rng, rng.pick(bfdSeeds))),
+      run: (x) => { const r = parseBfdControl(asBytes(x), 0, newBfdControl()); return r >= 0 ? 'accepted' : bfdErrorName(r); },
+      bytes: asBytes,
+    },
+    {
+      name: 'api-write',
+      make: (rng) => randomApiWrite(rng, rawConfig),
+      run: (x) => runApiWrite(x as ApiWrite, rawConfig),
+      bytes: (x) => enc.encode(JSON.stringify(x)),
+    },
+    {
       name: 'config-object',
       make: (rng) => mutateObject(rng, structuredClone(rawConfig)),
       run: (x) => { const r = validateConfig(x); if (r.ok) return 'accepted'; if (r.errors.length === 0 || r.errors.some((e) => !e.message)) throw new Error('a refusal without a named error'); return 'refused'; },
@@ -174,4 +209,124 @@ export function mutateText(rng: Rng, text: string): string {
     else t = t.slice(0, i) + String.fromCharCode(rng.int(128)) + t.slice(i);
   }
   return t;
+}
+
+// ---------------------------------------------------------------------------------------------
+// BGP, BFD and the controller's API: what a peer, a router or an API client can send
+
+const bgpSeeds: Uint8Array[] = [
+  encodeBgpOpen(newBgpOpen({ asn: 65001, holdTimeS: 3, bgpId: 0xc612000b, families: [BGP_IPV4_UNICAST, BGP_IPV6_UNICAST] })),
+  encodeBgpOpen(newBgpOpen({ asn: 4200000001, holdTimeS: 90, bgpId: 1, families: [BGP_IPV4_UNICAST] })),
+  encodeBgpKeepalive(),
+  (() => { const n = newBgpNotification(); n.code = 6; n.subcode = 2; return encodeBgpNotification(n); })(),
+  ...buildBgpAnnouncements(4, [hostPrefix(ip('203.0.113.10')), hostPrefix(ip('203.0.113.20'))], [ip('198.18.0.11')], { origin: BGP_ORIGIN_IGP, asPath: [65001], as4: true }),
+  ...buildBgpAnnouncements(6, [hostPrefix(ip('2001:db8:ff::10'))], [ip('2001:db8:f::11')], { origin: BGP_ORIGIN_IGP, asPath: [65001], as4: true }),
+  ...buildBgpWithdrawals(4, [hostPrefix(ip('203.0.113.10'))]),
+  ...buildBgpWithdrawals(6, [hostPrefix(ip('2001:db8:ff::10'))]),
+  buildBgpEndOfRib(4), buildBgpEndOfRib(6),
+];
+
+/** A message as the speaker reads one from the peer: header, then its body by type. */
+function parseBgp(b: Uint8Array): string {
+  const h = newBgpHeader();
+  const n = parseBgpHeader(b, 0, h);
+  if (n < 0) return bgpErrorName(n);
+  const end = Math.min(b.length, h.length);
+  let r = 0;
+  if (h.type === BGP_TYPE_OPEN) r = parseBgpOpen(b, 0, newBgpOpenRecord(), end);
+  else if (h.type === BGP_TYPE_UPDATE) r = parseBgpUpdate(b, 0, newBgpUpdate(), end, { as4: (b.length & 1) === 0 });
+  else if (h.type === BGP_TYPE_NOTIFICATION) r = parseBgpNotification(b, 0, newBgpNotification(), end);
+  return r >= 0 ? 'accepted' : bgpErrorName(r);
+}
+
+const FSM_CONFIG = { holdTimeS: 3, keepaliveS: 1, connectRetryMs: 1000, backoffMinMs: 500, backoffMaxMs: 8000, shutdownMessage: 'fuzz' };
+
+function randomBgpEvent(rng: Rng): BgpEvent {
+  const data = rng.bytes(rng.int(6));
+  const err = -((1 + rng.int(6)) << 8 | rng.int(12));
+  switch (rng.int(17)) {
+    case 0: return { type: 'ManualStart' };
+    case 1: return { type: 'ManualStop' };
+    case 2: return { type: 'AutomaticStart' };
+    case 3: return { type: 'ConnectRetryTimerExpires' };
+    case 4: return { type: 'HoldTimerExpires' };
+    case 5: return { type: 'KeepaliveTimerExpires' };
+    case 6: return { type: 'IdleHoldTimerExpires' };
+    case 7: return { type: 'TcpConnectionAcked' };
+    case 8: return { type: 'TcpConnectionFails' };
+    case 9: return { type: 'BgpOpen', peerHoldTimeS: rng.pick([0, 1, 2, 3, 90, 65535]) };
+    case 10: return { type: 'BgpHeaderErr', error: err, data };
+    case 11: return { type: 'BgpOpenMsgErr', error: err, data };
+    case 12: return { type: 'NotifMsg', code: rng.int(8), subcode: rng.int(12) };
+    case 13: return { type: 'KeepAliveMsg' };
+    case 14: return { type: 'UpdateMsg' };
+    case 15: return { type: 'UpdateMsgErr', error: err, data };
+    default: return { type: 'BfdDown' };
+  }
+}
+
+/** A sequence of events from Idle: every step names a reason, stays in a known state, and the timers it asks for are sane. */
+function runFsm(events: readonly BgpEvent[]): string {
+  let f: BgpFsm = newBgpFsm(FSM_CONFIG);
+  for (const e of events) {
+    const st = stepBgpFsm(f, e);
+    if (typeof st.reason !== 'string' || st.reason === '') throw new Error(`no reason for ${e.type} in ${f.state}`);
+    if (!(BGP_STATES as readonly string[]).includes(st.next.state)) throw new Error(`unknown state ${String(st.next.state)}`);
+    for (const a of st.actions) {
+      if (a.type === 'startTimer' && !(Number.isFinite(a.ms) && a.ms >= 0 && a.ms <= 3_600_000)) throw new Error(`timer ${a.timer} for ${a.ms} ms`);
+    }
+    f = st.next;
+  }
+  return 'accepted'; // any sequence of events is legal input to the FSM; what is checked is every step
+}
+
+const bfdSeeds: Uint8Array[] = [1, 2, 3].map((state) => {
+  const c = newBfdControl();
+  c.state = state; c.detectMult = 3; c.myDiscriminator = 0x11223344; c.yourDiscriminator = state === 1 ? 0 : 0x55667788;
+  c.desiredMinTxUs = 100_000; c.requiredMinRxUs = 100_000;
+  const b = new Uint8Array(24);
+  writeBfdControl(c, b, 0);
+  return b;
+});
+
+interface ApiWrite { method: WriteMethod; target: ApiTarget; body: unknown }
+
+const API_KEYS: Record<string, string[]> = {
+  networks: ['tenant-a', 'nope'], muxes: ['mux1', 'mux2', 'mux9'], hosts: ['host1', 'host2'], nics: ['h1vm1', 'h2vm2', 'x'],
+  probes: ['http80', 'tcp80'], pools: ['web', 'other'], vips: ['203.0.113.10', '2001:db8:ff::10', '2001:DB8:FF:0::10', '1.2.3'],
+};
+
+/** A random API call: a method on a collection, one object or a nested one, with a body mutated from a real object. */
+function randomApiWrite(rng: Rng, raw: unknown): ApiWrite {
+  const doc = raw as Record<string, unknown[]>;
+  const coll = rng.pick(COLLECTIONS as readonly string[]) as ApiTarget['coll'];
+  const t: ApiTarget = { coll };
+  if (rng.int(3) > 0) t.key = rng.pick(API_KEYS[coll] ?? ['x']);
+  if (t.key !== undefined && (coll === 'pools' || coll === 'vips') && rng.int(2) === 0) {
+    t.sub = coll === 'pools' ? 'backends' : 'rules';
+    if (rng.int(2) === 0) t.subKey = rng.pick(coll === 'pools' ? ['h1vm1', 'h2vm2', 'zz'] : ['web-http', 'echo', 'zz']);
+  }
+  const method = rng.pick(['POST', 'PUT', 'PATCH', 'DELETE'] as const);
+  const list = doc[coll] ?? [];
+  const sample = list.length > 0 ? structuredClone(rng.pick(list)) : {};
+  const body = rng.int(6) === 0 ? rng.pick(SPECIAL) : mutateObject(rng, { v: sample }) as { v: unknown };
+  return { method, target: t, body: typeof body === 'object' && body !== null && 'v' in body ? (body as { v: unknown }).v : body };
+}
+
+/** applyWrite on a copy, then the whole-document validation the API runs: a 4xx with a message, or accepted. */
+function runApiWrite(w: ApiWrite, raw: unknown): string {
+  const doc = structuredClone(raw) as Record<string, unknown>;
+  try {
+    applyWrite(doc as never, w.method, w.target, w.body);
+  } catch (e) {
+    if (e instanceof ApiError) {
+      if (!(e.status >= 400 && e.status < 500) || !e.message) throw new Error(`ApiError ${e.status} without a message`);
+      return `refused_${e.status}`;
+    }
+    throw e;
+  }
+  const r = validateConfig(doc);
+  if (r.ok) return 'accepted';
+  if (r.errors.length === 0 || r.errors.some((x) => !x.message)) throw new Error('a refusal without a named error');
+  return 'refused_400';
 }
