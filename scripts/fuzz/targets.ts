@@ -43,16 +43,24 @@ export interface Target {
   run(input: unknown): string;
   /** Bytes of an input, to keep it in the corpus. */
   bytes(input: unknown): Uint8Array;
+  /** The input back from its corpus bytes (the inverse of bytes). */
+  fromBytes(b: Uint8Array): unknown;
+  /** True when the input is the bytes themselves (a packet or a message): any-*.bin corpus files go to every such target. */
+  readonly raw: boolean;
 }
 
 const asBytes = (x: unknown) => x as Uint8Array;
+const dec = new TextDecoder();
+/** Inputs kept as JSON; Uint8Array fields are written as arrays of numbers and read back as Uint8Array. */
+const fromJson = (b: Uint8Array): unknown => JSON.parse(dec.decode(b), (k, v) => (k === 'data' && Array.isArray(v) ? Uint8Array.from(v as number[]) : v));
+const RAW = { bytes: asBytes, fromBytes: (b: Uint8Array): unknown => b, raw: true } as const;
 
 function bytesTarget(name: string, seeds: readonly Uint8Array[], parse: (b: Uint8Array) => number): Target {
   return {
     name,
     make: (rng) => (rng.int(4) === 0 || seeds.length === 0 ? rng.bytes(rng.int(256)) : mutate(rng, rng.pick(seeds))),
     run: (x) => { const r = parse(asBytes(x)); return r >= 0 ? 'accepted' : codecErrorName(r); },
-    bytes: asBytes,
+    ...RAW,
   };
 }
 
@@ -119,55 +127,63 @@ export function makeTargets(config: SlbxConfig, configText: string): Target[] {
       name: 'mux-data-plane',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(client))),
       run: (x) => { const b = asBytes(x); return processPacket(b, b.length, mux) === VERDICT_DROP ? dropName(mux.counters.names, mux.lastDrop) : 'accepted'; },
-      bytes: asBytes,
+      ...RAW,
     },
     {
       name: 'host-inbound',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(inbound))),
       run: (x) => { const b = asBytes(x); return processInbound(b, b.length, hostIn) === HOST_DROP ? dropName(hostIn.counters.names, hostIn.lastDrop) : 'accepted'; },
-      bytes: asBytes,
+      ...RAW,
     },
     {
       name: 'host-outbound',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(outbound))),
       run: (x) => { const b = asBytes(x); return processOutbound(b, b.length, 0, hostOut) === HOST_DROP ? dropName(hostOut.counters.names, hostOut.lastDrop) : 'accepted'; },
-      bytes: asBytes,
+      ...RAW,
     },
     {
       name: 'bgp-message',
       make: (rng) => (rng.int(5) === 0 ? rng.bytes(rng.int(120)) : mutate(rng, rng.pick(bgpSeeds))),
       run: (x) => parseBgp(asBytes(x)),
-      bytes: asBytes,
+      ...RAW,
     },
     {
       name: 'bgp-fsm',
       make: (rng) => Array.from({ length: 1 + rng.int(40) }, () => randomBgpEvent(rng)),
       run: (x) => runFsm(x as BgpEvent[]),
       bytes: (x) => enc.encode(JSON.stringify(x, (_k, v) => (v instanceof Uint8Array ? [...v] : v))),
+      fromBytes: fromJson,
+      raw: false,
     },
     {
       name: 'bfd',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(64)) : mutate(rng, rng.pick(bfdSeeds))),
       run: (x) => { const r = parseBfdControl(asBytes(x), 0, newBfdControl()); return r >= 0 ? 'accepted' : bfdErrorName(r); },
-      bytes: asBytes,
+      ...RAW,
     },
     {
       name: 'api-write',
       make: (rng) => randomApiWrite(rng, rawConfig),
       run: (x) => runApiWrite(x as ApiWrite, rawConfig),
       bytes: (x) => enc.encode(JSON.stringify(x)),
+      fromBytes: fromJson,
+      raw: false,
     },
     {
       name: 'config-object',
       make: (rng) => mutateObject(rng, structuredClone(rawConfig)),
       run: (x) => { const r = validateConfig(x); if (r.ok) return 'accepted'; if (r.errors.length === 0 || r.errors.some((e) => !e.message)) throw new Error('a refusal without a named error'); return 'refused'; },
       bytes: (x) => enc.encode(JSON.stringify(x)),
+      fromBytes: fromJson,
+      raw: false,
     },
     {
       name: 'config-yaml',
       make: (rng) => mutateText(rng, configText),
       run: (x) => { const r = parseConfig(x as string); if (r.ok) return 'accepted'; if (r.errors.length === 0) throw new Error('a refusal without a named error'); return 'refused'; },
       bytes: (x) => enc.encode(x as string),
+      fromBytes: (b) => dec.decode(b),
+      raw: false,
     },
   ];
 }
