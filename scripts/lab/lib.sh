@@ -536,9 +536,7 @@ _lab_build() {
   local daemon_nodes=()
   while read -r -u 3 kind n _; do
     [ "$kind" = host ] || continue
-    _lab_spawn "$n" daemon "host-agent $n" "$LAB_DIR/logs/$n.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
-      --config "$LAB_DIR/config.yaml" --name "$n" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" \
-      ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
+    _lab_host_agent_spawn "$n"
     daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT")
   done 3<"$plan"
   while read -r -u 3 kind n _; do
@@ -966,18 +964,20 @@ lab_router_nexthops() {
     | tr '\t' '\n' | sed -n 's/.*\bvia \(inet6 \)\{0,1\}\([0-9a-fA-F.:]*\) .*/\2/p' | sort
 }
 
-# Running mux daemons: "NODE PID" lines (recorded, alive, in our namespaces, not stopped).
-_lab_running_muxes() {
+# Running daemons of one kind (mux or host-agent): "NODE PID" lines (recorded, alive, in our
+# namespaces, not stopped).
+_lab_running_daemons() {  # mux|host-agent
   local entry pid k node n what s stopped
   for entry in "${SLBX_LAB_PROCS[@]}"; do
     read -r pid k node n what <<<"$entry"
-    [ "$k" = daemon ] && [ "$n" = mux ] || continue
+    [ "$k" = daemon ] && [ "$n" = "$1" ] || continue
     stopped=0
     for s in "${SLBX_LAB_STOPPED[@]}"; do [ "$s" = "$pid" ] && stopped=1; done
     [ "$stopped" = 0 ] && _lab_pid_ours "$pid" && printf '%s %s\n' "$node" "$pid"
   done
   return 0
 }
+_lab_running_muxes() { _lab_running_daemons mux; }
 
 # lab_mux_pid NODE: the PID of the mux daemon running in NODE, or nothing (status 1).
 lab_mux_pid() {
@@ -1050,6 +1050,63 @@ lab_mux_start() {
   _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT" || return 1
   if [ -S "$LAB_DIR/bird.ctl" ]; then lab_wait_router || return 1; fi
   _lab_log "mux $node started (pid $LAB_SPAWNED_PID)"
+}
+
+# ---------------------------------------------------------------------------------------------
+# host agents stopped and started (scenario 19): the return path is a function of policy, so a
+# restarted host agent serves the connections its predecessor carried (docs/reliability.md)
+
+# Starts a host-agent daemon in its host's namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
+_lab_host_agent_spawn() {  # NODE
+  _lab_spawn "$1" daemon "host-agent $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
+    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" \
+    ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
+}
+
+# lab_host_agent_pid NODE: the PID of the host agent running in host NODE, or nothing (status 1).
+lab_host_agent_pid() {
+  local node=${1:-} n pid
+  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_pid NODE'; return 2; }
+  _lab_ensure_loaded || return 1
+  while read -r n pid; do [ "$n" = "$node" ] && { printf '%s\n' "$pid"; return 0; }; done < <(_lab_running_daemons host-agent)
+  return 1
+}
+
+# lab_host_agent_stop NODE [SIGNAL]: sends SIGNAL (default TERM; KILL after 3 s) to the host agent of
+# host NODE and waits until it has exited; it is marked stopped (lab_host_agent_start starts it again).
+lab_host_agent_stop() {
+  local node=${1:-} sig=${2:-TERM} pid deadline
+  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_stop NODE [TERM|KILL|INT]'; return 2; }
+  _lab_ensure_loaded || return 1
+  pid=$(lab_host_agent_pid "$node") || { _lab_err "lab_host_agent_stop: no host agent runs in '$node'"; return 1; }
+  if [ "$sig" = KILL ]; then
+    kill -s KILL "$pid" 2>/dev/null || true
+    deadline=$(( $(_lab_now) + 2000000 ))
+    while _lab_pid_alive "$pid" && [ "$(_lab_now)" -lt "$deadline" ]; do sleep 0.01; done
+  else
+    _lab_stop_pids "$sig" "$pid" || return 1
+  fi
+  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
+  SLBX_LAB_STOPPED+=("$pid")
+  _lab_log "host agent $node (pid $pid) stopped with SIG$sig"
+}
+
+# lab_host_agent_start NODE: starts the host agent of host NODE again (after lab_host_agent_stop) and
+# waits until its status says ready (and, with a controller, until it applied the current generation).
+# The previous log is kept as NODE.log.N.
+lab_host_agent_start() {
+  local node=${1:-} log i
+  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_start NODE'; return 2; }
+  _lab_ensure_loaded || return 1
+  [ "$(_lab_node_kind "$node")" = host ] || { _lab_err "lab '$LAB_NAME' has no host '$node'"; return 1; }
+  if lab_host_agent_pid "$node" >/dev/null; then _lab_err "lab_host_agent_start: the host agent of $node is running"; return 1; fi
+  log=$LAB_DIR/logs/$node.log
+  if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
+  _lab_host_agent_spawn "$node"
+  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon $node host-agent $node")
+  _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT" || return 1
+  [ -z "${SLBX_LAB_CONTROLLER_URL:-}" ] || _lab_wait_agents || return 1
+  _lab_log "host agent $node started (pid $LAB_SPAWNED_PID)"
 }
 
 # ---------------------------------------------------------------------------------------------

@@ -37,11 +37,11 @@ export function expectedBackend(config: SlbxConfig, vip: string, proto: 6 | 17, 
   };
 }
 
-function readJson(path: string): any {
+export function readJson(path: string): any {
   return JSON.parse(readFileSync(path, 'utf8'));
 }
 
-function ipOf(p: CapturedPacket): { src: string; dst: string } | undefined {
+export function ipOf(p: CapturedPacket): { src: string; dst: string } | undefined {
   return p.d.layers.find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string; dst: string } | undefined;
 }
 
@@ -59,7 +59,7 @@ function logEventMs(run: string, node: string, event: string, last = false): num
 }
 
 /** BIRD log lines (`timeformat base iso long`: local time with ms) matching a pattern, with their time in ms. */
-function birdLog(run: string, pattern: RegExp): { ms: number; line: string }[] {
+export function birdLog(run: string, pattern: RegExp): { ms: number; line: string }[] {
   const f = join(run, 'logs', 'bird.log');
   if (!existsSync(f)) return [];
   const out: { ms: number; line: string }[] = [];
@@ -71,7 +71,7 @@ function birdLog(run: string, pattern: RegExp): { ms: number; line: string }[] {
 }
 
 /** Route polls: "EPOCH_US hop,hop,..." lines. */
-function readPolls(path: string): { us: number; hops: string[] }[] {
+export function readPolls(path: string): { us: number; hops: string[] }[] {
   return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => {
     const [t, h] = l.split(' ');
     return { us: Number(t), hops: (h ?? '').split(',').filter((x) => x !== '') };
@@ -108,7 +108,7 @@ function birdPaths(text: string): { proto: string; asPath: string; nextHop: stri
   return out;
 }
 
-function birdEstablished(text: string): string[] {
+export function birdEstablished(text: string): string[] {
   return [...text.matchAll(/^(\S+)\s+BGP\s+\S+\s+up\s+.*Established/gm)].map((m) => m[1]!);
 }
 

@@ -11,6 +11,7 @@ import { verifyControllerRestart } from './controller-restart.js';
 import { generateForged, verifyTenants } from './tenants.js';
 import { generateIcmp, verifyPmtu } from './pmtu.js';
 import { generateUnknownVxlan, verifyForged } from './forged.js';
+import { verifyHostRestart, verifyMuxRestart } from './restarts.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -31,6 +32,8 @@ try {
     case 'pmtu': verifyPmtu(rest).exit(); break;
     case 'gen-unknown-vxlan': generateUnknownVxlan(rest); break;
     case 'forged': verifyForged(rest).exit(); break;
+    case 'host-restart': verifyHostRestart(rest).exit(); break;
+    case 'mux-restart': verifyMuxRestart(rest).exit(); break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
       process.exit(2);

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# 19-host-agent-restart: 200 long-lived keep-alive HTTP connections (each asks again every 200 ms for
+# 14 s) run through both hosts while host1's agent is killed (SIGKILL: nothing saved, nothing cleaned up),
+# left down for 2 s and started again; then stopped gracefully (SIGTERM) and started again. The agent's
+# return path (DIP:port -> VIP:port) is a function of policy alone, and its inbound NAT comes from the
+# MUX's VXLAN packet plus policy, so the new process carries the connections the old one did: TCP
+# retransmits what was lost in the gap, and every connection completes on its backend, none reset.
+# While it is down, the captures show VXLAN reaching host1 and nothing reaching its backends. Its
+# probes restart too: a restarted agent reports nothing down before its first failure
+# (docs/probes.md), so new connections reach host1's backends at once after the start.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SLBX_ROOT=$(pwd); export SLBX_ROOT
+source scripts/lab/lib.sh
+source scripts/scenarios/lib/common.sh
+VIP=203.0.113.10
+HOST=host1
+DOWN_S=${DOWN_S:-2}
+lab_setup_scenario sc19
+lab_up
+rc=0
+lab_capture_start $HOST fab0 $HOST udp port 4789 >/dev/null
+for n in $(lab_nodes nic); do lab_capture_start "$n" eth0 "$n" tcp port 80 >/dev/null; done
+
+now_us() { printf '%s' "${EPOCHREALTIME/./}"; }
+sc_client client1 hold --url http://$VIP/health --connections 200 --duration-ms 14000 --interval-ms 200 --timeout-ms 15000 \
+  --source 198.51.100.10-198.51.100.41 --json "$LAB_DIR/hold.json" >"$LAB_DIR/hold.out" 2>&1 &
+hold=$!
+sleep 2
+
+# restart SIGNAL: stops host1's agent with SIGNAL, waits DOWN_S after it has exited, starts it; appends
+# "SIGNAL STOP_US GONE_US START_US READY_US" (signal sent, process gone, start, ready with policy)
+restart() {
+  local sig=$1 t_stop t_gone t_start t_ready
+  t_stop=$(now_us)
+  lab_host_agent_stop $HOST "$sig" || return 1
+  t_gone=$(now_us)
+  sleep "$DOWN_S"
+  t_start=$(now_us)
+  lab_host_agent_start $HOST || return 1
+  t_ready=$(now_us)
+  echo "$sig $t_stop $t_gone $t_start $t_ready" >>"$LAB_DIR/restarts.txt"
+  echo "$HOST's agent: SIG$sig, gone $(( (t_gone - t_stop) / 1000 )) ms after the signal, down $(( (t_start - t_gone) / 1000 )) ms, then ready (policy applied) $(( (t_ready - t_start) / 1000 )) ms after its start"
+}
+: >"$LAB_DIR/restarts.txt"
+restart KILL || rc=1
+sleep 2
+restart TERM || rc=1
+# new connections right after the restart: host1's backends take their share at once
+sc_client client1 http --url http://$VIP/ --count 400 --concurrency 4 --timeout-ms 5000 \
+  --source 198.51.100.10-198.51.100.41 --json "$LAB_DIR/http.json" >"$LAB_DIR/http.out" 2>&1 || rc=1
+wait "$hold" || rc=1
+cat "$LAB_DIR/hold.out" "$LAB_DIR/http.out"
+sc_counters $HOST "$LAB_DIR/counters-$HOST.json" || rc=1
+lab_slbctl health --json >"$LAB_DIR/health.json" || rc=1
+lab_capture_stop_all || rc=1
+sc_verify host-restart --run "$LAB_DIR" --vip $VIP --port 80 --host $HOST --restarts "$LAB_DIR/restarts.txt" \
+  --hold-json "$LAB_DIR/hold.json" --http-json "$LAB_DIR/http.json" --counters "$LAB_DIR/counters-$HOST.json" \
+  --health "$LAB_DIR/health.json" || rc=1
+exit "$rc"
