@@ -1415,6 +1415,20 @@ function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
             }
             continue;
           }
+          // a probe is sent from the network's gateway address of the VIP's family (host agents play the
+          // gateway): without one the backend could never be probed, and would stay "unknown" (healthy) forever
+          if (typeof rule.probe === 'string' && nic.network !== undefined) {
+            const net = nets[netNames.names.get(nic.network) ?? -1];
+            const once = `probe|${vi}|${ri}|${nic.network}`;
+            if (net !== undefined && (fam === 4 ? net.gateway : net.gateway6) === null && !mixedReported.has(once)) {
+              mixedReported.add(once);
+              c.add(
+                [...at2, 'probe'],
+                r['probe'],
+                `probe ${rule.probe} of an IPv${fam} VIP cannot reach nic ${nicName}: network ${nic.network} has no ${fam === 4 ? 'gateway' : 'gateway6'}, the address probes are sent from (add ${fam === 4 ? 'gateway' : 'gateway6'} to network ${nic.network}, or drop the rule's probe)`,
+              );
+            }
+          }
           if (rule.protocol === undefined || rule.backendPort === undefined || rule.frontendPort === undefined) continue;
           for (const proto of RULE_PROTOCOLS[rule.protocol]) {
             const key = `${be.nicIndex}|${fam}|${proto}|${rule.backendPort}`;

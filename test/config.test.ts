@@ -318,12 +318,24 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   [
     'pool over two networks',
     (c) => {
-      c.networks.push({ name: 'tenant-b', vni: 5002 });
+      c.networks.push({ name: 'tenant-b', vni: 5002, gateway: '192.0.2.1', gateway6: '2001:db8:d::1' });
       c.nics.push({ name: 'b1', host: 'host2', network: 'tenant-b', mac: '02:00:00:00:0b:01', addresses: ['192.0.2.10', '2001:db8:d::10'] });
       c.pools[0].backends.push({ nic: 'b1' });
     },
     'pools[0].backends[4].nic',
     'nic b1 is in network tenant-b, but backends[0] is in network tenant-a; every backend of a pool must be in the same network',
+  ],
+  [
+    'probed IPv6 VIP over a network without gateway6',
+    (c) => { delete c.networks[0].gateway6; },
+    'vips[1].rules[0].probe',
+    'probe http80 of an IPv6 VIP cannot reach nic h1vm1: network tenant-a has no gateway6, the address probes are sent from (add gateway6 to network tenant-a',
+  ],
+  [
+    'probed IPv4 VIP over a network without gateway',
+    (c) => { delete c.networks[0].gateway; },
+    'vips[0].rules[0].probe',
+    'probe http80 of an IPv4 VIP cannot reach nic h1vm1: network tenant-a has no gateway, the address probes are sent from',
   ],
   // vips and rules
   ['vips missing', (c) => delete c.vips, 'vips', 'required'],

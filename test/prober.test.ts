@@ -8,6 +8,7 @@ import { pkt } from '../shared/packet-builder.js';
 import { dissect } from '../shared/dissect.js';
 import { TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import type { ProbeStatus } from '../shared/probe-state.js';
+import type { SlbxConfig } from '../shared/config.js';
 import { Prober, planProbeTargets } from '../host-agent/prober.js';
 import { labConfig } from './helpers/lab-config.js';
 
@@ -75,14 +76,15 @@ describe('prober against simulated backends', () => {
   beforeEach(() => { vi.useFakeTimers(); });
   afterEach(() => { vi.useRealTimers(); });
 
-  function setup(o: { behaviour?: Record<string, Behaviour>; edit?: (raw: any) => void; openPorts?: string[] } = {}) {
-    const config = labConfig((raw) => {
+  function setup(o: { behaviour?: Record<string, Behaviour>; edit?: (raw: any) => void; after?: (c: SlbxConfig) => SlbxConfig; openPorts?: string[] } = {}) {
+    const validated = labConfig((raw) => {
       raw.probes[0].intervalMs = 1000;
       raw.probes[0].timeoutMs = 500;
       raw.probes[0].upThreshold = 2;
       raw.probes[0].downThreshold = 2;
       o.edit?.(raw);
     });
+    const config = o.after === undefined ? validated : o.after(validated);
     const behaviour: Record<string, Behaviour> = { ...(o.behaviour ?? {}) };
     const logs: { level: string; event: string; fields: Record<string, unknown> }[] = [];
     const calls: ProbeStatus[][] = [];
@@ -207,7 +209,8 @@ describe('prober against simulated backends', () => {
   });
 
   it('a network without a gateway of the family cannot be probed: unknown (healthy), said so once', async () => {
-    const t = setup({ edit: (raw) => { raw.networks[0].gateway6 = null; } });
+    // config validation refuses such a config (shared/config.ts); the prober still copes with one
+    const t = setup({ after: (c) => ({ ...c, networks: c.networks.map((n) => ({ ...n, gateway6: null })) }) });
     t.prober.start();
     await vi.advanceTimersByTimeAsync(3000);
     const v6 = t.prober.status().filter((s) => s.family === 6);
