@@ -51,6 +51,11 @@ export interface MuxDaemonOptions {
   bgp?: boolean;
   /** Capture and injection (--io): pcap (default) or ring (falls back to pcap when the addon is missing). */
   io?: IoPath;
+  /**
+   * The policy will come from a controller (--controller with a bootstrap --config): BGP holds the VIPs
+   * back until policyApplied() (or BGP_POLICY_WAIT_MS), since the bootstrap tables know no health.
+   */
+  awaitPolicy?: boolean;
 }
 
 /**
@@ -92,6 +97,8 @@ export class MuxDaemon {
   private readonly startedAt = Date.now();
   /** The BGP speakers (docs/bgp.md); idle without a bgp section. */
   private readonly bgp: MuxBgp | null;
+  /** Started with a bootstrap config and waiting for the controller's first policy (awaitPolicy). */
+  private awaitingPolicy: boolean;
   internalErrors = 0;
   lastInternalError = '';
 
@@ -111,9 +118,11 @@ export class MuxDaemon {
     this.sendPath = o.sendPath ?? DEFAULT_SEND_PATH;
     this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
     if (this.sendPathCode < 0) throw new Error(`unknown send path ${JSON.stringify(o.sendPath)}`);
+    this.awaitingPolicy = o.awaitPolicy === true;
     this.bgp = o.bgp === false ? null : new MuxBgp({
       name: o.name, config: o.config, tables: () => this.ctx.tables,
       ready: () => { for (const h of this.ctx.tables.hosts.values()) if (!h.macKnown) return false; return true; },
+      policyKnown: () => !this.awaitingPolicy,
     });
   }
 
@@ -294,6 +303,16 @@ export class MuxDaemon {
     logInfo('tables_installed', { generation: this.generation, vips: config.vips.length, flowsKept: sameShape });
     this.bgp?.update(config);
     this.resolveHosts();
+  }
+
+  /**
+   * A controller policy is in force (called for every policy, changed or not): the first one ends the
+   * wait of awaitPolicy, and the VIPs are announced at once (if nothing else holds them).
+   */
+  policyApplied(): void {
+    if (!this.awaitingPolicy) return;
+    this.awaitingPolicy = false;
+    this.bgp?.replan();
   }
 
   /** What GET /status answers. */

@@ -51,7 +51,9 @@ export const MUX_PROGRAM: DaemonProgram = {
         ? `no interface ${ifName} in this network namespace`
         : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
     }
-    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath, io: one(args, 'io') as IoPath, bgp: !args.flags.has('no-bgp') });
+    // with a controller, a bootstrap --config knows no health: BGP waits for the first policy (docs/bgp.md)
+    const awaitPolicy = one(args, 'controller') !== undefined && one(args, 'config') !== undefined;
+    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath, io: one(args, 'io') as IoPath, bgp: !args.flags.has('no-bgp'), awaitPolicy });
   },
   routes(daemon) {
     const d = daemon as MuxDaemon;
@@ -63,9 +65,13 @@ export const MUX_PROGRAM: DaemonProgram = {
     };
   },
   // --controller: each policy carries the health the host agents reported; a policy that changes
-  // neither the config nor what is down (the same state again) leaves the tables and their generation be
+  // neither the config nor what is down (the same state again) leaves the tables and their generation be.
+  // Every policy, changed or not, tells the daemon that the controller's policy is in force (the first
+  // one lets BGP announce: MuxDaemonOptions.awaitPolicy)
   applyPolicy(daemon, policy) {
-    if (policy.configChanged || policy.healthChanged) (daemon as MuxDaemon).applyConfig(policy.config, policy.healthView);
+    const d = daemon as MuxDaemon;
+    if (policy.configChanged || policy.healthChanged) d.applyConfig(policy.config, policy.healthView);
+    d.policyApplied();
   },
 };
 

@@ -19,8 +19,25 @@ import { planVipRoutes, type RoutePlan, type VipHoldReason } from './routes.js';
 export const BGP_REPLAN_MS = 1000;
 /** Announce even if some host's MAC is still unknown this long after start (one dead host must not hide every VIP). */
 export const BGP_READY_WAIT_MS = 5000;
+/**
+ * With a controller: announce with the bootstrap config's tables if the controller's first policy has not
+ * come this long after start (a MUX restarted while the controller is down must still serve).
+ */
+export const BGP_POLICY_WAIT_MS = 5000;
 /** While the data plane is not ready, re-plan this often. */
 export const BGP_READY_POLL_MS = 50;
+
+/**
+ * The two readiness facts of the route plan (routes.ts) at `sinceStartMs` after the speakers started:
+ * the data plane can forward (every host's MAC known) and the tables hold the controller's policy; each
+ * is taken as true once its wait is over.
+ */
+export function readinessFacts(o: { dataPlaneReady: boolean; policyApplied: boolean; sinceStartMs: number }): { ready: boolean; policyKnown: boolean } {
+  return {
+    ready: o.dataPlaneReady || o.sinceStartMs >= BGP_READY_WAIT_MS,
+    policyKnown: o.policyApplied || o.sinceStartMs >= BGP_POLICY_WAIT_MS,
+  };
+}
 
 export interface MuxBgpOptions {
   readonly name: string;
@@ -29,6 +46,11 @@ export interface MuxBgpOptions {
   readonly tables: () => MuxTables;
   /** The data plane can forward (every host's MAC is known). */
   readonly ready: () => boolean;
+  /**
+   * The tables hold the controller's policy (false from a start with --controller until its first policy
+   * is applied: the bootstrap config knows no health). Absent: always true (no controller).
+   */
+  readonly policyKnown?: () => boolean;
   readonly log?: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
   /** Looks up whether an address is on an interface (default: os.networkInterfaces()); for tests. */
   readonly hasAddress?: (canonical: string) => boolean;
@@ -141,9 +163,9 @@ export class MuxBgp {
     const me = this.me();
     if (me === undefined) return;
     const has = this.o.hasAddress ?? ((a: string) => localAddresses().has(a));
-    const ready = this.o.ready() || Date.now() - this.startedAt >= BGP_READY_WAIT_MS;
+    const facts = readinessFacts({ dataPlaneReady: this.o.ready(), policyApplied: this.o.policyKnown?.() ?? true, sinceStartMs: Date.now() - this.startedAt });
     const plan = planVipRoutes(this.o.tables(), me, {
-      ready, hasAddress4: has(me.address.text), hasAddress6: me.address6 !== null && has(me.address6.text),
+      ...facts, hasAddress4: has(me.address.text), hasAddress6: me.address6 !== null && has(me.address6.text),
     });
     this.plan = plan;
     for (const v of plan.vips) {
@@ -151,12 +173,13 @@ export class MuxBgp {
       if (before === v.held) continue;
       this.held.set(v.vip.text, v.held);
       if (v.held === null) this.logFn('info', 'bgp_vip_announce', { vip: v.vip.text, ...(before !== undefined ? { was: before } : {}) });
-      else this.logFn(v.held === 'data_plane_not_ready' ? 'debug' : 'warn', 'bgp_vip_held', { vip: v.vip.text, reason: v.held });
+      else this.logFn(v.held === 'data_plane_not_ready' ? 'debug' : v.held === 'awaiting_policy' ? 'info' : 'warn', 'bgp_vip_held', { vip: v.vip.text, reason: v.held });
     }
     for (const k of [...this.held.keys()]) if (!plan.vips.some((v) => v.vip.text === k)) this.held.delete(k);
     for (const s of this.speakers) s.setRoutes(plan.routes);
-    // waiting for the hosts' MACs: look again soon rather than at the next tick
-    if (this.soon === null && plan.vips.some((v) => v.held === 'data_plane_not_ready')) {
+    // waiting for the hosts' MACs (or the first policy, in case nobody calls replan when it comes): look
+    // again soon rather than at the next tick
+    if (this.soon === null && plan.vips.some((v) => v.held === 'data_plane_not_ready' || v.held === 'awaiting_policy')) {
       this.soon = setTimeout(() => { this.soon = null; this.replan(); }, BGP_READY_POLL_MS);
     }
   }

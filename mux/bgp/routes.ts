@@ -14,6 +14,12 @@ export type VipHoldReason =
   | 'no_address6'
   /** The next-hop address is not on any interface of the MUX's namespace (DESIGN.md 7: keep_addr_on_down). */
   | 'next_hop_missing'
+  /**
+   * The MUX takes its policy from a controller and has not applied the first one yet: its tables come
+   * from the bootstrap config, which knows no health, so they may send new flows to backends that are down
+   * (and send flows the router moves to it elsewhere than the other MUXes do).
+   */
+  | 'awaiting_policy'
   /** The MUX does not know the MAC of every host yet: it would drop what the router sends. */
   | 'data_plane_not_ready';
 
@@ -30,6 +36,8 @@ export interface RoutePlan {
 
 export interface RoutePlanFacts {
   readonly ready: boolean;
+  /** The tables hold the controller's policy (and its health), or the MUX runs without a controller. Default true. */
+  readonly policyKnown?: boolean;
   /** The MUX's IPv4 / IPv6 provider address is on an interface. */
   readonly hasAddress4: boolean;
   readonly hasAddress6: boolean;
@@ -61,6 +69,7 @@ export function planVipRoutes(tables: MuxTables, me: MuxConfig, facts: RoutePlan
     if (!vipServable(v)) held = 'no_healthy_backend';
     else if (v6 && me.address6 === null) held = 'no_address6';
     else if (v6 ? !facts.hasAddress6 : !facts.hasAddress4) held = 'next_hop_missing';
+    else if (facts.policyKnown === false) held = 'awaiting_policy';
     else if (!facts.ready) held = 'data_plane_not_ready';
     vips.push({ vip: v.addr, held });
     if (held === null) routes.push({ prefix: hostPrefix(v.addr), nextHop: v6 ? me.address6! : me.address });
