@@ -16,6 +16,7 @@
 // Times are CPU time of the process per iteration (process.cpuUsage; the wall clock is reported too): on a
 // shared machine the wall clock also counts waiting for a CPU.
 // --quick: fewer iterations and 100,000 flows (the smoke run: checks the harness, not the numbers).
+// --paths-only: part 1 alone (no flow-table memory); --rounds N: timed rounds per path (default 5).
 // --parts: the MUX's main path (udp4, an existing flow) taken apart: each step timed alone (the parsers,
 // the header checksum check, the hash, the VIP map, counter increments through the counters' index as
 // built and through a fast-properties copy of it, and three ways to copy a 50-byte payload), to show
@@ -67,8 +68,12 @@ export interface PathResult {
   rounds: number;
 }
 
-function usage(msg: string): never {
-  process.stderr.write(`micro.js: ${msg}\nusage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--json FILE] [--config FILE]\n`);
+function usage(msg: string | null): never {
+  if (msg === null) {
+    process.stdout.write(`usage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`);
+    process.exit(0);
+  }
+  process.stderr.write(`micro.js: ${msg}\nusage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`);
   process.exit(2);
 }
 
@@ -189,7 +194,7 @@ function median(xs: number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-function measurePaths(config: SlbxConfig, quick: boolean): PathResult[] {
+function measurePaths(config: SlbxConfig, quick: boolean, roundsArg: number | null): PathResult[] {
   const cases = [...muxCases(config), ...hostCases(config)];
   for (const c of cases) {
     const v = c.step(0);
@@ -197,7 +202,7 @@ function measurePaths(config: SlbxConfig, quick: boolean): PathResult[] {
     if (v !== want) throw new Error(`${c.plane} ${c.path}: verdict ${v}, expected a forward (the bench's frames are wrong)`);
   }
   const iters = quick ? 50_000 : 400_000;
-  const rounds = quick ? 2 : 5;
+  const rounds = roundsArg ?? (quick ? 2 : 5);
   const warm = quick ? 20_000 : 300_000;
   for (let w = 0; w < 2; w++) for (const c of cases) { timeLoop(c.step, warm, 1); if (c.copy) timeLoop(c.copy, warm, 1); }
   const times = cases.map(() => [] as number[]);
@@ -356,13 +361,21 @@ function main(): void {
   let quick = false;
   let maglevOnly = false;
   let parts = false;
+  let pathsOnly = false;
+  let rounds: number | null = null;
   let json: string | null = null;
   let cfgFile = fileURLToPath(new URL('../../../examples/lab.yaml', import.meta.url));
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--quick') quick = true;
+    if (a === '--help' || a === '-h') usage(null);
+    else if (a === '--quick') quick = true;
     else if (a === '--maglev-only') maglevOnly = true;
     else if (a === '--parts') parts = true;
+    else if (a === '--paths-only') pathsOnly = true;
+    else if (a === '--rounds') {
+      rounds = Number(argv[++i]);
+      if (!Number.isInteger(rounds) || rounds < 1) usage('--rounds needs a positive integer');
+    }
     else if (a === '--json') json = argv[++i] ?? usage('--json needs a file');
     else if (a === '--config') cfgFile = argv[++i] ?? usage('--config needs a file');
     else usage(`unknown argument ${JSON.stringify(a)}`);
@@ -392,9 +405,9 @@ function main(): void {
   }
   if ((globalThis as { gc?: unknown }).gc === undefined) process.stderr.write('micro.js: run with --expose-gc for exact memory figures\n');
   const config = loadConfig(cfgFile);
-  const paths = measurePaths(config, quick);
+  const paths = measurePaths(config, quick, rounds);
   const flows = quick ? 100_000 : 1_000_000;
-  const memory = [flowMemory(4, flows), flowMemory(6, flows)];
+  const memory = pathsOnly ? [] : [flowMemory(4, flows), flowMemory(6, flows)];
   const out = { bench: 'micro', node: process.version, quick, config: cfgFile, paths, flowMemory: memory, sink: sink % 2 };
   const pad = (s: string, n: number) => s.padEnd(n);
   process.stdout.write(`data-plane ns per packet (node ${process.version}${quick ? ', --quick' : ''})\n`);
