@@ -13,9 +13,10 @@ export class Counters<N extends string> {
     if (new Set(names).size !== names.length) throw new Error('duplicate counter names');
     this.names = names;
     this.values = new Float64Array(names.length);
-    const idx: Record<string, number> = {};
-    names.forEach((n, i) => { idx[n] = i; });
-    this.index = Object.freeze(idx) as CounterIndex<N>;
+    // Built in one go from entries: V8 keeps such an object in fast mode (a hidden class with the names
+    // as fields), so `index.rx_packets` is a field load. Adding the names one by one in a loop (`idx[n] =
+    // i`) turns an object of ~90 names or more into a dictionary, and every lookup into a hash probe.
+    this.index = Object.freeze(Object.fromEntries(names.map((n, i) => [n, i]))) as CounterIndex<N>;
   }
 
   get(name: N): number {
