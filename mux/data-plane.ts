@@ -462,7 +462,8 @@ function isSyn(flags: number): boolean {
  * moves it to the main table. A new flow takes the Maglev slot of `selectHash`, and so does a TCP SYN
  * whatever the tables hold: a SYN opens a new connection, which must not follow an old entry of a reused
  * 5-tuple to a backend that has since gone down (Katran does not look SYNs up either). The key must
- * already be in flows.key (the two tables share the key layout; the untrusted table gets a copy).
+ * already be in flows.key (the two tables share the key layout; the untrusted table gets a copy when it
+ * is needed: a SYN, or a miss of the main table).
  */
 function chooseWithFlow(
   ctx: MuxContext, flows: FlowTable, pending: FlowTable, rule: MuxRule, flowHash: number, now: number, expires: number, selectHash: number,
@@ -471,14 +472,16 @@ function chooseWithFlow(
   const c = ctx.counters.values;
   const C = ctx.counters.index;
   const table = rule.table;
-  pending.key.set(flows.key);
   if (syn) {
     if (flows.remove(flowHash)) c[C.flow_replaced]!++;
+    copyKey(flows, pending);
     return placeNew(ctx, pending, table, flowHash, now, selectHash, false);
   }
   let id = flows.lookup(flowHash, now, expires);
   let trusted = true;
   if (id < 0) {
+    // only a miss of the main table needs the untrusted one (and the key there)
+    copyKey(flows, pending);
     id = pending.peek(flowHash, now);
     trusted = false;
   }
@@ -510,6 +513,13 @@ function chooseWithFlow(
     return nic;
   }
   return placeNew(ctx, pending, table, flowHash, now, selectHash, replaced);
+}
+
+/** The key written into `from.key` into `to.key` (same layout); a word loop, no TypedArray.set call. */
+function copyKey(from: FlowTable, to: FlowTable): void {
+  const a = from.key;
+  const b = to.key;
+  for (let i = 0; i < a.length; i++) b[i] = a[i]!;
 }
 
 /** A flow seen for the first time (or re-placed before its second packet): the hash's slot, recorded as untrusted. */
