@@ -25,6 +25,7 @@ import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../share
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
+import { copyPayload } from '../shared/hot-path.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
@@ -95,6 +96,8 @@ export interface MuxContext {
   readonly udpIdleS: number;
   /** The frame to send after VERDICT_FORWARD or VERDICT_REPLY: out[0 .. outLen). Reused for every packet. */
   readonly out: Buffer;
+  /** A DataView over exactly `out`, for word stores. */
+  readonly outView: DataView;
   outLen: number;
   /** After a verdict: the drop counter index, or -1. */
   lastDrop: number;
@@ -137,6 +140,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
   const pendingLimit: FlowLimit = { max: o.flowTable.untrustedMaxFlows, count: 0 };
   const underlay6 = o.underlay6 ?? false;
   if (underlay6 && (o.localPa6 == null)) throw new Error('an IPv6 underlay needs the MUX\'s IPv6 provider address');
+  const out = Buffer.alloc(OUT_BUFFER_LEN);
   return {
     tables: o.tables,
     flows4: new FlowTable(4, flowLimit),
@@ -157,7 +161,8 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     vxlanPort: o.vxlanPort,
     tcpIdleS: o.flowTable.tcpIdleTimeoutS,
     udpIdleS: o.flowTable.udpIdleTimeoutS,
-    out: Buffer.alloc(OUT_BUFFER_LEN),
+    out,
+    outView: new DataView(out.buffer, out.byteOffset, out.byteLength),
     outLen: 0,
     lastDrop: -1,
     lastNic: null,
@@ -590,7 +595,7 @@ function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: nu
   o[ie] = nm[0]!; o[ie + 1] = nm[1]!; o[ie + 2] = nm[2]!; o[ie + 3] = nm[3]!; o[ie + 4] = nm[4]!; o[ie + 5] = nm[5]!;
   o[ie + 6] = m[0]!; o[ie + 7] = m[1]!; o[ie + 8] = m[2]!; o[ie + 9] = m[3]!; o[ie + 10] = m[4]!; o[ie + 11] = m[5]!;
   o[ie + 12] = innerType >>> 8; o[ie + 13] = innerType & 0xff;
-  o.set(frame.subarray(l3, l3 + ipLen), encap);
+  copyPayload(frame, l3, o, ctx.outView, encap, ipLen);
   if (six) {
     // RFC 8200 8.1: the UDP checksum is mandatory over IPv6 (a zero result is sent as 0xffff)
     const c = l4Checksum(o, u, udpLen, 6, pseudoSumV6Bytes(o, 22, 38, 17, udpLen));
