@@ -33,7 +33,8 @@
 #       and 32 from 2001:db8:c::(the same digits), in hex: client1 198.51.100.10-41, ::10-::2f).
 #       Refuses a NAME that is up. On any failure it tears down what it made and returns 1. Sets
 #       LAB_NAME and LAB_DIR. Environment: LAB_READY_TIMEOUT_S (20), LAB_MUX_JS, LAB_HOST_JS (the
-#       daemons' entry points, default dist/mux/main.js and dist/host-agent/main.js), LAB_CONTROLLER_JS.
+#       daemons' entry points, default dist/mux/main.js and dist/host-agent/main.js), LAB_CONTROLLER_JS,
+#       LAB_DAEMON_IO (pcap or ring: --io of every MUX and host agent started; empty: their default).
 #       The controller (docs/controller.md): unless --no-controller (or --no-daemons), a `controller`
 #       namespace on the fabric at .5 (198.18.0.5, 2001:db8:f::5) runs slbx-controller (API on
 #       ADDR:8480 and 127.0.0.1:8480, state file RUN/controller-state.json seeded from the lab's
@@ -121,6 +122,8 @@ LAB_MUX_JS=${LAB_MUX_JS:-$SLBX_ROOT/dist/mux/main.js}
 LAB_HOST_JS=${LAB_HOST_JS:-$SLBX_ROOT/dist/host-agent/main.js}
 LAB_CONTROLLER_JS=${LAB_CONTROLLER_JS:-$SLBX_ROOT/dist/controller/main.js}
 LAB_SLBCTL_JS=${LAB_SLBCTL_JS:-$SLBX_ROOT/dist/cli/slbctl.js}
+# The daemons' capture and injection (their --io: pcap or ring); empty: their default (pcap).
+LAB_DAEMON_IO=${LAB_DAEMON_IO:-}
 LAB_NODE=(node --enable-source-maps)
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
@@ -923,7 +926,7 @@ lab_backend_start() {
 # Starts a mux daemon in its namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
 _lab_mux_spawn() {  # NODE
   _lab_spawn "$1" daemon "mux $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_MUX_JS" \
-    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_MUX_STATUS_PORT" \
+    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_MUX_STATUS_PORT" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
 }
 
@@ -1059,7 +1062,7 @@ lab_mux_start() {
 # Starts a host-agent daemon in its host's namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
 _lab_host_agent_spawn() {  # NODE
   _lab_spawn "$1" daemon "host-agent $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
-    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" \
+    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
 }
 
