@@ -45,6 +45,8 @@ export const MUX_ENCAP_LEN = 64;
 /** The same over an IPv6 underlay: Ethernet 14, IPv6 40, UDP 8, VXLAN 8, inner Ethernet 14. */
 export const MUX_ENCAP_LEN_V6 = 84;
 const OUT_BUFFER_LEN = MUX_ENCAP_LEN_V6 + 65535;
+/** The outer IPv4 header's fixed 16-bit words: 0x4500 (version 4, IHL 5, TOS 0), 0 (flags, offset), 0x4011 (TTL 64, UDP). */
+const OUTER_IPV4_FIXED_SUM = 0x4500 + 0x0000 + 0x4011;
 /** ICMP errors the MUX sends, per second (token bucket, burst the same). */
 export const ICMP_RATE_PER_S = 1000;
 /** RFC 1812 4.3.2.3: an ICMPv4 error carries as much of the packet as fits in 576 bytes. */
@@ -84,6 +86,11 @@ export interface MuxContext {
   /** MAC and provider addresses of the MUX's fabric interface. */
   readonly localMac: Uint8Array;
   readonly localPa4: number;
+  /**
+   * The MUX's share of the outer IPv4 header checksum: the fixed words (version and IHL, TOS 0, flags and
+   * fragment offset 0, TTL 64, protocol UDP) and localPa4. Each host adds its own (MuxHost.outerSum4).
+   */
+  readonly outerSum4: number;
   /** IPv6 provider address (four words), or null; required when underlay6. */
   readonly localPa6: Uint32Array | null;
   /** VXLAN goes over IPv6 (from localPa6 to each host's pa6) instead of IPv4. */
@@ -154,6 +161,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     nowS: 1,
     localMac: o.localMac,
     localPa4: o.localPa4,
+    outerSum4: OUTER_IPV4_FIXED_SUM + (o.localPa4 >>> 16) + (o.localPa4 & 0xffff),
     localPa6: o.localPa6 ?? null,
     underlay6,
     hashSeed: o.hashSeed,
@@ -567,7 +575,8 @@ function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: nu
     const d = host.pa4;
     o[26] = s >>> 24; o[27] = (s >>> 16) & 0xff; o[28] = (s >>> 8) & 0xff; o[29] = s & 0xff;
     o[30] = d >>> 24; o[31] = (d >>> 16) & 0xff; o[32] = (d >>> 8) & 0xff; o[33] = d & 0xff;
-    const csum = finishChecksum(sumBytes(o, 14, 20, 0));
+    // RFC 1071: the header's sum is the fixed and per-host shares, summed in advance, plus two words
+    const csum = finishChecksum(ctx.outerSum4 + host.outerSum4 + outerIpLen + id);
     o[24] = csum >>> 8; o[25] = csum & 0xff;
     u = 34;
   } else {

@@ -14,6 +14,11 @@ export interface MuxHost {
   readonly pa4: number;
   /** IPv6 provider address (four words), or null: the outer destination on an IPv6 underlay. */
   readonly pa6: Uint32Array | null;
+  /**
+   * This host's share of the outer IPv4 header checksum the MUX writes: pa4 as two 16-bit words, summed
+   * once here (the MUX adds its own fixed share, the total length and the id per packet).
+   */
+  readonly outerSum4: number;
   /** Next-hop MAC of the host's provider address, learned by ARP (IPv4 underlay) or ND (IPv6). */
   readonly mac: Uint8Array;
   macKnown: boolean;
@@ -103,8 +108,10 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
   for (const h of config.hosts) {
     const old = prev?.hosts.get(h.name);
     const same = old !== undefined && old.pa4 === h.address.words[0] && old.pa6?.join() === h.address6?.words.join();
+    const pa4 = h.address.words[0]!;
     hosts.set(h.name, same ? old : {
-      name: h.name, pa: h.address, pa4: h.address.words[0]!, pa6: h.address6 ? h.address6.words : null, mac: new Uint8Array(6), macKnown: false,
+      name: h.name, pa: h.address, pa4, pa6: h.address6 ? h.address6.words : null, outerSum4: (pa4 >>> 16) + (pa4 & 0xffff),
+      mac: new Uint8Array(6), macKnown: false,
     });
   }
   // nic ids: stable across generations, never reused

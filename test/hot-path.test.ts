@@ -3,10 +3,16 @@
 import { describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { Counters } from '../shared/counters.js';
-import { MUX_COUNTER_NAMES } from '../mux/data-plane.js';
 import { HOST_COUNTER_NAMES } from '../host-agent/data-plane.js';
 import { copyPayload, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
 import { Rng } from './helpers/random.js';
+import { mac } from '../shared/addr.js';
+import { pkt } from '../shared/packet-builder.js';
+import { ipv4HeaderChecksum } from '../shared/checksum.js';
+import { readU16 } from '../shared/bytes.js';
+import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
+import { MUX_COUNTER_NAMES, newMuxContext, processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
+import { labConfig } from './helpers/lab-config.js';
 
 setFlagsFromString('--allow-natives-syntax');
 const hasFastProperties = new Function('o', 'return %HasFastProperties(o)') as (o: object) => boolean;
@@ -49,5 +55,31 @@ describe('copyPayload', () => {
   it('switches to set() at WORD_COPY_MAX_LEN (both sides of it are covered above)', () => {
     expect(WORD_COPY_MAX_LEN).toBeGreaterThan(0);
     expect(WORD_COPY_MAX_LEN).toBeLessThan(200);
+  });
+});
+
+describe('the MUX outer IPv4 checksum, summed in advance per host and per MUX', () => {
+  const ipv4 = (rng: Rng) => `${1 + rng.int(223)}.${rng.int(256)}.${rng.int(256)}.${1 + rng.int(254)}`;
+
+  it('equals a full computation over the header, for random addresses, ids and lengths', () => {
+    const rng = new Rng(0x0c5);
+    let checked = 0;
+    for (let round = 0; round < 20; round++) {
+      const config = labConfig((raw) => { for (const h of raw.hosts) h.address = ipv4(rng); });
+      const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
+      for (const h of tables.hosts.values()) { h.mac.set(mac('02:00:00:00:00:21')); h.macKnown = true; }
+      const localPa4 = (rng.int(0x10000) * 0x10000 + rng.int(0x10000)) >>> 0;
+      const ctx = newMuxContext({
+        tables, localMac: mac('02:00:00:00:00:11'), localPa4, hashSeed: config.hashSeed, mtu: 9000, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+      });
+      for (let i = 0; i < 200; i++) {
+        ctx.ipId = rng.int(0x10000); // wraps through 0xffff -> 0 too
+        const f = pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 1000 + rng.int(60000), dport: 7 }).payload(rng.int(3000)).build();
+        expect(processPacket(f, f.length, ctx)).toBe(VERDICT_FORWARD);
+        expect(readU16(ctx.out, 24)).toBe(ipv4HeaderChecksum(ctx.out, 14, 20));
+        checked++;
+      }
+    }
+    expect(checked).toBe(4000);
   });
 });
