@@ -10,7 +10,8 @@
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
-import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, writeEthernetRaw } from '../shared/ethernet.js';
+import { readEtherType } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
@@ -74,6 +75,7 @@ export interface HostContext {
   lastRule: NatRule | null;
   /** Scratch buffer for generated replies (ARP, neighbour advertisements, ICMP too big). */
   readonly reply: Uint8Array;
+  /** EtherType and VLAN tag of the frame (outer) and of the inner frame (the MAC fields are not filled). */
   readonly eth: ReturnType<typeof newEthernetHeader>;
   readonly ieth: ReturnType<typeof newEthernetHeader>;
   readonly ip4: ReturnType<typeof newIpv4Header>;
@@ -196,7 +198,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   ctx.lastRule = null;
   if (len > frame.length) len = frame.length;
   const t = ctx.tables;
-  const l3 = parseEthernet(frame, 0, ctx.eth, len);
+  const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, 'in_eth', l3);
   let l4: number;
   if (ctx.eth.etherType === ETHERTYPE_IPV4) {
@@ -241,7 +243,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const net = t.vnis.get(ctx.vxlan.vni);
   if (net === undefined) return drop(ctx, C.drop_in_unknown_vni);
   const ie = l4 + 16;
-  const ien = parseEthernet(frame, ie, ctx.ieth, udpEnd);
+  const ien = readEtherType(frame, ie, ctx.ieth, udpEnd); // the destination MAC is read from the frame below
   if (ien < 0) return codecDrop(ctx, 'in_inner_eth', ien);
   const nic = net.nicsByMac.get(macKey(frame, ie));
   if (nic === undefined) return drop(ctx, C.drop_in_unknown_mac);
@@ -469,7 +471,7 @@ export function processOutbound(frame: Uint8Array, len: number, port: number, ct
   if (len > frame.length) len = frame.length;
   const nic = ctx.tables.nics[port];
   if (nic === undefined) return drop(ctx, C.drop_internal_error);
-  const l3 = parseEthernet(frame, 0, ctx.eth, len);
+  const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, 'out_eth', l3);
   if (ctx.eth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_out_vlan);
   const type = ctx.eth.etherType;

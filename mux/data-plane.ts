@@ -14,7 +14,7 @@
 // (IPv4 DF, or IPv6), with ICMP "fragmentation needed" / ICMPv6 "packet too big" from the VIP, so the
 // client's path MTU discovery works (VERDICT_REPLY, rate limited).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
-import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernet } from '../shared/ethernet.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { newTcpHeader, parseTcp, TCP_ACK, TCP_SYN } from '../shared/tcp.js';
@@ -25,7 +25,7 @@ import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../share
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
-import { copyPayload } from '../shared/hot-path.js';
+import { copyPayload, readEtherType } from '../shared/hot-path.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
@@ -113,6 +113,7 @@ export interface MuxContext {
   ipId: number;
   icmpTokens: number;
   icmpRefillS: number;
+  /** The frame's EtherType and VLAN tag (its MAC fields are not filled). */
   readonly eth: ReturnType<typeof newEthernetHeader>;
   readonly replyEth: ReturnType<typeof newEthernetHeader>;
   readonly ip4: ReturnType<typeof newIpv4Header>;
@@ -222,7 +223,7 @@ export function processPacket(frame: Uint8Array, len: number, ctx: MuxContext): 
   ctx.lastNic = null;
   if (len > frame.length) len = frame.length;
   const eth = ctx.eth;
-  const l3 = parseEthernet(frame, 0, eth, len);
+  const l3 = readEtherType(frame, 0, eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, ctx.ethDrop, l3);
   const etherType = eth.etherType;
   if (etherType === ETHERTYPE_IPV4) return processIpv4(frame, len, l3, ctx);

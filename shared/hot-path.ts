@@ -1,6 +1,33 @@
 // Helpers for the data planes' per-packet path, each the measured faster form of a plain one
 // (docs/performance.md, "Where the data plane's time goes"). Same results byte for byte; the tests in
 // test/hot-path.test.ts hold each against the plain form.
+import { readU16 } from './bytes.js';
+import { ERR_BAD_VLAN, ERR_TRUNCATED } from './codec-error.js';
+import { ETH_HEADER_LEN, ETH_VLAN_TAG_LEN, ETHERTYPE_QINQ, ETHERTYPE_VLAN, VLAN_NONE, type EthernetHeader } from './ethernet.js';
+
+/**
+ * parseEthernet without the MAC addresses, for data planes that never read them from the header object
+ * (the MAC copies were most of parseEthernet's time): the same checks, results and errors; fills
+ * out.etherType, out.vlanId and out.vlanPcp, and leaves out.dst and out.src as they were.
+ */
+export function readEtherType(buf: Uint8Array, off: number, out: EthernetHeader, end: number): number {
+  if (off < 0 || end > buf.length || end - off < ETH_HEADER_LEN) return ERR_TRUNCATED;
+  let type = readU16(buf, off + 12);
+  if (type === ETHERTYPE_VLAN || type === ETHERTYPE_QINQ) {
+    if (end - off < ETH_HEADER_LEN + ETH_VLAN_TAG_LEN) return ERR_TRUNCATED;
+    const tci = readU16(buf, off + 14);
+    type = readU16(buf, off + 16);
+    if (type === ETHERTYPE_VLAN || type === ETHERTYPE_QINQ) return ERR_BAD_VLAN;
+    out.vlanId = tci & 0x0fff;
+    out.vlanPcp = tci >>> 13;
+    out.etherType = type;
+    return ETH_HEADER_LEN + ETH_VLAN_TAG_LEN;
+  }
+  out.vlanId = VLAN_NONE;
+  out.vlanPcp = 0;
+  out.etherType = type;
+  return ETH_HEADER_LEN;
+}
 
 /**
  * Below this many bytes a copy by 32-bit words beats `dst.set(src.subarray(...))`, which makes a view

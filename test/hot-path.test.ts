@@ -4,7 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { Counters } from '../shared/counters.js';
 import { HOST_COUNTER_NAMES } from '../host-agent/data-plane.js';
-import { copyPayload, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { copyPayload, readEtherType, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { ETHERTYPE_QINQ, ETHERTYPE_VLAN, newEthernetHeader, parseEthernet } from '../shared/ethernet.js';
 import { Rng } from './helpers/random.js';
 import { mac } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
@@ -81,5 +82,38 @@ describe('the MUX outer IPv4 checksum, summed in advance per host and per MUX', 
       }
     }
     expect(checked).toBe(4000);
+  });
+});
+
+describe('readEtherType', () => {
+  it('returns what parseEthernet returns, with the same EtherType and tag, on random frames at any offset and end', () => {
+    const rng = new Rng(0xe7e);
+    const a = newEthernetHeader();
+    const b = newEthernetHeader();
+    const tags = [ETHERTYPE_VLAN, ETHERTYPE_QINQ, 0x0800, 0x86dd, 0x0806];
+    let tagged = 0;
+    for (let i = 0; i < 20000; i++) {
+      const buf = rng.bytes(rng.int(40));
+      // often a tag, sometimes two (refused), so every branch is taken
+      if (buf.length >= 14 && rng.int(2) === 0) { buf[12] = tags[rng.int(2)]! >>> 8; buf[13] = tags[rng.int(2)]! & 0xff; }
+      if (buf.length >= 18 && rng.int(2) === 0) { const t = tags[rng.int(tags.length)]!; buf[16] = t >>> 8; buf[17] = t & 0xff; }
+      const off = rng.int(4);
+      const end = rng.int(3) === 0 ? rng.int(buf.length + 1) : buf.length;
+      const want = parseEthernet(buf, off, a, end);
+      const got = readEtherType(buf, off, b, end);
+      expect(got).toBe(want);
+      if (want > 0) {
+        expect([b.etherType, b.vlanId, b.vlanPcp]).toEqual([a.etherType, a.vlanId, a.vlanPcp]);
+        if (want === 18) tagged++;
+      }
+    }
+    expect(tagged).toBeGreaterThan(100);
+  });
+
+  it('leaves the MAC fields alone', () => {
+    const h = newEthernetHeader();
+    h.dst.fill(7);
+    expect(readEtherType(pkt().eth({ dst: '02:00:00:00:00:99' }).ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).build(), 0, h, 42)).toBe(14);
+    expect([...h.dst]).toEqual([7, 7, 7, 7, 7, 7]);
   });
 });
