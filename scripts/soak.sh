@@ -155,7 +155,8 @@ soak_log "daemons: $(paste -sd' ' "$RUN/daemons.txt")"
 
 "${NODE[@]}" dist/scripts/soak/sample.js --daemons "$RUN/daemons.txt" --out "$RUN/samples.jsonl" --interval-ms 1000 >"$RUN/sampler.log" 2>&1 &
 SOAK_SAMPLER_PID=$!
-lab_exec client1 "${NODE[@]}" "$SLBX_ROOT/dist/scripts/soak/traffic.js" --duration-s "$DURATION" --out "$RUN/records.jsonl" \
+# ip netns exec execs node, so $! is the generator's own PID (lab_exec, a function, would be a subshell)
+ip netns exec "$(lab_ns client1)" "${NODE[@]}" "$SLBX_ROOT/dist/scripts/soak/traffic.js" --duration-s "$DURATION" --out "$RUN/records.jsonl" \
   --rate "$RATE" --keepalive "$KEEPALIVE" --ka-life-s $KA_LIFE --ka-interval-ms $KA_INTERVAL_MS --vip4 $VIP4 --vip6 $VIP6 \
   >"$RUN/traffic.out" 2>"$RUN/traffic.err" &
 SOAK_TRAFFIC_PID=$!
