@@ -11,7 +11,7 @@ import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js'
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, writeEthernetRaw } from '../shared/ethernet.js';
-import { readEtherType } from '../shared/hot-path.js';
+import { ipv4ChecksumOk, readEtherType } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
@@ -205,7 +205,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     const ip = ctx.ip4;
     const hl = parseIpv4(frame, l3, ip, len);
     if (hl < 0) return codecDrop(ctx, 'in_ipv4', hl);
-    if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_in_ipv4_bad_checksum);
+    if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_in_ipv4_bad_checksum);
     if (ip.dst !== t.pa4) return drop(ctx, C.drop_in_not_for_us);
     if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
     if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) return drop(ctx, C.drop_in_outer_fragment);
@@ -286,7 +286,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const ip = ctx.ip4;
   const hl = parseIpv4(frame, l3, ip, end);
   if (hl < 0) { codecDrop(ctx, 'in_inner_ipv4', hl); return -1; }
-  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) { drop(ctx, C.drop_in_inner_ipv4_bad_checksum); return -1; }
+  if (!ipv4ChecksumOk(frame, l3, ip)) { drop(ctx, C.drop_in_inner_ipv4_bad_checksum); return -1; }
   const dst = ip.dst;
   const proto = ip.protocol;
   const l4 = l3 + hl;
@@ -505,7 +505,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const ip = ctx.ip4;
   const hl = parseIpv4(frame, l3, ip, len);
   if (hl < 0) return codecDrop(ctx, 'out_ipv4', hl);
-  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_out_ipv4_bad_checksum);
+  if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_out_ipv4_bad_checksum);
   if (ip.src !== nic.addr4 || nic.addr4 < 0) return drop(ctx, C.drop_out_spoofed_source);
   const proto = ip.protocol;
   const l4 = l3 + hl;

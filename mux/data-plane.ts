@@ -25,7 +25,7 @@ import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../share
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
-import { copyPayload, readEtherType } from '../shared/hot-path.js';
+import { copyPayload, ipv4ChecksumOk, readEtherType } from '../shared/hot-path.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
@@ -241,7 +241,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const hl = parseIpv4(frame, l3, ip, len);
   if (hl < 0) return codecDrop(ctx, ctx.ip4Drop, hl);
   // RFC 791 3.1: a header with a wrong checksum is discarded
-  if (finishChecksum(sumBytes(frame, l3, hl, 0)) !== 0) return drop(ctx, C.drop_ipv4_bad_checksum);
+  if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_ipv4_bad_checksum);
   const vip = ctx.tables.vips4.get(ip.dst);
   if (vip === undefined) return drop(ctx, C.drop_not_vip);
   const proto = ip.protocol;

@@ -4,6 +4,8 @@
 import { readU16 } from './bytes.js';
 import { ERR_BAD_VLAN, ERR_TRUNCATED } from './codec-error.js';
 import { ETH_HEADER_LEN, ETH_VLAN_TAG_LEN, ETHERTYPE_QINQ, ETHERTYPE_VLAN, VLAN_NONE, type EthernetHeader } from './ethernet.js';
+import { IPV4_HEADER_LEN, type Ipv4Header } from './ipv4.js';
+import { finishChecksum, sumBytes } from './checksum.js';
 
 /**
  * parseEthernet without the MAC addresses, for data planes that never read them from the header object
@@ -53,4 +55,19 @@ export function copyPayload(src: Uint8Array, srcOff: number, dst: Uint8Array, ds
     dstView.setUint32(dstOff + i, src[s]! | (src[s + 1]! << 8) | (src[s + 2]! << 16) | (src[s + 3]! << 24), true);
   }
   for (; i < len; i++) dst[dstOff + i] = src[srcOff + i]!;
+}
+
+/**
+ * True when the IPv4 header at buf[off], just parsed into `h` by parseIpv4, carries a correct checksum
+ * (RFC 791 3.1; RFC 1071: the header sums to 0xffff, its checksum included). The same answer as
+ * verifyIpv4HeaderChecksum, from the fields parseIpv4 has already read: only options are read again.
+ */
+export function ipv4ChecksumOk(buf: Uint8Array, off: number, h: Ipv4Header): boolean {
+  const hl = h.headerLen;
+  const src = h.src;
+  const dst = h.dst;
+  let s = (((0x40 | (hl >>> 2)) << 8) | h.tos) + h.totalLength + h.id + ((h.flags << 13) | h.fragOffset) + ((h.ttl << 8) | h.protocol)
+    + h.checksum + (src >>> 16) + (src & 0xffff) + (dst >>> 16) + (dst & 0xffff);
+  if (hl > IPV4_HEADER_LEN) s = sumBytes(buf, off + IPV4_HEADER_LEN, hl - IPV4_HEADER_LEN, s);
+  return finishChecksum(s) === 0;
 }

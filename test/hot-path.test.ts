@@ -4,13 +4,14 @@ import { describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { Counters } from '../shared/counters.js';
 import { HOST_COUNTER_NAMES } from '../host-agent/data-plane.js';
-import { copyPayload, readEtherType, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { copyPayload, ipv4ChecksumOk, readEtherType, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { finishChecksum, ipv4HeaderChecksum, sumBytes, verifyIpv4HeaderChecksum } from '../shared/checksum.js';
+import { newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { ETHERTYPE_QINQ, ETHERTYPE_VLAN, newEthernetHeader, parseEthernet } from '../shared/ethernet.js';
 import { Rng } from './helpers/random.js';
 import { mac } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
-import { ipv4HeaderChecksum } from '../shared/checksum.js';
-import { readU16 } from '../shared/bytes.js';
+import { readU16, writeU16 } from '../shared/bytes.js';
 import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
 import { MUX_COUNTER_NAMES, newMuxContext, processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
@@ -115,5 +116,72 @@ describe('readEtherType', () => {
     h.dst.fill(7);
     expect(readEtherType(pkt().eth({ dst: '02:00:00:00:00:99' }).ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).build(), 0, h, 42)).toBe(14);
     expect([...h.dst]).toEqual([7, 7, 7, 7, 7, 7]);
+  });
+});
+
+describe('checksum sums', () => {
+  // the plain forms they replace: 16-bit words one by one, and a fold loop
+  const sum16 = (buf: Uint8Array, off: number, len: number, acc: number) => {
+    let s = acc;
+    let i = off;
+    for (; i + 1 < off + len; i += 2) s += (buf[i]! << 8) | buf[i + 1]!;
+    if (len & 1) s += buf[i]! << 8;
+    return s;
+  };
+  const fold = (sum: number) => {
+    let s = sum;
+    while (s > 0xffff) s = (s & 0xffff) + Math.floor(s / 0x10000);
+    return ~s & 0xffff;
+  };
+
+  it('sumBytes gives the exact sum of 16-bit words at every length 0..200 and 1400..1403, odd offsets included', () => {
+    const rng = new Rng(0x5a5);
+    const buf = rng.bytes(1500);
+    const lens = [...Array.from({ length: 201 }, (_, i) => i), 1400, 1401, 1402, 1403];
+    for (const len of lens) {
+      for (const off of [0, 1, 2, 3, 14, 33]) {
+        const acc = rng.int(1 << 20);
+        expect(sumBytes(buf, off, len, acc), `len ${len}, off ${off}`).toBe(sum16(buf, off, len, acc));
+      }
+    }
+    // all ones, the largest sums
+    const ff = new Uint8Array(65535).fill(0xff);
+    expect(sumBytes(ff, 0, 65535, 0)).toBe(sum16(ff, 0, 65535, 0));
+  });
+
+  it('finishChecksum folds like the loop, small sums and sums past 2^31 alike', () => {
+    const rng = new Rng(0xf01d);
+    const edges = [0, 1, 0xffff, 0x10000, 0x1fffe, 0x1ffff, 0x7fffffff, 0x80000000, 0xffffffff, 0x100000000, 2 ** 40 + 12345];
+    for (const x of edges) expect(finishChecksum(x), String(x)).toBe(fold(x));
+    for (let i = 0; i < 100000; i++) {
+      const x = i % 2 === 0 ? rng.int(0x40000000) * 2 + rng.int(2) : rng.int(1 << 20) * 0x10000 + rng.int(0x10000);
+      expect(finishChecksum(x)).toBe(fold(x));
+    }
+  });
+
+  it('ipv4ChecksumOk answers as verifyIpv4HeaderChecksum, on random headers with and without options', () => {
+    const rng = new Rng(0x1b4);
+    const h = newIpv4Header();
+    let good = 0;
+    let bad = 0;
+    for (let i = 0; i < 50000; i++) {
+      const ihl = rng.int(3) === 0 ? 5 + rng.int(11) : 5;
+      const hl = ihl * 4;
+      const off = rng.int(4);
+      const buf = rng.bytes(off + hl + rng.int(40));
+      buf[off] = 0x40 | ihl;
+      writeU16(buf, off + 2, hl + rng.int(buf.length - off - hl + 1));
+      // half of them with the right checksum, some with one bit off
+      if (rng.int(2) === 0) {
+        writeU16(buf, off + 10, ipv4HeaderChecksum(buf, off, hl));
+        if (rng.int(4) === 0) { const at = rng.int(hl - 3); buf[off + (at === 0 ? 1 : at + 3)]! ^= 1 << rng.int(8); } // not version, IHL or length
+      }
+      expect(parseIpv4(buf, off, h, buf.length)).toBe(hl);
+      const want = verifyIpv4HeaderChecksum(buf, off, hl);
+      expect(ipv4ChecksumOk(buf, off, h), `header ${Buffer.from(buf.subarray(off, off + hl)).toString('hex')}`).toBe(want);
+      if (want) good++; else bad++;
+    }
+    expect(good).toBeGreaterThan(10000);
+    expect(bad).toBeGreaterThan(10000);
   });
 });
