@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 // The lab's traffic and measurement client, run inside a client namespace (or any lab namespace):
-//   client.js http    --url http://203.0.113.10/ --count 1000 --concurrency 8 [--source A|A-B|A,B]
+//   client.js http    --url http://203.0.113.10/ --count 1000 --concurrency 8 [--rate N] [--source A|A-B|A,B]
 //   client.js udp     --target 203.0.113.10:7 --flows 200 [--sources 198.51.100.10-198.51.100.41]
 //   client.js ping    --target 198.51.100.1 [--count 3]
 //   client.js inject  --interface fab0 --in FRAMES.pcap [--gap-us N]
@@ -214,6 +214,7 @@ const HTTP_OPTIONS: readonly OptionSpec[] = [
   { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH; IPv6 as http://[2001:db8:ff::10]/' },
   { name: 'count', value: 'N', help: 'requests, each on a new TCP connection', default: '1' },
   { name: 'concurrency', value: 'N', help: 'requests in flight at once', default: '1' },
+  { name: 'rate', value: 'N', help: 'start request i no earlier than i/N s after the start: a steady stream of N new connections per second (as long as --concurrency allows); default: as fast as --concurrency allows' },
   { name: 'source', value: 'ADDRS', help: 'local address(es) to connect from: A, A-B or A,B,...; round robin per request' },
   { name: 'timeout-ms', value: 'MS', help: 'per request, connect to last byte', default: '3000' },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
@@ -234,6 +235,7 @@ async function runHttp(argv: readonly string[]): Promise<number> {
   if (url.protocol !== 'http:') throw new UsageError(`--url: only http:// URLs, got ${url.protocol}`);
   const count = intOption(args, 'count', 1, 10_000_000);
   const concurrency = intOption(args, 'concurrency', 1, 4096);
+  const rate = one(args, 'rate') === undefined ? 0 : intOption(args, 'rate', 1, 1_000_000);
   const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
   const srcText = one(args, 'source');
   const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
@@ -241,6 +243,12 @@ async function runHttp(argv: readonly string[]): Promise<number> {
   const records: HttpRecord[] = new Array(count);
   const t0 = process.hrtime.bigint();
   await runPool(count, concurrency, async (i) => {
+    if (rate > 0) {
+      // a timer may fire up to a millisecond early (libuv's clock): look again until the time has come
+      const dueMs = (i * 1000) / rate;
+      const leftMs = () => dueMs - Number(process.hrtime.bigint() - t0) / 1e6;
+      for (let left = leftMs(); left > 0; left = leftMs()) await new Promise((r) => setTimeout(r, Math.ceil(left)));
+    }
     records[i] = await httpOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, timeoutMs, t0);
   });
   const summary = summarize(records, Number(process.hrtime.bigint() - t0) / 1e6);

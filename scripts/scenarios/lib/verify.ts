@@ -12,6 +12,7 @@ import { generateForged, verifyTenants } from './tenants.js';
 import { generateIcmp, verifyPmtu } from './pmtu.js';
 import { generateUnknownVxlan, verifyForged } from './forged.js';
 import { verifyHostRestart, verifyMuxRestart } from './restarts.js';
+import { generateSynFlood, verifySynFlood } from './syn-flood.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -28,6 +29,8 @@ try {
     case 'controller-restart': verifyControllerRestart(rest).exit(); break;
     case 'gen-forged': generateForged(rest); break;
     case 'tenants': verifyTenants(rest).exit(); break;
+    case 'gen-syn-flood': generateSynFlood(rest); break;
+    case 'syn-flood': verifySynFlood(rest).exit(); break;
     case 'gen-icmp': generateIcmp(rest); break;
     case 'pmtu': verifyPmtu(rest).exit(); break;
     case 'gen-unknown-vxlan': generateUnknownVxlan(rest); break;
