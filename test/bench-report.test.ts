@@ -1,16 +1,20 @@
 // The bench's report (scripts/bench/report-lib.ts), without running a bench: statistics, the end-to-end
 // summaries (ratios and added latency against the baseline of the same run, the highest new-flow rate
 // without drops), the issue 4 targets, and the files it writes (JSON, Markdown, an SVG chart).
-import { describe, expect, it } from 'vitest';
-import { mkdtempSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { afterAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { benchReport, chartSvg, MAX_LOSS_SHARE, stat, summarizeE2e } from '../scripts/bench/report-lib.js';
 
+const made: string[] = [];
+const tempDir = (prefix: string) => { const d = mkdtempSync(join(tmpdir(), prefix)); made.push(d); return d; };
+afterAll(() => { for (const d of made) rmSync(d, { recursive: true, force: true }); });
+
 const tsv = (head: string[], rows: (string | number)[][]) => `${[head.join('\t'), ...rows.map((r) => r.join('\t'))].join('\n')}\n`;
 
 function e2eDir(): string {
-  const d = mkdtempSync(join(tmpdir(), 'slbx-bench-report-'));
+  const d = tempDir('slbx-bench-report-');
   writeFileSync(join(d, 'tcp.tsv'), tsv(
     ['variant', 'case', 'round', 'seconds', 'bits_per_second', 'retransmits', 'gen_cpu_usr_sys_sirq_idle_steal', 'dut_cpu_usr_sys_sirq_idle_steal', 'mux_cpu_pct', 'agent_cpu_pct', 'loadavg_1m'],
     [['tcp-direct', '1', 1, 3, 4e9, 0, '', '', 0, 0, 0.5], ['tcp-direct', '1', 2, 3, 6e9, 0, '', '', 0, 0, 0.5], ['tcp-direct', '1', 3, 3, 5e9, 0, '', '', 0, 0, 0.5],
@@ -44,7 +48,7 @@ describe('bench report', () => {
   });
 
   it('writes results.json, results.md and a chart, and checks the targets', () => {
-    const d = mkdtempSync(join(tmpdir(), 'slbx-bench-all-'));
+    const d = tempDir('slbx-bench-all-');
     const netns = join(d, 'netns');
     mkdirSync(netns);
     const src = e2eDir();

@@ -27,7 +27,13 @@ export async function startTestController(o: { init?: SlbxConfig | null; dir?: s
   configureLog('controller', 'error');
   const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'slbx-controller-test-'));
   const statePath = join(dir, 'state.json');
-  let handle = await startController({ statePath, init: o.init === undefined ? labConfig() : o.init, listen: [{ host: '127.0.0.1', port: o.port ?? 0 }], token: o.token ?? null });
+  let handle: Awaited<ReturnType<typeof startController>>;
+  try {
+    handle = await startController({ statePath, init: o.init === undefined ? labConfig() : o.init, listen: [{ host: '127.0.0.1', port: o.port ?? 0 }], token: o.token ?? null });
+  } catch (e) {
+    if (o.dir === undefined) rmSync(dir, { recursive: true, force: true }); // a refused start leaves nothing behind
+    throw e;
+  }
   const port = handle.api.port();
   const url = `http://127.0.0.1:${port}`;
   let stopped = false;
