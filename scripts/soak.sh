@@ -15,7 +15,7 @@ export SLBX_ROOT
 
 usage() {
   cat <<'EOF'
-usage: scripts/soak.sh [DURATION] [--duration DURATION] [--rate N] [--keepalive N] [--name NAME] [--no-setup]
+usage: scripts/soak.sh [DURATION] [--duration DURATION] [--rate N] [--keepalive N] [--warmup S] [--name NAME] [--no-setup]
 
 The soak of docs/soak.md: a lab (examples/lab.yaml: IPv4 and IPv6 VIPs, 2 MUXes with BGP to BIRD, a
 controller, 2 hosts with 2 backends each) under mixed traffic for DURATION, with h1vm1's HTTP server
@@ -28,6 +28,8 @@ daemon, no file descriptor growth. Installs and builds what is missing first (as
   DURATION, --duration D  run length: seconds (600), or 90s, 10m, 1m30s; at least 30 s (default 600)
   --rate N                new flows per second of each of http4, http6, udp4, udp6 (default 20)
   --keepalive N           keep-alive connections open per family (default 4)
+  --warmup S              seconds before memory is judged (default 20 % of the run, 12..60 s; at
+                          higher rates the MUXes' flow tables fill for 240 s: give 300)
   --name NAME             results folder runs/soak/NAME (default: UTC time and duration)
   --no-setup              do not install or build (it is done)
   -h, --help              this help
@@ -48,7 +50,7 @@ soak_parse_duration() {
   return 1
 }
 
-DURATION=600 RATE=20 KEEPALIVE=4 NAME='' SETUP=1 dur_given=''
+DURATION=600 RATE=20 KEEPALIVE=4 WARMUP='' NAME='' SETUP=1 dur_given=''
 while [ $# -gt 0 ]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
@@ -56,6 +58,7 @@ while [ $# -gt 0 ]; do
     --duration=*) dur_given=${1#*=}; shift ;;
     --rate) RATE=${2:-}; shift 2 || { echo 'soak: --rate needs a value' >&2; exit 2; } ;;
     --keepalive) KEEPALIVE=${2:-}; shift 2 || { echo 'soak: --keepalive needs a value' >&2; exit 2; } ;;
+    --warmup) WARMUP=${2:-}; shift 2 || { echo 'soak: --warmup needs a value' >&2; exit 2; } ;;
     --name) NAME=${2:-}; shift 2 || { echo 'soak: --name needs a value' >&2; exit 2; } ;;
     --no-setup) SETUP=0; shift ;;
     -*) echo "soak: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -68,6 +71,7 @@ fi
 [ "$DURATION" -ge 30 ] || { echo "soak: the duration must be at least 30 s (one flap and one MUX restart), got $DURATION" >&2; exit 2; }
 [[ $RATE =~ ^[1-9][0-9]{0,2}$ ]] || { echo "soak: --rate must be 1..999, got '$RATE'" >&2; exit 2; }
 [[ $KEEPALIVE =~ ^[0-9]{1,3}$ ]] || { echo "soak: --keepalive must be 0..999, got '$KEEPALIVE'" >&2; exit 2; }
+[ -z "$WARMUP" ] || { [[ $WARMUP =~ ^[0-9]{1,5}$ ]] && [ "$WARMUP" -lt "$DURATION" ]; } || { echo "soak: --warmup must be whole seconds below the duration, got '$WARMUP'" >&2; exit 2; }
 [ -n "$NAME" ] || NAME="$(date -u +%Y%m%dT%H%M%SZ)-${DURATION}s"
 [[ $NAME =~ ^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$ ]] || { echo "soak: bad --name '$NAME' (letters, digits, _ . -)" >&2; exit 2; }
 
@@ -132,7 +136,7 @@ T_LAB=$(soak_now_ms)
 soak_log "lab up and every backend healthy in $(( (T_LAB - T_SETUP) / 1000 )) s"
 
 "${NODE[@]}" dist/scripts/soak/plan.js --duration-s "$DURATION" --config "$LAB_DIR/config.yaml" --flap-nic $FLAP_NIC --restart-mux $RESTART_MUX \
-  --ka-life-s $KA_LIFE --ka-interval-ms $KA_INTERVAL_MS --json "$RUN/plan.json" >"$RUN/plan.txt"
+  --ka-life-s $KA_LIFE --ka-interval-ms $KA_INTERVAL_MS ${WARMUP:+--warmup-s "$WARMUP"} --json "$RUN/plan.json" >"$RUN/plan.txt"
 soak_log "plan: $(grep -c backend-stop "$RUN/plan.txt") flaps of $FLAP_NIC, $(grep -c mux-stop "$RUN/plan.txt") restarts of $RESTART_MUX in $DURATION s ($RUN/plan.txt)"
 
 # The daemons the sampler watches, "NAME PID" (rewritten when a MUX restarts): the MUXes, the host

@@ -69,8 +69,10 @@ describe('planSoak', () => {
     expect(() => planSoak(59.5, opts)).toThrow(RangeError);
   });
 
-  it('warm-up: 20 % of the run within 12..60 s', () => {
+  it('warm-up: 20 % of the run within 12..60 s, or as given', () => {
     expect([30, 60, 100, 300, 600, 3600].map(warmupFor)).toEqual([12, 12, 20, 60, 60, 60]);
+    expect(planSoak(600, { ...opts, warmupS: 300 }).warmupS).toBe(300);
+    expect(() => planSoak(600, { ...opts, warmupS: 600 })).toThrow(/warm-up/);
   });
 
   it('takes the probe timing of the flapping nic from the config', () => {

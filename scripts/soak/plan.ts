@@ -90,6 +90,8 @@ export interface PlanOptions {
   readonly probe?: ProbeTiming;
   readonly keepAliveLifeS?: readonly [number, number];
   readonly kaIntervalMs?: number;
+  /** Instead of warmupFor(duration): for runs whose daemons take longer to settle (a higher rate). */
+  readonly warmupS?: number;
 }
 
 /** Shortest run the plan accepts: one flap (down and up, seen both ways) and one MUX restart. */
@@ -132,6 +134,9 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
   const [kaMin, kaMax] = o.keepAliveLifeS ?? [2, 5];
   const kaIntervalMs = o.kaIntervalMs ?? 250;
   const full = durationS >= FULL_SCALE_S;
+  if (o.warmupS !== undefined && (!Number.isInteger(o.warmupS) || o.warmupS < 0 || o.warmupS >= durationS)) {
+    throw new RangeError(`the warm-up must be a whole number of seconds 0..${durationS - 1} (got ${o.warmupS})`);
+  }
   const P = FLAP_PERIOD_S;
   const D = FLAP_DOWN_S;
   const leadS = full ? 15 : 5;
@@ -184,7 +189,7 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
   }
   events.sort((a, b) => a.atS - b.atS);
   return {
-    durationS, scale: full ? 'full' : 'short', warmupS: warmupFor(durationS), flapNic: o.flapNic, restartMux: o.restartMux,
+    durationS, scale: full ? 'full' : 'short', warmupS: o.warmupS ?? warmupFor(durationS), flapNic: o.flapNic, restartMux: o.restartMux,
     flapPeriodS: P, flapDownS: D, leadS, muxPeriodS, muxDownS: MUX_DOWN_S, keepAliveLifeS: [kaMin, kaMax], kaIntervalMs, probe,
     detectDownMaxMs, detectUpMaxMs, detectDownMinMs, detectUpMinMs, kaCloseMs, events, restarts,
   };
@@ -211,6 +216,7 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'flap-nic', value: 'NIC', help: 'the backend whose HTTP server flaps', default: 'h1vm1' },
   { name: 'ka-life-s', value: 'MIN-MAX', help: 'keep-alive connection life (as traffic.js)', default: '2-5' },
   { name: 'ka-interval-ms', value: 'MS', help: 'keep-alive request interval (as traffic.js)', default: '250' },
+  { name: 'warmup-s', value: 'S', help: 'the warm-up before memory is judged (default: 20 % of the run, 12..60 s)' },
   { name: 'json', value: 'FILE', help: 'also write the plan as JSON' },
   { name: 'help', help: 'this help' },
 ];
@@ -237,8 +243,11 @@ export function main(argv: readonly string[]): number {
       if (!r.config.nics.some((n) => n.name === flapNic)) throw new UsageError(`--flap-nic ${flapNic}: no such nic in ${cfg}`);
       probe = flapProbeTiming(r.config, flapNic);
     }
+    const w = one(args, 'warmup-s');
+    if (w !== undefined && !/^\d+$/.test(w)) throw new UsageError(`--warmup-s must be a whole number of seconds, got ${JSON.stringify(w)}`);
     const plan = planSoak(Number(d), {
       flapNic, restartMux: one(args, 'restart-mux')!, probe, keepAliveLifeS: [Number(life[1]), Number(life[2])], kaIntervalMs: Number(kaI),
+      ...(w !== undefined ? { warmupS: Number(w) } : {}),
     });
     const json = one(args, 'json');
     if (json !== undefined) writeFileSync(json, `${JSON.stringify(plan, null, 1)}\n`);
