@@ -1,7 +1,7 @@
 // Policy propagation time, for the cp-* variant of scripts/bench/send-paths.sh: from a change at the
 // controller's API to the last MUX applying it.
 //
-//   node dist/scripts/bench/control-plane.js --controller URL --pool P --nic N --changes K [--json FILE]
+//   node dist/scripts/bench/control-plane.js --controller URL --token-file F --pool P --nic N --changes K [--json FILE]
 //
 // Waits until every MUX applied the controller's current generation, then K times: sets the weight of
 // backend N in pool P (PATCH /v1/pools/P/backends/N, alternating between two weights, so every change
@@ -13,9 +13,10 @@
 // Prints and writes (--json) both series with median, min, max and p90.
 import { writeFileSync } from 'node:fs';
 import { requestJson } from '../../runtime/http-json.js';
+import { bearer, readToken } from '../../runtime/api-token.js';
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane.js: ${msg}\nusage: node dist/scripts/bench/control-plane.js --controller URL --pool P --nic N --changes K [--json FILE]\n`);
+  process.stderr.write(`control-plane.js: ${msg}\nusage: node dist/scripts/bench/control-plane.js --controller URL --token-file F --pool P --nic N --changes K [--json FILE]\n`);
   process.exit(2);
 }
 
@@ -34,10 +35,13 @@ async function main(): Promise<void> {
   const o = new Map<string, string>();
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
-    if (!['--controller', '--pool', '--nic', '--changes', '--json'].includes(k) || argv[i + 1] === undefined) usage(`bad argument ${JSON.stringify(k)}`);
+    if (!['--controller', '--token-file', '--pool', '--nic', '--changes', '--json'].includes(k) || argv[i + 1] === undefined) usage(`bad argument ${JSON.stringify(k)}`);
     o.set(k.slice(2), argv[i + 1]!);
   }
   const base = o.get('controller') ?? usage('--controller is required');
+  const token = readToken(o.get('token-file') ?? usage('--token-file is required (the controller\'s API token)'));
+  if (typeof token !== 'string') usage(token.error);
+  const headers = bearer(token);
   const pool = o.get('pool') ?? usage('--pool is required');
   const nic = o.get('nic') ?? usage('--nic is required');
   const changes = Number(o.get('changes') ?? 10);
@@ -46,7 +50,7 @@ async function main(): Promise<void> {
   // every MUX on the current generation first
   const t0 = Date.now();
   for (;;) {
-    const r = await requestJson(url('/v1/generations/current?waitS=5&kind=mux'), { timeoutMs: 15_000 });
+    const r = await requestJson(url('/v1/generations/current?waitS=5&kind=mux'), { headers, timeoutMs: 15_000 });
     const g = r.body as GenReport;
     if (r.status === 200 && g.complete) break;
     if (Date.now() - t0 > 30_000) throw new Error(`the MUXes did not apply the current generation in 30 s (pending: ${g.pending?.join(', ')})`);
@@ -57,10 +61,10 @@ async function main(): Promise<void> {
   for (let i = 0; i < changes; i++) {
     const weight = i % 2 === 0 ? 60 : 40;
     const s = process.hrtime.bigint();
-    const w = await requestJson(url(`/v1/pools/${encodeURIComponent(pool)}/backends/${encodeURIComponent(nic)}`), { method: 'PATCH', body: { weight }, timeoutMs: 10_000 });
+    const w = await requestJson(url(`/v1/pools/${encodeURIComponent(pool)}/backends/${encodeURIComponent(nic)}`), { method: 'PATCH', body: { weight }, headers, timeoutMs: 10_000 });
     if (w.status !== 200) throw new Error(`PATCH answered ${w.status}: ${JSON.stringify(w.body)}`);
     const gen = (w.body as { generation: number }).generation;
-    const r = await requestJson(url(`/v1/generations/${gen}?waitS=10&kind=mux`), { timeoutMs: 20_000 });
+    const r = await requestJson(url(`/v1/generations/${gen}?waitS=10&kind=mux`), { headers, timeoutMs: 20_000 });
     const e = process.hrtime.bigint();
     const g = r.body as GenReport;
     if (!g.complete) throw new Error(`generation ${gen}: not applied by every MUX in 10 s (pending: ${g.pending.join(', ')})`);

@@ -239,19 +239,19 @@ run_cp() { # VARIANT ROUND
   ip -n "$NS_MUX" addr add "$MUX2_PA/24" dev f0
   rm -f "$OUT/cp/state-r$r.json"
   ip netns exec "$NS_MUX" taskset -c "$GEN_CPU" node dist/controller/main.js --state "$OUT/cp/state-r$r.json" --init "$CFG" \
-    --listen 127.0.0.1:8480 >"$OUT/logs/$v-controller-r$r.log" 2>&1 &
+    --listen 127.0.0.1:8480 --token-file "$OUT/cp/api-token" >"$OUT/logs/$v-controller-r$r.log" 2>&1 &
   cpid=$!
   PIDS+=("$cpid")
   for i in $(seq 1 100); do nsx "$NS_MUX" curl -sf --max-time 1 http://127.0.0.1:8480/v1/state >/dev/null 2>&1 && break; sleep 0.1; done
   start_daemon "$NS_MUX" 127.0.0.1:9180 "$OUT/logs/$v-mux1-r$r.log" '"ready":true' \
-    dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --controller http://127.0.0.1:8480 --status 127.0.0.1:9180
+    dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --controller http://127.0.0.1:8480 --controller-token-file "$OUT/cp/api-token" --status 127.0.0.1:9180
   m1=$DAEMON_PID
   start_daemon "$NS_MUX" 127.0.0.1:9182 "$OUT/logs/$v-mux2-r$r.log" '"ready":true' \
-    dist/mux/main.js --config "$CFG" --name mux2 --interface f0 --controller http://127.0.0.1:8480 --status 127.0.0.1:9182
+    dist/mux/main.js --config "$CFG" --name mux2 --interface f0 --controller http://127.0.0.1:8480 --controller-token-file "$OUT/cp/api-token" --status 127.0.0.1:9182
   m2=$DAEMON_PID
   DAEMON_PID=''
   local json=$OUT/cp/$v-r$r.json rc=0
-  timeout 120 ip netns exec "$NS_MUX" taskset -c "$GEN_CPU" node dist/scripts/bench/control-plane.js --controller http://127.0.0.1:8480 \
+  timeout 120 ip netns exec "$NS_MUX" taskset -c "$GEN_CPU" node dist/scripts/bench/control-plane.js --controller http://127.0.0.1:8480 --token-file "$OUT/cp/api-token" \
     --pool p1 --nic h1vm1 --changes "$CP_CHANGES" --json "$json" >"$OUT/logs/$v-client-r$r.log" 2>&1 || rc=$?
   stop_pid "$m1" TERM; stop_pid "$m2" TERM; stop_pid "$cpid" TERM
   ip -n "$NS_MUX" addr del "$MUX2_PA/24" dev f0
