@@ -27,6 +27,10 @@ export class Checks {
   }
 
   exit(): never {
+    if (tsharkMissing.length > 0) {
+      this.check(false, 'tshark cross-checks ran', `tshark could not be run (${tsharkMissing[0]!.why}; apt-get install tshark): ${tsharkMissing.length} cross-check(s) of ${[...new Set(tsharkMissing.map((m) => m.path))].join(', ')} did not run`);
+      tsharkMissing.length = 0;
+    }
     process.stdout.write(`${this.failures === 0 ? 'OK' : 'FAILED'}: ${this.passes} checks passed, ${this.failures} failed\n`);
     process.exit(this.failures === 0 ? 0 : 1);
   }
@@ -53,14 +57,29 @@ export function loadConfig(path: string): SlbxConfig {
   return r.config;
 }
 
-/** tshark's own decode, one row of fields per packet (occurrences joined by ','). Null when tshark is missing. */
+/**
+ * Cross-checks that could not run because tshark could not be started. A verifier that cross-checks
+ * with tshark must not pass without it: Checks.exit() turns these into one FAIL line, whatever the
+ * caller did with the null it got.
+ */
+const tsharkMissing: { path: string; why: string }[] = [];
+
+/** Records that a tshark cross-check of `path` could not run (for callers that spawn tshark themselves). */
+export function tsharkUnavailable(path: string, error: Error): void {
+  tsharkMissing.push({ path, why: (error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not installed' : error.message });
+}
+
+/**
+ * tshark's own decode, one row of fields per packet (occurrences joined by ','). Null when tshark
+ * cannot be started: the caller skips its comparison, and the verifier fails at exit() (tsharkMissing).
+ */
 export function tsharkFields(path: string, fields: string[], filter = '', decodeAs = ['udp.port==4789,vxlan']): string[][] | null {
   const args = ['-r', path, '-T', 'fields', '-E', 'separator=/t', '-E', 'occurrence=a', '-E', 'aggregator=,'];
   for (const d of decodeAs) args.push('-d', d);
   if (filter) args.push('-Y', filter);
   for (const f of fields) args.push('-e', f);
   const r = spawnSync('tshark', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.error) return null;
+  if (r.error) { tsharkUnavailable(path, r.error); return null; }
   if (r.status !== 0) throw new Error(`tshark failed on ${path}: ${r.stderr}`);
   const text = r.stdout.trimEnd();
   return text === '' ? [] : text.split('\n').map((l) => l.split('\t'));

@@ -254,7 +254,7 @@ export function verifyPhases(argv: readonly string[]): Checks {
     }
     // tshark, independently: client flows arriving at each backend in the window
     const ts = tsharkNicFlows(run, x, ph);
-    if (ts === null) c.note('tshark is not installed: no cross-check');
+    if (ts === null) c.check(false, `${ph.name}: tshark finds the same new flows at each backend`, 'tshark could not be run: no cross-check');
     else {
       const same = [...x.dipOf.keys()].filter((n) => x.nics.some((y) => y.name === n)).every((n) => (ts.get(n) ?? 0) === (nicCounts.get(n) ?? 0));
       c.check(same, `${ph.name}: tshark finds the same new flows at each backend`, `tshark ${fmtCounts(new Map([...ts].filter(([, v]) => v > 0)))}`);

@@ -28,7 +28,7 @@ import { ICMP_DEST_UNREACH } from '../../../shared/icmp.js';
 import { FlowTable } from '../../../mux/flow-table.js';
 import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../../../runtime/pcap-port.js';
 import { expectedBackend, readJson } from './bgp.js';
-import { Checks, countBy, flagsOf, fmtCounts, innerIpPacket, loadCapture, loadConfig, need, outerIpPacket, tsharkFields, hex, type CapturedPacket } from './check.js';
+import { Checks, countBy, flagsOf, fmtCounts, innerIpPacket, loadCapture, loadConfig, need, outerIpPacket, tsharkFields, tsharkUnavailable, hex, type CapturedPacket } from './check.js';
 
 /** The flood slice the captures keep: source ports whose high byte is this (1024-1279). */
 export const SLICE_PORT_HIGH_BYTE = 4;
@@ -171,12 +171,12 @@ function tableBytesAt(keyWords: 4 | 10, entries: number): number {
   return t.bytes;
 }
 
-/** tshark's fields per packet with IPv4 and TCP checksum verification on (status 1: good); null without tshark. */
+/** tshark's fields per packet with IPv4 and TCP checksum verification on (status 1: good); null without tshark (a FAIL at exit()). */
 function tsharkChecked(path: string, fields: string[]): string[][] | null {
   const args = ['-r', path, '-o', 'ip.check_checksum:TRUE', '-o', 'tcp.check_checksum:TRUE', '-T', 'fields', '-E', 'separator=/t'];
   for (const x of fields) args.push('-e', x);
   const r = spawnSync('tshark', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.error) return null;
+  if (r.error) { tsharkUnavailable(path, r.error); return null; } // the verifier fails at exit()
   if (r.status !== 0) throw new Error(`tshark failed on ${path}: ${r.stderr}`);
   const text = r.stdout.trimEnd();
   return text === '' ? [] : text.split('\n').map((l) => l.split('\t'));
