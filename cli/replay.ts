@@ -8,9 +8,11 @@ import { buildPcap, readPcap, LINKTYPE_ETHERNET, type PcapPacket } from '../shar
 import { codecErrorName } from '../shared/codec-error.js';
 import { writeEthernetRaw, ETHERTYPE_IPV4, ETHERTYPE_IPV6 } from '../shared/ethernet.js';
 import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
-import { newMuxContext, processPacket, VERDICT_FORWARD as MUX_FORWARD } from '../mux/data-plane.js';
+import { processPacket, VERDICT_FORWARD as MUX_FORWARD, VERDICT_REPLY as MUX_REPLY } from '../mux/data-plane.js';
+import { buildMuxContext } from '../mux/context.js';
 import { compileHostTables, macKey } from '../host-agent/tables.js';
-import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
+import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
+import { buildHostContext } from '../host-agent/context.js';
 import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from './args.js';
 
 export type Plane = 'mux' | 'host-in' | 'host-out';
@@ -25,6 +27,8 @@ export interface ReplayOptions {
   localMac?: Uint8Array;
   /** Next-hop MACs: host name -> MAC (plane mux) or the router's MAC (host-out); default derived. */
   neighbors?: Map<string, Uint8Array>;
+  /** Host planes: the MTU of the interface toward the router (DSR); default fabric.mtu, as in the lab. */
+  dsrMtu?: number;
 }
 
 export interface ReplayResult {
@@ -32,7 +36,7 @@ export interface ReplayResult {
   packetsIn: number;
   packetsOut: number;
   counters: Record<string, number>;
-  /** Per output frame: where it went (a host name, a port, 'dsr'). */
+  /** Per output frame: where it went (a host name, 'icmp-reply' (the MUX's ICMP too big), a port, 'dsr'). */
   destinations: Record<string, number>;
 }
 
@@ -60,16 +64,15 @@ export function replay(o: ReplayOptions): ReplayResult {
       h.mac.set(o.neighbors?.get(h.name) ?? derivedMac(h.pa4));
       h.macKnown = true;
     }
-    const ctx = newMuxContext({
-      tables, localMac: o.localMac ?? derivedMac(mux.address.words[0]!), localPa4: mux.address.words[0]!,
-      hashSeed: cfg.hashSeed, mtu: cfg.fabric.mtu, vxlanPort: cfg.fabric.vxlanPort, flowTable: cfg.flowTable,
-    });
+    // built as the daemon builds it (mux/context.ts): its underlay, provider addresses, MTU, port, seed
+    const ctx = buildMuxContext(cfg, mux.name, tables, o.localMac ?? derivedMac(mux.address.words[0]!));
     for (const p of file.packets) {
       ctx.nowS = Math.max(1, Math.floor(p.tsUs / 1e6));
-      if (processPacket(p.data, p.data.length, ctx) === MUX_FORWARD) {
-        out.push({ tsUs: p.tsUs, data: Uint8Array.from(ctx.out.subarray(0, ctx.outLen)), origLen: ctx.outLen });
-        count(ctx.lastNic!.host.name);
-      }
+      const v = processPacket(p.data, p.data.length, ctx);
+      // the daemon sends both: VXLAN to a host, and ICMP too big back out the interface it came from
+      if (v !== MUX_FORWARD && v !== MUX_REPLY) continue;
+      out.push({ tsUs: p.tsUs, data: Uint8Array.from(ctx.out.subarray(0, ctx.outLen)), origLen: ctx.outLen });
+      count(v === MUX_FORWARD ? ctx.lastNic!.host.name : 'icmp-reply');
     }
     return { output: buildPcap(LINKTYPE_ETHERNET, out), packetsIn: file.packets.length, packetsOut: out.length, counters: ctx.counters.snapshot(), destinations };
   }
@@ -78,17 +81,22 @@ export function replay(o: ReplayOptions): ReplayResult {
   const tables = compileHostTables(cfg, host.name, 1);
   // the port's MAC (the backends' gateway MAC): the nic's MAC with the locally administered 0x04 bit flipped
   const portMacs = tables.nics.map((n) => { const m = Uint8Array.from(n.mac); m[0] = m[0]! ^ 0x04; return m; });
-  const ctx = newHostContext(tables, cfg.fabric.vxlanPort, portMacs);
+  // built as the daemon builds it (host-agent/context.ts); the DSR return's MTU is the fabric interface's,
+  // which the lab sets to fabric.mtu
+  const ctx = buildHostContext(cfg, tables, portMacs, o.dsrMtu ?? cfg.fabric.mtu);
   const localMac = o.localMac ?? derivedMac(host.address.words[0]!);
   const routerMac = o.neighbors?.get('router') ?? REPLAY_ROUTER_MAC;
   const byMac = new Map(tables.nics.map((n) => [macKey(n.mac, 0), n.index]));
   for (const p of file.packets) {
     let v: number;
-    if (o.plane === 'host-in') v = processInbound(p.data, p.data.length, ctx);
+    // the host planes NAT in place: a copy of each frame, as the daemon gets a fresh one from its capture
+    // (the caller's input stays as it was)
+    const data = Uint8Array.from(p.data);
+    if (o.plane === 'host-in') v = processInbound(data, data.length, ctx);
     else {
-      const port = p.data.length >= 12 ? byMac.get(macKey(p.data, 6)) : undefined;
+      const port = data.length >= 12 ? byMac.get(macKey(data, 6)) : undefined;
       if (port === undefined) { count('unknown-port'); continue; }
-      v = processOutbound(p.data, p.data.length, port, ctx);
+      v = processOutbound(data, data.length, port, ctx);
     }
     if (v !== HOST_FORWARD) continue;
     const pktBytes = ctx.outBuf.subarray(ctx.outOff, ctx.outOff + ctx.outLen);
@@ -115,6 +123,7 @@ const OPTIONS: OptionSpec[] = [
   { name: 'node', value: 'NAME', help: 'which mux (plane mux) or host (host planes) to be; default: the first in the config' },
   { name: 'local-mac', value: 'MAC', help: 'our own MAC; default 02:00 + the node\'s IPv4 provider address' },
   { name: 'neighbor', value: 'NAME=MAC', help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); default 02:00 + its IPv4 address', repeat: true },
+  { name: 'dsr-mtu', value: 'N', help: 'host planes: MTU of the interface toward the router (default: fabric.mtu of the config, as the lab sets it)' },
   { name: 'json', help: 'print the result as JSON' },
   { name: 'help', help: 'show this help' },
 ];
@@ -122,8 +131,12 @@ const OPTIONS: OptionSpec[] = [
 const HELP = formatHelp(
   'slbx-replay --config FILE --plane mux|host-in|host-out --in IN.pcap --out OUT.pcap [options]',
   'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
-  'it would send to OUT.pcap, and prints its counters: every drop under its reason. host-out picks the port\n' +
-  'of each frame by its source MAC (the nic\'s MAC) and frames DSR packets toward the router.',
+  'it would send to OUT.pcap, and prints its counters: every drop under its reason. The context is built\n' +
+  'from the config as the daemons build it: with fabric.underlay: ipv6 the MUX writes VXLAN in IPv6 (from\n' +
+  'the MUX\'s address6, UDP checksum computed) and leaves 70 bytes of the fabric MTU for it, not 50; the\n' +
+  'MUX\'s ICMP too big answers are written too. host-out picks the port of each frame by its source MAC\n' +
+  '(the nic\'s MAC), frames DSR packets toward the router, and answers replies larger than the DSR MTU\n' +
+  '(default fabric.mtu) with ICMP too big on the port.',
   OPTIONS,
   'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
   '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
@@ -155,12 +168,18 @@ export function main(argv: readonly string[]): number {
   }
   const lm = one(args, 'local-mac');
   if (lm !== undefined && parseMac(lm) === null) { process.stderr.write(`slbx-replay: --local-mac is not a MAC: ${lm}\n`); return 2; }
+  const dsrMtuText = one(args, 'dsr-mtu');
+  const dsrMtu = dsrMtuText === undefined ? undefined : Number(dsrMtuText);
+  if (dsrMtu !== undefined && !(Number.isInteger(dsrMtu) && dsrMtu >= 576 && dsrMtu <= 65535)) {
+    process.stderr.write(`slbx-replay: --dsr-mtu must be an integer 576..65535 (an interface MTU), got ${JSON.stringify(dsrMtuText)}\n`); return 2;
+  }
   let r: ReplayResult;
   try {
     r = replay({
       config: parsed.config, plane, input: readFileSync(one(args, 'in')!), neighbors,
       ...(one(args, 'node') !== undefined ? { node: one(args, 'node')! } : {}),
       ...(lm !== undefined ? { localMac: mac(lm) } : {}),
+      ...(dsrMtu !== undefined ? { dsrMtu } : {}),
     });
   } catch (e) {
     process.stderr.write(`slbx-replay: ${(e as Error).message}\n`);

@@ -16,7 +16,8 @@ import { readInterface } from '../runtime/netif.js';
 import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
 import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
-import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
+import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
+import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 
 const PORT_RETRY_MS = 1000;
@@ -100,9 +101,8 @@ export class HostDaemon {
     this.iface = o.iface;
     this.config = o.config;
     const tables = compileHostTables(o.config, o.name, this.generation);
-    this.ctx = newHostContext(tables, o.config.fabric.vxlanPort, tables.nics.map(() => new Uint8Array(6)));
     // the DSR return leaves through the fabric interface: larger replies get ICMP too big
-    this.ctx.dsrMtu = readInterface(o.iface)?.mtu ?? 65535;
+    this.ctx = buildHostContext(o.config, tables, tables.nics.map(() => new Uint8Array(6)), readInterface(o.iface)?.mtu ?? DSR_MTU_UNKNOWN);
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -323,8 +323,7 @@ export class HostDaemon {
     }
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
-    const ctx = newHostContext(tables, config.fabric.vxlanPort, macs);
-    ctx.dsrMtu = this.ctx.dsrMtu;
+    const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
     ctx.counters.values.set(counters.values); // counters survive a policy change
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
     // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the

@@ -17,7 +17,8 @@ import { createFramePort, resolveIo, type FramePort, type IoPath } from '../runt
 import { UdpRingSender } from '../runtime/udp-sender.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
-import { newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
+import { buildMuxContext, muxContextKey } from './context.js';
+import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 
@@ -134,14 +135,9 @@ export class MuxDaemon {
     return m;
   }
 
+  /** The context for `config` (mux/context.ts: slbx-replay builds it the same way). */
   private newContext(config: SlbxConfig, tables: MuxTables): MuxContext {
-    const me = config.muxes.find((x) => x.name === this.name);
-    if (me === undefined) throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${config.muxes.map((x) => x.name).join(', ')})`);
-    return newMuxContext({
-      tables, localMac: this.mac, localPa4: me.address.words[0]!, localPa6: me.address6?.words ?? null,
-      underlay6: config.fabric.underlay === 'ipv6', hashSeed: config.hashSeed,
-      mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
-    });
+    return buildMuxContext(config, this.name, tables, this.mac);
   }
 
   start(): void {
@@ -287,13 +283,9 @@ export class MuxDaemon {
     if (!config.muxes.some((m) => m.name === this.name)) {
       throw new Error(`mux ${JSON.stringify(this.name)} is not in the new config`);
     }
-    const me = config.muxes.find((m) => m.name === this.name)!;
-    const old = this.self();
     this.generation++;
     const tables = compileMuxTables(config, health, this.ctx.tables, this.generation);
-    const sameShape = me.address.text === old.address.text && config.hashSeed === this.config.hashSeed
-      && config.fabric.mtu === this.config.fabric.mtu && config.fabric.vxlanPort === this.config.fabric.vxlanPort
-      && JSON.stringify(config.flowTable) === JSON.stringify(this.config.flowTable);
+    const sameShape = muxContextKey(config, this.name) === muxContextKey(this.config, this.name);
     if (sameShape) this.ctx.tables = tables;
     else this.ctx = this.newContext(config, tables); // settings the context holds changed: a fresh one (flows restart)
     this.config = config;

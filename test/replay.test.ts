@@ -6,7 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildPcap, readPcap, LINKTYPE_ETHERNET } from '../shared/pcap-file.js';
 import { dissect } from '../shared/dissect.js';
-import { replay, main as replayMain } from '../cli/replay.js';
+import { parse as parseYaml } from 'yaml';
+import { replay, main as replayMain, derivedMac, REPLAY_ROUTER_MAC } from '../cli/replay.js';
+import { pkt } from '../shared/packet-builder.js';
+import { formatMac } from '../shared/addr.js';
+import { MuxDaemon } from '../mux/daemon.js';
+import { processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
+import { HostDaemon } from '../host-agent/daemon.js';
+import { processInbound, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
 import { clientFrames, replyFrames, main as genMain } from '../cli/gen-traffic.js';
 import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 import { unmet } from './helpers/prerequisite.js';
@@ -89,6 +96,181 @@ describe('replay host-out: backend replies -> DSR from the VIP', () => {
       expect(['203.0.113.10', '2001:db8:ff::10']).toContain(ip.src);
       expect((d.first('tcp') ?? d.first('udp'))!.checksumOk).toBe(true);
     }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// fabric.underlay: ipv6. The expected values come from examples/lab.yaml read as plain YAML (not through
+// shared/config) and from a checksum written here (RFC 8200 8.1 pseudo-header, RFC 1071 sum), not from
+// the code under test.
+
+const rawLab = parseYaml(readFileSync(LAB_YAML_PATH, 'utf8')) as {
+  muxes: { name: string; address: string; address6: string }[]; hosts: { name: string; address6: string }[];
+  nics: { name: string; host: string; mac: string }[]; fabric: { mtu: number; vxlanPort?: number };
+};
+const config6 = labConfig((raw) => { raw.fabric.underlay = 'ipv6'; });
+
+/** An IPv6 address in text (with at most one ::) as its 16 bytes. */
+function v6Bytes(text: string): Buffer {
+  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, undefined];
+  const h = head === '' ? [] : head.split(':');
+  const t = tail === undefined || tail === '' ? [] : tail.split(':');
+  const groups = tail === undefined ? h : [...h, ...Array<string>(8 - h.length - t.length).fill('0'), ...t];
+  const b = Buffer.alloc(16);
+  groups.forEach((g, i) => b.writeUInt16BE(parseInt(g, 16), i * 2));
+  return b;
+}
+
+/** The UDP checksum over IPv6 of the segment `udp` (its checksum field included): 0xffff when right. */
+function udp6Sum(src: Buffer, dst: Buffer, udp: Buffer): number {
+  let sum = 0;
+  const add16 = (b: Buffer) => { for (let i = 0; i + 1 < b.length; i += 2) sum += b.readUInt16BE(i); if (b.length % 2 === 1) sum += b[b.length - 1]! << 8; };
+  add16(src); add16(dst);
+  sum += (udp.length >>> 16) + (udp.length & 0xffff) + 17; // upper-layer length, next header
+  add16(udp);
+  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
+  return sum;
+}
+
+describe('replay over an IPv6 underlay (fabric.underlay: ipv6), as the MUX daemon sends it', () => {
+  const frames = clientFrames(config6, 25, 5);
+  const r = replay({ config: config6, plane: 'mux', input: toPcap(frames) });
+  const out = packetsOf(r.output);
+  const mux1 = rawLab.muxes.find((m) => m.name === 'mux1')!;
+  const hostPa6 = new Map(rawLab.hosts.map((h) => [h.name, v6Bytes(h.address6)]));
+
+  it('writes VXLAN in IPv6 from the MUX\'s address6 to the host\'s, UDP checksum computed and right', () => {
+    expect(out).toHaveLength(frames.length);
+    expect(Object.keys(r.destinations).sort()).toEqual(['host1', 'host2']);
+    let byHost = 0;
+    out.forEach((p, i) => {
+      const f = Buffer.from(p.data);
+      expect(f.readUInt16BE(12), 'outer EtherType').toBe(0x86dd);
+      expect(f[14]! >>> 4, 'IP version').toBe(6);
+      expect(f.readUInt16BE(18), 'payload length').toBe(f.length - 14 - 40);
+      expect(f[20], 'next header').toBe(17);
+      expect(f[21], 'hop limit').toBe(64);
+      expect(f.subarray(22, 38).equals(v6Bytes(mux1.address6)), 'outer source').toBe(true);
+      const dst = f.subarray(38, 54);
+      const host = [...hostPa6].find(([, b]) => b.equals(dst))?.[0];
+      expect(host, 'outer destination is a host\'s address6').toBeDefined();
+      const udp = f.subarray(54);
+      expect(udp.readUInt16BE(2)).toBe(rawLab.fabric.vxlanPort ?? 4789);
+      expect(udp.readUInt16BE(0)).toBeGreaterThanOrEqual(49152);
+      expect(udp.readUInt16BE(4), 'UDP length').toBe(udp.length);
+      expect(udp.readUInt16BE(6), 'UDP checksum (mandatory over IPv6)').not.toBe(0);
+      expect(udp6Sum(f.subarray(22, 38), dst, udp), 'UDP checksum verifies').toBe(0xffff);
+      expect(udp[8], 'VXLAN I flag').toBe(0x08);
+      expect(udp.readUIntBE(12, 3), 'VNI').toBe(5001);
+      // the inner frame: to the chosen nic's MAC (on the outer destination's host), the client's IP packet byte for byte
+      const innerMac = udp.subarray(16, 22);
+      const nic = rawLab.nics.find((n) => Buffer.from(n.mac.split(':').map((x) => parseInt(x, 16))).equals(innerMac));
+      expect(nic?.host, 'the inner MAC is a nic on the outer destination\'s host').toBe(host);
+      expect(udp.subarray(30).equals(frames[i]!.subarray(14)), 'inner IP packet untouched').toBe(true);
+      byHost++;
+    });
+    expect(byHost).toBe(frames.length);
+  });
+
+  it('the frames are byte-identical to what the MUX daemon\'s own context produces', () => {
+    // the daemon as slbx-mux builds it (not started: no capture is opened), its hosts' MACs as replay assumes them
+    const d = new MuxDaemon({ config: config6, name: 'mux1', iface: 'hE-no-such-if', mac: derivedMac(config6.muxes[0]!.address.words[0]!), bgp: false });
+    expect(d.ctx.underlay6).toBe(true);
+    for (const h of d.ctx.tables.hosts.values()) { h.mac.set(derivedMac(h.pa4)); h.macKnown = true; }
+    const sent: Buffer[] = [];
+    const input = packetsOf(toPcap(frames));
+    for (const p of input) {
+      d.ctx.nowS = Math.max(1, Math.floor(p.tsUs / 1e6));
+      const v = processPacket(Buffer.from(p.data), p.data.length, d.ctx);
+      if (v === VERDICT_FORWARD) sent.push(Buffer.from(d.ctx.out.subarray(0, d.ctx.outLen)));
+    }
+    expect(sent).toHaveLength(out.length);
+    sent.forEach((f, i) => expect(Buffer.from(out[i]!.data).equals(f), `frame ${i}`).toBe(true));
+  });
+
+  it.runIf(hasTshark || process.env.CI)('tshark decodes IPv6 outer headers and finds every UDP checksum good', () => {
+    if (!hasTshark) throw new Error('tshark is not installed: .ci/run installs it (apt-get install tshark)');
+    const file = join(dir, 'fabric6.pcap');
+    writeFileSync(file, r.output);
+    const text = execFileSync('tshark', ['-r', file, '-o', 'udp.check_checksum:TRUE', '-d', 'udp.port==4789,vxlan', '-T', 'fields',
+      '-E', 'separator=/t', '-E', 'occurrence=f', '-e', 'ipv6.src', '-e', 'ipv6.dst', '-e', 'udp.checksum.status', '-e', 'vxlan.vni'], { encoding: 'utf8' });
+    const rows = text.trim().split('\n').map((l) => l.split('\t'));
+    expect(rows).toHaveLength(frames.length);
+    const hosts6 = rawLab.hosts.map((h) => h.address6);
+    for (const row of rows) {
+      expect(row[0]).toBe(mux1.address6);
+      expect(hosts6).toContain(row[1]);
+      expect(row[2], 'udp.checksum.status 1 = Good').toBe('1');
+      expect(row[3]).toBe('5001');
+    }
+  });
+
+  it('leaves 70 bytes of the fabric MTU for VXLAN over IPv6 (50 over IPv4): a DF packet that fits only over IPv4 gets ICMP too big', () => {
+    // fabric MTU 1600 (examples/lab.yaml): over IPv6 the inner IP packet may be 1600 - 40 - 8 - 8 - 14 = 1530 bytes
+    expect(rawLab.fabric.mtu).toBe(1600);
+    const vip = config6.vips.find((v) => v.address.family === 4)!.address.text;
+    const big = (total: number) => pkt().eth({ src: formatMac(REPLAY_ROUTER_MAC), dst: formatMac(derivedMac(config6.muxes[0]!.address.words[0]!)) })
+      .ipv4({ src: '198.51.100.10', dst: vip, flags: 2 }).tcp({ sport: 40000, dport: 80 }).payload(total - 40).build();
+    const input = toPcap([big(1530), big(1531), big(1550)]);
+    const r6 = replay({ config: config6, plane: 'mux', input });
+    expect(r6.packetsOut).toBe(3);
+    expect(r6.destinations['icmp-reply']).toBe(2);
+    expect(r6.counters['icmp_too_big_sent']).toBe(2);
+    const written = packetsOf(r6.output);
+    expect(Buffer.from(written[0]!.data).readUInt16BE(12), 'the 1530-byte packet leaves in IPv6 VXLAN').toBe(0x86dd);
+    for (const p of written.slice(1)) {
+      const f = Buffer.from(p.data);
+      expect(f.readUInt16BE(12)).toBe(0x0800);
+      const icmp = f.subarray(14 + (f[14]! & 0x0f) * 4);
+      expect([icmp[0], icmp[1]], 'ICMP destination unreachable, fragmentation needed').toEqual([3, 4]);
+      expect(icmp.readUInt16BE(6), 'next-hop MTU').toBe(1530);
+    }
+    // the same packets over the IPv4 underlay all fit (1600 - 20 - 8 - 8 - 14 = 1550)
+    const r4 = replay({ config, plane: 'mux', input });
+    expect(r4.packetsOut).toBe(3);
+    expect(r4.destinations['icmp-reply']).toBeUndefined();
+  });
+
+  it('host agents take IPv6 VXLAN as their daemons do: verified checksum, NAT to the DIP; a corrupted checksum is dropped by name', () => {
+    let delivered = 0;
+    for (const host of ['host1', 'host2']) {
+      const h = replay({ config: config6, plane: 'host-in', node: host, input: r.output });
+      delivered += h.packetsOut;
+      // the host daemon's own context over the same frames: the same bytes
+      const d = new HostDaemon({ config: config6, name: host, iface: 'hE-no-such-if', dsrVia4: null, dsrVia6: null, nftables: false });
+      d.ctx.portMacs = d.ctx.tables.nics.map((n) => { const m = Uint8Array.from(n.mac); m[0] = m[0]! ^ 0x04; return m; });
+      const sent: Buffer[] = [];
+      for (const p of out) if (processInbound(Buffer.from(p.data), p.data.length, d.ctx) === HOST_FORWARD) sent.push(Buffer.from(d.ctx.outBuf.subarray(d.ctx.outOff, d.ctx.outOff + d.ctx.outLen)));
+      const got = packetsOf(h.output);
+      expect(sent).toHaveLength(got.length);
+      sent.forEach((f, i) => expect(Buffer.from(got[i]!.data).equals(f), `${host} frame ${i}`).toBe(true));
+    }
+    expect(delivered).toBe(frames.length);
+    const bad = Buffer.from(out[0]!.data);
+    bad[bad.length - 1] = bad[bad.length - 1]! ^ 0xff; // payload changed, checksum not
+    const target = r.destinations['host1'] !== undefined && Buffer.from(bad.subarray(38, 54)).equals(hostPa6.get('host1')!) ? 'host1' : 'host2';
+    const h = replay({ config: config6, plane: 'host-in', node: target, input: toPcap([bad]) });
+    expect(h.packetsOut).toBe(0);
+    expect(h.counters['drop_in_bad_udp_checksum']).toBe(1);
+  });
+});
+
+describe('replay host-out: the DSR return\'s MTU is the fabric MTU, as the host daemon reads it from its interface', () => {
+  it('a backend reply larger than fabric.mtu is answered on its port with ICMP too big; one that fits goes out DSR', () => {
+    const nic = rawLab.nics.find((n) => n.host === 'host1')!;
+    const gw = nic.mac.split(':').map((x) => parseInt(x, 16)); gw[0] = gw[0]! ^ 0x04;
+    const gwMac = gw.map((x) => x.toString(16).padStart(2, '0')).join(':');
+    const dip = config.nics.find((n) => n.name === nic.name)!.address4!.text;
+    const reply = (total: number) => pkt().eth({ src: nic.mac, dst: gwMac }).ipv4({ src: dip, dst: '198.51.100.10', flags: 2 })
+      .tcp({ sport: 80, dport: 40000 }).payload(total - 40).build();
+    const r = replay({ config, plane: 'host-out', node: 'host1', input: toPcap([reply(rawLab.fabric.mtu), reply(rawLab.fabric.mtu + 1)]) });
+    expect(r.destinations).toEqual({ dsr: 1, [`port ${config.nics.find((n) => n.name === nic.name)!.port}`]: 1 });
+    const icmpFrame = Buffer.from(packetsOf(r.output)[1]!.data);
+    const icmp = icmpFrame.subarray(14 + (icmpFrame[14]! & 0x0f) * 4);
+    expect([icmp[0], icmp[1]]).toEqual([3, 4]);
+    expect(icmp.readUInt16BE(6)).toBe(rawLab.fabric.mtu);
+    // --dsr-mtu (the API's dsrMtu) moves the bound
+    expect(replay({ config, plane: 'host-out', node: 'host1', dsrMtu: 9000, input: toPcap([reply(rawLab.fabric.mtu + 1)]) }).destinations).toEqual({ dsr: 1 });
   });
 });
 
