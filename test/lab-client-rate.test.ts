@@ -8,6 +8,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { AddressInfo } from 'node:net';
+import { unmet } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const CLIENT = join(ROOT, 'dist/scripts/lab/client.js');
@@ -21,7 +22,7 @@ function runClient(args: string[]): Promise<{ code: number | null; stdout: strin
   });
 }
 
-describe.skipIf(!existsSync(CLIENT))('lab client http --rate', () => {
+describe.skipIf(unmet(existsSync(CLIENT) ? null : 'dist/scripts/lab/client.js is not built (npx tsc -p tsconfig.json)', 'the lab client'))('lab client http --rate', () => {
   it('paces the requests: 30 at 100/s take about 0.3 s, and start 10 ms apart', async () => {
     const server = createServer((_req, res) => { res.setHeader('x-backend', 'loopback'); res.end('loopback\n'); });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
