@@ -2,13 +2,12 @@
 // the one packet builder, the verdict, the exact VXLAN frame out (built independently with the same
 // builder) and the counters.
 import { describe, expect, it } from 'vitest';
-import { mac, ip } from '../shared/addr.js';
+import { mac } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_SYN, TCP_ACK } from '../shared/tcp.js';
 import { IPV4_FLAG_MF, IPV4_FLAG_DF } from '../shared/ipv4.js';
 import { ETHERTYPE_IPV4, ETHERTYPE_IPV6 } from '../shared/ethernet.js';
-import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
-import { buildMaglevTable } from '../shared/maglev.js';
+import { vxlanSourcePort } from '../shared/flow-hash.js';
 import { dissect } from '../shared/dissect.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView } from '../mux/tables.js';
@@ -16,6 +15,8 @@ import {
   newMuxContext, processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_DROP, VERDICT_FORWARD, VERDICT_REPLY, ICMP_RATE_PER_S, type MuxContext, type MuxCounterName,
 } from '../mux/data-plane.js';
 import { labConfig } from './helpers/lab-config.js';
+import { flowHash } from '../scripts/oracle/maglev-oracle.js';
+import { oracleRule } from '../scripts/oracle/expected-backend.js';
 import { expectFrame } from './helpers/frames.js';
 
 const MUX_MAC = '02:00:00:00:00:11';
@@ -39,10 +40,10 @@ function newCtx(config: SlbxConfig = labConfig(), health: HealthView = ALL_HEALT
   });
 }
 
-// The expected backend, computed without the MUX's tables: Maglev over the pool's nics, slot = hash % M.
-const POOL = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'];
-const TABLE = buildMaglevTable(POOL.map((id) => ({ id, weight: 50 })), 65537);
-const nicOf = (hash: number) => POOL[TABLE.slots[hash % 65537]!]!;
+// The expected backend and flow hash come from the independent oracle (scripts/oracle), not from the code
+// under test: the lab pool's table (every rule of the VIP uses pool web), slot = hash % M.
+const TABLE = oracleRule(labConfig(), VIP, 6, 80).table;
+const nicOf = (hash: number) => TABLE[hash % TABLE.length]!;
 const NICS: Record<string, { host: string; mac: string }> = {
   h1vm1: { host: 'host1', mac: '02:00:c0:00:02:0a' }, h1vm2: { host: 'host1', mac: '02:00:c0:00:02:0b' },
   h2vm1: { host: 'host2', mac: '02:00:c0:00:02:0c' }, h2vm2: { host: 'host2', mac: '02:00:c0:00:02:0d' },
@@ -65,7 +66,6 @@ const tcp4 = (sport: number, dport = 80, flags = TCP_SYN, src = CLIENT) =>
   pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src, dst: VIP, flags: IPV4_FLAG_DF }).tcp({ sport, dport, flags }).build();
 const udp4 = (sport: number, dport = 7, src = CLIENT) =>
   pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src, dst: VIP }).udp({ sport, dport }).payload('ping').build();
-const ip4 = (s: string) => ip(s).words[0]!;
 
 function run(ctx: MuxContext, frame: Buffer): { verdict: number; out: Buffer; drop: string | null } {
   const verdict = processPacket(frame, frame.length, ctx);
@@ -79,36 +79,36 @@ function run(ctx: MuxContext, frame: Buffer): { verdict: number; out: Buffer; dr
 describe('mux: forwarding fixtures (packet in -> VXLAN frame out)', () => {
   const cases: [string, () => Buffer, (f: Buffer) => { nic: string; hash: number; l3: number; type?: number }][] = [
     ['TCP SYN over IPv4, 5-tuple', () => tcp4(40001), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40001, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+      const h = flowHash(CLIENT, VIP, 6, 40001, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
     }],
     ['TCP data with a payload', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40002, dport: 80, flags: TCP_ACK }).payload('GET / HTTP/1.1\r\n\r\n').build(), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40002, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+      const h = flowHash(CLIENT, VIP, 6, 40002, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
     }],
     ['UDP over IPv4 to the echo rule', () => udp4(5353), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5353, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+      const h = flowHash(CLIENT, VIP, 17, 5353, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
     }],
     ['UDP, 3-tuple rule: the slot ignores ports, the outer port still follows the 5-tuple', () => udp4(5354, 7003), () => {
-      const h5 = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5354, 7003, 5, SEED);
-      return { nic: nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 0, 0, 3, SEED)), hash: h5, l3: 14 };
+      const h5 = flowHash(CLIENT, VIP, 17, 5354, 7003, 5, SEED);
+      return { nic: nicOf(flowHash(CLIENT, VIP, 17, 0, 0, 3, SEED)), hash: h5, l3: 14 };
     }],
     ['UDP, 2-tuple rule', () => udp4(5355, 7002), () => {
-      const h5 = hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 5355, 7002, 5, SEED);
-      return { nic: nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 0, 0, 0, 2, SEED)), hash: h5, l3: 14 };
+      const h5 = flowHash(CLIENT, VIP, 17, 5355, 7002, 5, SEED);
+      return { nic: nicOf(flowHash(CLIENT, VIP, 0, 0, 0, 2, SEED)), hash: h5, l3: 14 };
     }],
     ['an 802.1Q-tagged client frame (the tag is not carried inside)', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC, vlan: 42 }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40003, dport: 80 }).build(), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40003, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 18 };
+      const h = flowHash(CLIENT, VIP, 6, 40003, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 18 };
     }],
     ['IPv4 with options (IHL 7)', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, options: new Uint8Array(8) }).tcp({ sport: 40004, dport: 80 }).build(), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40004, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+      const h = flowHash(CLIENT, VIP, 6, 40004, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
     }],
     ['port mapping rule 8080 (the MUX leaves ports alone)', () => tcp4(40005, 8080), () => {
-      const h = hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40005, 8080, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
+      const h = flowHash(CLIENT, VIP, 6, 40005, 8080, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14 };
     }],
     ['TCP over IPv6', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 40006, dport: 80, flags: TCP_SYN }).build(), () => {
-      const h = hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 6, 40006, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
+      const h = flowHash(CLIENT6, VIP6, 6, 40006, 80, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
     }],
     ['UDP over IPv6 behind hop-by-hop and destination options', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).ext6({ type: 'hop' }).ext6({ type: 'dest', len8: 1 }).udp({ sport: 5356, dport: 7 }).payload('x').build(), () => {
-      const h = hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 17, 5356, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
+      const h = flowHash(CLIENT6, VIP6, 17, 5356, 7, 5, SEED); return { nic: nicOf(h), hash: h, l3: 14, type: ETHERTYPE_IPV6 };
     }],
   ];
 
@@ -230,7 +230,7 @@ describe('mux: fragments', () => {
     const a = ctx.lastNic!.name;
     expect(run(ctx, later).verdict).toBe(VERDICT_FORWARD);
     expect(ctx.lastNic!.name).toBe(a);
-    expect(a).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 17, 0, 0, 3, SEED)));
+    expect(a).toBe(nicOf(flowHash(CLIENT, VIP, 17, 0, 0, 3, SEED)));
     expect(ctx.counters.get('fragments')).toBe(2);
     expect(ctx.flowLimit.count).toBe(0); // fragments make no flow entries
   });
@@ -256,7 +256,12 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
     ctx.tables = compileMuxTables(config, healthOf(['h1vm1']), ctx.tables, 2);
     for (let p = 30000; p < 30400; p++) { run(ctx, tcp4(p, 80, TCP_ACK)); expect(ctx.lastNic!.name).toBe(before.get(p)); }
     const fresh = new Set<string>();
-    for (let p = 40000; p < 40400; p++) { run(ctx, tcp4(p)); fresh.add(ctx.lastNic!.name); }
+    const oracleDown = oracleRule(config, VIP, 6, 80, { down: ['h1vm1'] }); // the oracle's table without h1vm1
+    for (let p = 40000; p < 40400; p++) {
+      run(ctx, tcp4(p));
+      fresh.add(ctx.lastNic!.name);
+      expect(ctx.lastNic!.name).toBe(oracleDown.choose(CLIENT, p));
+    }
     expect(fresh.has('h1vm1')).toBe(false);
     expect(fresh.size).toBe(3);
   });
@@ -285,10 +290,12 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
     for (let p = 30000; p < 30400; p++) { run(ctx, tcp4(p)); before.set(p, ctx.lastNic!.name); }
     const disabled = labConfig((raw) => { raw.pools[0].backends[2].enabled = false; });
     ctx.tables = compileMuxTables(disabled, ALL_HEALTHY, ctx.tables, 2);
+    const oracleDisabled = oracleRule(disabled, VIP, 6, 80); // where the oracle re-places them
     let moved = 0;
     for (let p = 30000; p < 30400; p++) {
       run(ctx, tcp4(p, 80, TCP_ACK));
-      if (before.get(p) === 'h2vm1') { expect(ctx.lastNic!.name).not.toBe('h2vm1'); moved++; } else expect(ctx.lastNic!.name).toBe(before.get(p));
+      expect(before.get(p)).toBe(nicOf(flowHash(CLIENT, VIP, 6, p, 80, 5, SEED)));
+      if (before.get(p) === 'h2vm1') { expect(ctx.lastNic!.name).toBe(oracleDisabled.choose(CLIENT, p)); moved++; } else expect(ctx.lastNic!.name).toBe(before.get(p));
     }
     expect(moved).toBeGreaterThan(50);
     expect(ctx.counters.get('flow_replaced')).toBe(moved);
@@ -332,7 +339,7 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
     run(ctx, tcp4(7777)); const a = ctx.lastNic!.name;
     run(ctx, tcp4(7777, 80, TCP_ACK));
     expect(ctx.lastNic!.name).toBe(a);
-    expect(a).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 7777, 80, 5, SEED)));
+    expect(a).toBe(nicOf(flowHash(CLIENT, VIP, 6, 7777, 80, 5, SEED)));
     // the flood ages out of the untrusted table
     ctx.nowS += 6;
     ctx.pending4.sweep(ctx.nowS, 1 << 20);
@@ -362,9 +369,9 @@ const HOST_PA6: Record<string, string> = { host1: '2001:db8:f::21', host2: '2001
 
 describe('mux: IPv6 underlay', () => {
   it.each([
-    ['an IPv4 client packet', () => tcp4(40010), () => ({ h: hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 40010, 80, 5, SEED), l3: 14, type: ETHERTYPE_IPV4 })],
+    ['an IPv4 client packet', () => tcp4(40010), () => ({ h: flowHash(CLIENT, VIP, 6, 40010, 80, 5, SEED), l3: 14, type: ETHERTYPE_IPV4 })],
     ['an IPv6 client packet', () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 999, dport: 7 }).payload('v6 over v6').build(),
-      () => ({ h: hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 17, 999, 7, 5, SEED), l3: 14, type: ETHERTYPE_IPV6 })],
+      () => ({ h: flowHash(CLIENT6, VIP6, 17, 999, 7, 5, SEED), l3: 14, type: ETHERTYPE_IPV6 })],
   ] as const)('%s goes out in IPv6/UDP (checksummed, RFC 8200 8.1) from the MUX\'s address6 to the host\'s', (_n, build, exp) => {
     const ctx = newCtx(labConfig(), ALL_HEALTHY, { underlay6: true });
     const frame = build();
@@ -425,7 +432,7 @@ describe('mux: ICMP errors about VIP flows go to the flow\'s backend', () => {
   it('without a flow entry it follows the rule\'s hash of the flow (client -> VIP)', () => {
     const ctx = newCtx();
     run(ctx, icmp4(42000, 3, 4));
-    expect(ctx.lastNic!.name).toBe(nicOf(hashFlowV4(ip4(CLIENT), ip4(VIP), 6, 42000, 80, 5, SEED)));
+    expect(ctx.lastNic!.name).toBe(nicOf(flowHash(CLIENT, VIP, 6, 42000, 80, 5, SEED)));
   });
 
   it('ICMPv6 packet too big about a v6 flow', () => {
@@ -433,7 +440,7 @@ describe('mux: ICMP errors about VIP flows go to the flow\'s backend', () => {
     const q = pkt().ipv6({ src: VIP6, dst: CLIENT6 }).tcp({ sport: 80, dport: 43000, flags: TCP_ACK }).payload(1400).build();
     const f = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv6({ src: '2001:db8:c::1', dst: VIP6 }).icmpv6({ type: 2, rest: 1280 }).payload(q.subarray(0, 1232)).build();
     expect(run(ctx, f).verdict).toBe(VERDICT_FORWARD);
-    expect(ctx.lastNic!.name).toBe(nicOf(hashFlowV6(ip(CLIENT6).words, 0, ip(VIP6).words, 0, 6, 43000, 80, 5, SEED)));
+    expect(ctx.lastNic!.name).toBe(nicOf(flowHash(CLIENT6, VIP6, 6, 43000, 80, 5, SEED)));
   });
 
   it.each([

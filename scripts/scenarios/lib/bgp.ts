@@ -1,7 +1,8 @@
 // Verifiers of the BGP / scale-out scenarios (10-13), from the captures, the router's state (BIRD and
 // its kernel routes), the route polls and the daemons' logs and counters:
 //   ecmp-spread     flows spread over every MUX; each flow at one MUX (the one the router's FIB names) and
-//                   at the backend the Maglev table names, computed here from the config alone
+//                   at the backend Maglev chooses, the independent oracle's answer (scripts/oracle) from the
+//                   config alone
 //   mux-failure     (11 crash, 12 hang) how long until the router dropped the MUX; every long-lived
 //                   connection completed on one backend, no reset; moved connections counted
 //   mux-add-remove  zero failed requests while a MUX joins and another leaves gracefully; nothing reached
@@ -12,29 +13,22 @@
 // Usage: node verify.js ecmp-spread|mux-failure|mux-add-remove|pool-move --run RUNDIR ... (see each function)
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseIpAddr } from '../../../shared/addr.js';
-import { hashFlowV4 } from '../../../shared/flow-hash.js';
-import { MAGLEV_EMPTY } from '../../../shared/maglev.js';
 import type { SlbxConfig } from '../../../shared/config.js';
-import { compileMuxTables, ALL_HEALTHY } from '../../../mux/tables.js';
+import { oracleRule } from '../../oracle/expected-backend.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 
 const TCP_RST = 0x04;
 const TCP_SYN = 0x02;
 
-/** The backend the Maglev table of the rule names for a 5-tuple flow (IPv4 VIP), from the config alone. */
+/**
+ * The backend Maglev chooses for a 5-tuple flow to an IPv4 or IPv6 VIP, every backend healthy: the
+ * independent oracle's answer (scripts/oracle), computed from the config values alone, not with the
+ * MUX's code (mux/tables.ts, shared/maglev.ts, shared/flow-hash.ts).
+ */
 export function expectedBackend(config: SlbxConfig, vip: string, proto: 6 | 17, port: number): (src: string, sport: number) => string | null {
-  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  const v = parseIpAddr(vip)!;
-  const mv = tables.vips4.get(v.words[0]!);
-  const rule = mv?.rules.get((proto << 16) | port);
-  if (rule === undefined) throw new Error(`no rule for ${vip} ${proto}/${port}`);
+  const rule = oracleRule(config, vip, proto, port);
   if (rule.mode !== 5) throw new Error('the scenario expects a 5-tuple rule');
-  return (src, sport) => {
-    const h = hashFlowV4(parseIpAddr(src)!.words[0]!, v.words[0]!, proto, sport, port, 5, config.hashSeed);
-    const slot = rule.table.slots[h % rule.table.size]!;
-    return slot === MAGLEV_EMPTY ? null : rule.table.members[slot]!.name;
-  };
+  return rule.choose;
 }
 
 export function readJson(path: string): any {
@@ -180,7 +174,7 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
   const split = reused.filter((k) => new Set(muxOf.get(k)).size > 1);
   c.note(`the router's FIB lookup by 5-tuple (ip route get VIP from SRC iif br0 ipproto udp sport N dport M) names the MUX that got the flow for ${fibAgree} of ${flows.length} flows: the kernel hashed these packets with their socket's hash (sk_txhash), not the 5-tuple; ${reused.length} 5-tuples used by two sockets went to ${split.length > 0 ? `different MUXes ${split.length} times` : 'the same MUX'}`);
 
-  // the backend: what the backends' captures show = what the Maglev table names (computed here) = the echo
+  // the backend: what the backends' captures show = what the oracle names = the echo
   const expect = expectedBackend(config, vip, 17, port);
   const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(17))!;
   const pool = config.pools.find((p) => p.name === rule.pool)!;
@@ -205,7 +199,7 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
     if (r.backend !== want) wrongEcho++;
     perBackend.set(want ?? 'none', (perBackend.get(want ?? 'none') ?? 0) + 1);
   }
-  c.check(wrongCapture === 0, 'every flow\'s datagram reached exactly the backend the Maglev table names (computed from the config with shared/flow-hash.ts and mux/tables.ts, independently of the daemons)', `${wrongCapture} differ; ${fmtCounts(perBackend)}`);
+  c.check(wrongCapture === 0, 'every flow\'s datagram reached exactly the backend Maglev chooses (the independent oracle, scripts/oracle, from the config alone: no code of the daemons)', `${wrongCapture} differ; ${fmtCounts(perBackend)}`);
   c.check(wrongEcho === 0, 'every echo came from that backend', `${wrongEcho} differ`);
   if (split.length > 0) {
     const same = split.filter((k) => new Set(backendOf.get(k)).size === 1).length;
@@ -330,7 +324,7 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
     if (!pre.has(victim) && pre.size > 0 && [...post].some((m) => !pre.has(m))) shuffled++;
   }
   c.note(`${shuffled} connections moved between the surviving MUXes as well (the kernel's multipath is hash-threshold, not consistent); all completed on their backend`);
-  c.check(wrongBackend === 0, 'every connection was answered by the backend the Maglev table names (computed from the config)', `${wrongBackend} differ`);
+  c.check(wrongBackend === 0, 'every connection was answered by the backend Maglev chooses (the independent oracle, from the config)', `${wrongBackend} differ`);
   let rstFromBackends = 0;
   const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(6))!;
   for (const b of config.pools.find((p) => p.name === rule.pool)!.backends) {
@@ -360,7 +354,7 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
     const expectHttp = expectedBackend(config, vip, 6, port);
     const okRecs = h.records.filter((r: any) => r.ok);
     const wrong = okRecs.filter((r: any) => r.backend !== expectHttp(r.sourceAddress, r.sourcePort)).length;
-    c.check(wrong === 0, 'every answered request came from the backend the Maglev table names', `${wrong} of ${okRecs.length} differ`);
+    c.check(wrong === 0, 'every answered request came from the backend Maglev chooses (the independent oracle)', `${wrong} of ${okRecs.length} differ`);
     const explained = bad.filter((r) => synAtVictim.has(`${r.sourceAddress}:${r.sourcePort}`)).length;
     const slow = h.records.filter((r: any) => r.ok && r.latencyMs > 1000).length;
     c.check(explained === bad.length, `new connections during the ${kind}: failures only among those whose handshake went to the frozen ${victim}`,

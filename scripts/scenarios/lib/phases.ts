@@ -23,9 +23,7 @@ import { join } from 'node:path';
 import { isMain } from '../../../cli/args.js';
 import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
-import { hashFlowV4, hashFlowV6 } from '../../../shared/flow-hash.js';
-import { MAGLEV_EMPTY } from '../../../shared/maglev.js';
-import { ALL_HEALTHY, compileMuxTables } from '../../../mux/tables.js';
+import { oracleRule } from '../../oracle/expected-backend.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 
 interface Phase { name: string; startUs: number; endUs: number; clientJson: string; expect: string[] }
@@ -295,24 +293,19 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const flows = flowsByPhase.get(phaseName!) ?? [];
     const before = loadConfig(beforePath!);
     const after = loadConfig(afterPath!);
-    const key = rule.probe === null ? rule.pool : `${rule.pool}/${rule.probe}`;
-    const tb = compileMuxTables(before, ALL_HEALTHY, null, 1).poolTables.get(key)!;
-    const ta = compileMuxTables(after, ALL_HEALTHY, null, 1).poolTables.get(key)!;
+    // the tables before and after, and each flow's choice: the independent oracle's (scripts/oracle), from
+    // the config files alone, not the MUX's code
+    const protoNum = proto === 'tcp' ? 6 : 17;
+    const tb = oracleRule(before, vip.text, protoNum, port);
+    const ta = oracleRule(after, vip.text, protoNum, port);
     let movedSlots = 0; let movedToAdded = 0;
     for (let i = 0; i < tb.size; i++) {
-      const a = tb.slots[i] === MAGLEV_EMPTY ? '-' : tb.members[tb.slots[i]!]!.name;
-      const b = ta.slots[i] === MAGLEV_EMPTY ? '-' : ta.members[ta.slots[i]!]!.name;
+      const a = tb.table[i] ?? '-';
+      const b = ta.table[i] ?? '-';
       if (a !== b) { movedSlots++; if (b === added) movedToAdded++; }
     }
-    c.note(`Maglev (table size ${tb.size}): adding ${added} moved ${movedSlots} slots (${((100 * movedSlots) / tb.size).toFixed(2)} %), ${movedToAdded} of them to ${added}`);
-    const choose = (t: typeof tb, fl: FlowSeen) => {
-      const a = parseIpAddr(fl.src)!;
-      const h = vip.family === 4
-        ? hashFlowV4(a.words[0]!, vip.words[0]!, proto === 'tcp' ? 6 : 17, fl.sport, port, rule.distribution, config.hashSeed)
-        : hashFlowV6(a.words, 0, vip.words, 0, proto === 'tcp' ? 6 : 17, fl.sport, port, rule.distribution, config.hashSeed);
-      const s = t.slots[(h >>> 0) % t.size]!;
-      return s === MAGLEV_EMPTY ? '-' : t.members[s]!.name;
-    };
+    c.note(`Maglev (table size ${tb.size}, the oracle's tables): adding ${added} moved ${movedSlots} slots (${((100 * movedSlots) / tb.size).toFixed(2)} %), ${movedToAdded} of them to ${added}`);
+    const choose = (t: typeof tb, fl: FlowSeen) => t.choose(fl.src, fl.sport) ?? '-';
     // a connection that reuses the 5-tuple of an earlier one may follow that one's flow entry: only
     // 5-tuples new to the whole run show the table's choice
     const firstSeen = new Map<string, number>();
@@ -322,9 +315,9 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const matchAfter = fresh.filter((fl) => choose(ta, fl) === fl.nic).length;
     const moved = fresh.filter((fl) => choose(tb, fl) !== fl.nic);
     const movedTo = countBy(moved, (fl) => fl.nic);
-    c.check(fresh.length > 0 && matchAfter === fresh.length, `${phaseName}: every new flow went where the new Maglev table says (the MUX's choice, recomputed)`, `${matchAfter} of ${fresh.length}`);
+    c.check(fresh.length > 0 && matchAfter === fresh.length, `${phaseName}: every new flow went where the new Maglev table says (the independent oracle's choice)`, `${matchAfter} of ${fresh.length}`);
     const share = fresh.length === 0 ? 0 : moved.length / fresh.length;
-    const members = ta.members.length;
+    const members = ta.members.filter((m) => m.available).length;
     c.check(Math.abs(share - 1 / members) <= 0.05 && (movedTo.get(added!) ?? 0) >= 0.95 * moved.length,
       `${phaseName}: about 1/${members} of the new flows moved from where the old table would have put them, to ${added}`,
       `${moved.length} of ${fresh.length} (${(100 * share).toFixed(1)} %) moved: ${fmtCounts(movedTo)}`);
