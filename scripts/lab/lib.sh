@@ -60,6 +60,8 @@
 #   lab_birdc ARGS...       birdc against the router's BIRD (labs whose config has a bgp section):
 #                           lab_birdc show protocols; lab_birdc show route all 203.0.113.10/32
 #   lab_router_nexthops VIP the next hops of the router's kernel route to VIP, sorted, one per line
+#   lab_router_counters     the router's edge filter counters as JSON (nft, table inet slbx_edge;
+#                           docs/security.md): edge_spoofed_source4, edge_not_vip4, edge_to_router4, ...
 #   lab_wait_router [S]     waits until every VIP's route has exactly the running muxes as next hops
 #   lab_mux_pid NODE        PID of the running mux daemon of NODE (status 1 when none runs)
 #   lab_mux_stop NODE [SIG] stops the mux daemon of NODE with SIGTERM (graceful: BGP withdraw, Cease,
@@ -76,17 +78,26 @@
 #   lab_backend_start NIC http|udp
 #                           starts it again with the command line lab_up used, waits for its ready line
 #   lab_capture_start NODE IFACE NAME [FILTER...]
-#       tcpdump -i IFACE -w pcaps/NAME.pcap -U --immediate-mode -s 0 -B 32768 -Z root [FILTER] in the
+#       tcpdump -i IFACE -w pcaps/NAME.pcap --immediate-mode -s MTU+22 -B 32768 -Z root [FILTER] in the
 #       node's namespace, recorded in state.env; returns once tcpdump is capturing (its "listening on"
 #       line and the file exist). Prints the pcap path. --immediate-mode: without it libpcap hands
-#       packets over in blocks up to 1 s late, and a capture stopped by SIGINT loses the last block
-#       without counting it as dropped. -B (KiB, $LAB_CAPTURE_BUFFER_KB) is 32768: with 8192, four
-#       captures of a 40 MB download on this 2-core machine dropped 1-8 % of the packets.
+#       packets over in blocks up to 1 s late. -s: the snapshot length sizes each slot of libpcap's
+#       ring; with -s 0 a veth with offloads gets 64 KiB slots, 512 in the 32 MiB of -B (KiB,
+#       $LAB_CAPTURE_BUFFER_KB), and a capture that fell 512 frames behind on a busy machine dropped
+#       packets; the interface's MTU + 22 (Ethernet header, two VLAN tags) gives about 20,000 slots and
+#       cuts nothing ($LAB_CAPTURE_SNAPLEN overrides it). No -U: tcpdump buffers its writes and flushes
+#       them when it stops, so it keeps up with fewer system calls.
 #   lab_capture_stop NAME   stops one capture (SIGINT) and checks its drop counters (as below)
-#   lab_capture_stop_all    stops every running capture of the lab (SIGINT), waits for each, prints a
-#                           warning per capture that dropped packets (kernel or interface), wrote fewer
-#                           than passed its filter, or did not report its counters, and returns 1 if
-#                           any did: a scenario can fail on an incomplete capture.
+#   lab_capture_stop_all    stops every running capture of the lab and checks each: it first asks
+#                           tcpdump for its counters (SIGUSR1), waits until it has written every
+#                           packet its filter had received by then (it may be seconds behind on a busy
+#                           machine), then sends SIGINT. Prints a warning per capture that dropped
+#                           packets (kernel or interface), had not written everything received before
+#                           the stop, holds a record cut short by the snapshot length or fewer records
+#                           than tcpdump counted, or did not report its counters, and returns 1 if any
+#                           did: a scenario fails on an incomplete capture. Packets that arrived after
+#                           the stop began and were still in the ring are counted in its line, not
+#                           written (they are after the traffic the scenario reasons about).
 #   lab_setup_scenario NAME
 #       For scenario scripts: LAB_NAME=NAME-$$, traps EXIT/INT/TERM to run lab_down (keeping the
 #       script's exit status; a failed teardown turns success into 1), and checks that we are root and
@@ -274,7 +285,7 @@ lab_up() {
   [ -f "$config" ] || { _lab_err "no config file '$config'"; return 1; }
   config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
   local f
-  for f in plan backend client bird-conf derive-config; do
+  for f in plan backend client bird-conf derive-config router-filter; do
     [ -f "$SLBX_ROOT/dist/scripts/lab/$f.js" ] || { _lab_err "dist/scripts/lab/$f.js is missing: build first (npx tsc -p tsconfig.json, or scripts/lab.sh up)"; return 1; }
   done
   if [ "$daemons" = 1 ]; then
@@ -479,6 +490,12 @@ _lab_build() {
     _lab_tx_off "$C" eth0
   done 3<"$plan"
   _lab_tx_off "$R" "${router_ports[@]}"
+
+  # --- the router's edge filter (scripts/lab/router-filter.ts, docs/security.md): from the outside
+  # only VIPs, no forged source of ours, nothing to the router but ICMP; strict uRPF on the fabric side
+  command -v nft >/dev/null || { _lab_err "nftables is not installed (apt-get install nftables)"; return 1; }
+  "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/router-filter.js" --config "$LAB_DIR/config.yaml" --clients "$clients" >"$LAB_DIR/router.nft"
+  ip netns exec "$R" nft -f "$LAB_DIR/router.nft"
 
   # --- the router's routes to the VIPs: with a bgp section, BIRD learns them from the muxes (one
   # multipath route per VIP, docs/bgp.md); without, one static multipath route over every mux
@@ -956,6 +973,18 @@ lab_birdc() {
   ip netns exec "${SLBX_LAB_PREFIX}router" birdc -s "$LAB_DIR/bird.ctl" "$@"
 }
 
+# lab_router_counters: the router's edge filter counters (docs/security.md) as JSON, one object
+# {"edge_spoofed_source4": {"packets": N, "bytes": N}, ...} (nft -j list counters table inet slbx_edge).
+lab_router_counters() {
+  _lab_ensure_loaded || return 1
+  ip netns exec "${SLBX_LAB_PREFIX}router" nft -j list counters table inet slbx_edge | "${LAB_NODE[@]}" -e '
+    let t = ""; process.stdin.on("data", (d) => { t += d; }).on("end", () => {
+      const o = {};
+      for (const x of JSON.parse(t).nftables) if (x.counter) o[x.counter.name] = { packets: x.counter.packets, bytes: x.counter.bytes };
+      process.stdout.write(JSON.stringify(o) + "\n");
+    });'
+}
+
 # lab_router_nexthops VIP: the next hops of the router's kernel route to VIP (/32 or /128), one per
 # line, sorted; nothing when there is no route.
 lab_router_nexthops() {
@@ -1194,7 +1223,7 @@ lab_controller_start() {
 # captures
 
 lab_capture_start() {
-  local node=${1:-} iface=${2:-} cname=${3:-} ns pcap log deadline
+  local node=${1:-} iface=${2:-} cname=${3:-} ns pcap log deadline mtu snaplen
   [ -n "$node" ] && [ -n "$iface" ] && [ -n "$cname" ] || { _lab_err 'usage: lab_capture_start NODE IFACE NAME [FILTER...]'; return 2; }
   shift 3
   [[ $cname =~ ^[A-Za-z0-9][A-Za-z0-9_.-]*$ ]] || { _lab_err "bad capture name '$cname'"; return 2; }
@@ -1203,8 +1232,16 @@ lab_capture_start() {
   command -v tcpdump >/dev/null || { _lab_err 'tcpdump is not installed'; return 1; }
   pcap=$LAB_DIR/pcaps/$cname.pcap
   log=$LAB_DIR/logs/capture-$cname.log
+  # the snapshot length sets the size of each slot of libpcap's ring: -s 0 on a veth with offloads
+  # makes 64 KiB slots (512 in 32 MiB); the MTU + 22 (Ethernet header, two VLAN tags) makes ~1.6 KiB
+  # slots (about 20,000), and no frame on the link is longer (the stop checks that none was cut)
+  snaplen=${LAB_CAPTURE_SNAPLEN:-}
+  if [ -z "$snaplen" ]; then
+    mtu=$(ip netns exec "$ns" cat "/sys/class/net/$iface/mtu" 2>/dev/null) || { _lab_err "no interface $iface in $node"; return 1; }
+    snaplen=$((mtu + 22))
+  fi
   rm -f "$pcap"
-  ip netns exec "$ns" tcpdump -i "$iface" -w "$pcap" -U --immediate-mode -s 0 -B "$LAB_CAPTURE_BUFFER_KB" -Z root -n "$@" >"$log" 2>&1 </dev/null &
+  ip netns exec "$ns" tcpdump -i "$iface" -w "$pcap" --immediate-mode -s "$snaplen" -B "$LAB_CAPTURE_BUFFER_KB" -Z root -n "$@" >"$log" 2>&1 </dev/null &
   local pid=$!
   disown "$pid" 2>/dev/null || true
   _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_PROCS "$pid capture $node $cname" array
@@ -1220,42 +1257,120 @@ lab_capture_start() {
   printf '%s\n' "$pcap"
 }
 
-# Stops captures by PID list; checks tcpdump's own counters. Returns 1 if any dropped or said nothing.
+# tcpdump's counters as "CAPTURED RECEIVED DROPPED IFDROPPED" from its last statistics line in LOG
+# (the SIGUSR1 line "N packets captured, N packets received by filter, N packets dropped by kernel[, N
+# packets dropped by interface]" or the lines it prints when it stops); empty if there is none yet.
+_lab_capture_counters() {
+  local log=$1 line c r d i
+  if [ "${2:-}" = final ]; then
+    c=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} captured$/\1/p' "$log" | tail -n 1)
+    r=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} received by filter$/\1/p' "$log" | tail -n 1)
+    d=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$log" | tail -n 1)
+    i=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by interface$/\1/p' "$log" | tail -n 1)
+  else
+    line=$(grep -E '^tcpdump: [0-9]+ packets? captured, ' "$log" | tail -n 1)
+    [[ $line =~ ([0-9]+)\ packets?\ captured,\ ([0-9]+)\ packets?\ received\ by\ filter,\ ([0-9]+)\ packets?\ dropped\ by\ kernel ]] || return 0
+    c=${BASH_REMATCH[1]} r=${BASH_REMATCH[2]} d=${BASH_REMATCH[3]} i=0
+    [[ $line =~ ([0-9]+)\ packets?\ dropped\ by\ interface ]] && i=${BASH_REMATCH[1]}
+  fi
+  [ -n "$c" ] && [ -n "$r" ] && [ -n "$d" ] && printf '%s %s %s %s\n' "$c" "$r" "$d" "${i:-0}"
+  return 0
+}
+
+# Asks a running tcpdump for its counters (SIGUSR1) and waits for the new line; prints them as above.
+_lab_capture_ask() {
+  local pid=$1 log=$2 n deadline
+  n=$(grep -cE '^tcpdump: [0-9]+ packets? captured, ' "$log" 2>/dev/null || :)
+  kill -s USR1 "$pid" 2>/dev/null || return 1
+  deadline=$(( $(_lab_now) + 5000000 ))
+  while [ "$(grep -cE '^tcpdump: [0-9]+ packets? captured, ' "$log" 2>/dev/null)" -le "$n" ]; do
+    [ "$(_lab_now)" -lt "$deadline" ] && _lab_pid_alive "$pid" || return 1
+    sleep 0.02
+  done
+  _lab_capture_counters "$log"
+}
+
+# Stops captures by PID list; checks tcpdump's own counters and the files. Returns 1 if any capture
+# dropped a packet, did not write everything it had received when the stop began, cut a packet short
+# or reported nothing. The stop drains first: tcpdump is asked for its counters (SIGUSR1) to mark
+# what its filter had received by then, and only once it has written all of that (a busy machine can
+# leave it seconds behind, with the rest in libpcap's ring) does it get SIGINT. Packets that arrive
+# after the mark (the lab's own chatter: BGP, probes, ARP) may still be in the ring at SIGINT and are
+# not written: they are reported, and they cannot belong to traffic that ended before the stop.
 _lab_capture_stop_pids() {
-  local bad=0 entry pid kind node cname log deadline dropped ifdropped captured received
-  local -A want=()
+  local bad=0 entry pid kind node cname log deadline c r d i mr md late pcap out f n t longest
+  local -A want=() mark=() recs=()
+  local caps=() pcaps=()
   for pid in "$@"; do want[$pid]=1; done
   sleep 0.1  # let the last packets of the scenario's traffic reach the captures
   for entry in "${SLBX_LAB_PROCS[@]}"; do
     read -r pid kind node cname <<<"$entry"
     [ "$kind" = capture ] && [ -n "${want[$pid]:-}" ] || continue
+    caps+=("$pid $node $cname")
+    _lab_pid_ours "$pid" || continue
+    # the mark: what the filter had received (and the kernel dropped) when the stop began
+    read -r c r d i < <(_lab_capture_ask "$pid" "$LAB_DIR/logs/capture-$cname.log") && mark[$pid]="$r $d"
+  done
+  for entry in "${caps[@]}"; do  # the drain: until each has written everything it had at the mark
+    read -r pid node cname <<<"$entry"
+    [ -n "${mark[$pid]:-}" ] || continue
+    read -r mr md <<<"${mark[$pid]}"
+    log=$LAB_DIR/logs/capture-$cname.log
+    deadline=$(( $(_lab_now) + 30000000 ))
+    read -r c r d i < <(_lab_capture_counters "$log") || c=0
+    while [ "${c:-0}" -lt $((mr - md)) ] && [ "$(_lab_now)" -lt "$deadline" ]; do
+      sleep 0.05
+      read -r c r d i < <(_lab_capture_ask "$pid" "$log") || break
+    done
+  done
+  for entry in "${caps[@]}"; do
+    read -r pid node cname <<<"$entry"
     if _lab_pid_ours "$pid"; then kill -s INT "$pid" 2>/dev/null || true; fi
   done
-  for entry in "${SLBX_LAB_PROCS[@]}"; do
-    read -r pid kind node cname <<<"$entry"
-    [ "$kind" = capture ] && [ -n "${want[$pid]:-}" ] || continue
+  for entry in "${caps[@]}"; do
+    read -r pid node cname <<<"$entry"
     deadline=$(( $(_lab_now) + 5000000 ))
     while _lab_pid_alive "$pid" && [ "$(_lab_now)" -lt "$deadline" ]; do sleep 0.02; done
     if _lab_pid_alive "$pid"; then _lab_err "capture $cname: tcpdump did not stop on SIGINT; killing it"; kill -s KILL "$pid" 2>/dev/null || true; fi
     _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
     SLBX_LAB_STOPPED+=("$pid")
+    [ -s "$LAB_DIR/pcaps/$cname.pcap" ] && pcaps+=("$LAB_DIR/pcaps/$cname.pcap")
+  done
+  # the files: every record whole (the snapshot length fits the link), as many as tcpdump wrote
+  if [ ${#pcaps[@]} -gt 0 ]; then
+    out=$("${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/pcap-records.js" "${pcaps[@]}" 2>&1) || { _lab_err "pcap-records: $out"; bad=1; }
+    while read -r f n t longest; do [ -n "${f:-}" ] && [ -n "${longest:-}" ] && recs[$f]="$n $t $longest"; done <<<"$out"
+  fi
+  for entry in "${caps[@]}"; do
+    read -r pid node cname <<<"$entry"
     log=$LAB_DIR/logs/capture-$cname.log
-    captured=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} captured$/\1/p' "$log" | tail -n 1)
-    dropped=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by kernel$/\1/p' "$log" | tail -n 1)
-    ifdropped=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} dropped by interface$/\1/p' "$log" | tail -n 1)
-    received=$(sed -n 's/^\([0-9][0-9]*\) packets\{0,1\} received by filter$/\1/p' "$log" | tail -n 1)
-    if [ -z "$dropped" ] || [ -z "$captured" ] || [ -z "$received" ]; then
+    pcap=$LAB_DIR/pcaps/$cname.pcap
+    c='' r='' d='' i=''
+    read -r c r d i < <(_lab_capture_counters "$log" final) || c=''
+    n=0 t=0
+    [ -z "${recs[$pcap]:-}" ] || read -r n t longest <<<"${recs[$pcap]}"
+    if [ -z "$c" ]; then
       printf '[lab] WARNING: capture %s (%s): tcpdump reported no counters; the capture may be incomplete (%s)\n' "$cname" "$node" "${log#"$SLBX_ROOT"/}" >&2
       bad=1
-    elif [ "$dropped" != 0 ] || [ "${ifdropped:-0}" != 0 ]; then
-      printf '[lab] WARNING: capture %s (%s): %s packets dropped by kernel, %s by interface (%s captured): incomplete\n' "$cname" "$node" "$dropped" "${ifdropped:-0}" "$captured" >&2
+    elif [ "$d" != 0 ] || [ "$i" != 0 ]; then
+      printf '[lab] WARNING: capture %s (%s): %s packets dropped by kernel, %s by interface (%s captured): incomplete\n' "$cname" "$node" "$d" "$i" "$c" >&2
       bad=1
-    elif [ $((received - dropped)) -gt "$captured" ]; then
-      # passed the filter, not dropped, yet never written: still in the ring when tcpdump stopped
-      printf '[lab] WARNING: capture %s (%s): %s packets received by filter but only %s written: incomplete\n' "$cname" "$node" "$received" "$captured" >&2
+    elif [ -z "${mark[$pid]:-}" ]; then
+      printf '[lab] WARNING: capture %s (%s): tcpdump did not report its counters before the stop (SIGUSR1): whether it wrote everything is unknown\n' "$cname" "$node" >&2
+      bad=1
+    elif read -r mr md <<<"${mark[$pid]}" && [ "$c" -lt $((mr - md)) ]; then
+      printf '[lab] WARNING: capture %s (%s): %s packets had passed its filter when the stop began, only %s were written: incomplete\n' "$cname" "$node" "$((mr - md))" "$c" >&2
+      bad=1
+    elif [ "$n" != "$c" ] || [ "$t" != 0 ]; then
+      printf '[lab] WARNING: capture %s (%s): the file holds %s records (%s cut short by the snapshot length), tcpdump wrote %s: incomplete\n' "$cname" "$node" "$n" "$t" "$c" >&2
       bad=1
     else
-      printf '[lab] capture %s (%s): %s packets, none dropped\n' "$cname" "$node" "${captured:-?}" >&2
+      late=$((r - d - c))
+      if [ "$late" -gt 0 ]; then
+        printf '[lab] capture %s (%s): %s packets, none dropped; every packet received before the stop began (%s) was written, %s that arrived after it were not\n' "$cname" "$node" "$c" "$((mr - md))" "$late" >&2
+      else
+        printf '[lab] capture %s (%s): %s packets, none dropped\n' "$cname" "$node" "$c" >&2
+      fi
     fi
   done
   return "$bad"
