@@ -18,9 +18,16 @@ import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
 import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
+import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 
 const PORT_RETRY_MS = 1000;
+/**
+ * Ready waits until every fabric peer's MAC is known (VXLAN from an unresolved peer is dropped), but at
+ * most this long: a peer that does not answer (a MUX not started yet) must not keep the host from
+ * serving the others.
+ */
+export const NEIGHBOR_READY_WAIT_MS = 3000;
 
 export const RECEIVE_PATHS = ['capture', 'udp'] as const;
 export type ReceivePath = (typeof RECEIVE_PATHS)[number];
@@ -89,6 +96,9 @@ export class HostDaemon {
   private nftError: string | null = null;
   private readonly o: HostDaemonOptions;
   private readonly startedAt = Date.now();
+  /** The MACs of the MUXes' and other hosts' provider addresses (host-agent/neighbors.ts). */
+  readonly neighbors: FabricNeighbors;
+  private readonly sourceMacCheck: boolean;
   internalErrors = 0;
   lastInternalError = '';
   dsrUnavailable = 0;
@@ -109,6 +119,12 @@ export class HostDaemon {
     this.fabric = createFramePort(io.io, o.iface);
     this.receivePath = o.receivePath ?? DEFAULT_RECEIVE_PATH;
     if (!isReceivePath(this.receivePath)) throw new Error(`unknown receive path ${JSON.stringify(o.receivePath)}`);
+    // the source MAC check needs the frame as it was on the wire: the capture path only (docs/security.md)
+    this.sourceMacCheck = this.receivePath === 'capture';
+    const me = this.self();
+    this.neighbors = new FabricNeighbors(o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6), me.address.words[0]!, me.address6?.words ?? null);
+    this.neighbors.setPeers(tables.peers);
+    this.ctx.sourceMacCheck = this.sourceMacCheck;
     this.prober = new Prober({
       hostName: o.name, config: o.config, onChange: o.onHealthChange ?? null,
       ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.portOf(nic)?.port?.send(frame, len) ?? false },
@@ -155,13 +171,18 @@ export class HostDaemon {
     if (this.o.dsrVia4 !== null) this.raw4 = createIpSender(this.io, 4, this.o.dsrVia4);
     if (this.o.dsrVia6 !== null) this.raw6 = createIpSender(this.io, 6, this.o.dsrVia6);
     if (this.receivePath === 'capture') {
-      // VXLAN to our provider address over IPv4, or over IPv6 to our address6
-      this.fabric.open(`udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`,
-        (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+      // VXLAN to our provider address over IPv4, or over IPv6 to our address6; and the answers to our
+      // ARP requests and neighbour solicitations (unicast to our MAC), which teach the peers' MACs
+      const vxlan = `udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`;
+      const ifMac = readInterface(this.iface)?.mac;
+      const answers = ifMac === undefined ? '' : ` or (ether dst ${formatMac(ifMac)} and (arp or (icmp6 and ip6[40] == 136)))`;
+      this.fabric.open(`(${vxlan})${answers}`, (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+      this.timers.push(setInterval(() => this.resolveNeighbors(), NEIGHBOR_TICK_MS));
     } else {
       this.openVxlanSocket();
     }
     this.started = true;
+    if (this.receivePath === 'capture') this.resolveNeighbors();
     this.openPorts();
     this.timers.push(setInterval(() => this.openPorts(), PORT_RETRY_MS));
     this.prober.start();
@@ -242,8 +263,30 @@ export class HostDaemon {
     }
   }
 
+  /** Sends the ARP requests and solicitations that are due, adopts what was confirmed (host-agent/neighbors.ts). */
+  private resolveNeighbors(): void {
+    if (!this.started) return;
+    const events = this.neighbors.tick(Date.now(), (f, len) => { this.fabric.send(f, len); });
+    if (events.length === 0) return;
+    for (const ev of events) {
+      const { event, ...fields } = ev;
+      if (event === 'neighbor_conflict') logWarn(event, { ...fields, effect: 'two MACs answered for one provider address: the entry keeps what it had' });
+      else logInfo(event, fields);
+    }
+    this.neighbors.fill(this.ctx.peerMacs);
+  }
+
   private onFabricFrame(frame: Buffer, len: number): void {
     const ctx = this.ctx;
+    // ARP (0x0806) or ICMPv6 in IPv6 (0x86dd, next header 58): for the neighbour table, not the data plane
+    if (this.sourceMacCheck && len >= 21 && ((frame[12] === 0x08 && frame[13] === 0x06) || (frame[12] === 0x86 && frame[13] === 0xdd && frame[20] === 58))) {
+      try {
+        if (this.neighbors.learn(frame, len, Date.now())) return;
+      } catch (e) {
+        this.internalError(e);
+        return;
+      }
+    }
     let v: number;
     try {
       v = processInbound(frame, len, ctx);
@@ -251,7 +294,11 @@ export class HostDaemon {
       this.internalError(e);
       return;
     }
-    if (v !== VERDICT_FORWARD) return;
+    if (v !== VERDICT_FORWARD) {
+      const C = ctx.counters.index;
+      if (ctx.lastDrop === C.drop_in_spoofed_source || ctx.lastDrop === C.drop_in_source_unresolved) this.neighbors.expedite(ctx.lastPeer);
+      return;
+    }
     const st = this.ports[ctx.outPort];
     if (st === undefined || st.port === null) {
       ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
@@ -324,6 +371,9 @@ export class HostDaemon {
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
     const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
+    ctx.sourceMacCheck = this.sourceMacCheck;
+    this.neighbors.setPeers(tables.peers);
+    this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
     // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the
@@ -347,7 +397,8 @@ export class HostDaemon {
     return {
       daemon: 'host-agent',
       name: this.name,
-      ready: this.started && (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) && ports.every((p) => p.open),
+      ready: this.started && (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) && ports.every((p) => p.open)
+        && (!this.sourceMacCheck || this.neighbors.allResolved || Date.now() - this.startedAt >= NEIGHBOR_READY_WAIT_MS),
       uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
       generation: t.generation,
       interface: this.iface,
@@ -359,6 +410,9 @@ export class HostDaemon {
         : { path: 'udp', open: this.vxlanSocket?.isOpen === true, received: this.vxlanSocket?.received ?? 0, errors: this.vxlanSocket?.errors ?? 0, lastError: this.vxlanSocketError ?? undefined },
       nftables: this.receivePath === 'udp' ? 'not needed (udp receive path)' : this.o.nftables === false ? 'disabled' : this.nftError ?? 'installed',
       ports,
+      sourceMacCheck: this.sourceMacCheck ? 'on' : 'off (udp receive path: the kernel hides the source MAC)',
+      neighbors: this.neighbors.status(Date.now()),
+      neighborCounters: this.neighbors.counters,
       sendErrors: this.fabric.sendErrors + this.ports.reduce((s, p) => s + (p.port?.sendErrors ?? 0), 0),
       internalErrors: this.internalErrors,
       probes: this.prober.status(),

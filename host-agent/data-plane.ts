@@ -23,7 +23,7 @@ import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, N
 import {
   finishChecksum, l4Checksum, pseudoSumV6Bytes, sumBytes, updateChecksum16, updateChecksum32, updateChecksumBytes, verifyL4Checksum,
 } from '../shared/checksum.js';
-import { macKey, type HostNic, type HostTables, type NatRule } from './tables.js';
+import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
@@ -39,7 +39,7 @@ export const OUT_DSR = -1;
 export const HOST_COUNTER_NAMES = [
   'in_packets', 'in_bytes', 'in_delivered', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
   'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
-  'drop_in_unknown_source', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
+  'drop_in_unknown_source', 'drop_in_spoofed_source', 'drop_in_source_unresolved', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
   'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
   'drop_in_bad_udp_checksum', 'drop_in_icmp_bad_quote', 'drop_in_icmp_unrelated', 'icmp_errors_in', 'icmp_too_big_sent',
   'drop_out_too_big',
@@ -59,6 +59,19 @@ export interface HostContext {
   readonly vxlanPort: number;
   /** MAC of each port's host-side interface, by nic index (filled by the io layer). */
   portMacs: Uint8Array[];
+  /**
+   * Check that VXLAN from a fabric peer's provider address comes from that peer's MAC (a single-L2
+   * fabric; docs/security.md). Off by default (a pcap replay has no neighbours); the daemon turns it
+   * on for the capture receive path, where the frame's source MAC is the one on the wire.
+   */
+  sourceMacCheck: boolean;
+  /**
+   * By tables.peers index: the MAC (macKey) the peer's provider address resolved to by ARP or ND, or
+   * -1 while unknown. The control plane (host-agent/neighbors.ts) writes it.
+   */
+  peerMacs: Float64Array;
+  /** After processInbound: the tables.peers index of the outer source, or -1 (not a peer, or not reached). */
+  lastPeer: number;
   /**
    * The largest IP packet the DSR return can send (the MTU of the interface toward the router; the
    * daemon sets it). A larger reply is answered with ICMP to the backend so its path MTU discovery works.
@@ -100,6 +113,7 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
   }
   return {
     tables, counters, vxlanPort, portMacs,
+    sourceMacCheck: false, peerMacs: new Float64Array(tables.peers.length).fill(-1), lastPeer: -1,
     outBuf: new Uint8Array(0), outOff: 0, outLen: 0, outPort: 0, lastDrop: -1, lastRule: null,
     reply: new Uint8Array(1400),
     dsrMtu: 65535,
@@ -196,8 +210,10 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   c[C.in_bytes]! += len;
   ctx.lastDrop = -1;
   ctx.lastRule = null;
+  ctx.lastPeer = -1;
   if (len > frame.length) len = frame.length;
   const t = ctx.tables;
+  let peer: number;
   const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, 'in_eth', l3);
   let l4: number;
@@ -213,7 +229,9 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
     if (un < 0) return codecDrop(ctx, 'in_udp', un);
     if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
-    if (!t.trustedSources4.has(ip.src)) return drop(ctx, C.drop_in_unknown_source);
+    const pi = t.peerIndex4.get(ip.src);
+    if (pi === undefined) return drop(ctx, C.drop_in_unknown_source);
+    peer = pi;
   } else if (ctx.eth.etherType === ETHERTYPE_IPV6) {
     // VXLAN over an IPv6 underlay
     const ip = ctx.ip6;
@@ -229,13 +247,22 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     const un = parseUdp(frame, l4, ctx.udp, l3 + 40 + ip.payloadLength);
     if (un < 0) return codecDrop(ctx, 'in_udp', un);
     if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
-    if (!trusted6(t.trustedSources6, ip.src)) return drop(ctx, C.drop_in_unknown_source);
+    peer = peerIndex6(t, ip.src);
+    if (peer < 0) return drop(ctx, C.drop_in_unknown_source);
     // RFC 8200 8.1: the UDP checksum is mandatory over IPv6; a zero or wrong one is discarded
     if (ctx.udp.checksum === 0 || !verifyL4Checksum(frame, l4, udpLen, pseudoSumV6Bytes(frame, l3 + 8, l3 + 24, IPPROTO_UDP, udpLen))) {
       return drop(ctx, C.drop_in_bad_udp_checksum);
     }
   } else {
     return drop(ctx, C.drop_in_not_ip);
+  }
+  ctx.lastPeer = peer;
+  // A single-L2 fabric: a peer's VXLAN comes from the MAC its provider address resolves to, never from
+  // a router's (a spoofed source routed in) or another node's on the segment (docs/security.md)
+  if (ctx.sourceMacCheck) {
+    const want = ctx.peerMacs[peer]!;
+    if (want < 0) return drop(ctx, C.drop_in_source_unresolved);
+    if (macKey(frame, 6) !== want) return drop(ctx, C.drop_in_spoofed_source);
   }
   const udpEnd = l4 + ctx.udp.length;
   const vn = parseVxlan(frame, l4 + 8, ctx.vxlan, udpEnd);
@@ -270,14 +297,6 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   ctx.outPort = nic.index;
   c[C.in_delivered]!++;
   return VERDICT_FORWARD;
-}
-
-function trusted6(list: readonly Uint32Array[], s: Uint32Array): boolean {
-  for (let i = 0; i < list.length; i++) {
-    const w = list[i]!;
-    if (w[0] === s[0] && w[1] === s[1] && w[2] === s[2] && w[3] === s[3]) return true;
-  }
-  return false;
 }
 
 /** Returns the end offset of the NATed packet, or -1 after counting a drop. */

@@ -64,11 +64,37 @@ export interface HostTables {
   readonly trustedSources4: Set<number>;
   /** The same for IPv6 provider addresses (compared word by word; there are few). */
   readonly trustedSources6: readonly Uint32Array[];
+  /**
+   * The fabric peers VXLAN is accepted from, one per (node, family): each MUX's and each other host's
+   * provider address. The index is the slot of the peer's learned MAC in HostContext.peerMacs
+   * (host-agent/neighbors.ts learns them by ARP and neighbour solicitation; docs/security.md).
+   */
+  readonly peers: readonly FabricPeer[];
+  /** IPv4 provider address (uint32) -> index in peers. */
+  readonly peerIndex4: Map<number, number>;
+}
+
+/** A MUX or another host, as a source of VXLAN on the fabric. */
+export interface FabricPeer {
+  readonly index: number;
+  readonly name: string;
+  readonly kind: 'mux' | 'host';
+  readonly address: IpAddr;
 }
 
 /** A MAC as one number (48 bits fit a double exactly), for Map keys without strings. */
 export function macKey(buf: Uint8Array, off: number): number {
   return ((buf[off]! << 8) | buf[off + 1]!) * 0x100000000 + (((buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!) >>> 0);
+}
+
+/** The index in tables.peers of an IPv6 provider address (four words), or -1. */
+export function peerIndex6(tables: HostTables, a: Uint32Array): number {
+  const peers = tables.peers;
+  for (let i = 0; i < peers.length; i++) {
+    const w = peers[i]!.address.words;
+    if (w.length === 4 && w[0] === a[0] && w[1] === a[1] && w[2] === a[2] && w[3] === a[3]) return i;
+  }
+  return -1;
 }
 
 export function compileHostTables(config: SlbxConfig, hostName: string, generation: number): HostTables {
@@ -136,8 +162,22 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
   for (const h of config.hosts) if (h.name !== hostName) trustedSources4.add(h.address.words[0]!);
   const trustedSources6: Uint32Array[] = [];
   for (const n of [...config.muxes, ...config.hosts.filter((h) => h.name !== hostName)]) if (n.address6) trustedSources6.push(n.address6.words);
+  const peers: FabricPeer[] = [];
+  const peerIndex4 = new Map<number, number>();
+  const others: [string, 'mux' | 'host', IpAddr, IpAddr | null][] = [
+    ...config.muxes.map((m): [string, 'mux', IpAddr, IpAddr | null] => [m.name, 'mux', m.address, m.address6]),
+    ...config.hosts.filter((h) => h.name !== hostName).map((h): [string, 'host', IpAddr, IpAddr | null] => [h.name, 'host', h.address, h.address6]),
+  ];
+  for (const [name, kind, a4, a6] of others) {
+    if (!peerIndex4.has(a4.words[0]!)) {
+      peerIndex4.set(a4.words[0]!, peers.length);
+      peers.push({ index: peers.length, name, kind, address: a4 });
+    }
+    if (a6 !== null && !peers.some((p) => p.address.text === a6.text)) peers.push({ index: peers.length, name, kind, address: a6 });
+  }
   return {
     generation, hostName, pa4: host.address.words[0]!, pa6: host.address6 ? host.address6.words : null, vnis, nics, trustedSources4, trustedSources6,
+    peers, peerIndex4,
   };
 }
 

@@ -23,7 +23,8 @@ sc_client client1 http --url http://203.0.113.10/ --count 300 --concurrency 4 --
 good=$!
 sleep 0.3
 sc_client router inject --interface fab0 --in "$LAB_DIR/bad-to-mux.pcap" || rc=1
-sc_client router inject --interface fab0 --in "$LAB_DIR/bad-to-host.pcap" || rc=1
+# from mux1's own port: the frames carry its MAC (the host agent checks it; the bridge keeps learning it there)
+sc_client mux1 inject --interface fab0 --in "$LAB_DIR/bad-to-host.pcap" || rc=1
 # a datagram larger than the client's MTU: fragments through the MUX (3-tuple hash), reassembled and
 # echoed by the backend, whose reply fragments return through the host agent's DSR
 sc_client client1 udp --target 203.0.113.10:7 --flows 8 --size 3000 --sources 198.51.100.10 --json "$LAB_DIR/udp-frag.json" || rc=1

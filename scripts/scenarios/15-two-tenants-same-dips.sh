@@ -19,10 +19,11 @@ rc=0
 sc_client client1 http --url http://203.0.113.10/ --source 198.51.100.10 --count "$REQUESTS" --concurrency 8 --json "$LAB_DIR/a.json" || rc=1
 sc_client client1 http --url http://203.0.113.20/ --source 198.51.100.11 --count "$REQUESTS" --concurrency 8 --json "$LAB_DIR/b.json" || rc=1
 mac_of() { lab_exec "$1" cat "/sys/class/net/$2/address"; }
-sc_verify gen-forged --out "$LAB_DIR" --config "$LAB_DIR/config.yaml" --host host1 --router-mac "$(mac_of router fab0)" \
+sc_verify gen-forged --out "$LAB_DIR" --config "$LAB_DIR/config.yaml" --host host1 --mux-mac "$(mac_of mux1 fab0)" \
   --host-mac "$(mac_of host1 fab0)" --mux-pa 198.18.0.11 --client 198.51.100.12
 sc_counters host1 "$LAB_DIR/host-before.json"
-sc_client router inject --interface fab0 --in "$LAB_DIR/forged.pcap" || rc=1
+# from mux1's own port (its MAC: the host agent checks it; the bridge keeps learning it there)
+sc_client mux1 inject --interface fab0 --in "$LAB_DIR/forged.pcap" || rc=1
 sleep 0.3
 sc_counters host1 "$LAB_DIR/host-after.json"
 lab_capture_stop_all || rc=1

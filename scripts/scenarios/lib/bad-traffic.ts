@@ -35,7 +35,8 @@ export function generateBadTraffic(argv: readonly string[]): void {
     [null, () => toMux().ipv4({ src: client, dst: '203.0.113.99' }).tcp({ sport: 1117, dport: 80, flags: TCP_SYN }).build()],
   ];
   const vx = (o: { src?: string; vni?: number; flags?: number; innerMac?: string; innerDst?: string; innerChecksum?: number }) =>
-    pkt().eth({ src: routerMac, dst: hostMac }).ipv4({ src: o.src ?? muxPa, dst: hostPa })
+    // as mux1 would send it: the host agent takes a MUX's VXLAN only from that MUX's MAC (docs/security.md)
+    pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: o.src ?? muxPa, dst: hostPa })
       .udp({ sport: 50001, dport: 4789, checksum: 'zero' }).vxlan({ vni: o.vni ?? 5001, ...(o.flags !== undefined ? { flags: o.flags } : {}) })
       .eth({ src: muxMac, dst: o.innerMac ?? nicMac })
       .ipv4({ src: client, dst: o.innerDst ?? vip, ...(o.innerChecksum !== undefined ? { checksum: o.innerChecksum } : {}) })
@@ -47,7 +48,7 @@ export function generateBadTraffic(argv: readonly string[]): void {
     ['drop_in_unknown_mac', () => vx({ innerMac: '02:00:00:00:99:99' })],
     ['drop_in_not_vip_of_vni', () => vx({ innerDst: '203.0.113.99' })],
     ['drop_in_inner_ipv4_bad_checksum', () => vx({ innerChecksum: 0x1 })],
-    ['drop_in_vxlan_truncated', () => pkt().eth({ src: routerMac, dst: hostMac }).ipv4({ src: muxPa, dst: hostPa }).udp({ sport: 50002, dport: 4789 }).payload(4).build()],
+    ['drop_in_vxlan_truncated', () => pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: muxPa, dst: hostPa }).udp({ sport: 50002, dport: 4789 }).payload(4).build()],
   ];
   const write = (name: string, list: [string | null, () => Buffer][]) => {
     const frames: Buffer[] = [];

@@ -13,7 +13,11 @@ import { readClientRecords } from './north-south.js';
 
 export const FORGED_COPIES = 5;
 
-/** --out DIR --config F --router-mac M --host-mac M --host NAME --mux-pa A --client A */
+/**
+ * --out DIR --config F --mux-mac M --host-mac M --host NAME --mux-pa A --client A: frames as the MUX at
+ * --mux-pa would send them (its MAC: the host agent takes a MUX's VXLAN only from that MAC), injected on
+ * that MUX's fabric interface
+ */
 export function generateForged(argv: readonly string[]): void {
   const f = flagsOf(argv);
   const config = loadConfig(need(f, 'config'));
@@ -21,9 +25,9 @@ export function generateForged(argv: readonly string[]): void {
   const [a, b] = config.networks;
   const nicOn = (net: string) => config.nics.find((n) => n.host === host.name && n.network === net)!;
   const vipOf = (net: string) => config.vips.find((v) => v.rules.some((r) => config.pools.find((p) => p.name === r.pool)!.network === net))!.address.text;
-  const frame = (vni: number, innerMac: Uint8Array, vip: string) => pkt().eth({ src: need(f, 'router-mac'), dst: need(f, 'host-mac') })
+  const frame = (vni: number, innerMac: Uint8Array, vip: string) => pkt().eth({ src: need(f, 'mux-mac'), dst: need(f, 'host-mac') })
     .ipv4({ src: need(f, 'mux-pa'), dst: host.address.text }).udp({ sport: 50003, dport: config.fabric.vxlanPort, checksum: 'zero' })
-    .vxlan({ vni }).eth({ src: need(f, 'router-mac'), dst: formatMac(innerMac) })
+    .vxlan({ vni }).eth({ src: need(f, 'mux-mac'), dst: formatMac(innerMac) })
     .ipv4({ src: need(f, 'client'), dst: vip }).tcp({ sport: 1300, dport: 80, flags: TCP_SYN }).build();
   const frames: Buffer[] = [];
   for (let i = 0; i < FORGED_COPIES; i++) {
