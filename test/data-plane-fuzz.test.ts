@@ -1,5 +1,6 @@
 // 100,000+ random and mutated frames through each data plane function: nothing throws, every frame ends
-// in exactly one outcome, and every drop is a named counter (never the catch-all internal_error).
+// in exactly one outcome, and every drop is a named counter (never the catch-all internal_error), bumped
+// once by the frame that was dropped and named by lastDrop, set for that frame.
 import { describe, expect, it } from 'vitest';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -55,6 +56,33 @@ const outboundSeeds = [
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10', flags: 2 }).tcp({ sport: 80, dport: 4 }).payload(1460).build(),
 ];
 
+/** A value lastDrop never holds: set before each call, so a verdict must set lastDrop for THIS frame. */
+const STALE = 0x7fff;
+
+/**
+ * One frame through a data plane, and what its counters say about it: a DROP bumps exactly one drop
+ * counter, by one, the one lastDrop names (set for this frame), never the catch-all internal_error; any
+ * other verdict bumps no drop counter and leaves lastDrop at -1. Returns the drop reason or null.
+ */
+function judged(ctx: { lastDrop: number; counters: { names: readonly string[]; values: Float64Array } }, isDrop: (v: number) => boolean, run: () => number): string | null {
+  const before = ctx.counters.values.slice();
+  ctx.lastDrop = STALE;
+  const v = run();
+  const names = ctx.counters.names;
+  const moved = names.filter((n, i) => n.startsWith('drop_') && ctx.counters.values[i] !== before[i]);
+  if (!isDrop(v)) {
+    expect(moved, `verdict ${v} bumped drop counters`).toEqual([]);
+    expect(ctx.lastDrop).toBe(-1);
+    return null;
+  }
+  const name = names[ctx.lastDrop];
+  expect(name, `lastDrop ${ctx.lastDrop} after a DROP`).toMatch(/^drop_/);
+  expect(name).not.toBe('drop_internal_error');
+  expect(moved, `DROP named ${name}`).toEqual([name]);
+  expect(ctx.counters.values[ctx.lastDrop]! - before[ctx.lastDrop]!).toBe(1);
+  return name!;
+}
+
 function frames(seed: number, seeds: Buffer[], n: number, visit: (b: Buffer) => void): void {
   const rng = new Rng(seed);
   for (let i = 0; i < n; i++) {
@@ -70,11 +98,14 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     const ctx = newMuxContext({ tables, localMac: mac('02:00:00:00:00:11'), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed, mtu: 1600, vxlanPort: 4789, flowTable: config.flowTable });
     ctx.icmpTokens = 1e9; // the rate limit is tested elsewhere; here every too-big frame is answered
     const outcomes = [0, 0, 0, 0];
+    const reasons = new Set<string>();
     frames(1, clientSeeds, FRAMES_PER_PLANE, (b) => {
-      const v = processPacket(b, b.length, ctx);
+      let v = -1;
+      const reason = judged(ctx, (x) => x === VERDICT_DROP, () => (v = processPacket(b, b.length, ctx)));
       outcomes[v]!++;
-      if (v === VERDICT_DROP) expect(ctx.lastDrop).toBeGreaterThanOrEqual(0);
+      if (reason !== null) reasons.add(reason);
     });
+    expect(reasons.size).toBe(Object.keys(ctx.counters.drops()).length); // every reason counted was named by a verdict
     const c = ctx.counters;
     expect(c.get('rx_packets')).toBe(FRAMES_PER_PLANE);
     expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]! + outcomes[VERDICT_REPLY]!).toBe(FRAMES_PER_PLANE);
@@ -90,8 +121,9 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     const ctx = newHostContext(compileHostTables(config, 'host1', 1), 4789, [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')]);
     let fwd = 0;
     frames(2, inboundSeeds, FRAMES_PER_PLANE, (b) => {
-      if (processInbound(b, b.length, ctx) === VERDICT_FORWARD) fwd++;
-      else expect(ctx.lastDrop).toBeGreaterThanOrEqual(0);
+      let v = -1;
+      judged(ctx, (x) => x !== VERDICT_FORWARD, () => (v = processInbound(b, b.length, ctx)));
+      if (v === VERDICT_FORWARD) fwd++;
     });
     const c = ctx.counters;
     expect(c.totalDrops() + fwd).toBe(FRAMES_PER_PLANE);
@@ -105,8 +137,9 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     ctx.dsrMtu = 1400;
     let fwd = 0;
     frames(3, outboundSeeds, FRAMES_PER_PLANE, (b) => {
-      if (processOutbound(b, b.length, 0, ctx) !== VERDICT_DROP) fwd++;
-      else expect(ctx.lastDrop).toBeGreaterThanOrEqual(0);
+      let v = -1;
+      judged(ctx, (x) => x === VERDICT_DROP, () => (v = processOutbound(b, b.length, 0, ctx)));
+      if (v !== VERDICT_DROP) fwd++;
     });
     const c = ctx.counters;
     expect(c.totalDrops() + fwd).toBe(FRAMES_PER_PLANE);

@@ -40,6 +40,7 @@ for m in $(lab_nodes mux); do sc_counters "$m" "$LAB_DIR/counters-$m-before.json
 change_us=$(hc_now_us)
 lab_slbctl --json backend del web "$REMOVED" --wait >"$LAB_DIR/del.json" || rc=1
 applied_us=$(hc_now_us)
+echo "$change_us $applied_us" >"$LAB_DIR/change-us.txt"  # for re-running the verifier on this run
 printf '[sc23] %s removed from pool web; every agent applied it %d ms after the call\n' "$REMOVED" $(( (applied_us - change_us) / 1000 ))
 
 # the hold client exits 1 when a connection failed, as those on the removed backend must: the verifier

@@ -84,13 +84,20 @@ export function verifyBackendRemoved(argv: readonly string[]): Checks {
     `${fine.length} of ${theirs.length}; ${fmtCounts(countBy(theirs.filter((r) => !fine.includes(r)), (r) => r.error ?? 'moved'))}`);
   c.check(holdStatus === (mine.length > 0 ? 1 : 0), 'the hold client exited 1 (some connections failed), as the records say', `exit status ${holdStatus}`);
 
-  // 2. the MUXes: where each connection's packets went, before and after the change
-  interface Seen { before: Set<string>; after: Set<string>; afterPkts: number }
+  // 2. the MUXes: where each connection's packets went, before and after the change. The router keeps a
+  // connection on one MUX, except after a TCP retransmission timeout: Linux then picks a new flow hash
+  // for the socket (sk_rethink_txhash), which the lab router's ECMP follows. A connection on the removed
+  // backend that sent a packet in the moment between its host agent applying the change (which stops
+  // delivering to the backend at once) and its MUX applying it (a Maglev rebuild, tens of ms) loses that
+  // packet, and its retransmission may take the other MUX, which has no entry and places it afresh by the
+  // same new table (counted there as flow_new). Both cases are counted below, each exactly.
+  interface Seen { muxBefore: Set<string>; before: Set<string>; after: Set<string>; afterAtOwn: number; afterElsewhere: number }
   const seen = new Map<string, Seen>();
   let toRemovedAfter = 0;
   let synAfter = 0;
   let toRemovedBefore = 0;
   const late: string[] = [];
+  const pkts: { mux: string; us: number; key: string; nic: string; removed: boolean }[] = [];
   for (const m of config.muxes) {
     for (const p of loadCapture(join(run, 'pcaps', `${m.name}.pcap`))) {
       const x = innerOf(p);
@@ -100,12 +107,19 @@ export function verifyBackendRemoved(argv: readonly string[]): Checks {
         if (x.mac === removedMac) { toRemovedAfter++; if (late.length < 5) late.push(`${m.name} #${p.index} ${x.key}`); }
         if ((x.flags & (TCP_SYN | TCP_ACK)) === TCP_SYN) synAfter++;
       }
-      let s = seen.get(x.key);
-      if (s === undefined) { s = { before: new Set(), after: new Set(), afterPkts: 0 }; seen.set(x.key, s); }
-      const nic = nicByMac.get(x.mac) ?? x.mac;
-      if (p.tsUs < changeUs) s.before.add(nic);
-      else if (x.mac !== removedMac) { s.after.add(nic); s.afterPkts++; }
+      pkts.push({ mux: m.name, us: p.tsUs, key: x.key, nic: nicByMac.get(x.mac) ?? x.mac, removed: x.mac === removedMac });
     }
+  }
+  for (const x of pkts) {
+    let s = seen.get(x.key);
+    if (s === undefined) { s = { muxBefore: new Set(), before: new Set(), after: new Set(), afterAtOwn: 0, afterElsewhere: 0 }; seen.set(x.key, s); }
+    if (x.us < changeUs) { s.before.add(x.nic); s.muxBefore.add(x.mux); }
+  }
+  for (const x of pkts) {
+    const s = seen.get(x.key)!;
+    if (x.us < changeUs || x.removed) continue;
+    s.after.add(x.nic);
+    if (s.muxBefore.has(x.mux)) s.afterAtOwn++; else s.afterElsewhere++;
   }
   c.check(toRemovedBefore > 0 && toRemovedAfter === 0, `no VXLAN to ${removed} once every MUX applied the change`,
     `${toRemovedBefore} VXLAN packets to ${removed} before the change, ${toRemovedAfter} after it was applied${late.length > 0 ? ` (${late.join(', ')})` : ''}`);
@@ -114,18 +128,25 @@ export function verifyBackendRemoved(argv: readonly string[]): Checks {
   const bad: string[] = [];
   for (const r of mine) {
     const s = seen.get(key(r));
-    const ok = s !== undefined && s.before.size === 1 && s.before.has(removed) && s.after.size === 1 && others.includes([...s.after][0]!);
+    const ok = s !== undefined && s.muxBefore.size === 1 && s.before.size === 1 && s.before.has(removed) && s.after.size === 1 && others.includes([...s.after][0]!);
     if (ok) { replacedOk.push(key(r)); newNic.set(key(r), [...s.after][0]!); } else if (bad.length < 5) bad.push(`${key(r)}: before ${[...(s?.before ?? [])].join('+') || 'none'}, after ${[...(s?.after ?? [])].join('+') || 'none'}`);
   }
+  const atOwn = mine.filter((r) => (seen.get(key(r))?.afterAtOwn ?? 0) > 0);
+  const moved = recs.filter((r) => (seen.get(key(r))?.afterElsewhere ?? 0) > 0);
+  const movedMine = moved.filter((r) => r.backends[0] === removed);
   c.check(mine.length > 0 && replacedOk.length === mine.length,
-    `each connection on ${removed} went on, at its next packet, to exactly one other backend of the pool (the MUX re-placed it by the new table)`,
+    `each connection on ${removed} went on to exactly one other backend of the pool after the change, the same at either MUX (the new table)`,
     `${replacedOk.length} of ${mine.length}; now on ${fmtCounts(countBy(newNic.values(), (n) => n))}${bad.length > 0 ? `; ${bad.join('; ')}` : ''}`);
+  c.check(atOwn.length > 0 && atOwn.length + movedMine.length >= mine.length,
+    `the MUX that carried each re-placed it at its next packet (or, after a packet lost in the moment before that MUX applied the change, the other MUX placed its retransmission)`,
+    `${atOwn.length} re-placed by their own MUX, ${movedMine.length} retransmitted through the other MUX, of ${mine.length}`);
   const stayed = theirs.filter((r) => { const s = seen.get(key(r)); return s !== undefined && s.before.size === 1 && s.before.has(r.backends[0]!) && [...s.after].every((n) => n === r.backends[0]); });
   c.check(stayed.length === theirs.length, 'every other connection\'s packets went to its own backend before and after the change', `${stayed.length} of ${theirs.length}`);
   const d = (m: string, k: string) => Number(readJson(join(run, `counters-${m}-after.json`))[k] ?? 0) - Number(readJson(join(run, `counters-${m}-before.json`))[k] ?? 0);
-  const replacedCount = config.muxes.reduce((a, m) => a + d(m.name, 'flow_replaced'), 0);
-  c.check(replacedCount === mine.length, `the MUXes counted each re-placement: flow_replaced grew by exactly the ${mine.length} connections on ${removed}`,
-    config.muxes.map((m) => `${m.name} +${d(m.name, 'flow_replaced')}`).join(', '));
+  const sum = (k: string) => config.muxes.reduce((a, m) => a + d(m.name, k), 0);
+  c.check(sum('flow_replaced') === atOwn.length && sum('flow_new') === moved.length,
+    `the MUXes counted each: flow_replaced grew by exactly the ${atOwn.length} connections re-placed by their own MUX, flow_new by exactly the ${moved.length} that reached the other MUX`,
+    config.muxes.map((m) => `${m.name} flow_replaced +${d(m.name, 'flow_replaced')}, flow_new +${d(m.name, 'flow_new')}`).join('; '));
 
   // 3. the backends that received them reset them; the client got each reset from the VIP
   const rstFrom = new Map<string, Set<string>>(); // nic -> client keys it reset after the change
