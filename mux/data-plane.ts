@@ -472,7 +472,12 @@ function isSyn(flags: number): boolean {
 
 /**
  * An existing flow keeps its nic while the rule's pool still lets it (member and enabled; health and
- * drain do not move established flows). A flow seen once waits in the untrusted table; its second packet
+ * drain do not move established flows). A flow whose nic was removed from the pool (or disabled) is
+ * re-placed at its next packet by the rule's current table, as any MUX without the entry would place it:
+ * a removed backend is gone (its VM may be deleted, and its host agent stops delivering to it at once),
+ * so its TCP connections end at the new backend's reset instead of waiting out their timeouts, and UDP
+ * flows go on elsewhere; drain is the way out that keeps them (docs/reliability.md, scenario 23).
+ * A flow seen once waits in the untrusted table; its second packet
  * moves it to the main table. A new flow takes the Maglev slot of `selectHash`, and so does a TCP SYN
  * whatever the tables hold: a SYN opens a new connection, which must not follow an old entry of a reused
  * 5-tuple to a backend that has since gone down (Katran does not look SYNs up either). The key must
@@ -518,7 +523,7 @@ function chooseWithFlow(
     if (!trusted) pending.remove(flowHash);
   }
   if (replaced && trusted) {
-    // an established flow whose backend left the pool: re-placed, and stays trusted
+    // an established flow whose backend left the pool (removed or disabled): re-placed, and stays trusted
     const slot = table.slots[selectHash % table.size]!;
     if (slot === MAGLEV_EMPTY) return undefined;
     const nic = table.members[slot]!;
