@@ -73,6 +73,9 @@ export class ControllerState {
     if (r.kind === 'loaded') {
       const v = validateConfig(r.state.config);
       if (!v.ok) return { ok: false, error: formatConfigErrors(v.errors, path) };
+      // a state saved before vipRanges existed: pin the ranges derived from its VIPs now, or the next
+      // write would derive them again from a document that holds the new VIP (docs/config.md, vipRanges)
+      if (!('vipRanges' in r.state.config)) r.state.config = { ...r.state.config, vipRanges: toPlainConfig(v.config)['vipRanges'] };
       return { ok: true, state: new ControllerState(path, r.state, v.config, fs), seeded: false, removedTmp: r.removedTmp };
     }
     if (init === null) return { ok: false, error: `${path} does not exist or is empty: seed it with --init CONFIG.yaml` };

@@ -5,15 +5,18 @@ import {
   CONFIG_DEFAULTS,
   configSummary,
   formatConfigErrors,
+  hostVipRange,
   indexConfig,
+  inVipRange,
   parseConfig,
+  parseVipRange,
   serializeConfig,
   validateConfig,
   type ConfigError,
   type ConfigResult,
   type SlbxConfig,
 } from '../shared/config.js';
-import { formatMac } from '../shared/addr.js';
+import { formatMac, parseIpAddr } from '../shared/addr.js';
 
 const LAB_TEXT = readFileSync(new URL('../examples/lab.yaml', import.meta.url), 'utf8');
 
@@ -747,7 +750,8 @@ function mutate(root: Raw, r: () => number): Raw {
     const op = r();
     if (op < 0.5) node[key] = randomValue(r, 2);
     else if (op < 0.7) {
-      if (Array.isArray(node)) node.splice(Number(key), 1);
+      // (copyWithin, not splice: splice builds its result from node.constructor, which a mutation may have replaced)
+      if (Array.isArray(node) && /^\d+$/.test(key)) { node.copyWithin(Number(key), Number(key) + 1); node.length -= 1; }
       else delete node[key];
     } else if (op < 0.85 && Array.isArray(node)) node.push(structuredClone(node[Number(key)]));
     else node[KEYS[Math.floor(r() * KEYS.length)]!] = randomValue(r, 2);
@@ -898,5 +902,82 @@ describe('bgp (docs/config.md, docs/bgp.md)', () => {
     const errors = errorsOf(parseConfig(text, 'b.yaml'));
     expect(errors.map((e) => e.path)).toEqual(['bgp.asn', 'bgp.holdTimeS', 'bgp.peers[0].asn', 'bgp.peers[0].prot']);
     expect(errors.every((e) => e.line !== undefined)).toBe(true);
+  });
+});
+
+describe('vipRanges (docs/config.md)', () => {
+  const withRanges = (ranges: unknown, edit?: (c: Raw) => void): Raw => {
+    const raw = minimal();
+    raw.vipRanges = ranges;
+    edit?.(raw);
+    return raw;
+  };
+
+  it('the lab declares 203.0.113.0/24 and 2001:db8:ff::/48; absent, the VIPs\' own host routes, written out', () => {
+    expect(okConfig(parseConfig(LAB_TEXT)).vipRanges.map((r) => r.text)).toEqual(['203.0.113.0/24', '2001:db8:ff::/48']);
+    const raw = minimal();
+    raw.vips.push({ address: '2001:DB8:FF:0::10', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'p6' }] });
+    raw.nics[0].addresses.push('2001:db8:d::10');
+    raw.pools.push({ name: 'p6', backends: [{ nic: 'n1' }] });
+    const c = okConfig(validateConfig(raw));
+    expect(c.vipRanges.map((r) => [r.text, r.prefixLen])).toEqual([['203.0.113.10/32', 32], ['2001:db8:ff::10/128', 128]]);
+    expect(okConfig(validateConfig({ ...minimal(), vipRanges: null })).vipRanges.map((r) => r.text)).toEqual(['203.0.113.10/32']);
+    // written out, so a controller seeded from it keeps them (a VIP added later needs a declared range)
+    const y = serializeConfig(c);
+    expect(y).toMatch(/\nvipRanges:\n {2}- 203\.0\.113\.10\/32\n {2}- 2001:db8:ff::10\/128\n/);
+    expect(okConfig(parseConfig(y))).toEqual(c);
+    const grown = parseYaml(y) as Raw;
+    grown.vips.push({ address: '203.0.113.11', rules: [{ protocol: 'udp', frontendPort: 53, pool: 'p' }] });
+    expectOneError(grown, 'vips[2].address', 'VIP 203.0.113.11 is outside vipRanges (203.0.113.10/32, 2001:db8:ff::10/128)');
+  });
+
+  it('a VIP inside a range is accepted at both edges, one outside is refused with the ranges and the fix', () => {
+    // boundaries worked out by hand: 203.0.113.128/25 is .128-.255; 2001:db8:8000::/33 starts where bit 32 is set
+    for (const vip of ['203.0.113.128', '203.0.113.255']) expect(validateConfig(withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = vip))).ok).toBe(true);
+    const e = expectOneError(withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = '203.0.113.127')), 'vips[0].address', 'VIP 203.0.113.127 is outside vipRanges (203.0.113.128/25)');
+    expect(e.message).toContain('take an address inside one, or add a prefix that holds it to vipRanges');
+    const six = (vip: string) => withRanges(['203.0.113.0/24', '2001:db8:8000::/33'], (c) => {
+      c.nics[0].addresses.push('2001:db8:d::10');
+      c.pools.push({ name: 'p6', backends: [{ nic: 'n1' }] });
+      c.vips.push({ address: vip, rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'p6' }] });
+    });
+    expect(validateConfig(six('2001:db8:8000::1')).ok).toBe(true);
+    expect(validateConfig(six('2001:db8:ffff:ffff::1')).ok).toBe(true);
+    expectOneError(six('2001:db8:7fff:ffff::1'), 'vips[1].address', 'is outside vipRanges (203.0.113.0/24, 2001:db8:8000::/33)');
+    // a range of the other family does not hold it
+    expectOneError(withRanges(['2001:db8:ff::/48']), 'vips[0].address', 'outside vipRanges');
+  });
+
+  test.each([
+    ['not a list', '203.0.113.0/24', 'vipRanges', 'must be a list of prefixes'],
+    ['empty', [], 'vipRanges', 'at least one'],
+    ['no length', ['203.0.113.0'], 'vipRanges[0]', 'must be a prefix ADDRESS/LENGTH'],
+    ['host bits set', ['203.0.113.1/24'], 'vipRanges[0]', 'has host bits set: write 203.0.113.0/24'],
+    ['IPv6 host bits set', ['203.0.113.0/24', '2001:db8:ff::1/48'], 'vipRanges[1]', 'write 2001:db8:ff::/48'],
+    ['length 0', ['0.0.0.0/0'], 'vipRanges[0]', 'the length must be 1..32'],
+    ['length 33', ['203.0.113.0/33'], 'vipRanges[0]', 'the length must be 1..32'],
+    ['a number', [24], 'vipRanges[0]', 'must be a prefix written as a string'],
+    ['multicast', ['203.0.113.0/24', '224.0.0.0/4'], 'vipRanges[1]', 'is a multicast address'],
+    ['twice', ['203.0.113.0/24', '203.0.113.0/24'], 'vipRanges[1]', 'is already vipRanges[0]'],
+    ['holds the fabric', ['203.0.113.0/24', '198.18.0.0/24'], 'vipRanges[1]', 'holds the provider addresses 198.18.0.11 (m), 198.18.0.21 (h)'],
+  ] as [string, unknown, string, string][])('refused: %s', (_what, ranges, path, fragment) => {
+    expectOneError(withRanges(ranges), path, fragment);
+  });
+
+  it('a BGP peer inside a range is refused; overlapping ranges and canonical forms are fine', () => {
+    expectOneError(withRanges(['203.0.113.0/24'], (c) => (c.bgp = { asn: 65001, peers: [{ address: '203.0.113.1', asn: 65000 }] })), 'bgp.peers[0].address', 'is inside vipRanges (203.0.113.0/24)');
+    const c = okConfig(validateConfig(withRanges(['203.0.113.0/24', '203.0.113.10/32', '2001:DB8:FF:0::/48'])));
+    expect(c.vipRanges.map((r) => r.text)).toEqual(['203.0.113.0/24', '203.0.113.10/32', '2001:db8:ff::/48']);
+  });
+
+  it('parseVipRange and inVipRange', () => {
+    const r = parseVipRange('198.51.100.64/26');
+    if (typeof r === 'string') throw new Error(r);
+    expect([r.text, r.prefixLen, r.network.text]).toEqual(['198.51.100.64/26', 26, '198.51.100.64']);
+    const inside = (a: string) => inVipRange(parseIpAddr(a)!, r);
+    expect(['198.51.100.64', '198.51.100.127'].map(inside)).toEqual([true, true]);
+    expect(['198.51.100.63', '198.51.100.128', '2001:db8::1'].map(inside)).toEqual([false, false, false]);
+    expect(inVipRange(parseIpAddr('203.0.113.10')!, hostVipRange(parseIpAddr('203.0.113.10')!))).toBe(true);
+    expect(inVipRange(parseIpAddr('203.0.113.11')!, hostVipRange(parseIpAddr('203.0.113.10')!))).toBe(false);
   });
 });

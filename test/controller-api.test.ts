@@ -270,3 +270,46 @@ describe('controller API: rejections name the field and change nothing', () => {
     expect(await gen()).toBe(1);
   });
 });
+
+describe('controller API: vipRanges (every VIP inside a prefix delegated to the load balancer)', () => {
+  const rule = { protocol: 'tcp', frontendPort: 80, backendPort: 9000, pool: 'web' };
+
+  it('a VIP outside the ranges is refused, naming the ranges and the fix; inside, it is created', async () => {
+    // examples/lab.yaml delegates 203.0.113.0/24 and 2001:db8:ff::/48
+    const b = await refused('POST', '/v1/vips', { address: '198.51.100.200', rules: [rule] }, 400, 'address',
+      /^VIP 198\.51\.100\.200 is outside vipRanges \(203\.0\.113\.0\/24, 2001:db8:ff::\/48\), the prefixes the router accepts from the MUXes, so no client could reach it: take an address inside one, or add a prefix that holds it to vipRanges/);
+    expect(errorsOf(b)).toHaveLength(1);
+    expect(errorsOf(b)[0]).toMatchObject({ configPath: 'vips[2].address', value: '198.51.100.200' });
+    // one bit outside the IPv6 /48
+    await refused('POST', '/v1/vips', { address: '2001:db8:fe:ffff::20', rules: [rule] }, 400, 'address', /outside vipRanges/);
+    expect(await gen()).toBe(1);
+    const ok = await ctl.req('POST', '/v1/vips', { address: '2001:db8:ff:ffff::20', rules: [rule] });
+    expect(ok.status, ok.text).toBe(201);
+  });
+
+  it('the ranges change only with the whole document (PUT /v1/state), checked against every VIP', async () => {
+    const doc = toPlainConfig(labConfig()) as { vipRanges: string[] };
+    await refused('PUT', '/v1/state', { config: { ...doc, vipRanges: ['203.0.113.128/25', '2001:db8:ff::/48'] } }, 400, 'vips[0].address', /VIP 203\.0\.113\.10 is outside vipRanges \(203\.0\.113\.128\/25/);
+    await refused('PUT', '/v1/state', { config: { ...doc, vipRanges: ['203.0.113.1/24'] } }, 400, 'vipRanges[0]', /write 203\.0\.113\.0\/24/);
+    expect((await ctl.req('PUT', '/v1/state', { config: { ...doc, vipRanges: [...doc.vipRanges, '198.51.100.192/26'] } })).status).toBe(200);
+    expect((await ctl.req('POST', '/v1/vips', { address: '198.51.100.200', rules: [rule] })).status).toBe(201);
+  });
+
+  it('seeded from a config without vipRanges: the VIPs\' own host routes are kept, so a new VIP needs a declared range', async () => {
+    await ctl.cleanup();
+    ctl = await startTestController({ init: labConfig((raw) => { delete raw.vipRanges; }) });
+    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual(['203.0.113.10/32', '2001:db8:ff::10/128']);
+    await refused('POST', '/v1/vips', { address: '203.0.113.20', rules: [rule] }, 400, 'address', /outside vipRanges \(203\.0\.113\.10\/32, 2001:db8:ff::10\/128\)/);
+  });
+
+  it('a state file saved before vipRanges existed gets the ranges of its VIPs when it is opened', async () => {
+    await ctl.stop();
+    const { readFileSync, writeFileSync } = await import('node:fs');
+    const saved = JSON.parse(readFileSync(ctl.statePath, 'utf8')) as { config: Record<string, unknown> };
+    delete saved.config['vipRanges'];
+    writeFileSync(ctl.statePath, JSON.stringify(saved));
+    await ctl.restart();
+    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual(['203.0.113.10/32', '2001:db8:ff::10/128']);
+    await refused('POST', '/v1/vips', { address: '203.0.113.20', rules: [rule] }, 400, 'address', /outside vipRanges/);
+  });
+});

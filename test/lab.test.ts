@@ -47,6 +47,7 @@ describe('lab plan (scripts/lab/plan.ts)', () => {
   it('refuses addresses outside the lab ranges, reserved node names, split fabrics and too many clients, all at once', () => {
     const config = labConfig((raw) => {
       raw.vips[0].address = '203.0.114.10';
+      raw.vipRanges.push('203.0.114.0/24'); // valid for the config, refused by the lab
       raw.muxes[1].name = 'router';
       raw.hosts[1].address = '198.18.1.22';
     });
@@ -235,6 +236,7 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     const bad = join(tmp, 'bad.yaml');
     const raw = parseYaml(readFileSync(LAB_YAML_PATH, 'utf8'));
     raw.vips[0].address = '10.1.2.3';
+    raw.vipRanges.push('10.1.2.0/24'); // valid for the config, refused by the lab
     writeFileSync(bad, stringifyYaml(raw));
     const before = listNamespaces();
     const r = bash(`lab_up --name ${name}-bad --config ${bad} --no-daemons`);
