@@ -198,6 +198,7 @@ describe('controller: restart, watch, acks, health', () => {
       ['mux', 'mux1', true, null], ['mux', 'mux2', true, null], ['host', 'host1', true, null], ['host', 'host2', true, null],
     ]);
     const stateId = (await get('/v1/state')).stateId;
+    const beforePatch = Date.now();
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { drain: true });
     for (const [k, n] of [['mux', 'mux1'], ['host', 'host1'], ['host', 'host2']]) {
       expect((await ctl.req('POST', `/v1/agents/${k}/${n}/ack`, { generation: 2, ok: true, applyMs: 1.5, stateId })).status).toBe(200);
@@ -211,14 +212,26 @@ describe('controller: restart, watch, acks, health', () => {
     let rep = await get('/v1/generations/2');
     expect(rep).toMatchObject({ generation: 2, complete: false, pending: ['mux/mux2'], cause: 'PATCH /v1/pools/web/backends/h1vm1' });
     expect(rep.agents.find((a: any) => a.name === 'mux1')).toMatchObject({ applied: true, applyMs: 1.5 });
-    expect(rep.agents.find((a: any) => a.name === 'mux1').ms).toBeGreaterThanOrEqual(0);
+    // the ack time is the ack's arrival minus the generation's creation, both inside this test's own clock readings
+    const createdMs = Date.parse(rep.createdAt);
+    expect(createdMs).toBeGreaterThanOrEqual(beforePatch);
+    const mux1 = rep.agents.find((a: any) => a.name === 'mux1');
+    expect(Date.parse(mux1.ackedAt) - createdMs).toBe(mux1.ms);
+    expect(mux1.ms).toBeGreaterThanOrEqual(0);
+    expect(mux1.ms).toBeLessThanOrEqual(Date.now() - createdMs);
+    expect(rep.lastMuxAckMs).toBeNull(); // mux2 has not acked generation 2
     // a wait that completes when mux2 acks
     const waiting = ctl.req('GET', '/v1/generations/current?waitS=10&kind=mux');
     await new Promise((r) => setTimeout(r, 100));
+    const beforeAck = Date.now();
     await ctl.req('POST', '/v1/agents/mux/mux2/ack', { generation: 2, ok: true, stateId });
+    const afterAck = Date.now();
     rep = (await waiting).body;
     expect(rep).toMatchObject({ generation: 2, complete: true, pending: [] });
-    expect(rep.lastMuxAckMs).toBeGreaterThanOrEqual(0);
+    // the slowest MUX ack is mux2's, which the test sent between beforeAck and afterAck
+    expect(rep.lastMuxAckMs).toBe(rep.agents.find((a: any) => a.name === 'mux2').ms);
+    expect(rep.lastMuxAckMs).toBeGreaterThanOrEqual(beforeAck - createdMs);
+    expect(rep.lastMuxAckMs).toBeLessThanOrEqual(afterAck - createdMs);
     expect(rep.lastHostAckMs).toBeNull();
     expect((await get('/v1/agents')).find((a: any) => a.name === 'mux2')).toMatchObject({ behind: false, lastError: null, appliedGeneration: 2 });
     // a wait that times out says who is missing

@@ -64,6 +64,30 @@ function bytesTarget(name: string, seeds: readonly Uint8Array[], parse: (b: Uint
   };
 }
 
+/** A data plane's verdict that no named counter explains: a fuzzer failure (kept in the corpus), not an outcome. */
+export class UnnamedDrop extends Error {}
+
+/**
+ * The outcome of one data-plane call, from its counters before and after: a DROP must bump exactly one
+ * drop counter, by one, the one lastDrop names, and not the catch-all drop_internal_error (which names
+ * no reason); any other verdict bumps no drop counter. Otherwise throws UnnamedDrop.
+ */
+export function verdictOutcome(dropped: boolean, counters: { readonly names: readonly string[]; readonly values: Float64Array }, lastDrop: number, before: Float64Array): string {
+  const moved: string[] = [];
+  for (let i = 0; i < counters.names.length; i++) {
+    if (counters.values[i] !== before[i] && counters.names[i]!.startsWith('drop_')) moved.push(`${counters.names[i]} +${counters.values[i]! - before[i]!}`);
+  }
+  if (!dropped) {
+    if (moved.length > 0) throw new UnnamedDrop(`a verdict other than DROP bumped ${moved.join(', ')}`);
+    return 'accepted';
+  }
+  const name = counters.names[lastDrop];
+  if (name === undefined || !name.startsWith('drop_')) throw new UnnamedDrop(`DROP with lastDrop ${lastDrop}, which names no drop counter (counters moved: ${moved.join(', ') || 'none'})`);
+  if (name === 'drop_internal_error') throw new UnnamedDrop('DROP counted under the catch-all drop_internal_error, which names no reason');
+  if (moved.length !== 1 || counters.values[lastDrop]! - before[lastDrop]! !== 1) throw new UnnamedDrop(`DROP named ${name}, but the drop counters moved: ${moved.join(', ') || 'none'}`);
+  return name;
+}
+
 export function makeTargets(config: SlbxConfig, configText: string): Target[] {
   const client = [
     pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build(),
@@ -106,7 +130,6 @@ export function makeTargets(config: SlbxConfig, configText: string): Target[] {
   const hostIn = newHostContext(compileHostTables(config, config.hosts[0]!.name, 1), 4789, [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')]);
   const hostOut = newHostContext(compileHostTables(config, config.hosts[0]!.name, 1), 4789, [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')]);
   hostOut.dsrMtu = 1400;
-  const dropName = (names: readonly string[], i: number) => names[i] ?? 'unnamed_drop';
   const rawConfig = parseYaml(configText) as unknown;
   const enc = new TextEncoder();
   return [
@@ -126,19 +149,19 @@ export function makeTargets(config: SlbxConfig, configText: string): Target[] {
     {
       name: 'mux-data-plane',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(client))),
-      run: (x) => { const b = asBytes(x); return processPacket(b, b.length, mux) === VERDICT_DROP ? dropName(mux.counters.names, mux.lastDrop) : 'accepted'; },
+      run: (x) => { const b = asBytes(x); const before = mux.counters.values.slice(); return verdictOutcome(processPacket(b, b.length, mux) === VERDICT_DROP, mux.counters, mux.lastDrop, before); },
       ...RAW,
     },
     {
       name: 'host-inbound',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(inbound))),
-      run: (x) => { const b = asBytes(x); return processInbound(b, b.length, hostIn) === HOST_DROP ? dropName(hostIn.counters.names, hostIn.lastDrop) : 'accepted'; },
+      run: (x) => { const b = asBytes(x); const before = hostIn.counters.values.slice(); return verdictOutcome(processInbound(b, b.length, hostIn) === HOST_DROP, hostIn.counters, hostIn.lastDrop, before); },
       ...RAW,
     },
     {
       name: 'host-outbound',
       make: (rng) => (rng.int(4) === 0 ? rng.bytes(rng.int(200)) : mutate(rng, rng.pick(outbound))),
-      run: (x) => { const b = asBytes(x); return processOutbound(b, b.length, 0, hostOut) === HOST_DROP ? dropName(hostOut.counters.names, hostOut.lastDrop) : 'accepted'; },
+      run: (x) => { const b = asBytes(x); const before = hostOut.counters.values.slice(); return verdictOutcome(processOutbound(b, b.length, 0, hostOut) === HOST_DROP, hostOut.counters, hostOut.lastDrop, before); },
       ...RAW,
     },
     {
