@@ -73,6 +73,8 @@ interface PortState {
   error: string | null;
   /** The nic index the capture reports its frames under (updated in place by applyConfig). */
   index: number;
+  /** The port's deferredSendErrors() already counted in send_error_batch. */
+  batchCounted: number;
 }
 
 export class HostDaemon {
@@ -101,7 +103,8 @@ export class HostDaemon {
   private readonly sourceMacCheck: boolean;
   internalErrors = 0;
   lastInternalError = '';
-  dsrUnavailable = 0;
+  /** deferredSendErrors() of the fabric port and the DSR senders already counted in send_error_batch. */
+  private batchCounted = { fabric: 0, raw4: 0, raw6: 0 };
   /** Health probes of the local nics, through their ports (host-agent/prober.ts). */
   readonly prober: Prober;
 
@@ -127,7 +130,7 @@ export class HostDaemon {
     this.ctx.sourceMacCheck = this.sourceMacCheck;
     this.prober = new Prober({
       hostName: o.name, config: o.config, onChange: o.onHealthChange ?? null,
-      ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.portOf(nic)?.port?.send(frame, len) ?? false },
+      ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.sendProbe(nic, frame, len) },
     });
   }
 
@@ -144,6 +147,15 @@ export class HostDaemon {
     const listener = healthListenerFor(reporter);
     this.prober.onChange = listener;
     listener(this.prober.status());
+  }
+
+  /** A probe's frame out of the nic's port; a send the kernel refuses is counted (send_error_probe). */
+  private sendProbe(nic: string, frame: Buffer, len: number): boolean {
+    const st = this.portOf(nic);
+    if (st === null) return false; // no port open (yet): the prober counts it, the probe fails
+    if (st.port!.send(frame, len)) return true;
+    this.ctx.counters.values[this.ctx.counters.index.send_error_probe]!++;
+    return false;
   }
 
   /** The open port of a nic, by name (for the prober; not per packet). */
@@ -184,7 +196,7 @@ export class HostDaemon {
     this.started = true;
     if (this.receivePath === 'capture') this.resolveNeighbors();
     this.openPorts();
-    this.timers.push(setInterval(() => this.openPorts(), PORT_RETRY_MS));
+    this.timers.push(setInterval(() => { this.openPorts(); this.countBatchErrors(); }, PORT_RETRY_MS));
     this.prober.start();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('host_agent_started', {
@@ -213,6 +225,7 @@ export class HostDaemon {
   stop(): void {
     if (!this.started) return;
     this.started = false;
+    this.countBatchErrors();
     this.prober.stop();
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
@@ -224,6 +237,7 @@ export class HostDaemon {
     this.raw4?.close();
     this.raw6?.close();
     this.raw4 = this.raw6 = null;
+    this.batchCounted.raw4 = this.batchCounted.raw6 = 0; // new senders on the next start
     if (this.useNftables && this.nftError === null) removeVxlanDrop();
     logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot() });
   }
@@ -232,7 +246,7 @@ export class HostDaemon {
   private openPorts(): void {
     if (!this.started) return;
     const nics = this.ctx.tables.nics;
-    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null, index: this.ports.length });
+    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null, index: this.ports.length, batchCounted: 0 });
     for (const nic of nics) {
       const st = this.ports[nic.index]!;
       if (st.port !== null && st.port.iface === nic.port) continue;
@@ -256,6 +270,7 @@ export class HostDaemon {
         continue;
       }
       st.port = p;
+      st.batchCounted = 0;
       st.mac = ifc.mac;
       st.error = null;
       this.ctx.portMacs[nic.index] = ifc.mac;
@@ -266,7 +281,9 @@ export class HostDaemon {
   /** Sends the ARP requests and solicitations that are due, adopts what was confirmed (host-agent/neighbors.ts). */
   private resolveNeighbors(): void {
     if (!this.started) return;
-    const events = this.neighbors.tick(Date.now(), (f, len) => { this.fabric.send(f, len); });
+    const events = this.neighbors.tick(Date.now(), (f, len) => {
+      if (!this.fabric.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
+    });
     if (events.length === 0) return;
     for (const ev of events) {
       const { event, ...fields } = ev;
@@ -304,10 +321,15 @@ export class HostDaemon {
       ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
       return;
     }
-    st.port.send(frame.subarray(ctx.outOff, ctx.outOff + ctx.outLen), ctx.outLen);
+    // in_delivered counted the verdict; a send the kernel refuses is counted here
+    if (!st.port.send(frame.subarray(ctx.outOff, ctx.outOff + ctx.outLen), ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
   }
 
-  private onPortFrame(frame: Buffer, len: number, port: number): void {
+  /**
+   * One frame a backend sent on port `port` (its capture calls it; tests call it with frames of their
+   * own). What it sends is counted when the send fails: send_error_dsr, _dsr_unavailable, _reply.
+   */
+  onPortFrame(frame: Buffer, len: number, port: number): void {
     const ctx = this.ctx;
     let v: number;
     try {
@@ -327,15 +349,46 @@ export class HostDaemon {
       }
       return;
     }
+    // out_dsr counted the verdict; a send that fails (or has no socket of its family) is counted here
+    const cv = ctx.counters.values;
+    const C = ctx.counters.index;
     if (ctx.outPort === OUT_DSR) {
       const raw = (frame[ctx.outOff]! >>> 4) === 6 ? this.raw6 : this.raw4;
-      if (raw === null) { this.dsrUnavailable++; return; }
-      raw.send(frame, ctx.outOff, ctx.outLen);
+      if (raw === null) cv[C.send_error_dsr_unavailable]!++;
+      else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
     } else {
-      // an ARP reply or neighbour advertisement, back on the port it was asked on
+      // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
       const st = this.ports[ctx.outPort];
-      st?.port?.send(Buffer.from(ctx.outBuf.buffer, ctx.outBuf.byteOffset + ctx.outOff, ctx.outLen), ctx.outLen);
+      if (!(st?.port?.send(Buffer.from(ctx.outBuf.buffer, ctx.outBuf.byteOffset + ctx.outOff, ctx.outLen), ctx.outLen) ?? false)) cv[C.send_error_reply]!++;
     }
+  }
+
+  /**
+   * Sends the ring path queued and the kernel refused when their batch went out (--io ring: one
+   * sendmmsg per batch) into send_error_batch. Read from the addon's counters: on a timer and before
+   * /counters answers, never per packet.
+   */
+  private countBatchErrors(): void {
+    const b = this.batchCounted;
+    let n = 0;
+    const f = this.fabric.deferredSendErrors();
+    n += f - b.fabric;
+    b.fabric = f;
+    if (this.raw4 !== null) { const d = this.raw4.deferredSendErrors(); n += d - b.raw4; b.raw4 = d; }
+    if (this.raw6 !== null) { const d = this.raw6.deferredSendErrors(); n += d - b.raw6; b.raw6 = d; }
+    for (const st of this.ports) {
+      if (st.port === null) continue;
+      const d = st.port.deferredSendErrors();
+      n += d - st.batchCounted;
+      st.batchCounted = d;
+    }
+    if (n > 0) this.ctx.counters.values[this.ctx.counters.index.send_error_batch]! += n;
+  }
+
+  /** What GET /counters answers: every counter, zeros included, send errors up to date. */
+  counters(): Record<string, number> {
+    this.countBatchErrors();
+    return this.ctx.counters.snapshot(true);
   }
 
   private internalError(e: unknown): void {
@@ -364,10 +417,11 @@ export class HostDaemon {
         macs.push(st.mac!);
         old.delete(n.name);
       } else {
-        ports.push({ port: null, mac: null, error: null, index: n.index });
+        ports.push({ port: null, mac: null, error: null, index: n.index, batchCounted: 0 });
         macs.push(new Uint8Array(6));
       }
     }
+    this.countBatchErrors();
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
     const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
@@ -389,6 +443,7 @@ export class HostDaemon {
   }
 
   status(): Record<string, unknown> {
+    this.countBatchErrors();
     const t = this.ctx.tables;
     const ports = t.nics.map((n) => ({
       nic: n.name, port: n.port, open: this.ports[n.index]?.port != null, mac: this.ports[n.index]?.mac ? formatMac(this.ports[n.index]!.mac!) : null,
@@ -403,7 +458,7 @@ export class HostDaemon {
       generation: t.generation,
       interface: this.iface,
       pa: this.self().address.text,
-      dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.dsrUnavailable },
+      dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.ctx.counters.get('send_error_dsr_unavailable') },
       io: this.io,
       receive: this.receivePath === 'capture'
         ? { path: 'capture', open: this.fabric.isOpen }

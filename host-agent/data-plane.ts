@@ -45,6 +45,10 @@ export const HOST_COUNTER_NAMES = [
   'drop_out_too_big',
   'drop_out_not_ip', 'drop_out_arp_ignored', 'drop_out_icmpv6_ignored', 'drop_out_spoofed_source', 'drop_out_not_lb_reply',
   'drop_out_fragment_no_rule', 'drop_out_ipv4_bad_checksum', 'drop_out_vlan', 'drop_internal_error',
+  // Sends the kernel refused (or that had no socket), counted by the daemon after the send
+  // (docs/reliability.md); never expected, a scenario fails on any
+  'send_error_port', 'send_error_dsr', 'send_error_dsr_unavailable', 'send_error_reply', 'send_error_probe', 'send_error_neighbor',
+  'send_error_batch',
   ...codecDropNames('in_eth'), ...codecDropNames('in_ipv4'), ...codecDropNames('in_ipv6'), ...codecDropNames('in_udp'), ...codecDropNames('in_vxlan'),
   ...codecDropNames('in_inner_eth'), ...codecDropNames('in_inner_ipv4'), ...codecDropNames('in_inner_ipv6'),
   ...codecDropNames('in_inner_tcp'), ...codecDropNames('in_inner_udp'),

@@ -66,7 +66,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     const d = daemon as HostDaemon;
     return (path) => {
       if (path === '/status') return d.status();
-      if (path === '/counters') return d.ctx.counters.snapshot(true);
+      if (path === '/counters') return d.counters();
       return undefined;
     };
   },

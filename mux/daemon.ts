@@ -14,7 +14,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { RawSender } from '../runtime/raw-sender.js';
 import { createFramePort, resolveIo, type FramePort, type IoPath } from '../runtime/frame-port.js';
-import { UdpRingSender } from '../runtime/udp-sender.js';
+import { UdpRingSender, UDP_REFUSED_NOT_CONNECTED, UDP_REFUSED_RING_FULL, UDP_REFUSED_TOO_BIG } from '../runtime/udp-sender.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
 import { buildMuxContext, muxContextKey } from './context.js';
@@ -93,8 +93,10 @@ export class MuxDaemon {
   private raw: RawSender | null = null;
   /** udp path: one connected socket per host, by the tables' host object (kept across configs with the same PA). */
   private udpByHost = new Map<MuxHost, UdpRingSender>();
-  /** udp path: sends for a host that had no socket (never expected: sockets follow the tables). */
-  private udpNoSocket = 0;
+  /** udp path: UdpRingSender.refusal -> the counter of that reason (indexes are the same in every context). */
+  private readonly udpRefusalCounter: Int32Array;
+  /** The port's deferredSendErrors() already counted in send_error_batch. */
+  private batchErrorsCounted = 0;
   private readonly startedAt = Date.now();
   /** The BGP speakers (docs/bgp.md); idle without a bgp section. */
   private readonly bgp: MuxBgp | null;
@@ -114,7 +116,14 @@ export class MuxDaemon {
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
     this.port = createFramePort(io.io, o.iface);
-    this.neighbors = new NeighborResolver(o.mac, (f, len) => { this.port.send(f, len); });
+    this.neighbors = new NeighborResolver(o.mac, (f, len) => {
+      if (!this.port.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
+    });
+    const ci = this.ctx.counters.index;
+    this.udpRefusalCounter = new Int32Array(5).fill(ci.send_error_udp);
+    this.udpRefusalCounter[UDP_REFUSED_NOT_CONNECTED] = ci.send_error_udp_not_connected;
+    this.udpRefusalCounter[UDP_REFUSED_RING_FULL] = ci.send_error_udp_ring_full;
+    this.udpRefusalCounter[UDP_REFUSED_TOO_BIG] = ci.send_error_udp_too_big;
     this.captureBufferBytes = o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES;
     this.sendPath = o.sendPath ?? DEFAULT_SEND_PATH;
     this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
@@ -172,6 +181,7 @@ export class MuxDaemon {
   stop(): void {
     if (!this.started) return;
     this.started = false;
+    this.countBatchErrors();
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.port.close();
@@ -188,8 +198,12 @@ export class MuxDaemon {
     this.port.open(this.filter, (frame, len) => this.onFrame(frame, len), this.captureBufferBytes);
   }
 
-  /** The hot path: one captured frame. */
-  private onFrame(frame: Buffer, len: number): void {
+  /**
+   * The hot path: one captured frame (the capture calls it; tests call it with frames of their own). A
+   * frame the data plane sends is counted after the send: tx_packets and tx_bytes when the kernel took
+   * it, else send_error_<path or reason>. Nothing is logged per packet and nothing allocated.
+   */
+  onFrame(frame: Buffer, len: number): void {
     const ctx = this.ctx;
     let v: number;
     try {
@@ -201,17 +215,49 @@ export class MuxDaemon {
       this.lastInternalError = (e as Error).stack ?? String(e);
       return;
     }
+    const cv = ctx.counters.values;
+    const C = ctx.counters.index;
     if (v === VERDICT_FORWARD) {
       const path = this.sendPathCode;
-      if (path === 0) this.port.send(ctx.out, ctx.outLen);
-      else if (path === 1) this.raw!.sendTo(ctx.out, OUTER_IP_OFF, ctx.outLen - OUTER_IP_OFF, ctx.lastNic!.host.pa.text);
+      const n = ctx.outLen;
+      let failed: number;
+      if (path === 0) failed = this.port.send(ctx.out, n) ? -1 : C.send_error_cap;
+      else if (path === 1) failed = this.raw!.sendTo(ctx.out, OUTER_IP_OFF, n - OUTER_IP_OFF, ctx.lastNic!.host.pa.text) ? -1 : C.send_error_raw;
       else {
         const s = this.udpByHost.get(ctx.lastNic!.host);
-        if (s !== undefined) s.send(ctx.out, VXLAN_OFF, ctx.outLen - VXLAN_OFF);
-        else this.udpNoSocket++;
+        if (s === undefined) failed = C.send_error_udp_no_socket;
+        else if (s.send(ctx.out, VXLAN_OFF, n - VXLAN_OFF)) return; // counted when the send completes (udpSendResult)
+        else failed = this.udpRefusalCounter[s.refusal]!;
       }
-    } else if (v === VERDICT_REPLY) this.port.send(ctx.out, ctx.outLen); // ICMP back out the capture interface
-    else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
+      if (failed < 0) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += n; } else cv[failed]!++;
+    } else if (v === VERDICT_REPLY) {
+      // ICMP back out the capture interface
+      if (this.port.send(ctx.out, ctx.outLen)) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += ctx.outLen; } else cv[C.send_error_reply]!++;
+    } else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
+  }
+
+  /** udp path: a datagram's send completed (len: VXLAN header onwards), or the socket reported an error. */
+  private readonly udpSendResult = (ok: boolean, len: number): void => {
+    const c = this.ctx.counters;
+    if (ok) { c.values[c.index.tx_packets]!++; c.values[c.index.tx_bytes]! += len + VXLAN_OFF; } else c.values[c.index.send_error_udp]!++;
+  };
+
+  /**
+   * Frames the capture's send() queued and the kernel refused when their batch went out (--io ring:
+   * one sendmmsg per batch) into send_error_batch. Read from the addon's counters, so on a timer and
+   * before /counters answers, never per packet. (Such a frame was counted in tx_packets when queued.)
+   */
+  private countBatchErrors(): void {
+    const n = this.port.deferredSendErrors();
+    if (n === this.batchErrorsCounted) return;
+    this.ctx.counters.values[this.ctx.counters.index.send_error_batch]! += n - this.batchErrorsCounted;
+    this.batchErrorsCounted = n;
+  }
+
+  /** What GET /counters answers: every counter, zeros included, send errors up to date. */
+  counters(): Record<string, number> {
+    this.countBatchErrors();
+    return this.ctx.counters.snapshot(true);
   }
 
   /**
@@ -238,7 +284,8 @@ export class MuxDaemon {
             else logInfo('udp_socket_connected', { host, pa, localPort: s!.localPort });
           },
           // later errors (ECONNREFUSED after an ICMP port unreachable from a host without a host agent)
-          // can come once per packet: counted by the sender and shown in /status, never logged
+          // can come once per packet: counted (send_error_udp, and by the sender in /status), never logged
+          onSendResult: this.udpSendResult,
         });
       }
       next.set(h, s);
@@ -254,7 +301,7 @@ export class MuxDaemon {
     }
     return {
       path: 'udp',
-      noSocket: this.udpNoSocket,
+      noSocket: this.ctx.counters.get('send_error_udp_no_socket'),
       hosts: [...this.udpByHost].map(([h, s]) => ({
         host: h.name, pa: h.pa.text, connected: s.connected, localPort: s.localPort, sent: s.sent, queued: s.queued,
         ringFull: s.ringFull, notConnected: s.notConnected, tooBig: s.tooBig, errors: s.sendErrors, lastError: s.lastSendError || undefined,
@@ -263,6 +310,7 @@ export class MuxDaemon {
   }
 
   private tick(): void {
+    this.countBatchErrors();
     this.ctx.nowS = Math.floor(process.uptime()) + 1;
     // a full pass over both flow tables about every 10 s
     sweepFlows(this.ctx, Math.max(1024, Math.ceil(Math.max(this.ctx.flows4.capacity, this.ctx.flows6.capacity) / 40)));
@@ -287,7 +335,12 @@ export class MuxDaemon {
     const tables = compileMuxTables(config, health, this.ctx.tables, this.generation);
     const sameShape = muxContextKey(config, this.name) === muxContextKey(this.config, this.name);
     if (sameShape) this.ctx.tables = tables;
-    else this.ctx = this.newContext(config, tables); // settings the context holds changed: a fresh one (flows restart)
+    else {
+      // settings the context holds changed: a fresh one (flows restart; the counters carry over)
+      const counters = this.ctx.counters.values;
+      this.ctx = this.newContext(config, tables);
+      this.ctx.counters.values.set(counters);
+    }
     this.config = config;
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
@@ -309,6 +362,7 @@ export class MuxDaemon {
 
   /** What GET /status answers. */
   status(): Record<string, unknown> {
+    this.countBatchErrors();
     const t = this.ctx.tables;
     const hosts = [...t.hosts.values()].map((h) => ({ name: h.name, pa: h.pa.text, mac: h.macKnown ? formatMac(h.mac) : null }));
     return {

@@ -61,6 +61,10 @@ export const MUX_COUNTER_NAMES = [
   'drop_not_ip', 'drop_not_vip', 'drop_no_rule', 'drop_fragment_no_rule', 'drop_no_backend', 'drop_no_neighbor',
   'drop_too_big', 'drop_icmp_rate_limited', 'drop_ipv4_bad_checksum', 'drop_icmp_truncated', 'drop_icmp_bad_quote',
   'drop_icmp_unrelated', 'drop_internal_error',
+  // Sends the kernel refused, counted by the daemon after the send (tx_packets counts only the others):
+  // one per send path and reason (docs/reliability.md); never expected, a scenario fails on any
+  'send_error_cap', 'send_error_raw', 'send_error_udp', 'send_error_udp_no_socket', 'send_error_udp_not_connected',
+  'send_error_udp_ring_full', 'send_error_udp_too_big', 'send_error_reply', 'send_error_neighbor', 'send_error_batch',
   ...codecDropNames('eth'), ...codecDropNames('ipv4'), ...codecDropNames('ipv6'), ...codecDropNames('tcp'), ...codecDropNames('udp'),
 ] as const;
 export type MuxCounterName = (typeof MUX_COUNTER_NAMES)[number];
@@ -618,9 +622,7 @@ function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: nu
   }
   ctx.outLen = encap + ipLen;
   ctx.lastNic = nic;
-  const cv = ctx.counters.values;
-  cv[C.tx_packets]!++;
-  cv[C.tx_bytes]! += ctx.outLen;
+  // tx_packets and tx_bytes: counted by the daemon once the kernel took the frame (mux/daemon.ts)
   return VERDICT_FORWARD;
 }
 
@@ -689,10 +691,7 @@ function tooBig(frame: Uint8Array, l3: number, ipLen: number, innerType: number,
     writeU16(o, icmp + 2, l4Checksum(o, icmp, plen, 2, pseudoSumV6Bytes(o, e + 8, e + 24, IPPROTO_ICMPV6, plen)));
     ctx.outLen = e + 40 + plen;
   }
-  const cv = ctx.counters.values;
-  cv[C.icmp_too_big_sent]!++;
-  cv[C.tx_packets]!++;
-  cv[C.tx_bytes]! += ctx.outLen;
+  ctx.counters.values[C.icmp_too_big_sent]!++;
   return VERDICT_REPLY;
 }
 

@@ -59,7 +59,7 @@ export const MUX_PROGRAM: DaemonProgram = {
     const d = daemon as MuxDaemon;
     return (path, q) => {
       if (path === '/status') return d.status();
-      if (path === '/counters') return d.ctx.counters.snapshot(true);
+      if (path === '/counters') return d.counters();
       if (path === '/flows') return d.flows(Math.min(10000, Number(q.get('limit') ?? 100) || 100));
       return undefined;
     };

@@ -22,11 +22,17 @@ export function isIoPath(text: string): text is IoPath {
 export interface FramePort {
   readonly iface: string;
   open(filter: string, onFrame: (frame: Buffer, len: number, truncated: boolean) => void, bufferBytes?: number): void;
+  /** false: not sent, the caller counts it (send_error_<what>); the port counts it too (sendErrors). */
   send(buf: Buffer, len: number): boolean;
   readonly isOpen: boolean;
   close(): void;
   readonly sendErrors: number;
   readonly lastSendError: string;
+  /**
+   * Frames send() accepted that the kernel refused later (the ring path's batched sendmmsg), since the
+   * port was made. Not per packet: the daemons read it on a timer and before answering /counters.
+   */
+  deferredSendErrors(): number;
 }
 
 /** What the host agent needs of its DSR sender: RawSender's send(). */
@@ -35,6 +41,8 @@ export interface IpSender {
   readonly sent: number;
   readonly sendErrors: number;
   readonly lastSendError: string;
+  /** As FramePort's. */
+  deferredSendErrors(): number;
   close(): void;
 }
 

@@ -52,6 +52,11 @@ export class PcapPort {
     }
   }
 
+  /** pcap_sendpacket reports every refusal at once (send() returns false): never any later. */
+  deferredSendErrors(): number {
+    return 0;
+  }
+
   get isOpen(): boolean {
     return this.cap !== null;
   }

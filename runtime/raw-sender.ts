@@ -50,6 +50,11 @@ export class RawSender {
     }
   }
 
+  /** sendto(2) reports every refusal at once (send() and sendTo() return false): never any later. */
+  deferredSendErrors(): number {
+    return 0;
+  }
+
   close(): void {
     try { this.sock.close(); } catch { /* already closed */ }
   }

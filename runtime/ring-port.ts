@@ -129,6 +129,10 @@ export class RingPort {
   private readonly opts: RingPortOptions;
   private h: object | null = null;
   private last: RingStats | null = null;
+  /** send() calls the addon refused at once (returned false). */
+  private refused = 0;
+  /** txErrors of the handles closed so far (open() after close() starts a new handle at 0). */
+  private closedTxErrors = 0;
 
   constructor(iface: string, addon: RingAddon, opts: RingPortOptions = {}) {
     this.iface = iface;
@@ -159,7 +163,19 @@ export class RingPort {
   send(buf: Uint8Array, len: number): boolean {
     const h = this.h;
     if (h === null) return false;
-    return this.addon.send(h, buf, 0, len) === 0;
+    if (this.addon.send(h, buf, 0, len) === 0) return true;
+    this.refused++;
+    return false;
+  }
+
+  /**
+   * Frames send() accepted (queued) that the kernel then refused when their batch went out (sendmmsg:
+   * ENOBUFS, EAGAIN, ENETDOWN, ...), since this port was made, across reopens. Reads the addon's
+   * counters: call it from a timer or a status read, not per packet.
+   */
+  deferredSendErrors(): number {
+    const now = this.h !== null ? this.addon.stats(this.h).txErrors : 0;
+    return this.closedTxErrors + now - this.refused;
   }
 
   /** Sends what is queued now (sends inside a batch go out when the batch ends anyway). */
@@ -188,6 +204,7 @@ export class RingPort {
   close(): void {
     if (this.h !== null) {
       this.last = this.addon.stats(this.h);
+      this.closedTxErrors += this.last.txErrors;
       this.addon.close(this.h);
       this.h = null;
     }
@@ -202,6 +219,8 @@ export class RingRawSender {
   private readonly addon: RingAddon;
   private h: object | null;
   private last: RingStats | null = null;
+  /** send() calls the addon refused at once (returned false). */
+  private refused = 0;
 
   constructor(addon: RingAddon, family: 4 | 6, via: string, txSlots = DEFAULT_TX_SLOTS) {
     this.addon = addon;
@@ -211,7 +230,14 @@ export class RingRawSender {
   send(buf: Uint8Array, off: number, len: number): boolean {
     const h = this.h;
     if (h === null) return false;
-    return this.addon.send(h, buf, off, len) === 0;
+    if (this.addon.send(h, buf, off, len) === 0) return true;
+    this.refused++;
+    return false;
+  }
+
+  /** Packets send() accepted that the kernel refused when their batch went out (see RingPort's). */
+  deferredSendErrors(): number {
+    return (this.stats()?.txErrors ?? 0) - this.refused;
   }
 
   /** Sends what is queued now (outside a batch every send goes out at once anyway). */

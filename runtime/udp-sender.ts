@@ -33,7 +33,22 @@ export interface UdpRingSenderOptions {
   onReady?: (error: Error | null) => void;
   /** Called on each asynchronous socket error (counted already). */
   onError?: (error: Error) => void;
+  /**
+   * Called when the send of a datagram send() accepted completes: ok with its length, or not ok (the
+   * kernel refused it: ENETUNREACH, ENOBUFS, ECONNREFUSED after an ICMP port unreachable). Also called
+   * not ok with length 0 for an `error` event once connected (a refusal reported on no particular
+   * send). Nothing is allocated; the MUX counts tx_packets or send_error_udp here, after the send.
+   */
+  onSendResult?: (ok: boolean, len: number) => void;
 }
+
+/** Why the last send() returned false (UdpRingSender.refusal). */
+export const UDP_REFUSED_NONE = 0;
+export const UDP_REFUSED_NOT_CONNECTED = 1;
+export const UDP_REFUSED_RING_FULL = 2;
+export const UDP_REFUSED_TOO_BIG = 3;
+/** The socket's send threw (counted in sendErrors too). */
+export const UDP_REFUSED_ERROR = 4;
 
 export class UdpRingSender {
   readonly local: string;
@@ -51,18 +66,30 @@ export class UdpRingSender {
   tooBig = 0;
   /** Errors reported by send callbacks or `error` events (ECONNREFUSED after ICMP port unreachable, ...). */
   sendErrors = 0;
+  /** Of sendErrors, those reported after send() had accepted the datagram (callbacks, `error` events). */
+  deferredErrors = 0;
   lastSendError = '';
+  /** Why the last send() that returned false refused (UDP_REFUSED_*). */
+  refusal = UDP_REFUSED_NONE;
   private readonly sock: Socket;
+  private readonly onSendResult: ((ok: boolean, len: number) => void) | undefined;
+  /** The length sent from each slot (callbacks come in send order: the oldest in flight is head - inFlight). */
+  private readonly lens: Uint32Array;
   private readonly ring: Buffer[];
   private head = 0;
   private inFlight = 0;
   private closed = false;
   private readonly onSent = (err: Error | null): void => {
+    const n = this.ring.length;
+    const slot = this.head - this.inFlight;
+    const len = this.lens[slot < 0 ? slot + n : slot]!;
     this.inFlight--;
     if (err) {
       this.sendErrors++;
+      this.deferredErrors++;
       this.lastSendError = err.message;
     }
+    this.onSendResult?.(!err, len);
   };
 
   constructor(o: UdpRingSenderOptions) {
@@ -70,6 +97,8 @@ export class UdpRingSender {
     this.local = o.local;
     this.remote = o.remote;
     this.port = o.port;
+    this.onSendResult = o.onSendResult;
+    this.lens = new Uint32Array(o.slots);
     const block = Buffer.alloc(o.slots * o.slotBytes);
     this.ring = Array.from({ length: o.slots }, (_, i) => block.subarray(i * o.slotBytes, (i + 1) * o.slotBytes));
     const sock = createSocket({ type: o.family === 6 ? 'udp6' : 'udp4', ...(o.sendBufferBytes ? { sendBufferSize: o.sendBufferBytes } : {}) });
@@ -84,7 +113,11 @@ export class UdpRingSender {
       this.sendErrors++;
       this.lastSendError = e.message;
       if (!ready) done(e);
-      else o.onError?.(e);
+      else {
+        this.deferredErrors++;
+        this.onSendResult?.(false, 0);
+        o.onError?.(e);
+      }
     });
     // nothing is expected back; read and drop whatever comes, so it cannot pile up
     sock.on('message', () => {});
@@ -101,12 +134,13 @@ export class UdpRingSender {
 
   /** Sends buf[off .. off + len) as one datagram; false (and counted) when it could not be queued. */
   send(buf: Buffer, off: number, len: number): boolean {
-    if (!this.connected) { this.notConnected++; return false; }
+    if (!this.connected) { this.notConnected++; this.refusal = UDP_REFUSED_NOT_CONNECTED; return false; }
     const ring = this.ring;
-    if (this.inFlight >= ring.length) { this.ringFull++; return false; }
+    if (this.inFlight >= ring.length) { this.ringFull++; this.refusal = UDP_REFUSED_RING_FULL; return false; }
     const slot = ring[this.head]!;
-    if (len > slot.length) { this.tooBig++; return false; }
+    if (len > slot.length) { this.tooBig++; this.refusal = UDP_REFUSED_TOO_BIG; return false; }
     buf.copy(slot, 0, off, off + len);
+    this.lens[this.head] = len;
     this.head = this.head + 1 === ring.length ? 0 : this.head + 1;
     this.inFlight++;
     try {
@@ -115,6 +149,7 @@ export class UdpRingSender {
       this.inFlight--;
       this.sendErrors++;
       this.lastSendError = (e as Error).message;
+      this.refusal = UDP_REFUSED_ERROR;
       return false;
     }
     this.sent++;

@@ -110,7 +110,7 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     expect(c.get('rx_packets')).toBe(FRAMES_PER_PLANE);
     expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]! + outcomes[VERDICT_REPLY]!).toBe(FRAMES_PER_PLANE);
     expect(c.totalDrops()).toBe(outcomes[VERDICT_DROP]);
-    expect(c.get('tx_packets')).toBe(outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_REPLY]!);
+    expect(c.get('tx_packets')).toBe(0); // counted by the daemon after the send, never by the data plane
     expect(outcomes[VERDICT_REPLY]).toBeGreaterThan(0);
     expect(c.get('drop_internal_error')).toBe(0);
     expect(outcomes[VERDICT_FORWARD]).toBeGreaterThan(1000); // the mutations keep many frames valid

@@ -126,7 +126,8 @@ describe('mux: forwarding fixtures (packet in -> VXLAN frame out)', () => {
     expect(d.first('vxlan')!.vni).toBe(5001);
     expect(d.first('udp')!.srcPort).toBeGreaterThanOrEqual(49152);
     expect(d.all('ipv4')[0]!.checksumOk).toBe(true);
-    expect(ctx.counters.snapshot()).toEqual({ rx_packets: 1, rx_bytes: frame.length, tx_packets: 1, tx_bytes: r.out.length, flow_new: 1 });
+    // tx_packets and tx_bytes are the daemon's, counted once the kernel took the frame (test/send-errors.test.ts)
+    expect(ctx.counters.snapshot()).toEqual({ rx_packets: 1, rx_bytes: frame.length, flow_new: 1 });
   });
 });
 
