@@ -5,13 +5,14 @@
 //   client.js ping    --target 198.51.100.1 [--count 3]
 //   client.js inject  --interface fab0 --in FRAMES.pcap [--gap-us N]
 //   client.js hold    --url http://203.0.113.10/health --connections 500 --duration-ms 6000 [--interval-ms 200]
+//   client.js download --url http://203.0.113.10/bytes/16000000 --rate 2000000 [--hold-at 8000000 --release-file F]
 // http and udp record every request / flow (source address and port, backend, error, latency), print a
 // summary and write the records with --json. Exit status: 0 when everything succeeded, 1 when something
 // failed, 2 for bad arguments.
 import { request } from 'node:http';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
 import { createRequire } from 'node:module';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { connect as netConnect, type Socket as NetSocket } from 'node:net';
 import { formatIpv4, formatIpv6, parseIpAddr } from '../../shared/addr.js';
 import { finishChecksum, sumBytes } from '../../shared/checksum.js';
@@ -489,6 +490,134 @@ async function runHold(argv: readonly string[]): Promise<number> {
 }
 
 // ---------------------------------------------------------------------------------------------
+// download (one long, paced transfer that a scenario can make outlive a change by construction)
+
+interface DownloadRecord {
+  sourceAddress: string | null; sourcePort: number | null; status: number | null; backend: string | null;
+  bytes: number; expectedBytes: number | null; heldMs: number; receivedAtRelease: number | null;
+  elapsedMs: number; ok: boolean; error: string | null;
+}
+
+const DOWNLOAD_OPTIONS: readonly OptionSpec[] = [
+  { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH of a long body, e.g. http://203.0.113.10/bytes/16000000' },
+  { name: 'rate', value: 'BYTES', help: 'read at most BYTES a second (the socket is paused when ahead: TCP flow control paces the sender)', default: '2000000' },
+  { name: 'hold-at', value: 'BYTES', help: 'once this much is read, stop reading until --release-file exists (0: never)', default: '0' },
+  { name: 'release-file', value: 'FILE', help: 'the scenario creates it after its change; the client notes how much it had read when it first saw it (polled every 20 ms)' },
+  { name: 'source', value: 'ADDR', help: 'local address to connect from' },
+  { name: 'timeout-ms', value: 'MS', help: 'for the whole transfer', default: '120000' },
+  { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records} (one record)' },
+  { name: 'help', help: 'this help' },
+];
+
+function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: string | undefined, source: string | undefined, timeoutMs: number): Promise<DownloadRecord> {
+  return new Promise((resolve) => {
+    const t0 = process.hrtime.bigint();
+    const elapsedMs = () => Number(process.hrtime.bigint() - t0) / 1e6;
+    const rec: DownloadRecord = {
+      sourceAddress: null, sourcePort: null, status: null, backend: null, bytes: 0, expectedBytes: null,
+      heldMs: 0, receivedAtRelease: null, elapsedMs: 0, ok: false, error: null,
+    };
+    let done = false;
+    let heldSince: number | null = null;
+    let res: import('node:http').IncomingMessage | null = null;
+    let paceTimer: NodeJS.Timeout | null = null;
+    const released = () => rec.receivedAtRelease !== null;
+    // the release file, polled for the whole transfer: the bytes read when it first appears
+    const poll = setInterval(() => {
+      if (releaseFile === undefined || released() || !existsSync(releaseFile)) return;
+      rec.receivedAtRelease = rec.bytes;
+      if (heldSince !== null) { rec.heldMs += elapsedMs() - heldSince; heldSince = null; pump(); }
+    }, 20);
+    const finish = (error: string | null) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer); clearInterval(poll); if (paceTimer !== null) clearTimeout(paceTimer);
+      rec.elapsedMs = round(elapsedMs());
+      rec.heldMs = round(rec.heldMs);
+      rec.error = error;
+      rec.ok = error === null && rec.status === 200 && rec.expectedBytes !== null && rec.bytes === rec.expectedBytes;
+      if (error === null && !rec.ok) rec.error = rec.status !== 200 ? `status ${rec.status}` : `short body ${rec.bytes}/${rec.expectedBytes}`;
+      resolve(rec);
+    };
+    // reading: paused while ahead of the rate, or at the hold point until released
+    const pump = () => {
+      if (res === null || done) return;
+      if (holdAt > 0 && rec.bytes >= holdAt && releaseFile !== undefined && !released()) {
+        if (heldSince === null) { heldSince = elapsedMs(); process.stdout.write(`held ${rec.sourceAddress} ${rec.sourcePort} ${rec.bytes}\n`); }
+        res.pause();
+        return;
+      }
+      const aheadMs = (rec.bytes / rate) * 1000 - elapsedMs() + rec.heldMs;
+      if (aheadMs > 1) {
+        res.pause();
+        if (paceTimer === null) paceTimer = setTimeout(() => { paceTimer = null; pump(); }, aheadMs);
+        return;
+      }
+      res.resume();
+    };
+    const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
+    const req = request({
+      host, port: url.port === '' ? 80 : Number(url.port), path: `${url.pathname}${url.search}`, method: 'GET',
+      agent: false, headers: { connection: 'close', host: url.host }, ...(source !== undefined ? { localAddress: source } : {}),
+    });
+    const timer = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
+    req.on('socket', (s) => {
+      s.once('connect', () => {
+        rec.sourceAddress = (s as NetSocket).localAddress ?? null;
+        rec.sourcePort = (s as NetSocket).localPort ?? null;
+        process.stdout.write(`connected ${rec.sourceAddress} ${rec.sourcePort}\n`);
+      });
+    });
+    req.on('error', (e) => finish(errorName(e) === 'timeout' ? 'timeout' : errorName(e)));
+    req.on('response', (r) => {
+      res = r;
+      rec.status = r.statusCode ?? null;
+      const hb = r.headers['x-backend'];
+      if (typeof hb === 'string') rec.backend = hb;
+      const cl = r.headers['content-length'];
+      rec.expectedBytes = cl === undefined ? null : Number(cl);
+      r.on('data', (d: Buffer) => { rec.bytes += d.length; pump(); });
+      r.on('aborted', () => finish('aborted'));
+      r.on('error', (e) => finish(errorName(e)));
+      r.on('end', () => finish(null));
+      pump();
+    });
+    req.end();
+  });
+}
+
+async function runDownload(argv: readonly string[]): Promise<number> {
+  const args = parseArgs(argv, DOWNLOAD_OPTIONS);
+  if (args.flags.has('help')) {
+    process.stdout.write(formatHelp('client.js download --url URL [--rate BYTES] [--hold-at BYTES --release-file FILE] [options]',
+      'One HTTP download on one connection, read at a steady rate. Prints "connected ADDR PORT" once connected, "held ADDR PORT BYTES" if it stops at --hold-at, '
+      + 'and at the end "ADDR PORT BYTES STATUS". With --hold-at and --release-file a scenario makes the transfer outlive its change by construction: '
+      + 'the client reads no further than --hold-at before the file exists, so the sender still has the rest to send after it (less what the kernel buffers). '
+      + 'The record says how much it had read when the file appeared (receivedAtRelease) and how long it waited (heldMs).', DOWNLOAD_OPTIONS));
+    return 0;
+  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
+  const urlText = one(args, 'url');
+  if (urlText === undefined) throw new UsageError('--url is required');
+  let url: URL;
+  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  if (url.protocol !== 'http:') throw new UsageError('--url: only http:// URLs');
+  const rate = intOption(args, 'rate', 1000, 10_000_000_000);
+  const holdAt = intOption(args, 'hold-at', 0, 1_000_000_000_000);
+  const releaseFile = one(args, 'release-file');
+  if (holdAt > 0 && releaseFile === undefined) throw new UsageError('--hold-at needs --release-file (what ends the hold)');
+  const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const source = one(args, 'source');
+  if (source !== undefined && parseIpAddr(source) === null) throw new UsageError(`--source: ${JSON.stringify(source)} is not an IP address`);
+  const json = one(args, 'json');
+  const r = await downloadOnce(url, rate, holdAt, releaseFile, source, timeoutMs);
+  process.stdout.write(`${r.sourceAddress} ${r.sourcePort} ${r.bytes} ${r.status ?? 0}\n`);
+  if (r.error !== null) process.stderr.write(`download ${url.href}: ${r.error}\n`);
+  if (json !== undefined) writeRecords(json, { mode: 'download', target: url.href, summary: { ok: r.ok ? 1 : 0, failed: r.ok ? 0 : 1 }, records: [r] });
+  return r.ok ? 0 : 1;
+}
+
+// ---------------------------------------------------------------------------------------------
 // ping (ICMP echo over a raw socket: the lab has no ping binary)
 
 interface RawSocket {
@@ -641,7 +770,7 @@ async function runInject(argv: readonly string[]): Promise<number> {
 
 // ---------------------------------------------------------------------------------------------
 
-const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, hold: runHold, ping: runPing, inject: runInject };
+const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, hold: runHold, download: runDownload, ping: runPing, inject: runInject };
 
 const USAGE = `usage: client.js MODE [options]   (client.js MODE --help for the options of a mode)
 
@@ -654,6 +783,7 @@ modes:
   ping     ICMP / ICMPv6 echo (raw socket; the lab has no ping binary)
   inject   send the frames of a pcap file on an interface (libpcap)
   hold     long-lived keep-alive HTTP connections asking again and again (e.g. across a MUX failure)
+  download one long HTTP download read at a steady rate; can stop reading until a file exists (outlives a change)
 exit status: 0 all succeeded, 1 something failed, 2 bad arguments
 `;
 

@@ -25,6 +25,7 @@ import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { oracleRule } from '../../oracle/expected-backend.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
+import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
 
 interface Phase { name: string; startUs: number; endUs: number; clientJson: string; expect: string[] }
 interface ClientRecord { src: string; sport: number; ok: boolean; backend: string | null; error: string | null }
@@ -318,9 +319,16 @@ export function verifyPhases(argv: readonly string[]): Checks {
     c.check(fresh.length > 0 && matchAfter === fresh.length, `${phaseName}: every new flow went where the new Maglev table says (the independent oracle's choice)`, `${matchAfter} of ${fresh.length}`);
     const share = fresh.length === 0 ? 0 : moved.length / fresh.length;
     const members = ta.members.filter((m) => m.available).length;
-    c.check(Math.abs(share - 1 / members) <= 0.05 && (movedTo.get(added!) ?? 0) >= 0.95 * moved.length,
-      `${phaseName}: about 1/${members} of the new flows moved from where the old table would have put them, to ${added}`,
-      `${moved.length} of ${fresh.length} (${(100 * share).toFixed(1)} %) moved: ${fmtCounts(movedTo)}`);
+    // binomial counts over the flows (each 5-tuple hash an independent draw), within 6 standard
+    // deviations: the moved ones at the share of slots the tables moved (about 1/members), and those
+    // moved to another backend than the added one at the share of slots Maglev moved between the old
+    // backends (0 if it moved none: then "all of them to the new backend" exactly)
+    const movedB = binomialBounds(fresh.length, movedSlots / tb.size);
+    const elsewhere = moved.length - (movedTo.get(added!) ?? 0);
+    const elsewhereB = binomialBounds(fresh.length, (movedSlots - movedToAdded) / tb.size);
+    c.check(fresh.length > 0 && Math.abs(movedSlots / tb.size - 1 / members) <= 0.01 && withinBinomial(moved.length, movedB) && withinBinomial(elsewhere, elsewhereB),
+      `${phaseName}: about 1/${members} of the new flows moved from where the old table would have put them (the tables moved ${((100 * movedSlots) / tb.size).toFixed(1)} % of their slots), to ${added} but for the slots Maglev moved between the old backends`,
+      `${moved.length} of ${fresh.length} (${(100 * share).toFixed(1)} %) moved: ${fmtCounts(movedTo)}; moved ${fmtBinomial(moved.length, movedB)}; elsewhere than ${added} ${fmtBinomial(elsewhere, elsewhereB)}`);
   }
   return c;
 }
