@@ -11,6 +11,9 @@
 //   * posts a status heartbeat every 2 s (POST .../status with what `heartbeat()` returns: the
 //     daemon's /status, and a sample of flows on a MUX) so slbctl can show counters, flows and health;
 //   * sends the host agent's probe results (below).
+// A failing ack, heartbeat or health report is logged at warn once when it starts failing, at info
+// once when it works again (with how many attempts failed and for how long), and at debug in between:
+// one outage, two lines, whatever the retry rate.
 //
 // ---- For the host agent's prober: the health interface -------------------------------------------
 //
@@ -126,6 +129,17 @@ export const HEALTH_RESEND_MS = 10_000;
 export const BACKOFF_MIN_MS = 250;
 export const BACKOFF_MAX_MS = 5000;
 
+/** The requests whose failures are logged once per outage (see the top of this file). */
+export type ControlRequest = 'ack' | 'heartbeat' | 'health';
+const FAILED_EVENT: Readonly<Record<ControlRequest, string>> = { ack: 'ack_failed', heartbeat: 'heartbeat_failed', health: 'health_send_failed' };
+const RECOVERED_EVENT: Readonly<Record<ControlRequest, string>> = { ack: 'ack_recovered', heartbeat: 'heartbeat_recovered', health: 'health_send_recovered' };
+
+interface Outage {
+  /** When the first failure of the current outage happened, or null while it works. */
+  sinceMs: number | null;
+  failures: number;
+}
+
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 
 function errorText(e: unknown): string {
@@ -178,6 +192,9 @@ export class PolicyClient implements HealthReporter {
   private healthSentAtMs: number | null = null;
   private healthRetry: NodeJS.Timeout | null = null;
   private healthBackoffMs = 0;
+  private readonly outages: Record<ControlRequest, Outage> = {
+    ack: { sinceMs: null, failures: 0 }, heartbeat: { sinceMs: null, failures: 0 }, health: { sinceMs: null, failures: 0 },
+  };
 
   constructor(o: PolicyClientOptions) {
     this.o = o;
@@ -381,14 +398,34 @@ export class PolicyClient implements HealthReporter {
     return t === null ? {} : bearer(t);
   }
 
+  /** A control request failed: warn on the first failure of an outage, debug on the others. */
+  private requestFailed(what: ControlRequest, fields: Record<string, unknown>): void {
+    if (this.stopped) return;
+    const o = this.outages[what];
+    o.failures++;
+    if (o.sinceMs !== null) { this.log('debug', FAILED_EVENT[what], fields); return; }
+    o.sinceMs = Date.now();
+    this.log('warn', FAILED_EVENT[what], { ...fields, note: 'retried; logged again when it works' });
+  }
+
+  /** A control request worked: after an outage, say so once at info. */
+  private requestWorked(what: ControlRequest): void {
+    const o = this.outages[what];
+    if (o.sinceMs === null) return;
+    this.log('info', RECOVERED_EVENT[what], { failures: o.failures, outageMs: Date.now() - o.sinceMs });
+    o.sinceMs = null;
+    o.failures = 0;
+  }
+
   private async sendAck(ack: Record<string, unknown>): Promise<void> {
     this.unsentAck = ack;
     try {
       const r = await this.post('/ack', ack);
       if (r.status !== 200) throw new Error(answerError(r));
       if (this.unsentAck === ack) this.unsentAck = null;
+      this.requestWorked('ack');
     } catch (e) {
-      if (!this.stopped) this.log('debug', 'ack_failed', { generation: ack['generation'], error: errorText(e) });
+      this.requestFailed('ack', { generation: ack['generation'], error: errorText(e) });
     }
   }
 
@@ -402,9 +439,11 @@ export class PolicyClient implements HealthReporter {
       } catch (e) {
         body = { error: `status failed: ${errorText(e)}` };
       }
-      await this.post('/status', { ...(typeof body === 'object' && body !== null ? body : { status: body }), controller: this.status() });
+      const r = await this.post('/status', { ...(typeof body === 'object' && body !== null ? body : { status: body }), controller: this.status() });
+      if (r.status !== 200) throw new Error(answerError(r));
+      this.requestWorked('heartbeat');
     } catch (e) {
-      if (!this.stopped) this.log('debug', 'heartbeat_failed', { error: errorText(e) });
+      this.requestFailed('heartbeat', { error: errorText(e) });
     } finally {
       this.heartbeatBusy = false;
     }
@@ -421,13 +460,14 @@ export class PolicyClient implements HealthReporter {
       const r = await this.post('/health', { results: set });
       if (r.status !== 200) throw new Error(answerError(r));
       ok = true;
+      this.requestWorked('health');
       this.healthSentAtMs = Date.now();
       this.healthBackoffMs = 0;
       const ignored = (r.body as { ignored?: unknown[] } | null)?.ignored;
       if (Array.isArray(ignored) && ignored.length > 0) this.log('warn', 'health_results_ignored', { ignored });
     } catch (e) {
       if (this.healthSet === set) this.healthDirty = true;
-      if (!this.stopped) this.log('debug', 'health_send_failed', { error: errorText(e) });
+      this.requestFailed('health', { error: errorText(e) });
     } finally {
       this.healthBusy = false;
     }
