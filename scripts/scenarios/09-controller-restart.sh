@@ -8,7 +8,9 @@
 # Then a live change through the API: `slbctl backend drain web h1vm1 --wait` is applied by every MUX
 # (the time from the API call to the last MUX's ack is printed: the "policy change to last MUX"
 # figure), after which no new connection reaches h1vm1 (its own capture has no SYN) and, undrained,
-# it gets new connections again.
+# it gets new connections again. Then 10 weight changes, each waited for: the median time from the API
+# call to the last MUX's ack must be at most 300 ms: a change reaches the MUXes through the watch they
+# hold open (a long poll); an agent polling once a second would show 500 ms or more on any machine.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -19,6 +21,8 @@ SLOW=8
 SLOW_MS=4000
 VIP=203.0.113.10
 DRAIN=h1vm1
+CP_CHANGES=${CP_CHANGES:-10}
+CP_MEDIAN_MS=${CP_MEDIAN_MS:-300}
 lab_setup_scenario ctl-09
 lab_up
 R=$LAB_DIR
@@ -79,6 +83,13 @@ lab_slbctl backend undrain web "$DRAIN" --wait || rc=1
 sc_client client1 http --url "http://$VIP/" --count 200 --concurrency 8 --source 198.51.100.11-198.51.100.41 \
   --json "$R/client-undrained.json" || rc=1
 
+# the control-plane latency, sampled: CP_CHANGES weight changes of another backend (each rebuilds the
+# pool's Maglev tables on every MUX), one after the other, each with --wait; the verifier takes the
+# median of the controller's own figure (API call to the last MUX's ack) against CP_MEDIAN_MS
+for i in $(seq 1 "$CP_CHANGES"); do
+  lab_slbctl --json backend set web h1vm2 --weight $(( i % 2 == 1 ? 60 : 50 )) --wait >"$R/cp-change-$i.json" || rc=1
+done
+
 sc_verify controller-restart --run "$R" --requests "$REQUESTS" --slow "$SLOW" --stop-us "$stop_us" --start-us "$start_us" \
-  --drained "$DRAIN" || rc=1
+  --drained "$DRAIN" --changes "$CP_CHANGES" --max-median-ms "$CP_MEDIAN_MS" || rc=1
 exit "$rc"

@@ -8,8 +8,16 @@
 //   RUNDIR/drain.json                     slbctl --json backend drain ... --wait (the change and its acks)
 //   RUNDIR/client-drained.json, RUNDIR/pcaps/NIC-drained.pcap   new connections after the drain
 //   RUNDIR/client-undrained.json          new connections after the undrain
+//   RUNDIR/cp-change-{1..N}.json          slbctl --json backend set ... --wait: N weight changes, one after the other
 // Usage: verify.js controller-restart --run RUNDIR --requests N --slow N --stop-us T --start-us T --drained NIC
-//        [--max-apply-ms MS]
+//        --changes N [--max-median-ms MS]
+// The control-plane latency (docs/controller.md, "How fast a change reaches the MUXes"): what is measured
+// is the controller's own figure per change, from the API request's arrival to the last MUX's ack (the MUX
+// validated the policy and rebuilt its tables). What is asserted is the median of the N changes, at most
+// MS (300): changes arrive through the watch each agent holds open (a long poll), which costs the work and
+// a few hops; an agent polling once a second would show a median of 500 ms or more, idle or loaded. A
+// single change is not bounded: one change can wait for a busy CPU; the median of ten does not (medians
+// measured on this 2-core machine with its load average at 15-30: 77-261 ms; idle: 12 ms).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, type CapturedPacket } from './check.js';
@@ -42,7 +50,8 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
   const stopUs = Number(need(f, 'stop-us'));
   const startUs = Number(need(f, 'start-us'));
   const drained = need(f, 'drained');
-  const maxApplyMs = Number(f.get('max-apply-ms') ?? 2000);
+  const changes = Number(need(f, 'changes'));
+  const maxMedianMs = Number(f.get('max-median-ms') ?? 300);
   const config = loadConfig(join(run, 'config.yaml'));
   const nicByMac = new Map(config.nics.map((n) => [Buffer.from(n.mac).toString('hex').match(/../g)!.join(':'), n.name]));
   const c = new Checks();
@@ -123,9 +132,8 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
   const d = json(run, 'drain.json');
   const rep = d.applied;
   const muxAcks = (rep?.agents ?? []).filter((a: any) => a.kind === 'mux').map((a: any) => `${a.name} ${a.ms} ms (apply ${a.applyMs} ms)`).join(', ');
-  c.check(d.changed === true && rep?.complete === true && typeof rep.lastMuxAckMs === 'number' && rep.lastMuxAckMs <= maxApplyMs,
-    `the drain of ${drained} (generation ${d.generation}) was applied by every MUX within ${maxApplyMs} ms of the API call`, `last MUX ${rep?.lastMuxAckMs} ms after the change, every agent ${rep?.lastAckMs} ms; ${muxAcks}`);
-  c.note(`time from the policy change at the API to the last MUX applying it: ${rep?.lastMuxAckMs} ms`);
+  c.check(d.changed === true && rep?.complete === true && typeof rep.lastMuxAckMs === 'number',
+    `the drain of ${drained} (generation ${d.generation}) was applied by every MUX`, `last MUX ${rep?.lastMuxAckMs} ms after the change, every agent ${rep?.lastAckMs} ms; ${muxAcks}`);
   const after = records(run, 'client-drained.json');
   const by = countBy(after.filter((r) => r.ok), (r) => r.backend ?? '?');
   c.check(after.length > 0 && after.every((r) => r.ok) && !by.has(drained), `after the drain, every new connection succeeded and none reached ${drained}`, fmtCounts(by));
@@ -143,5 +151,15 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
   const back = records(run, 'client-undrained.json');
   const byBack = countBy(back.filter((r) => r.ok), (r) => r.backend ?? '?');
   c.check(back.every((r) => r.ok) && (byBack.get(drained) ?? 0) > 0, `after the undrain, ${drained} gets new connections again`, fmtCounts(byBack));
+
+  // --- the control-plane latency: N changes, the median against the bound
+  const series = Array.from({ length: changes }, (_, i) => json(run, `cp-change-${i + 1}.json`));
+  const acks = series.filter((x) => x.changed === true && x.applied?.complete === true && typeof x.applied.lastMuxAckMs === 'number')
+    .map((x) => x.applied.lastMuxAckMs as number);
+  const sorted = [...acks].sort((a, b) => a - b);
+  const median = sorted.length === 0 ? NaN : sorted.length % 2 === 1 ? sorted[(sorted.length - 1) / 2]! : (sorted[sorted.length / 2 - 1]! + sorted[sorted.length / 2]!) / 2;
+  c.check(changes >= 5 && acks.length === changes && median <= maxMedianMs,
+    `policy change at the API to the last MUX applying it: median of ${changes} changes at most ${maxMedianMs} ms`,
+    `median ${median} ms; each: ${acks.join(', ')} ms; the drain above, the first change after the lab started: ${rep?.lastMuxAckMs} ms`);
   return c;
 }
