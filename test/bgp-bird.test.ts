@@ -1,8 +1,10 @@
 // The MUX daemon's BGP speaker against a real BIRD 2, in two network namespaces (root): the session
 // comes up, BIRD installs both VIPs (IPv4, and IPv6 by MP-BGP) with the MUX as next hop, a VIP whose
 // backends are all drained is withdrawn and comes back, BIRD's own Cease is survived, and SIGTERM
-// withdraws everything and sends Cease / Administrative Shutdown before the daemon exits. The whole
-// session is captured; every message decodes with slbx's codec and tshark finds nothing malformed.
+// withdraws everything and sends Cease / Administrative Shutdown before the daemon exits. The router's
+// import policy is built from the vipRanges of its own config (203.0.113.0/25, 2001:db8:ff::/49):
+// host routes inside are installed, the MUX's announcements of a VIP outside them (its config delegates
+// more) are refused and kept as filtered, and never reach the kernel. The whole session is captured; every message decodes with slbx's codec and tshark finds nothing malformed.
 // Without root (or ip netns, or bird) the test is skipped, except under CI, where that fails.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -54,6 +56,11 @@ async function until(cond: () => boolean, ms: number, what: string): Promise<num
   return Date.now() - t0;
 }
 
+/** VIPs outside the router's ranges below, inside the MUX's: announced, and refused by BIRD's policy. */
+const OUTSIDE = ['203.0.113.200', '2001:db8:ff:8000::10'];
+/** The router's side: the ranges its operator delegated (narrower than the MUX's), and only the VIPs inside them. */
+const ROUTER_RANGES = ['203.0.113.0/25', '2001:db8:ff::/49'];
+
 function configRaw(drain6 = false): Record<string, unknown> {
   return {
     fabric: { mtu: 1600 },
@@ -62,9 +69,11 @@ function configRaw(drain6 = false): Record<string, unknown> {
     hosts: [{ name: 'host1', address: '198.18.0.21' }],
     nics: [{ name: 'vm1', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0a', addresses: ['192.0.2.10', '2001:db8:d::10'] }],
     pools: [{ name: 'web', backends: [{ nic: 'vm1' }] }, { name: 'web6', backends: [{ nic: 'vm1', drain: drain6 }] }],
+    vipRanges: ['203.0.113.0/24', '2001:db8:ff::/48'],
     vips: [
       { address: '203.0.113.10', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'web' }] },
       { address: '2001:db8:ff::10', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'web6' }] },
+      ...OUTSIDE.map((address) => ({ address, rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 8200, pool: 'web' }] })),
     ],
     bgp: { asn: 65001, holdTimeS: 3, keepaliveS: 1, peers: [{ address: '198.18.0.1', asn: 65000 }] },
   };
@@ -100,7 +109,10 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     // the kernel reports the carrier (IFF_RUNNING, which node's networkInterfaces() needs) a little later
     await until(() => [R, M].every((ns) => inNs(ns, 'cat', '/sys/class/net/fab0/operstate').stdout.trim() === 'up'), 5000, 'fab0 up');
     writeFileSync(join(dir, 'config.yaml'), stringifyYaml(configRaw()));
-    const parsed = parseConfig(readFileSync(join(dir, 'config.yaml'), 'utf8'));
+    const routerRaw = configRaw() as { vipRanges: string[]; vips: { address: string }[] };
+    routerRaw.vipRanges = ROUTER_RANGES;
+    routerRaw.vips = routerRaw.vips.filter((v) => !OUTSIDE.includes(v.address));
+    const parsed = parseConfig(stringifyYaml(routerRaw));
     if (!parsed.ok) throw new Error('test config invalid');
     const plan = buildLabPlan(parsed.config);
     if (!plan.ok) throw new Error(plan.errors.join('\n'));
@@ -141,8 +153,21 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     expect(all).toContain('BGP.next_hop: 2001:db8:f::11');
     const st = JSON.parse(inNs(M, 'curl', '-s', '127.0.0.1:9180/status').stdout);
     expect(st.bgp.peers[0]).toMatchObject({ state: 'Established', holdTimeS: 3, families: ['ipv4-unicast', 'ipv6-unicast'] });
-    expect(st.bgp.peers[0].announced.sort()).toEqual(['2001:db8:ff::10/128', '203.0.113.10/32']);
+    expect(st.bgp.peers[0].announced.sort()).toEqual(['2001:db8:ff:8000::10/128', '2001:db8:ff::10/128', '203.0.113.10/32', '203.0.113.200/32']);
   }, 20_000);
+
+  it('refuses the host routes outside its vipRanges: received, kept as filtered, never in its table or the kernel', async () => {
+    // the UPDATEs carrying them arrive with the others (one session); wait until BIRD has filed them
+    await until(() => OUTSIDE.every((a) => birdc('show', 'route', 'filtered').includes(`${a}/${a.includes(':') ? 128 : 32}`)), 8000, 'the filtered routes');
+    const filtered = birdc('show', 'route', 'filtered', 'all');
+    expect(filtered).toMatch(/203\.0\.113\.200\/32\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
+    expect(filtered).toMatch(/2001:db8:ff:8000::10\/128\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
+    const accepted = birdc('show', 'route');
+    for (const a of OUTSIDE) expect(accepted).not.toContain(a);
+    expect(accepted).toContain('203.0.113.10/32');
+    expect(kroute('-4', '203.0.113.200')).toBe('');
+    expect(kroute('-6', '2001:db8:ff:8000::10')).toBe('');
+  }, 12_000);
 
   it('withdraws a VIP whose every backend is drained (SIGHUP) and announces it again when one is back', async () => {
     writeFileSync(join(dir, 'config.yaml'), stringifyYaml(configRaw(true)));
