@@ -6,7 +6,8 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { pkt } from '../../../shared/packet-builder.js';
 import { buildPcap, LINKTYPE_ETHERNET } from '../../../shared/pcap-file.js';
 import { TCP_SYN } from '../../../shared/tcp.js';
-import { Checks, flagsOf, need } from './check.js';
+import { Checks, flagsOf, loadConfig, need } from './check.js';
+import { readClientRecords } from './north-south.js';
 
 export const UNKNOWN_SOURCES = ['198.18.0.1', '198.18.0.99', '198.18.0.200'];
 export const COPIES_EACH = 5;
@@ -27,7 +28,7 @@ export function generateUnknownVxlan(argv: readonly string[]): void {
 }
 
 /**
- * --host-before F --host-after F (GET /counters) --mux-gens-before "mux1=G,mux2=G" --mux-gens-after ...
+ * --host-before F --host-after F (GET /counters) [--host host1 --config examples/lab.yaml: whose counters they are] --mux-gens-before "mux1=G,mux2=G" --mux-gens-after ...
  * --state-before F --state-after F (GET /v1/state) --stats F (GET /v1/stats) --statuses "label=code,..."
  * --expect-unauthorized N --client-json F --requests N
  */
@@ -40,7 +41,16 @@ export function verifyForged(argv: readonly string[]): Checks {
   const n = UNKNOWN_SOURCES.length * COPIES_EACH;
   const d = (ha.drop_in_unknown_source ?? 0) - (hb.drop_in_unknown_source ?? 0);
   c.check(d === n, `VXLAN from ${UNKNOWN_SOURCES.join(', ')} (no MUX or host of the config) is dropped and counted as unknown_source`, `+${d} of ${n} injected`);
-  c.check((ha.in_delivered ?? 0) - (hb.in_delivered ?? 0) >= 0 && (ha.drop_internal_error ?? 0) === 0, 'the host agent kept delivering and counted no internal error');
+  // the good traffic, counted by the client: each request a new connection, so its backend received at
+  // least the SYN, the request and the client's FIN (or RST) through the host agent of its host
+  const config = loadConfig(f.get('config') ?? 'examples/lab.yaml');
+  const hostName = f.get('host') ?? 'host1';
+  const hostNics = new Set(config.nics.filter((x) => x.host === hostName).map((x) => x.name));
+  const answered = readClientRecords(need(f, 'client-json')).filter((r) => r.ok && r.backend !== null && hostNics.has(r.backend)).length;
+  const delivered = (ha.in_delivered ?? 0) - (hb.in_delivered ?? 0);
+  c.check(answered > 0 && delivered >= 3 * answered, `${hostName} kept delivering the good traffic while it dropped the forgeries: at least 3 packets for each request its backends (${[...hostNics].join(', ')}) answered`,
+    `in_delivered +${delivered}, ${answered} requests answered there`);
+  c.check((ha.drop_internal_error ?? 0) === 0, `${hostName} counted no internal error`, `drop_internal_error ${ha.drop_internal_error ?? 0}`);
 
   const statuses = Object.fromEntries(need(f, 'statuses').split(',').map((kv) => kv.split('=') as [string, string]));
   for (const [label, code] of Object.entries(statuses)) {
