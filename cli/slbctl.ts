@@ -26,7 +26,7 @@ const PROCESS_IO: SlbctlIo = {
 
 const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: 'controller', value: 'URL', help: `the controller (default $SLBX_CONTROLLER, else ${DEFAULT_CONTROLLER})` },
-  { name: 'token-file', value: 'FILE', help: 'the controller\'s API token, needed for changes (default $SLBX_TOKEN_FILE); reading needs none' },
+  { name: 'token-file', value: 'FILE', help: 'the controller\'s API token (default $SLBX_TOKEN_FILE), needed for changes and for what the agents report (counters, flows); reading the desired state needs none' },
   { name: 'json', help: 'print the API\'s JSON answer instead of a table' },
   { name: 'timeout', value: 'S', help: 'seconds to wait for each answer (default 10)' },
   { name: 'help', help: 'show help' },
@@ -47,6 +47,8 @@ const RULE_OPTIONS: OptionSpec[] = [
 interface Ctx {
   /** The API token, or null (then changes are refused by a controller that has one). */
   token: string | null;
+  /** Where the token was read from (--token-file or $SLBX_TOKEN_FILE), for messages. */
+  tokenSource: string | null;
   io: SlbctlIo;
   base: URL;
   json: boolean;
@@ -63,9 +65,20 @@ interface Command {
 }
 
 class CliError extends Error {
-  constructor(message: string, readonly code: 1 | 2, readonly body?: unknown) {
+  constructor(message: string, readonly code: 1 | 2, readonly body?: unknown, readonly status?: number) {
     super(message);
   }
+}
+
+/** What to say when the controller answers 401: that the API token is needed, and how to give it. */
+export function unauthorizedMessage(method: string, path: string, tokenSource: string | null): string {
+  const what = `${method} ${path.split('?')[0]}`;
+  if (tokenSource !== null) {
+    return `401: the controller refused the API token from ${tokenSource} for ${what}: it is not this controller's token ` +
+      '(the file its --token-file names; in a lab: runs/lab/NAME/api-token)';
+  }
+  return `401: ${what} needs the controller's API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE ` +
+    '(the file the controller\'s --token-file names; in a lab: runs/lab/NAME/api-token, which scripts/lab.sh exec passes by itself)';
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,6 +124,7 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
     throw new CliError(`cannot reach the controller at ${c.base.href}: ${(e as Error).message}`, 1);
   }
   if (r.status >= 200 && r.status < 300) return r;
+  if (r.status === 401) throw new CliError(unauthorizedMessage(method, path, c.tokenSource), 1, r.body, 401);
   const b = r.body as { error?: unknown; errors?: { path?: string; configPath?: string; message?: string; value?: unknown }[] } | null;
   let msg = `${r.status}: ${typeof b?.error === 'string' ? b.error : r.text.trim() || 'no reason given'}`;
   for (const e of b?.errors ?? []) {
@@ -118,7 +132,7 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
     const where = e.path === '' ? '(the object)' : e.path ?? '?';
     msg += `\n  ${where}: ${e.message ?? ''}${got}`;
   }
-  throw new CliError(msg, 1, r.body);
+  throw new CliError(msg, 1, r.body, r.status);
 }
 
 const enc = encodeURIComponent;
@@ -542,7 +556,8 @@ const COMMANDS: Command[] = [
       for (const a of agents) {
         const kind = str(a['kind']);
         const name = str(a['name']);
-        const r = await api(c, 'GET', `/v1/agents/${kind}/${enc(name)}/status`).catch((e: CliError) => (e.body !== undefined ? null : Promise.reject(e)));
+        // an agent that sent no heartbeat yet (404) is a row of dashes; anything else (401: no token) is an error
+        const r = await api(c, 'GET', `/v1/agents/${kind}/${enc(name)}/status`).catch((e: CliError) => (e.status === 404 ? null : Promise.reject(e)));
         const s = (r?.body ?? null) as { status: Obj; at: string } | null;
         const st = (s?.status['status'] ?? {}) as Obj;
         const k = (st['counters'] ?? {}) as Record<string, number>;
@@ -799,7 +814,8 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
     if (typeof tk !== 'string') return usage(`--token-file: ${tk.error}`);
     token = tk;
   }
-  const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token };
+  const tokenSource = token === null ? null : args.values.get('token-file')?.[0] !== undefined ? tokenPath! : `SLBX_TOKEN_FILE (${tokenPath})`;
+  const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token, tokenSource };
   try {
     return await cmd.run(c, pos);
   } catch (e) {

@@ -64,7 +64,9 @@ usage_exec() {
   cat <<'EOF'
 usage: scripts/lab.sh exec [--name N] NODE CMD [ARGS...]
 
-Runs CMD inside NODE's namespace (ip netns exec), in the current directory. Examples:
+Runs CMD inside NODE's namespace (ip netns exec), in the current directory, with SLBX_TOKEN_FILE set to
+the lab's API token (runs/lab/NAME/api-token) unless it is set already, so slbctl can make changes and
+read what the agents report. Examples:
   scripts/lab.sh exec client1 curl -s http://203.0.113.10/
   scripts/lab.sh exec client1 curl -s 'http://[2001:db8:ff::10]/'
   scripts/lab.sh exec client1 node dist/scripts/lab/client.js http --url http://203.0.113.10/ --count 100 --concurrency 8
@@ -173,7 +175,8 @@ case $cmd in
     lab_use "$NAME"
     node=${REST[0]}
     ns=$(lab_ns "$node")
-    exec ip netns exec "$ns" "${REST[@]:1}"
+    # as lab_exec does: slbctl finds the controller's API token here (runs/lab/NAME/api-token, mode 600)
+    SLBX_TOKEN_FILE=${SLBX_TOKEN_FILE:-$LAB_DIR/api-token} exec ip netns exec "$ns" "${REST[@]:1}"
     ;;
   *)
     echo "scripts/lab.sh: unknown command '$cmd' (up, down, status, exec, birdc, list; see --help)" >&2

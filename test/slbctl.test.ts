@@ -2,13 +2,13 @@
 // exit codes (0 done, 1 refused or unreachable, 2 usage), and the commands that change backends,
 // rules and VIPs, wait for the agents, show health, agents, counters and flows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { runSlbctl, formatTable, slbctlCommands } from '../cli/slbctl.js';
 import { parseConfig } from '../shared/config.js';
 import { toPlainConfig } from '../controller/document.js';
-import { labConfig } from './helpers/lab-config.js';
+import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 import { startTestController, type TestController } from './helpers/controller.js';
 
 let ctl: TestController;
@@ -204,5 +204,80 @@ describe('slbctl', () => {
     r = await slbctl('flows', 'mux1');
     expect(r.out).toBe('mux mux1: 2 flows (2 IPv4, 0 IPv6), heartbeat now\nSRC                  DST              PROTO  NIC    IDLE-EXPIRES\n198.51.100.10:40000  203.0.113.10:80  tcp    h1vm2  230s\n');
     expect((await slbctl('flows', 'mux2')).code).toBe(1);
+  });
+});
+
+describe('slbctl against a controller with an API token', () => {
+  const TOKEN = '0123456789abcdef'.repeat(4); // a token is 64 hex digits
+  let tc: TestController;
+  let dir: string;
+  beforeAll(async () => {
+    tc = await startTestController({ token: TOKEN });
+    dir = tc.dir;
+    writeFileSync(join(dir, 'token'), `${TOKEN}\n`, { mode: 0o600 });
+    writeFileSync(join(dir, 'wrong-token'), `${'fedcba9876543210'.repeat(4)}\n`, { mode: 0o600 });
+    writeFileSync(join(dir, 'state.yaml'), readFileSync(LAB_YAML_PATH, 'utf8'));
+  });
+  afterAll(async () => { await tc.cleanup(); });
+
+  const run = async (env: Record<string, string>, ...argv: string[]) => {
+    let out = '';
+    let err = '';
+    const code = await runSlbctl(argv, { out: (t) => { out += t; }, err: (t) => { err += t; }, env: { SLBX_CONTROLLER: tc.url, ...env } });
+    return { code, out, err };
+  };
+  const refusedCount = async () => ((await tc.req('GET', '/v1/stats')).body as { refused: { unauthorized?: number } }).refused.unauthorized ?? 0;
+  // a value for each argument word of `slbctl --help`, so that every command reaches the API
+  const SAMPLE: Record<string, string> = {
+    VIP: '203.0.113.10', RULE: 'web-alt', POOL: 'web', NIC: 'h1vm1', PROBE: 'http80', NETWORK: 'tenant-a', MUX: 'mux1', HOST: 'host1',
+    '[AGENT]': 'mux1', '[GEN]': '1', METHOD: 'POST', PATH: '/v1/agents/mux/mux1/ack', '[JSON]': '{}',
+  };
+  const OPTIONS: Record<string, string[]> = {
+    'vip add': ['--protocol', 'tcp', '--frontend-port', '81', '--pool', 'web'],
+    'rule add': ['--protocol', 'tcp', '--frontend-port', '82', '--pool', 'web'],
+    'rule set': ['--frontend-port', '83'],
+    'pool add': ['--backend', 'h1vm1'],
+    wait: ['--wait-s', '0.1'],
+    'backend add': ['--priority', '1'],
+    'backend set': ['--weight', '7'],
+    'probe add': ['--protocol', 'tcp', '--port', '80'],
+  };
+
+  it('every command the controller refuses for want of the token says it needs the token and how to give it, exits 1, prints no table', async () => {
+    const refusedCommands: string[] = [];
+    for (const words of slbctlCommands()) {
+      const cmd = words.filter((w) => /^[a-z]/.test(w)).join(' ');
+      const argv = [...words.map((w) => (/^[a-z]/.test(w) ? w : w === 'FILE' ? join(dir, 'state.yaml') : SAMPLE[w] ?? w)), ...(OPTIONS[cmd] ?? [])];
+      const before = await refusedCount();
+      const r = await run({}, ...argv, '--timeout', '5');
+      if (await refusedCount() === before) continue; // a read of the desired state: no token needed
+      refusedCommands.push(cmd);
+      expect(r.code, cmd).toBe(1);
+      expect(r.out, cmd).toBe('');
+      expect(r.err, cmd).toMatch(/^slbctl: 401: (GET|POST|PUT|PATCH|DELETE) \/v1\/\S+ needs the controller's API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE .*runs\/lab\/NAME\/api-token/);
+    }
+    // the commands of issue 11 point 9, and every kind of change, are among them
+    for (const cmd of ['counters', 'flows', 'backend drain', 'backend set', 'vip add', 'rule del', 'state apply', 'pool add']) expect(refusedCommands, cmd).toContain(cmd);
+  });
+
+  it('counters without the token is an error, not a table of dashes; with it, the table', async () => {
+    let r = await run({}, 'counters');
+    expect(r).toMatchObject({ code: 1, out: '' });
+    expect(r.err).toContain('needs the controller\'s API token');
+    r = await run({ SLBX_TOKEN_FILE: join(dir, 'token') }, 'counters');
+    expect(r.code).toBe(0);
+    expect(r.out).toMatch(/^KIND +NAME +HEARTBEAT/);
+    expect(r.out).toMatch(/mux +mux1 +- +- +- +- +- +-\n/); // no heartbeat yet: dashes, rightly
+  });
+
+  it('a wrong token says which file it came from; --token-file and SLBX_TOKEN_FILE both work', async () => {
+    let r = await run({ SLBX_TOKEN_FILE: join(dir, 'wrong-token') }, 'backend', 'drain', 'web', 'h1vm1');
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(`401: the controller refused the API token from SLBX_TOKEN_FILE (${join(dir, 'wrong-token')}) for PATCH /v1/pools/web/backends/h1vm1`);
+    r = await run({}, '--token-file', join(dir, 'wrong-token'), 'flows', 'mux1');
+    expect(r.err).toContain(`401: the controller refused the API token from ${join(dir, 'wrong-token')} for GET /v1/agents/mux/mux1/status`);
+    r = await run({}, '--token-file', join(dir, 'token'), 'backend', 'drain', 'web', 'h1vm1');
+    expect(r).toMatchObject({ code: 0, err: '' });
+    expect(r.out).toMatch(/^generation \d+: backend h1vm1 of pool web drained/);
   });
 });
