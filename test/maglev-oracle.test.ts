@@ -13,6 +13,7 @@ import { buildPoolTable, type SelectionBackend } from '../shared/selection.js';
 import {
   flowHash, flowKeyWords, murmur3, oraclePoolMembers, oracleTable, permutationOf, slotOf, type OracleMember,
 } from '../scripts/oracle/maglev-oracle.js';
+import { formatRow, measure } from '../scripts/oracle/disruption.js';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const ORACLE_FILE = join(ROOT, 'scripts/oracle/maglev-oracle.ts');
@@ -233,5 +234,18 @@ describe('oracle == shared/selection.ts: a pool\'s members and table (docs/hashi
       expect(o.level).toBe(pt.level);
       expect(shared).toEqual(oracleTable(o.members, 101));
     }
+  });
+});
+
+describe('the disruption table of docs/hashing.md section 2 is the committed output of scripts/oracle/disruption.ts', () => {
+  const rowsOf = (text: string) => text.split('\n').filter((l) => /^\| \d+ \|/.test(l));
+  const page = rowsOf(HASHING_MD.slice(HASHING_MD.indexOf('\n## 2. Maglev tables')));
+  const committed = rowsOf(readFileSync(join(ROOT, 'docs/hashing-disruption.txt'), 'utf8'));
+  it('the page shows the committed rows N = 10, 100, 1000', () => {
+    expect(committed.map((r) => r.split('|')[1]!.trim())).toEqual(['10', '100', '1000']);
+    expect(page.filter((r) => committed.includes(r))).toEqual(committed);
+  });
+  it('the N = 10 row, recomputed now', () => {
+    expect(formatRow(measure(10, 65537))).toBe(committed[0]);
   });
 });
