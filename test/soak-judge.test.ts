@@ -7,7 +7,7 @@ import {
   judgeSoak, maglevNamer, median, parsePolicyLog, viewChanges, FD_SLACK, type JudgeInput, type PolicyApplied, type RunEvent, type RunMeta,
 } from '../scripts/soak/judge.js';
 import type { TrafficKind, TrafficRecord } from '../scripts/soak/traffic.js';
-import type { DaemonSample, MachineSample } from '../scripts/soak/sample.js';
+import { sendErrorsOf, statusPortOf, type CounterSample, type DaemonSample, type MachineSample } from '../scripts/soak/sample.js';
 import { labConfig } from './helpers/lab-config.js';
 
 const T0 = 1_800_000_000_000;
@@ -231,5 +231,65 @@ describe('the MUXes\' logs', () => {
 
   it('median', () => {
     expect([median([]), median([3]), median([4, 1, 2]), median([1, 2, 3, 10])]).toEqual([null, 3, 2, 2.5]);
+  });
+});
+
+describe('judgeSoak: send errors (the sampler reads every MUX and host agent /counters)', () => {
+  const ZERO = { send_error_cap: 0, send_error_raw: 0, send_error_udp: 0 };
+  const HOST_ZERO = { send_error_port: 0, send_error_dsr: 0, send_error_dsr_unavailable: 0 };
+  /** A read every 2 s of each daemon process in the clean run's samples, all zero. */
+  function withCounters(run: ReturnType<typeof cleanRun>): ReturnType<typeof cleanRun> & { counters: CounterSample[]; finalCounters: { name: string; sendErrors: Record<string, number> | null }[] } {
+    const counters: CounterSample[] = [];
+    for (const s of run.samples) {
+      if (s.name === 'machine' || !/^(mux|host)/.test(s.name) || (s.t - T0) % 2000 !== 0) continue;
+      const d = s as DaemonSample;
+      counters.push({ t: d.t, name: d.name, pid: d.pid, sendErrors: { ...(d.name.startsWith('mux') ? ZERO : HOST_ZERO) } });
+    }
+    const finalCounters = ['mux1', 'mux2', 'host1', 'host2'].map((name) => ({ name, sendErrors: { ...(name.startsWith('mux') ? ZERO : HOST_ZERO) } }));
+    return { ...run, counters, finalCounters };
+  }
+  const NAME = 'send errors: no MUX or host agent counted a send the kernel refused';
+  const detail = (r: ReturnType<typeof judgeSoak>) => r.checks.find((c) => c.name === NAME)!.detail;
+
+  it('passes when every daemon was read and every send_error_* stayed 0', () => {
+    const run = withCounters(cleanRun());
+    const r = judgeSoak(run);
+    expect(failing(r)).toEqual([]);
+    expect(detail(r)).toContain('every send_error_* 0');
+    expect(run.counters.filter((c) => c.name === 'mux2').map((c) => c.pid)).toContain(4000); // the restarting MUX's first process too
+  });
+
+  it('fails naming the daemon, its pid and the counter when one moved, even in a process that stopped since', () => {
+    const run = withCounters(cleanRun());
+    const first = run.counters.find((c) => c.name === 'mux2' && c.pid === 4000 && c.t > T0 + 4000)!;
+    first.sendErrors = { ...first.sendErrors!, send_error_cap: 3 };
+    const r = judgeSoak(run);
+    expect(failing(r)).toEqual([NAME]);
+    expect(detail(r)).toContain('mux2 (pid 4000): send_error_cap 3');
+  });
+
+  it('fails when a daemon was never read, or its counters after the traffic are unreadable or not 0', () => {
+    let run = withCounters(cleanRun());
+    run.counters = run.counters.filter((c) => c.name !== 'host2');
+    run.finalCounters = run.finalCounters.filter((c) => c.name !== 'host2');
+    expect(detail(judgeSoak(run))).toContain('never read: host2');
+    expect(failing(judgeSoak(run))).toEqual([NAME]);
+    run = withCounters(cleanRun());
+    run.finalCounters[2] = { name: 'host1', sendErrors: null };
+    expect(failing(judgeSoak(run))).toEqual([NAME]);
+    run = withCounters(cleanRun());
+    run.finalCounters[3] = { name: 'host2', sendErrors: { ...HOST_ZERO, send_error_dsr: 1 } };
+    expect(detail(judgeSoak(run))).toContain('host2 (after the traffic): send_error_dsr 1');
+    run = withCounters(cleanRun());
+    run.counters = [];
+    run.finalCounters = [];
+    expect(detail(judgeSoak(run))).toContain('never read: mux1, mux2, host1, host2');
+  });
+
+  it('reads send_error_* counters out of a /counters body, and says why it cannot', () => {
+    expect(sendErrorsOf('{"rx_packets": 5, "send_error_cap": 0, "send_error_raw": 2}')).toEqual({ send_error_cap: 0, send_error_raw: 2 });
+    expect(sendErrorsOf('{"rx_packets": 5}')).toBe('no send_error_ counters');
+    expect(sendErrorsOf('<html>')).toBe('the answer is not JSON');
+    expect([statusPortOf('mux2'), statusPortOf('host1'), statusPortOf('bird'), statusPortOf('controller')]).toEqual([9180, 9181, null, null]);
   });
 });

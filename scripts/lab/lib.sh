@@ -98,9 +98,12 @@
 #                           did: a scenario fails on an incomplete capture. Packets that arrived after
 #                           the stop began and were still in the ring are counted in its line, not
 #                           written (they are after the traffic the scenario reasons about).
+#   lab_check_send_errors   fails (naming daemon and counter) if a running MUX or host agent counted
+#                           a send_error_*; LAB_SEND_ERRORS_EXPECTED="why" makes it a note
 #   lab_setup_scenario NAME
-#       For scenario scripts: LAB_NAME=NAME-$$, traps EXIT/INT/TERM to run lab_down (keeping the
-#       script's exit status; a failed teardown turns success into 1), and checks that we are root and
+#       For scenario scripts: LAB_NAME=NAME-$$, traps EXIT/INT/TERM to run lab_check_send_errors and
+#       lab_down (keeping the script's exit status; send errors or a failed teardown turn success into
+#       1), and checks that we are root and
 #       can create namespaces; if not, prints why and exits 77 (skipped), or 1 when $CI is set.
 #       Bash runs a trap only when the current foreground command ends: run long waits as
 #       `cmd & wait $!` so that a TERM tears the lab down at once (Ctrl-C reaches the foreground
@@ -1420,10 +1423,57 @@ _lab_cannot_run() {
   return 0
 }
 
+# lab_check_send_errors: every MUX and host agent running in the lab (not one a scenario stopped on
+# purpose: those are marked stopped; a restarted one is checked under its new PID) is asked for GET
+# /counters, and any send_error_* counter that is not 0 (a send the kernel refused, docs/reliability.md)
+# is an error naming the daemon and the counter: status 1. A scenario that makes sends fail on purpose
+# sets LAB_SEND_ERRORS_EXPECTED="why" and the errors are printed as a note instead. A daemon that does
+# not answer (one a scenario hangs on purpose) is named, not judged. lab_setup_scenario's EXIT trap
+# runs it before the lab goes down, so every scenario is covered.
+lab_check_send_errors() {
+  _lab_ensure_loaded || return 1
+  local kind port node pid json out st failed=0 checked=0
+  for kind in mux host-agent; do
+    port=$LAB_MUX_STATUS_PORT
+    [ "$kind" = host-agent ] && port=$LAB_HOST_STATUS_PORT
+    while read -r node pid; do
+      [ -n "$node" ] || continue
+      if ! json=$(ip netns exec "$(lab_ns "$node")" curl -sf -m 3 "http://127.0.0.1:$port/counters" 2>/dev/null); then
+        _lab_log "send errors: $kind $node (pid $pid) did not answer GET /counters: not checked"
+        continue
+      fi
+      st=0
+      out=$(printf '%s' "$json" | node -e '
+        let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+          let c; try { c = JSON.parse(s); } catch { console.log("its /counters is not JSON"); process.exit(3); }
+          const names = Object.keys(c).filter((n) => n.startsWith("send_error_"));
+          if (names.length === 0) { console.log("its /counters has no send_error_ counters"); process.exit(3); }
+          const bad = names.filter((n) => c[n] !== 0);
+          console.log(bad.map((n) => `${n} ${c[n]}`).join(", "));
+          process.exit(bad.length > 0 ? 1 : 0);
+        });') || st=$?
+      checked=$((checked + 1))
+      [ "$st" = 0 ] && continue
+      if [ "$st" = 1 ] && [ -n "${LAB_SEND_ERRORS_EXPECTED:-}" ]; then
+        _lab_log "send errors (expected: $LAB_SEND_ERRORS_EXPECTED): $kind $node (pid $pid): $out"
+      else
+        _lab_err "send errors: $kind $node (pid $pid): $out"
+        failed=1
+      fi
+    done < <(_lab_running_daemons "$kind")
+  done
+  [ "$failed" = 0 ] && _lab_log "send errors: none in the $checked running daemon(s)"
+  return "$failed"
+}
+
 _lab_scenario_exit() {
   local rc=$?
   trap - EXIT INT TERM
   if [ -n "${LAB_NAME:-}" ] && [ -f "$(_lab_dir_of "$LAB_NAME")/state.env" ]; then
+    if ! lab_check_send_errors; then
+      _lab_err "a daemon counted send errors (sends the kernel refused); set LAB_SEND_ERRORS_EXPECTED=\"why\" in a scenario that expects them"
+      [ "$rc" = 0 ] && rc=1
+    fi
     if ! lab_down "$LAB_NAME"; then
       _lab_err "teardown of lab '$LAB_NAME' failed"
       [ "$rc" = 0 ] && rc=1

@@ -23,6 +23,9 @@
 //   fds        per judged process: the median count of the last window is not above the first window's,
 //              and the last window's maximum at most FD_SLACK above the first window's maximum.
 //   daemons    none dies but the restarting MUX at its planned stops.
+//   send errors every MUX and host agent was read (its /counters, every 2 s by the sampler, and once more
+//              after the traffic) and no send_error_* counter ever moved from 0: no send the kernel
+//              refused (a MUX's last 2 s before a planned stop are the only ones not seen).
 //   plan       every event ran, on time (5 s), and each MUX restart really lay where every open
 //              connection was placed under the health view in force (from the MUXes' policy_applied
 //              logs): otherwise the run did not test what it claims.
@@ -36,7 +39,7 @@ import { MAGLEV_EMPTY } from '../../shared/maglev.js';
 import { compileMuxTables, foldV6, ALL_HEALTHY, type MuxRule } from '../../mux/tables.js';
 import type { SoakAction, SoakPlan } from './plan.js';
 import type { TrafficKind, TrafficRecord } from './traffic.js';
-import type { DaemonSample, MachineSample } from './sample.js';
+import { sendErrorsOf, type CounterSample, type DaemonSample, type MachineSample } from './sample.js';
 
 export const RSS_GROWTH_MAX = 0.10;
 export const WINDOW_MAX_S = 60;
@@ -176,6 +179,12 @@ export interface JudgeInput {
   /** From the MUXes' logs; null when there are none (the judge then uses the plan's bounds). */
   policies: PolicyApplied[] | null;
   config: SlbxConfig;
+  /**
+   * The sampler's reads of the MUXes' and host agents' send_error_* counters (counters.jsonl) and their
+   * counters after the traffic (counters-NODE.json); absent: not judged (runs from before they existed).
+   */
+  counters?: CounterSample[];
+  finalCounters?: { name: string; sendErrors: Record<string, number> | null; error?: string }[];
 }
 
 const KINDS: readonly TrafficKind[] = ['http4', 'http6', 'udp4', 'udp6', 'ka4', 'ka6'];
@@ -443,6 +452,35 @@ export function judgeSoak(input: JudgeInput): SoakResult {
   check('fds: no growth in open file descriptors', leaky.length === 0 && judged.length > 0,
     `${judged.map((s) => `${s.name} ${s.fdsFirst}->${s.fdsLast}`).join(', ')}${leaky.length > 0 ? `; grew: ${leaky.map((s) => s.name).join(', ')}` : ''}`);
 
+  // --- send errors: every MUX and host agent read, and none counted a send the kernel refused
+  if (input.counters !== undefined) {
+    const names = [...config.muxes.map((m) => m.name), ...config.hosts.map((h) => h.name)];
+    const reads = new Map<string, number>();
+    const worst = new Map<string, { n: number; at: number }>();
+    const note = (who: string, counter: string, n: number, at: number) => {
+      const k = `${who}: ${counter}`;
+      if (n > (worst.get(k)?.n ?? 0)) worst.set(k, { n, at });
+    };
+    for (const c of input.counters) {
+      if (c.sendErrors === null) continue;
+      reads.set(c.name, (reads.get(c.name) ?? 0) + 1);
+      for (const [k, v] of Object.entries(c.sendErrors)) if (v !== 0) note(`${c.name} (pid ${c.pid})`, k, v, c.t);
+    }
+    const finalUnread: string[] = [];
+    for (const f of input.finalCounters ?? []) {
+      if (f.sendErrors === null) { finalUnread.push(`${f.name} (${f.error ?? 'unreadable'})`); continue; }
+      reads.set(f.name, (reads.get(f.name) ?? 0) + 1);
+      for (const [k, v] of Object.entries(f.sendErrors)) if (v !== 0) note(`${f.name} (after the traffic)`, k, v, meta.endMs);
+    }
+    const unread = names.filter((n) => (reads.get(n) ?? 0) === 0);
+    const bad = [...worst].map(([k, w]) => `${k} ${w.n} (by ${((w.at - meta.startMs) / 1000).toFixed(0)} s)`);
+    check('send errors: no MUX or host agent counted a send the kernel refused', bad.length === 0 && unread.length === 0 && finalUnread.length === 0,
+      `${input.counters.length} reads during the run, ${(input.finalCounters ?? []).length} after it, of ${names.join(', ')}`
+      + (bad.length > 0 ? `; counted: ${bad.join(', ')}` : '; every send_error_* 0')
+      + (unread.length > 0 ? `; never read: ${unread.join(', ')}` : '')
+      + (finalUnread.length > 0 ? `; unreadable after the traffic: ${finalUnread.join(', ')}` : ''));
+  }
+
   return {
     verdict: checks.every((c) => c.ok) ? 'pass' : 'fail', checks, totals, flaps: flapResults, restarts, series,
     machine: { busyMedian: median(machine), busyP90: quantile(machine, 0.9), busyMax: machine.length > 0 ? Math.max(...machine) : null },
@@ -517,6 +555,18 @@ export function readPolicies(labDir: string, muxes: readonly string[]): PolicyAp
   return files === 0 ? null : out;
 }
 
+/** The counters-NODE.json files soak.sh saves after the traffic: each node's send_error_* counters. */
+export function readFinalCounters(run: string): { name: string; sendErrors: Record<string, number> | null; error?: string }[] {
+  const out: { name: string; sendErrors: Record<string, number> | null; error?: string }[] = [];
+  for (const f of readdirSync(run).sort()) {
+    const m = /^counters-(.+)\.json$/.exec(f);
+    if (m === null) continue;
+    const r = sendErrorsOf(readFileSync(join(run, f), 'utf8'));
+    out.push(typeof r === 'string' ? { name: m[1]!, sendErrors: null, error: r } : { name: m[1]!, sendErrors: r });
+  }
+  return out;
+}
+
 const OPTIONS: readonly OptionSpec[] = [
   { name: 'run', value: 'DIR', help: 'the soak run folder (plan.json, meta.json, events.jsonl, records.jsonl, samples.jsonl)' },
   { name: 'lab', value: 'DIR', help: 'the lab run folder (runs/lab/NAME: config.yaml, logs/); default: meta.json\'s labDir' },
@@ -555,6 +605,8 @@ export function main(argv: readonly string[]): number {
     records: readJsonLines<TrafficRecord>(join(run, 'records.jsonl')),
     samples: readJsonLines<DaemonSample | MachineSample>(join(run, 'samples.jsonl')),
     policies: readPolicies(labDir, parsed.config.muxes.map((m) => m.name)),
+    counters: readJsonLines<CounterSample>(join(run, 'counters.jsonl')),
+    finalCounters: readFinalCounters(run),
   });
   const summary = formatSummary(result, plan, meta);
   writeFileSync(join(run, 'result.json'), `${JSON.stringify({ ...result, plan, meta }, null, 1)}\n`);

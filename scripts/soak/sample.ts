@@ -4,8 +4,14 @@
 // line to --out with its resident memory (VmRSS), open file descriptors (entries of /proc/PID/fd) and
 // CPU time; plus one line for the whole machine's CPU. Reads /proc only, signals nothing. SIGTERM or
 // SIGINT: one last sample, then exit.
+// Every --counters-interval-ms, for each MUX (a name starting with "mux") and host agent ("host"), one
+// line to --counters-out (default counters.jsonl beside --out) with its send_error_* counters, read
+// from GET /counters on the loopback of its own network namespace (nsenter --net=/proc/PID/ns/net curl);
+// the judge requires them all to stay 0.
 //   node dist/scripts/soak/sample.js --daemons daemons.txt --out samples.jsonl [--interval-ms 1000]
+import { execFile } from 'node:child_process';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
 
 export interface DaemonSample {
@@ -26,6 +32,43 @@ export interface MachineSample {
   name: 'machine';
   /** Fraction of all CPUs busy since the previous sample. */
   busy: number;
+}
+
+/** One line of counters.jsonl: a MUX's or host agent's send_error_* counters (zeros included), or why none. */
+export interface CounterSample {
+  t: number;
+  name: string;
+  pid: number;
+  /** null: /counters could not be read (error says why). */
+  sendErrors: Record<string, number> | null;
+  error?: string;
+}
+
+/** The status port of a daemon by its node name (lab convention), or null for the others (bird, controller). */
+export function statusPortOf(name: string): number | null {
+  if (name.startsWith('mux')) return 9180;
+  if (name.startsWith('host')) return 9181;
+  return null;
+}
+
+/** The send_error_* counters of a /counters body, or an error when it has none (an older daemon, not JSON). */
+export function sendErrorsOf(body: string): Record<string, number> | string {
+  let c: unknown;
+  try { c = JSON.parse(body); } catch { return 'the answer is not JSON'; }
+  if (c === null || typeof c !== 'object') return 'the answer is not an object';
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(c as Record<string, unknown>)) if (k.startsWith('send_error_') && typeof v === 'number') out[k] = v;
+  return Object.keys(out).length === 0 ? 'no send_error_ counters' : out;
+}
+
+/** Reads a daemon's counters inside its network namespace; calls back once with the sample. */
+export function sampleCounters(name: string, pid: number, port: number, done: (s: CounterSample) => void): void {
+  const t = Date.now();
+  execFile('nsenter', [`--net=/proc/${pid}/ns/net`, 'curl', '-sf', '-m', '2', `http://127.0.0.1:${port}/counters`], { timeout: 5000 }, (err, stdout) => {
+    if (err) { done({ t, name, pid, sendErrors: null, error: err.message.split('\n')[0]! }); return; }
+    const r = sendErrorsOf(stdout);
+    done(typeof r === 'string' ? { t, name, pid, sendErrors: null, error: r } : { t, name, pid, sendErrors: r });
+  });
 }
 
 const CLOCK_TICKS = 100; // USER_HZ on Linux
@@ -88,11 +131,13 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'daemons', value: 'FILE', help: '"NAME PID" lines, re-read at every sample' },
   { name: 'out', value: 'FILE', help: 'JSON lines are appended here' },
   { name: 'interval-ms', value: 'MS', help: 'between samples', default: '1000' },
+  { name: 'counters-out', value: 'FILE', help: 'send_error_* counters of the MUXes and host agents are appended here (default: counters.jsonl beside --out; "none": not read)' },
+  { name: 'counters-interval-ms', value: 'MS', help: 'between reads of the counters', default: '2000' },
   { name: 'help', help: 'this help' },
 ];
 
 export function main(argv: readonly string[]): number {
-  let daemons: string, out: string, intervalMs: number;
+  let daemons: string, out: string, intervalMs: number, countersOut: string | null, countersMs: number;
   try {
     const args = parseArgs(argv, OPTIONS);
     if (args.flags.has('help')) {
@@ -104,7 +149,10 @@ export function main(argv: readonly string[]): number {
     if (d === undefined || o === undefined) throw new UsageError('--daemons and --out are required');
     const i = one(args, 'interval-ms')!;
     if (!/^\d+$/.test(i) || Number(i) < 100) throw new UsageError('--interval-ms must be an integer >= 100');
-    daemons = d; out = o; intervalMs = Number(i);
+    const ci = one(args, 'counters-interval-ms')!;
+    if (!/^\d+$/.test(ci) || Number(ci) < 100) throw new UsageError('--counters-interval-ms must be an integer >= 100');
+    const co = one(args, 'counters-out') ?? join(dirname(o), 'counters.jsonl');
+    daemons = d; out = o; intervalMs = Number(i); countersOut = co === 'none' ? null : co; countersMs = Number(ci);
   } catch (e) {
     if (e instanceof UsageError) { process.stderr.write(`sample: ${e.message}\n`); return 2; }
     throw e;
@@ -123,11 +171,22 @@ export function main(argv: readonly string[]): number {
     lastCpu = cpu;
     if (lines.length > 0) appendFileSync(out, `${lines.join('\n')}\n`);
   };
+  const readCounters = () => {
+    if (countersOut === null) return;
+    let list: { name: string; pid: number }[] = [];
+    try { list = parseDaemonList(readFileSync(daemons, 'utf8')); } catch { /* not written yet */ }
+    for (const d of list) {
+      const port = statusPortOf(d.name);
+      if (port !== null) sampleCounters(d.name, d.pid, port, (s) => appendFileSync(countersOut!, `${JSON.stringify(s)}\n`));
+    }
+  };
   const timer = setInterval(once, intervalMs);
-  const stop = () => { clearInterval(timer); once(); process.exit(0); };
+  const cTimer = setInterval(readCounters, countersMs);
+  const stop = () => { clearInterval(timer); clearInterval(cTimer); once(); process.exit(0); };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   once();
+  readCounters();
   return -1;
 }
 
