@@ -84,6 +84,12 @@ export function replay(o: ReplayOptions): ReplayResult {
   // built as the daemon builds it (host-agent/context.ts); the DSR return's MTU is the fabric interface's,
   // which the lab sets to fabric.mtu
   const ctx = buildHostContext(cfg, tables, portMacs, o.dsrMtu ?? cfg.fabric.mtu);
+  // the daemon (capture path) accepts VXLAN from a peer only from the MAC its provider address resolved
+  // to (host-agent/neighbors.ts): here every peer is resolved to the MAC the replay gives that node
+  // (--neighbor NAME=MAC, else 02:00 + its IPv4 provider address, what the mux plane writes)
+  const pa4ByName = new Map([...cfg.muxes, ...cfg.hosts].map((n) => [n.name, n.address.words[0]!]));
+  ctx.sourceMacCheck = true;
+  for (const peer of tables.peers) ctx.peerMacs[peer.index] = macKey(o.neighbors?.get(peer.name) ?? derivedMac(pa4ByName.get(peer.name)!), 0);
   const localMac = o.localMac ?? derivedMac(host.address.words[0]!);
   const routerMac = o.neighbors?.get('router') ?? REPLAY_ROUTER_MAC;
   const byMac = new Map(tables.nics.map((n) => [macKey(n.mac, 0), n.index]));
@@ -122,7 +128,7 @@ const OPTIONS: OptionSpec[] = [
   { name: 'out', value: 'OUT.pcap', help: 'where to write the frames the plane sends' },
   { name: 'node', value: 'NAME', help: 'which mux (plane mux) or host (host planes) to be; default: the first in the config' },
   { name: 'local-mac', value: 'MAC', help: 'our own MAC; default 02:00 + the node\'s IPv4 provider address' },
-  { name: 'neighbor', value: 'NAME=MAC', help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); default 02:00 + its IPv4 address', repeat: true },
+  { name: 'neighbor', value: 'NAME=MAC', help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); host-in: the MAC VXLAN from that mux or host comes from; default 02:00 + its IPv4 address', repeat: true },
   { name: 'dsr-mtu', value: 'N', help: 'host planes: MTU of the interface toward the router (default: fabric.mtu of the config, as the lab sets it)' },
   { name: 'json', help: 'print the result as JSON' },
   { name: 'help', help: 'show this help' },

@@ -14,6 +14,7 @@ import { MuxDaemon } from '../mux/daemon.js';
 import { processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
 import { HostDaemon } from '../host-agent/daemon.js';
 import { processInbound, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
+import { macKey } from '../host-agent/tables.js';
 import { clientFrames, replyFrames, main as genMain } from '../cli/gen-traffic.js';
 import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 import { unmet } from './helpers/prerequisite.js';
@@ -239,6 +240,11 @@ describe('replay over an IPv6 underlay (fabric.underlay: ipv6), as the MUX daemo
       // the host daemon's own context over the same frames: the same bytes
       const d = new HostDaemon({ config: config6, name: host, iface: 'hE-no-such-if', dsrVia4: null, dsrVia6: null, nftables: false });
       d.ctx.portMacs = d.ctx.tables.nics.map((n) => { const m = Uint8Array.from(n.mac); m[0] = m[0]! ^ 0x04; return m; });
+      // the daemon's source MAC check stays on, its peers resolved as the replay assumes them (02:00 + IPv4 PA);
+      // how the daemon learns them: test/host-agent-spoof.test.ts
+      expect(d.ctx.sourceMacCheck).toBe(true);
+      const pa4 = new Map([...config6.muxes, ...config6.hosts].map((n) => [n.name, n.address.words[0]!]));
+      for (const peer of d.ctx.tables.peers) d.ctx.peerMacs[peer.index] = macKey(derivedMac(pa4.get(peer.name)!), 0);
       const sent: Buffer[] = [];
       for (const p of out) if (processInbound(Buffer.from(p.data), p.data.length, d.ctx) === HOST_FORWARD) sent.push(Buffer.from(d.ctx.outBuf.subarray(d.ctx.outOff, d.ctx.outOff + d.ctx.outLen)));
       const got = packetsOf(h.output);
@@ -252,6 +258,12 @@ describe('replay over an IPv6 underlay (fabric.underlay: ipv6), as the MUX daemo
     const h = replay({ config: config6, plane: 'host-in', node: target, input: toPcap([bad]) });
     expect(h.packetsOut).toBe(0);
     expect(h.counters['drop_in_bad_udp_checksum']).toBe(1);
+    // as on the daemon's capture path, VXLAN from a MUX's address but another MAC is refused
+    const spoofed = Buffer.from(out[0]!.data);
+    spoofed[11] = spoofed[11]! ^ 0x01;
+    const s = replay({ config: config6, plane: 'host-in', node: target, input: toPcap([spoofed]) });
+    expect(s.packetsOut).toBe(0);
+    expect(s.counters['drop_in_spoofed_source']).toBe(1);
   });
 });
 
