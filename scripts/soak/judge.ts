@@ -34,9 +34,7 @@ import { join } from 'node:path';
 import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
 import { parseIpAddr } from '../../shared/addr.js';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
-import { hashFlowV4, hashFlowV6 } from '../../shared/flow-hash.js';
-import { MAGLEV_EMPTY } from '../../shared/maglev.js';
-import { compileMuxTables, foldV6, ALL_HEALTHY, type MuxRule } from '../../mux/tables.js';
+import { oracleRule, type OracleRule } from '../oracle/expected-backend.js';
 import type { SoakAction, SoakPlan } from './plan.js';
 import type { TrafficKind, TrafficRecord } from './traffic.js';
 import { sendErrorsOf, type CounterSample, type DaemonSample, type MachineSample } from './sample.js';
@@ -202,29 +200,25 @@ function quantile(xs: readonly number[], q: number): number | null {
   return s[Math.min(s.length - 1, Math.floor(q * s.length))]!;
 }
 
-/** The backend the all-healthy Maglev table names for a TCP or UDP flow to a VIP, as the MUXes compute it. */
+/**
+ * The backend the all-healthy Maglev table names for a TCP or UDP flow to a VIP: the independent oracle's
+ * answer (scripts/oracle) from the config values, not the MUXes' code.
+ */
 export function maglevNamer(config: SlbxConfig): (rec: { src: string; sp: number | null; dst: string; dp: number; k: TrafficKind }) => string | null {
-  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  const ruleOf = (dst: string, proto: number, port: number): MuxRule | undefined => {
-    const a = parseIpAddr(dst);
-    if (a === null) return undefined;
-    if (a.family === 4) return tables.vips4.get(a.words[0]!)?.rules.get((proto << 16) | port);
-    const w = a.words;
-    const v = tables.vips6.get(foldV6(w[0]!, w[1]!, w[2]!, w[3]!))?.find((x) => x.addr.text === a.text);
-    return v?.rules.get((proto << 16) | port);
+  const rules = new Map<string, OracleRule | null>();
+  const ruleOf = (dst: string, proto: number, port: number): OracleRule | null => {
+    const key = `${dst} ${proto} ${port}`;
+    let r = rules.get(key);
+    if (r === undefined) {
+      try { r = oracleRule(config, dst, proto, port); } catch { r = null; }
+      rules.set(key, r);
+    }
+    return r;
   };
   return (rec) => {
-    if (rec.sp === null) return null;
-    const proto = rec.k.startsWith('udp') ? 17 : 6;
-    const rule = ruleOf(rec.dst, proto, rec.dp);
-    const s = parseIpAddr(rec.src);
     const d = parseIpAddr(rec.dst);
-    if (rule === undefined || s === null || d === null) return null;
-    const h = s.family === 4
-      ? hashFlowV4(s.words[0]!, d.words[0]!, proto, rec.sp, rec.dp, rule.mode, config.hashSeed)
-      : hashFlowV6(s.words, 0, d.words, 0, proto, rec.sp, rec.dp, rule.mode, config.hashSeed);
-    const slot = rule.table.slots[h % rule.table.size]!;
-    return slot === MAGLEV_EMPTY ? null : rule.table.members[slot]!.name;
+    if (rec.sp === null || d === null) return null;
+    return ruleOf(d.text, rec.k.startsWith('udp') ? 17 : 6, rec.dp)?.choose(rec.src, rec.sp) ?? null;
   };
 }
 
