@@ -371,10 +371,10 @@ export interface HoldRecord {
 
 /**
  * One connection: connect, then GET the URL's path on it again and again (HTTP/1.1 keep-alive), each
- * after the previous answer plus intervalMs, until durationMs is over; then close it. It fails on a
+ * after the previous answer plus intervalMs, until durationMs is over (or `ended()`); then close it. It fails on a
  * reset, an error, a request without an answer within timeoutMs, or a close by the server.
  */
-function holdOnce(url: URL, i: number, source: string | undefined, durationMs: number, intervalMs: number, timeoutMs: number, t0: bigint): Promise<HoldRecord> {
+function holdOnce(url: URL, i: number, source: string | undefined, durationMs: number, intervalMs: number, timeoutMs: number, t0: bigint, ended: () => boolean = () => false): Promise<HoldRecord> {
   return new Promise((resolve) => {
     const now = () => Number(process.hrtime.bigint() - t0) / 1e6;
     const start = now();
@@ -402,7 +402,7 @@ function holdOnce(url: URL, i: number, source: string | undefined, durationMs: n
     };
     const ask = () => {
       if (done) return;
-      if (now() - start >= durationMs) { finish(null); return; }
+      if (now() - start >= durationMs || ended()) { finish(null); return; }
       rec.requests++;
       sentAt = now();
       sock.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: keep-alive\r\n\r\n`);
@@ -442,7 +442,8 @@ function holdOnce(url: URL, i: number, source: string | undefined, durationMs: n
 const HOLD_OPTIONS: readonly OptionSpec[] = [
   { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH asked again and again on each connection (e.g. /health)' },
   { name: 'connections', value: 'N', help: 'connections, all opened at the start', default: '1' },
-  { name: 'duration-ms', value: 'MS', help: 'how long each connection lives', default: '5000' },
+  { name: 'duration-ms', value: 'MS', help: 'how long each connection lives (with --end-file: at most)', default: '5000' },
+  { name: 'end-file', value: 'FILE', help: 'end every connection (after its current answer) once FILE exists, polled every 50 ms: a scenario ends them after its change, so they outlive it by construction' },
   { name: 'interval-ms', value: 'MS', help: 'pause between an answer and the next request', default: '200' },
   { name: 'source', value: 'ADDRS', help: 'local address(es): A, A-B or A,B,...; round robin per connection' },
   { name: 'timeout-ms', value: 'MS', help: 'per request', default: '10000' },
@@ -469,8 +470,12 @@ async function runHold(argv: readonly string[]): Promise<number> {
   const srcText = one(args, 'source');
   const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
   const json = one(args, 'json');
+  const endFile = one(args, 'end-file');
+  let endSeen = false;
+  const endPoll = endFile === undefined ? null : setInterval(() => { if (existsSync(endFile)) endSeen = true; }, 50);
   const t0 = process.hrtime.bigint();
-  const records = await Promise.all(Array.from({ length: n }, (_, i) => holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0)));
+  const records = await Promise.all(Array.from({ length: n }, (_, i) => holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0, () => endSeen)));
+  if (endPoll !== null) clearInterval(endPoll);
   const ok = records.filter((r) => r.ok).length;
   const errors: Record<string, number> = {};
   for (const r of records) if (r.error !== null) errors[r.error] = (errors[r.error] ?? 0) + 1;

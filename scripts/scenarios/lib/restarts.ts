@@ -14,6 +14,7 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields } from './check.js';
 import { birdEstablished, birdLog, expectedBackend, ipOf, readJson, readPolls } from './bgp.js';
+import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
 
 const TCP_SYN = 0x02;
 const TCP_RST = 0x04;
@@ -146,17 +147,28 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   const http = readJson(need(f, 'http-json'));
   const bad = http.records.filter((r: any) => !r.ok);
   const per = countBy(http.records.filter((r: any) => r.ok), (r: any) => r.backend ?? '?');
-  const minShare = 0.1;
-  const low = [...nicNames].filter((n) => (per.get(n) ?? 0) < minShare * http.records.length);
   c.check(http.records.length > 0 && bad.length === 0, `${http.records.length} new connections after the restarts all succeeded`, `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`);
-  c.check(low.length === 0, `each of ${host}'s backends got at least ${minShare * 100} % of them`, fmtCounts(per));
+  // its share: the weight of each backend over the pool's (the config), a binomial count over the
+  // connections (each one's 5-tuple hash is an independent draw), within 6 standard deviations
+  const rule = config.vips.flatMap((v) => v.rules).find((r) => r.frontendPort === port && r.protocol === 'tcp');
+  const pool = config.pools.find((p) => p.name === rule?.pool);
+  const totalWeight = pool === undefined ? 0 : pool.backends.reduce((a, b) => a + b.weight, 0);
+  const shares = [...nicNames].map((n) => {
+    const w = pool?.backends.find((b) => b.nic === n)?.weight ?? 0;
+    const b = binomialBounds(http.records.length, totalWeight > 0 ? w / totalWeight : 0);
+    return { n, k: per.get(n) ?? 0, b };
+  });
+  c.check(totalWeight > 0 && shares.every((x) => x.b.p > 0 && withinBinomial(x.k, x.b)), `each of ${host}'s backends got its share of them at once (its weight over the pool's: ${shares.map((x) => `${x.n} ${(100 * x.b.p).toFixed(0)} %`).join(', ')}; a binomial count, within 6 standard deviations)`,
+    `${shares.map((x) => `${x.n} ${fmtBinomial(x.k, x.b)}`).join('; ')}; all: ${fmtCounts(per)}`);
   return c;
 }
 
 // ---------------------------------------------------------------------------------------------
 // 20-mux-restart
 // --run R --vip A --port N --mux M --restarts F --polls F --hold-json F --http-json F --counters F
-//   --bird-protocols F [--withdraw-limit-ms 1000] [--rejoin-limit-ms 5000]
+//   --bird-protocols F [--withdraw-limit-ms MS] [--rejoin-limit-ms MS]
+// The times of the withdrawal and the rejoin are measured and printed; they are asserted only when a
+// limit is given (the scenario gives none: a verdict must not depend on how busy the machine is).
 
 export function verifyMuxRestart(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
@@ -164,8 +176,10 @@ export function verifyMuxRestart(argv: readonly string[]): Checks {
   const vip = need(f, 'vip');
   const port = Number(need(f, 'port'));
   const mux = need(f, 'mux');
-  const withdrawLimit = Number(f.get('withdraw-limit-ms') ?? 1000);
-  const rejoinLimit = Number(f.get('rejoin-limit-ms') ?? 5000);
+  const withdrawLimit = f.has('withdraw-limit-ms') ? Number(f.get('withdraw-limit-ms')) : Infinity;
+  const rejoinLimit = f.has('rejoin-limit-ms') ? Number(f.get('rejoin-limit-ms')) : Infinity;
+  const within = (limit: number) => (Number.isFinite(limit) ? ` within ${limit} ms` : '');
+  const measured = (limit: number) => (Number.isFinite(limit) ? '' : '; measured, not asserted');
   const config = loadConfig(join(run, 'config.yaml'));
   const [r] = readRestarts(need(f, 'restarts'));
   const c = new Checks();
@@ -180,10 +194,10 @@ export function verifyMuxRestart(argv: readonly string[]): Checks {
   const back = polls.find((p) => p.us >= r.startUs && p.hops.includes(pa));
   c.check(before.length > 0 && before.every((p) => p.hops.includes(pa)), `before the restart the router routed ${vip} over ${mux}`, `${before.length} polls`);
   const goneMs = gone === undefined ? Infinity : (gone.us - r.stopUs) / 1000;
-  c.check(goneMs <= withdrawLimit && gone!.hops.slice().sort().join(',') === otherPas.join(','),
-    `after the SIGTERM the router dropped ${mux} (its withdrawal) within ${withdrawLimit} ms and kept the others`, gone === undefined ? 'never' : `${goneMs.toFixed(0)} ms; next hops ${gone.hops.join(', ')}`);
+  c.check(gone !== undefined && goneMs <= withdrawLimit && gone.hops.slice().sort().join(',') === otherPas.join(','),
+    `after the SIGTERM the router dropped ${mux} (its withdrawal)${within(withdrawLimit)} and kept the others`, gone === undefined ? 'never' : `${goneMs.toFixed(0)} ms${measured(withdrawLimit)}; next hops ${gone.hops.join(', ')}`);
   const backMs = back === undefined ? Infinity : (back.us - r.startUs) / 1000;
-  c.check(backMs <= rejoinLimit, `after its start the router routed ${vip} over ${mux} again within ${rejoinLimit} ms`, back === undefined ? 'never' : `${backMs.toFixed(0)} ms (process start, BGP session, announcement, BIRD, kernel)`);
+  c.check(back !== undefined && backMs <= rejoinLimit, `after its start the router routed ${vip} over ${mux} again${within(rejoinLimit)}`, back === undefined ? 'never' : `${backMs.toFixed(0)} ms (process start, BGP session, announcement, BIRD, kernel)${measured(rejoinLimit)}`);
   const inGap = polls.filter((p) => gone !== undefined && p.us > gone.us && p.us < r.startUs && p.hops.includes(pa)).length;
   c.check(inGap === 0, `while ${mux} was down the router never routed over it`, `${inGap} polls`);
   const shut = birdLog(run, new RegExp(`${mux}: .*(Administrative shutdown|Received: Administrative)`)).filter((x) => x.ms >= r.stopUs / 1000 - 1000);
@@ -234,8 +248,11 @@ export function verifyMuxRestart(argv: readonly string[]): Checks {
     }
   }
   const counters = readJson(need(f, 'counters'));
-  c.check(carriedAfter.size > 0, `after its start ${mux} carried connections opened before its restart (none in its new flow table: the Maglev choice)`,
-    `${carriedBefore.size} long-lived connections at ${mux} before the stop, ${carriedAfter.size} after the start; flow_new ${counters.flow_new ?? 0}, flow_promoted ${counters.flow_promoted ?? 0}`);
+  // about half: the router's multipath hash gives each connection to one of the MUXes, an independent
+  // draw per connection (1 / the number of MUXes each), so a binomial count within 6 standard deviations
+  const half = binomialBounds(recs.length, 1 / config.muxes.length);
+  c.check(withinBinomial(carriedAfter.size, half), `after its start ${mux} carried its share (1/${config.muxes.length}) of the connections opened before its restart again (none in its new flow table: the Maglev choice)`,
+    `${fmtBinomial(carriedAfter.size, half)}; ${carriedBefore.size} at ${mux} before the stop; flow_new ${counters.flow_new ?? 0}, flow_promoted ${counters.flow_promoted ?? 0}`);
   c.check(newAfter > 0, `and new connections`, `${newAfter} SYNs after its start`);
   return c;
 }
