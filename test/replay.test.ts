@@ -11,6 +11,7 @@ import { replay, main as replayMain, derivedMac, REPLAY_ROUTER_MAC } from '../cl
 import { pkt } from '../shared/packet-builder.js';
 import { formatMac } from '../shared/addr.js';
 import { MuxDaemon } from '../mux/daemon.js';
+import { muxContextKey } from '../mux/context.js';
 import { processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
 import { HostDaemon } from '../host-agent/daemon.js';
 import { processInbound, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
@@ -264,6 +265,20 @@ describe('replay over an IPv6 underlay (fabric.underlay: ipv6), as the MUX daemo
     const s = replay({ config: config6, plane: 'host-in', node: target, input: toPcap([spoofed]) });
     expect(s.packetsOut).toBe(0);
     expect(s.counters['drop_in_spoofed_source']).toBe(1);
+  });
+});
+
+describe('the MUX context: one builder for the daemon and the replay', () => {
+  it('a policy that moves the fabric to IPv6 gives the running daemon an IPv6 context (the settings a context holds make its key)', () => {
+    const d = new MuxDaemon({ config, name: 'mux1', iface: 'hE-no-such-if', mac: derivedMac(config.muxes[0]!.address.words[0]!), bgp: false });
+    expect(d.ctx.underlay6).toBe(false);
+    d.applyConfig(config6);
+    expect(d.ctx.underlay6).toBe(true);
+    expect(Array.from(d.ctx.localPa6!)).toEqual(Array.from(v6Bytes(rawLab.muxes[0]!.address6).reduce<number[]>((w, b, i) => { if (i % 4 === 0) w.push(0); w[w.length - 1] = (w[w.length - 1]! * 256 + b) >>> 0; return w; }, [])));
+    expect(muxContextKey(config, 'mux1')).not.toBe(muxContextKey(config6, 'mux1'));
+    expect(muxContextKey(config, 'mux1')).toBe(muxContextKey(labConfig(), 'mux1'));
+    expect(muxContextKey(labConfig((raw) => { raw.muxes[0].address6 = '2001:db8:f::99'; }), 'mux1')).not.toBe(muxContextKey(config, 'mux1'));
+    expect(() => muxContextKey(config, 'mux9')).toThrow(/mux "mux9" is not in the config \(muxes: mux1, mux2\)/);
   });
 });
 
