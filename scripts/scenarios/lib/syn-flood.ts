@@ -271,8 +271,11 @@ export function verifySynFlood(argv: readonly string[]): Checks {
   c.note(`the flood's steps (requested rate -> sent packets/s, share the lab carried: MUX and host agents): ${steps.map((x) => `${fmt(x.rate / 1000)}k -> ${fmt(stepPps(x) / 1000)}k ${(100 * x.share).toFixed(0)}%`).join(', ')}`);
   const carried = steps.filter((x) => x.share >= 0.97);
   const best = carried.length > 0 ? Math.max(...carried.map(stepPps)) : 0;
-  const limited = steps.some((x) => x.share < 0.97) || steps.some((x) => x.sent < 0.9 * x.rate);
-  c.check(sent >= 3 * ft.untrustedMaxFlows && limited, `the flood: ${fmt(sent)} spoofed SYNs from ${spoof} (random address and port) to ${vip}:${port} in ${floodSec.toFixed(1)} s, at the limit of the lab (a step it did not carry in full, or the generator short of its rate)`,
+  // which limit the flood met depends on the machine (its speed, its other load): measured, not judged
+  const labLimited = steps.filter((x) => x.share < 0.97).length;
+  const genLimited = steps.filter((x) => stepPps(x) < 0.9 * x.rate).length;
+  c.note(`the flood met the lab's limit in ${labLimited} of ${steps.length} steps (the MUX or the host agents read less than 97 % of it) and the generator's in ${genLimited} (it sent less than 90 % of the requested rate): measured, not asserted`);
+  c.check(sent >= 3 * ft.untrustedMaxFlows, `the flood: ${fmt(sent)} spoofed SYNs from ${spoof} (random address and port) to ${vip}:${port} in ${floodSec.toFixed(1)} s, at least 3 times the untrusted table (${fmt(ft.untrustedMaxFlows)} entries)`,
     `${fmt(pps)} packets/s on average; the highest step carried in full ${fmt(best)} packets/s; ${fmt(sent / ft.untrustedMaxFlows)}x the untrusted table`);
   const tgLog = existsSync(join(run, 'trafgen-flood.log')) ? readFileSync(join(run, 'trafgen-flood.log'), 'utf8') : '';
   const tgSent = [...tgLog.matchAll(/(\d+) packets outgoing/g)].reduce((n, m) => n + Number(m[1]), 0);
@@ -361,8 +364,15 @@ export function verifySynFlood(argv: readonly string[]): Checks {
     e.firstUs = Math.min(e.firstUs, x.tsUs); e.lastUs = Math.max(e.lastUs, x.tsUs);
     if (x.nic !== null) (x.syn ? e.synNics : e.nics).add(x.nic);
   }
-  const requestNic = new Map<string, string>();
-  for (const x of forwarded) if (!inSpoof(x.src) && x.hasData && !requestNic.has(`${x.src}:${x.sport}`)) requestNic.set(`${x.src}:${x.sport}`, x.nic!);
+  // per good connection: the backends its segments with data (the request and its retransmissions) went to
+  const requestNics = new Map<string, Set<string>>();
+  for (const x of forwarded) {
+    if (inSpoof(x.src) || !x.hasData) continue;
+    const k = `${x.src}:${x.sport}`;
+    let set = requestNics.get(k);
+    if (set === undefined) { set = new Set(); requestNics.set(k, set); }
+    set.add(x.nic!);
+  }
   const changedDuring = (e: ConnAtMux | undefined) => e !== undefined && tableChanges.some((us) => us >= e.firstUs - 100_000 && us <= e.lastUs + 100_000);
 
   // ---- 5. the new connections
@@ -392,13 +402,19 @@ export function verifySynFlood(argv: readonly string[]): Checks {
     const newWrong = okHttp.filter((r) => { const e = conns.get(`${r.sourceAddress}:${r.sourcePort}`); return e === undefined || e.nics.size !== 1 || !e.nics.has(r.backend!) || [...e.synNics].some((n) => n !== r.backend); }).length;
     c.check(newWrong === 0, 'and every packet of each answered new connection to the backend that answered it', `${newWrong} of ${okHttp.length} otherwise`);
   } else {
-    // the request (the first segment with data) must have reached the backend that answered; SYNs before a
-    // table change, or the last ACK and FIN after one, may have gone elsewhere (no table held the flow)
-    const reqWrong = okHttp.filter((r) => requestNic.get(`${r.sourceAddress}:${r.sourcePort}`) !== r.backend).length;
-    const moved = okHttp.filter((r) => { const e = conns.get(`${r.sourceAddress}:${r.sourcePort}`); return e !== undefined && (e.nics.size > 1 || [...e.synNics].some((n) => n !== r.backend)); });
+    // the request must have reached the backend that answered. A connection that the full untrusted
+    // table could not record follows the Maglev table of the moment, packet by packet: across a table
+    // change (and back) its SYN, a copy of its request (a retransmission) or its last ACK and FIN may
+    // have gone to another backend, which answers with a reset that can be lost in the flood. So any
+    // packet elsewhere must fall within a table change during the connection's life
+    const reqMissing = okHttp.filter((r) => !(requestNics.get(`${r.sourceAddress}:${r.sourcePort}`)?.has(r.backend!) ?? false)).length;
+    const moved = okHttp.filter((r) => {
+      const k = `${r.sourceAddress}:${r.sourcePort}`; const e = conns.get(k);
+      return e !== undefined && (e.nics.size > 1 || [...e.synNics].some((n) => n !== r.backend) || (requestNics.get(k)?.size ?? 0) > 1);
+    });
     const movedUnexplained = moved.filter((r) => !changedDuring(conns.get(`${r.sourceAddress}:${r.sourcePort}`))).length;
-    c.check(reqWrong === 0 && movedUnexplained === 0, 'each answered new connection\'s request reached the backend that answered it; packets of such a connection went elsewhere only across a table change',
-      `${reqWrong} requests elsewhere; ${moved.length} connections had a SYN or their last ACK/FIN moved by a table change, ${movedUnexplained} without one`);
+    c.check(reqMissing === 0 && movedUnexplained === 0, 'each answered new connection\'s request reached the backend that answered it; packets of such a connection (its SYN, a copy of its request, its last ACK or FIN) went elsewhere only across a table change during its life',
+      `${reqMissing} requests that never reached the backend that answered; ${moved.length} connections had packets elsewhere across a table change, ${movedUnexplained} without one`);
   }
   const sliceIn = arrived.filter((x) => inSpoof(x.src));
   const sliceOut = forwarded.filter((x) => inSpoof(x.src));
@@ -454,8 +470,9 @@ export function verifySynFlood(argv: readonly string[]): Checks {
   const br = loadCapture(join(run, 'pcaps', 'router-br0.pcap')).length;
   c.check(br === 0, `nothing addressed to ${spoof} left the router toward the clients (its client bridge), nor anywhere else: the lab has no route out`, `${br} packets`);
 
-  // ---- 7. memory: VmRSS (what the brief asks), and its anonymous part (the heap and the flow tables;
-  // VmRSS also holds the node binary and the capture ring, whose pages are mapped as the ring first wraps)
+  // ---- 7. memory: VmRSS, and its anonymous part (the heap and the flow tables). VmRSS also holds the
+  // node binary and the capture ring (RssFile), both resident before the flood: the kernel maps every
+  // page of a packet ring when the MUX opens it (PACKET_MMAP), so the ring is in the baseline, not the bound
   const rss = readRss(join(run, 'rss.txt'));
   const at = (fromUs: number, toUs: number) => rss.filter((x) => x.us >= fromUs && x.us <= toUs);
   const baseline = at(t1.startUs - 1_500_000, t1.startUs);
@@ -465,19 +482,19 @@ export function verifySynFlood(argv: readonly string[]): Checks {
   const untrusted = tableBytesAt(4, ft.untrustedMaxFlows) + tableBytesAt(10, ft.untrustedMaxFlows);
   const tables = Math.ceil(1.5 * (trusted + untrusted)); // a doubling holds the old arrays until the rehash ends
   const heap = V8_YOUNG_GENERATION_MAX_BYTES;
-  const ring = DEFAULT_CAPTURE_BUFFER_BYTES;
   const base = Math.max(...baseline.map((x) => x.rss));
   const baseAnon = Math.max(...baseline.map((x) => x.anon));
-  const bound = base + ring + tables + heap;
+  const bound = base + tables + heap;
   const boundAnon = baseAnon + tables + heap;
   const peak1 = Math.max(...during1.map((x) => x.rss));
   const peakAnon1 = Math.max(...during1.map((x) => x.anon));
   c.check(baseline.length > 0 && during1.length >= 5 * floodSec && peak1 <= bound,
     `the MUX's resident memory (VmRSS, sampled every 0.1 s) stayed bounded through the flood: peak ${mb(peak1)}, from ${mb(base)} before it`,
-    `bound ${mb(bound)} = ${mb(base)} + the capture ring (${mb(ring)}, mapped as it is first used) + its four flow tables at their limits (${fmt(ft.maxFlows)} trusted, ${fmt(ft.untrustedMaxFlows)} untrusted, IPv4 and IPv6, x1.5 while doubling: ${mb(tables)}) + ${mb(heap)} for the JavaScript heap (V8's young generation at its largest); ${during1.length} samples`);
+    `bound ${mb(bound)} = ${mb(base)} (the capture ring of ${mb(DEFAULT_CAPTURE_BUFFER_BYTES)} included: mapped whole at start) + its four flow tables at their limits (${fmt(ft.maxFlows)} trusted, ${fmt(ft.untrustedMaxFlows)} untrusted, IPv4 and IPv6, x1.5 while doubling: ${mb(tables)}) + ${mb(heap)} for the JavaScript heap (V8's young generation at its largest); ${during1.length} samples`);
   c.check(peakAnon1 <= boundAnon, `its anonymous memory (RssAnon: heap and flow tables) too: peak ${mb(peakAnon1)}, from ${mb(baseAnon)}`, `bound ${mb(boundAnon)} = ${mb(baseAnon)} + ${mb(tables)} + ${mb(heap)}`);
   const floodFlows = untrustedPath;
-  c.note(`it grew by ${mb(peak1 - base)} (${mb(peakAnon1 - baseAnon)} of it anonymous); had the MUX kept every flood SYN it read, their ${fmt(floodFlows)} flows would have needed ${mb(tableBytesAt(4, floodFlows))} in an IPv4 table alone, and more the longer the flood`);
+  const keptCost = tableBytesAt(4, floodFlows);
+  c.note(`it grew by ${mb(peak1 - base)} (${mb(peakAnon1 - baseAnon)} of it anonymous), against a bound of +${mb(bound - base)}; had the MUX kept every flood SYN it read, their ${fmt(floodFlows)} flows would have needed ${mb(keptCost)} in an IPv4 table alone (${keptCost > bound - base ? 'more than the bound: the check tells the two apart' : 'less than the bound: this flood was too short for the check to tell the two apart; a longer one would be'}), and more the longer the flood`);
 
   // ---- 8. the generator's ceiling (phase 2: trafgen at normal priority on one CPU, no good traffic)
   const p2Sec = (t2.endUs - t2.startUs) / 1e6;
