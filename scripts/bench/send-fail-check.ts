@@ -25,7 +25,7 @@ import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
 import { IPV4_FLAG_DF } from '../../shared/ipv4.js';
 import { MuxDaemon, type SendPath } from '../../mux/daemon.js';
 import { HostDaemon } from '../../host-agent/daemon.js';
-import { isIoPath, type IoPath } from '../../runtime/frame-port.js';
+import { isIoPath } from '../../runtime/frame-port.js';
 import { readInterface } from '../../runtime/netif.js';
 import { configureLog } from '../../runtime/log.js';
 
@@ -38,9 +38,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sends = (c: Record<string, number>) => Object.fromEntries(Object.entries(c).filter(([k]) => k.startsWith('send_error_') || k.startsWith('tx_') || k === 'out_dsr' || k === 'icmp_too_big_sent'));
 
 async function main(): Promise<void> {
-  const io = (process.argv[process.argv.indexOf('--io') + 1] ?? 'pcap') as IoPath;
-  if (!process.argv.includes('--io')) (process.argv as string[]).push('--io', 'pcap');
-  if (!isIoPath(io)) throw new Error(`--io pcap|ring, got ${io}`);
+  const argv = process.argv.slice(2);
+  if (argv.includes('--help')) {
+    process.stdout.write('send-fail-check.js [--io pcap|ring]: the daemons\' send errors on real sockets made to fail; run as root in a network\n'
+      + 'namespace of its own (see the top of scripts/bench/send-fail-check.ts; test/send-errors.test.ts runs it). Prints one JSON line.\n');
+    return;
+  }
+  const i = argv.indexOf('--io');
+  const io = i < 0 ? 'pcap' : argv[i + 1] ?? '';
+  if (!isIoPath(io) || argv.length !== (i < 0 ? 0 : 2)) throw new Error(`usage: send-fail-check.js [--io pcap|ring] (got ${argv.join(' ')})`);
   configureLog('send-fail-check', 'error');
   const parsed = parseConfig(readFileSync(LAB_YAML, 'utf8'), LAB_YAML);
   if (!parsed.ok) throw new Error(formatConfigErrors(parsed.errors, LAB_YAML));
