@@ -21,17 +21,18 @@ function plan(edit?: (raw: any) => void) {
 describe('router edge filter: the sets', () => {
   it('the default lab: our ranges are the fabric, the backends\' networks, the VIPs and the router\'s client side', () => {
     const s = edgeSets(plan());
-    expect(new Set(s.own4)).toEqual(new Set(['198.18.0.0/24', '192.0.2.0/24', '203.0.113.10/32', '198.51.100.1/32']));
-    expect(new Set(s.own6)).toEqual(new Set(['2001:db8:f::/64', '2001:db8:d::/64', '2001:db8:ff::10/128', '2001:db8:c::1/128']));
-    expect(s.vips4).toEqual(['203.0.113.10/32']);
-    expect(s.vips6).toEqual(['2001:db8:ff::10/128']);
+    expect(new Set(s.own4)).toEqual(new Set(['198.18.0.0/24', '192.0.2.0/24', '203.0.113.0/24', '198.51.100.1/32']));
+    expect(new Set(s.own6)).toEqual(new Set(['2001:db8:f::/64', '2001:db8:d::/64', '2001:db8:ff::/48', '2001:db8:c::1/128']));
+    // the prefixes delegated to the load balancer (examples/lab.yaml's vipRanges), so a VIP created through the API is reachable
+    expect(s.vips4).toEqual(['203.0.113.0/24']);
+    expect(s.vips6).toEqual(['2001:db8:ff::/48']);
   });
 
-  it('follows the config: another VIP address is what is forwarded inward, and is one of ours', () => {
-    const s = edgeSets(plan((raw) => { raw.vips[0].address = '203.0.113.20'; }));
-    expect(s.vips4).toEqual(['203.0.113.20/32']);
-    expect(s.own4).toContain('203.0.113.20/32');
-    expect(s.own4).not.toContain('203.0.113.10/32');
+  it('follows the config: other vipRanges are what is forwarded inward, and are ours', () => {
+    const s = edgeSets(plan((raw) => { raw.vipRanges[0] = '203.0.113.16/28'; raw.vips[0].address = '203.0.113.20'; }));
+    expect(s.vips4).toEqual(['203.0.113.16/28']);
+    expect(s.own4).toContain('203.0.113.16/28');
+    expect(s.own4).not.toContain('203.0.113.0/24');
   });
 
   it('never lists the client segment itself as ours (the outside\'s own sources pass)', () => {

@@ -80,6 +80,8 @@ export interface LabPlan {
   hosts: PlanNode[];
   nics: PlanNic[];
   vips: PlanVip[];
+  /** The config's vipRanges (`203.0.113.0/24`): what the router's policies accept and forward as VIPs. */
+  vipRanges: string[];
   /** null: no bgp section, static multipath routes. */
   bgp: PlanBgp | null;
   warnings: string[];
@@ -341,7 +343,7 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
         fab4: router4.text, fab6: router6?.text ?? null, fabPort: 'router', fabMac: routerFabMac, clientMac: routerClientMac,
       },
       controller,
-      clients: clientList, muxes, hosts, nics, vips, bgp, warnings,
+      clients: clientList, muxes, hosts, nics, vips, vipRanges: config.vipRanges.map((r) => r.text), bgp, warnings,
     },
   };
 }

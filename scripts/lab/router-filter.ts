@@ -95,12 +95,14 @@ export function edgeSets(plan: LabPlan): EdgeSets {
     add(n.addr4, LAB_PREFIX_LEN_V4, LAB_PREFIX_LEN_V6); add(n.addr6, LAB_PREFIX_LEN_V4, LAB_PREFIX_LEN_V6);
     add(n.gw4, LAB_PREFIX_LEN_V4, LAB_PREFIX_LEN_V6); add(n.gw6, LAB_PREFIX_LEN_V4, LAB_PREFIX_LEN_V6);
   }
-  // the VIPs and the router's own client-side addresses
+  // the prefixes delegated to the load balancer (vipRanges: every VIP is inside one, and a VIP created
+  // later through the API is reachable at once) and the router's own client-side addresses
   const vips4: string[] = [];
   const vips6: string[] = [];
-  for (const v of plan.vips) {
-    const a = parseIpAddr(v.address)!;
-    const p = netText(a, v.prefixLen);
+  for (const r of plan.vipRanges) {
+    const [addr, len] = r.split('/');
+    const a = parseIpAddr(addr!)!;
+    const p = netText(a, Number(len));
     (a.family === 4 ? vips4 : vips6).push(p);
     (a.family === 4 ? own4 : own6).add(p);
   }
