@@ -354,12 +354,18 @@ export function main(argv: readonly string[]): number {
       if (down.code !== 0) why.push(`taking down lab ${lab}-${e.lab.name}: exit ${down.code}`);
     }
     const where = e.sources.join(', ');
+    const labDidNotComeUp = why.length > 0 && e === order[0] && e.lab?.sub === 'up';
     if (why.length === 0) process.stdout.write(`ok   ${where}: ${e.doc} (${s} s)\n`);
     else {
       failed++;
       process.stdout.write(`FAIL ${where}: ${e.doc} (${s} s)\n       ran: ${e.run}\n${why.map((w) => `       ${w}\n`).join('')}`);
       const tail = r.output.trimEnd().split('\n').slice(-12).map((l) => `       | ${l}`).join('\n');
       if (tail !== '') process.stdout.write(`${tail}\n`);
+    }
+    if (labDidNotComeUp) {
+      // nothing after it can show what the docs say: one failure, not one per command
+      process.stdout.write(`FAIL the lab did not come up: the other ${order.length - 1} commands were not run\n`);
+      break;
     }
   }
   for (const e of excluded) process.stdout.write(`excluded ${e.sources.join(', ')}: ${e.doc}: ${e.excluded}\n`);
