@@ -194,8 +194,10 @@ export class HostDaemon {
       this.openVxlanSocket();
     }
     this.started = true;
-    if (this.receivePath === 'capture') this.resolveNeighbors();
     this.openPorts();
+    // after the ports (opening them takes a while): the first requests go out now, answers come back in
+    // a millisecond, and the peers' MACs are adopted NEIGHBOR_ROUND_CONFIRM_MS later
+    if (this.receivePath === 'capture') this.resolveNeighbors();
     this.timers.push(setInterval(() => { this.openPorts(); this.countBatchErrors(); }, PORT_RETRY_MS));
     this.prober.start();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });

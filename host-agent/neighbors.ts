@@ -15,8 +15,8 @@
 //     adopted or changed (fail closed), not slip its own in beside the real owner;
 //   - requests: every RETRY_MS while unresolved, every REFRESH_MS once resolved (a changed MAC is
 //     noticed), and sooner (at most every RETRY_MS) when the data plane saw VXLAN from that address with
-//     another source MAC or before it was resolved (a MUX restarted with a new MAC heals in about
-//     RETRY_MS + ROUND_CONFIRM_MS; its packets meanwhile are counted as dropped).
+//     another source MAC (a MUX restarted with a new MAC heals within about RETRY_MS +
+//     ROUND_CONFIRM_MS; its packets meanwhile are counted as dropped).
 // No per-packet work here: the daemon hands over ARP and ICMPv6 frames and calls tick() on a timer.
 import { formatMac } from '../shared/addr.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
@@ -28,12 +28,16 @@ import { l4Checksum, pseudoSumV6Bytes } from '../shared/checksum.js';
 import { writeU16, writeU32 } from '../shared/bytes.js';
 import { macKey, type FabricPeer } from './tables.js';
 
-export const NEIGHBOR_RETRY_MS = 1000;
+/** Unresolved (or refused VXLAN from it): asked again this often. */
+export const NEIGHBOR_RETRY_MS = 200;
 export const NEIGHBOR_REFRESH_MS = 30_000;
-/** An answer counts only this long after our request for that address. */
-export const NEIGHBOR_SOLICIT_WINDOW_MS = 1000;
+/**
+ * An answer counts only this long after our request for that address (longer than the retry interval,
+ * so that an answer read late by a busy event loop still counts).
+ */
+export const NEIGHBOR_SOLICIT_WINDOW_MS = 2000;
 /** A round's first answer is adopted this long after it arrived, if no other MAC answered meanwhile. */
-export const NEIGHBOR_ROUND_CONFIRM_MS = 250;
+export const NEIGHBOR_ROUND_CONFIRM_MS = 100;
 /** The daemon calls tick() this often. */
 export const NEIGHBOR_TICK_MS = 50;
 /** Length of a neighbour solicitation frame (Ethernet, IPv6, NS with a source link-layer option). */

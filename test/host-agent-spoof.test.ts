@@ -170,7 +170,7 @@ describe('host agent neighbours: what is asked', () => {
     expect(verifyL4Checksum(ns, 54, 32, pseudoSumV6Bytes(ns, 22, 38, IPPROTO_ICMPV6, 32))).toBe(true);
   });
 
-  it('asks again every second while unresolved, every 30 s once resolved', () => {
+  it('asks again every retry interval while unresolved, every 30 s once resolved', () => {
     const { n, sent, tick } = neighbors();
     tick(NOW);
     const first = sent.length;

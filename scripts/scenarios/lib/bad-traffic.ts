@@ -46,7 +46,8 @@ export function generateBadTraffic(argv: readonly string[]): void {
     ['drop_in_vxlan_bad_vxlan_flags', () => vx({ flags: 0 })],
     ['drop_in_unknown_vni', () => vx({ vni: 5999 })],
     ['drop_in_unknown_mac', () => vx({ innerMac: '02:00:00:00:99:99' })],
-    ['drop_in_not_vip_of_vni', () => vx({ innerDst: '203.0.113.99' })],
+    // another non-VIP than the MUX's (.99): these leave mux1's own port, whose capture must show no .99 in VXLAN
+    ['drop_in_not_vip_of_vni', () => vx({ innerDst: '203.0.113.98' })],
     ['drop_in_inner_ipv4_bad_checksum', () => vx({ innerChecksum: 0x1 })],
     ['drop_in_vxlan_truncated', () => pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: muxPa, dst: hostPa }).udp({ sport: 50002, dport: 4789 }).payload(4).build()],
   ];
