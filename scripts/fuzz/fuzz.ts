@@ -44,7 +44,7 @@ export interface TargetReport {
 const OPTIONS: OptionSpec[] = [
   { name: 'inputs', value: 'N', help: 'inputs per target', default: '1000000' },
   { name: 'seed', value: 'S', help: 'seed of the generator (uint32), or `random`: a new one, printed first (replay with --seed N)', default: '1' },
-  { name: 'seed-file', value: 'FILE', help: 'write the seed used to FILE' },
+  { name: 'seed-file', value: 'FILE', help: 'write the seed used to FILE (one line: seed N (replay: --seed N))' },
   { name: 'no-corpus-replay', help: 'do not replay the kept inputs (--corpus) before fuzzing' },
   { name: 'target', value: 'NAME', help: 'only this target', repeat: true },
   { name: 'hang-ms', value: 'MS', help: 'an input that takes longer on each of 3 runs is a hang', default: '250' },
@@ -58,6 +58,7 @@ export function fuzzTarget(t: Target, inputs: number, seed: number, hangMs: numb
   const rng = new Rng((seed ^ hashName(t.name)) >>> 0);
   const r: TargetReport = { target: t.name, inputs, accepted: 0, rejections: {}, crashes: 0, unnamed: 0, hangs: 0, slowestMs: 0, seconds: 0 };
   const t0 = performance.now();
+  let kept = 0;
   for (let i = 0; i < inputs; i++) {
     const x = t.make(rng);
     const copy = t.raw ? (x as Uint8Array).slice() : x; // the data planes rewrite packets in place
@@ -66,22 +67,25 @@ export function fuzzTarget(t: Target, inputs: number, seed: number, hangMs: numb
     try {
       outcome = t.run(x);
     } catch (e) {
-      if (e instanceof UnnamedDrop) { r.unnamed++; keep(corpus, t, copy, 'unnamed', e); continue; }
-      r.crashes++;
-      keep(corpus, t, copy, 'crash', e);
+      if (e instanceof UnnamedDrop) r.unnamed++; else r.crashes++;
+      if (kept++ < KEEP_PER_TARGET) keep(corpus, t, copy, e instanceof UnnamedDrop ? 'unnamed' : 'crash', e);
       continue;
     }
     let ms = performance.now() - s;
     // over the limit: a hang only if it is slow every time (a GC pause or a busy machine is not)
     for (let again = 0; again < HANG_RETRIES && ms > hangMs; again++) ms = Math.min(ms, timeRun(t, t.raw ? (copy as Uint8Array).slice() : copy));
     if (ms > r.slowestMs) r.slowestMs = ms;
-    if (ms > hangMs) { r.hangs++; keep(corpus, t, copy, 'hang', `${ms.toFixed(0)} ms, every one of ${HANG_RETRIES + 1} runs`); }
+    if (ms > hangMs) { r.hangs++; if (kept++ < KEEP_PER_TARGET) keep(corpus, t, copy, 'hang', `${ms.toFixed(0)} ms, every one of ${HANG_RETRIES + 1} runs`); }
     if (outcome === 'accepted') r.accepted++;
     else r.rejections[outcome] = (r.rejections[outcome] ?? 0) + 1;
   }
   r.seconds = (performance.now() - t0) / 1000;
+  if (kept > KEEP_PER_TARGET) process.stderr.write(`fuzz ${t.name}: ${kept - KEEP_PER_TARGET} more failing inputs not kept (the first ${KEEP_PER_TARGET} are)\n`);
   return r;
 }
+
+/** Failing inputs kept per target and run: a systematic bug fails every other input, and ten show it. */
+const KEEP_PER_TARGET = 10;
 
 /** Re-runs of an input that took longer than the hang limit before it counts as a hang. */
 const HANG_RETRIES = 2;
@@ -175,13 +179,14 @@ export function main(argv: readonly string[]): number {
   // the seed first, so that a run that dies half-way can still be replayed
   process.stdout.write(`fuzz: seed ${seed}${seedText === 'random' ? ' (random)' : ''}; replay with: node dist/scripts/fuzz/fuzz.js --seed ${seed} --inputs ${inputs}${only === undefined ? '' : only.map((n) => ` --target ${n}`).join('')}\n`);
   const seedFile = one(args, 'seed-file');
-  if (seedFile !== undefined) writeFileSync(seedFile, `${seed}\n`);
+  if (seedFile !== undefined) writeFileSync(seedFile, `seed ${seed} (replay: --seed ${seed})\n`);
   const corpus = join(ROOT, one(args, 'corpus')!);
   let corpusFailures = 0;
   if (!args.flags.has('no-corpus-replay')) {
     const c = replayCorpus(corpus, targets, all);
     corpusFailures = c.failures.length;
-    for (const f of c.failures) process.stdout.write(`FAIL corpus ${f}\n`);
+    for (const f of c.failures.slice(0, 20)) process.stdout.write(`FAIL corpus ${f}\n`);
+    if (c.failures.length > 20) process.stdout.write(`FAIL corpus ... and ${c.failures.length - 20} more\n`);
     process.stdout.write(`${corpusFailures === 0 ? 'ok  ' : 'FAIL'} corpus           ${c.files} kept inputs of ${one(args, 'corpus')} replayed (${c.runs} runs), ${corpusFailures} failed\n`);
   }
   const reports: TargetReport[] = [];

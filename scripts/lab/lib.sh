@@ -1494,6 +1494,7 @@ lab_setup_scenario() {
       exit 1
     fi
     printf 'SKIP %s: cannot run here: %s\n' "$name" "$why" >&2
+    [ -z "${SLBX_SKIP_REASON_FILE:-}" ] || printf 'cannot run here: %s\n' "$why" >"$SLBX_SKIP_REASON_FILE" # run-all.sh lists it
     exit 77
   fi
   LAB_NAME=$name-$$

@@ -50,9 +50,20 @@ slbx_npm_install() {
 slbx_build() {
   cd "$SLBX_ROOT" || return 1
   npx tsc -p tsconfig.json || { slbx_log 'TypeScript build failed'; return 1; }
-  # the optional batched packet I/O (--io ring); without it the daemons fall back to libpcap
+  # the batched packet I/O (--io ring); without it the daemons fall back to libpcap, and scripts/test.sh
+  # fails (slbx_ring_built): scenario 17 and the ring tests need it
   if [ ! -f native/build/Release/slbx_ring.node ] || [ native/slbx_ring.c -nt native/build/Release/slbx_ring.node ]; then
-    npm run -s build:native >/dev/null 2>&1 || slbx_log 'ring addon not built: --io ring falls back to pcap'
+    mkdir -p runs
+    npm run -s build:native >runs/build-native.log 2>&1 || slbx_log 'ring addon not built (log: runs/build-native.log): --io ring falls back to pcap'
+  fi
+}
+
+# Succeeds when the ring addon is built and newer than its source; otherwise says why.
+slbx_ring_built() {
+  local addon=$SLBX_ROOT/native/build/Release/slbx_ring.node
+  if [ ! -f "$addon" ] || [ "$SLBX_ROOT/native/slbx_ring.c" -nt "$addon" ]; then
+    slbx_log "the ring addon is not built (npm run build:native; log: runs/build-native.log): the ring I/O path cannot be tested"
+    return 1
   fi
 }
 
