@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # 10-ecmp-spread: 4 MUXes announce the VIP by BGP; the router (BIRD 2, merge paths) installs one ECMP
-# route and hashes flows on L4 ports. 2,000 UDP flows (a new source port each, 32 source addresses) all
-# come back; each MUX carries at least 15 % of them; each flow reaches exactly one MUX, the one the
-# router's FIB names for it (ip route get), and exactly the backend the Maglev table names, computed
-# from the config alone (shared/flow-hash.ts + mux/tables.ts), as the backends' captures show.
-# BIRD's state (sessions, paths, AS path, next hops) is checked too; tshark recounts the captures.
+# route and hashes flows on L4 ports. Checked: the router's kernel FIB holds one route to the VIP with
+# exactly one next hop per MUX, equal weights (ip -j route show in the router namespace). 2,000 UDP
+# flows (a new source port each, 32 source addresses) all come back; each MUX carries at least 15 % of
+# them; each flow reaches exactly one MUX, and exactly the backend Maglev chooses, the independent
+# oracle's answer from the config alone (scripts/oracle), as the backends' captures show. BIRD's state
+# (sessions, paths, AS path, next hops) is checked too; tshark recounts the captures. Measured only (a
+# note): how often `ip route get ... sport N dport M` names the MUX a flow reached; the kernel hashes a
+# forwarded packet with its socket's hash, not its 5-tuple, so it predicts the MUX only by chance here.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -20,6 +23,7 @@ for m in $(lab_nodes mux); do lab_capture_start "$m" fab0 "$m" dst host $VIP and
 for n in $(lab_nodes nic); do lab_capture_start "$n" eth0 "$n" udp port 7 >/dev/null; done
 lab_birdc show protocols >"$LAB_DIR/bird-protocols.txt"
 lab_birdc show route all $VIP/32 >"$LAB_DIR/bird-route.txt"
+lab_exec router ip -j -4 route show $VIP/32 >"$LAB_DIR/fib.json"
 echo "router: $(lab_router_nexthops $VIP | paste -sd' ' -)"
 rc=0
 sc_client client1 udp --target $VIP:7 --flows "$FLOWS" --sources 198.51.100.10-198.51.100.41 --concurrency 64 --json "$LAB_DIR/udp.json" || rc=1
@@ -32,5 +36,5 @@ node -e '
 awk -v vip=$VIP '{ printf "route get %s from %s iif br0 ipproto udp sport %s dport 7\n", vip, $1, $2 }' "$LAB_DIR/route-get.in" \
   | lab_exec router ip -batch - | grep -v '^ ' | paste -d' ' "$LAB_DIR/route-get.in" - >"$LAB_DIR/route-get.txt"
 sc_verify ecmp-spread --run "$LAB_DIR" --vip $VIP --port 7 --udp-json "$LAB_DIR/udp.json" --route-get "$LAB_DIR/route-get.txt" \
-  --bird-protocols "$LAB_DIR/bird-protocols.txt" --bird-route "$LAB_DIR/bird-route.txt" --min-share 0.15 || rc=1
+  --bird-protocols "$LAB_DIR/bird-protocols.txt" --bird-route "$LAB_DIR/bird-route.txt" --fib-json "$LAB_DIR/fib.json" --min-share 0.15 || rc=1
 exit "$rc"

@@ -1,8 +1,8 @@
 // Verifiers of the BGP / scale-out scenarios (10-13), from the captures, the router's state (BIRD and
 // its kernel routes), the route polls and the daemons' logs and counters:
-//   ecmp-spread     flows spread over every MUX; each flow at one MUX (the one the router's FIB names) and
-//                   at the backend Maglev chooses, the independent oracle's answer (scripts/oracle) from the
-//                   config alone
+//   ecmp-spread     the router's kernel route to the VIP has one next hop per MUX; flows spread over every
+//                   MUX; each flow at one MUX and at the backend Maglev chooses, the independent oracle's
+//                   answer (scripts/oracle) from the config alone
 //   mux-failure     (11 crash, 12 hang) how long until the router dropped the MUX; every long-lived
 //                   connection completed on one backend, no reset; moved connections counted
 //   mux-add-remove  zero failed requests while a MUX joins and another leaves gracefully; nothing reached
@@ -17,6 +17,7 @@ import type { SlbxConfig } from '../../../shared/config.js';
 import { oracleRule } from '../../oracle/expected-backend.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 
+const TCP_FIN = 0x01;
 const TCP_RST = 0x04;
 const TCP_SYN = 0x02;
 
@@ -108,7 +109,7 @@ export function birdEstablished(text: string): string[] {
 
 // ---------------------------------------------------------------------------------------------
 // 10-ecmp-spread
-// --run R --vip A --port N --udp-json F --route-get F --bird-protocols F --bird-route F [--min-share 0.15]
+// --run R --vip A --port N --udp-json F --route-get F --bird-protocols F --bird-route F --fib-json F [--min-share 0.15]
 
 export function verifyEcmpSpread(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
@@ -127,6 +128,17 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
   const paths = birdPaths(readFileSync(need(f, 'bird-route'), 'utf8'));
   c.check(paths.length === muxes.length && paths.every((p) => p.asPath === `AS${config.bgp!.asn}i` && muxByPa.get(p.nextHop) === p.proto),
     `BIRD: ${vip}/32 learned from every MUX, AS path [${config.bgp!.asn}] ORIGIN IGP, next hop the MUX itself`, paths.map((p) => `${p.proto} via ${p.nextHop} ${p.asPath}`).join('; '));
+
+  // the router's kernel FIB (ip -j route show VIP/32): one route, one next hop per MUX, equal weights
+  const fib: any[] = readJson(need(f, 'fib-json'));
+  const route = fib.filter((r) => r.dst === vip || r.dst === `${vip}/32`);
+  const hops: { gateway?: string; weight?: number }[] = route.length === 1 ? (route[0].nexthops ?? (route[0].gateway === undefined ? [] : [route[0]])) : [];
+  const gws = hops.map((h) => h.gateway ?? '?').sort();
+  const pas = [...muxByPa.keys()].sort();
+  const weights = new Set(hops.map((h) => h.weight ?? 1));
+  c.check(route.length === 1 && gws.join() === pas.join() && weights.size === 1,
+    `the router's kernel FIB: one route to ${vip}, with exactly one next hop per MUX (${muxes.length}), equal weights`,
+    `${route.length} route(s); next hops ${hops.map((h) => `${h.gateway ?? '?'} (${muxByPa.get(h.gateway ?? '') ?? 'not a MUX'}) weight ${h.weight ?? 1}`).join(', ') || 'none'}`);
 
   // the client's flows
   const recs: any[] = readJson(need(f, 'udp-json')).records;
@@ -162,12 +174,12 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
     `${muxes.map((m) => `${m} ${share.get(m) ?? 0} (${(((share.get(m) ?? 0) * 100) / flows.length).toFixed(1)} %)`).join(', ')}`);
 
   // the router's FIB names the same MUX for each flow (ip route get ... sport N dport M)
-  const fib = new Map<string, string>();
+  const fibGet = new Map<string, string>();
   for (const line of readFileSync(need(f, 'route-get'), 'utf8').split('\n')) {
     const m = /^(\S+) (\d+) .*\bvia (\S+)/.exec(line);
-    if (m !== null) fib.set(flowKey(m[1]!, Number(m[2])), muxByPa.get(m[3]!) ?? m[3]!);
+    if (m !== null) fibGet.set(flowKey(m[1]!, Number(m[2])), muxByPa.get(m[3]!) ?? m[3]!);
   }
-  const fibAgree = flows.filter((k) => fib.get(k) === muxOf.get(k)?.[0]).length;
+  const fibAgree = flows.filter((k) => fibGet.get(k) === muxOf.get(k)?.[0]).length;
   // Measured here: Linux hashes a forwarded packet with the skb hash the client's socket set (sk_txhash,
   // random per socket, kept across the veth and the bridge) when there is one, not with its 5-tuple; so
   // `ip route get ... sport dport` predicts the MUX only by chance in this lab (docs/bgp.md)
@@ -325,20 +337,28 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   }
   c.note(`${shuffled} connections moved between the surviving MUXes as well (the kernel's multipath is hash-threshold, not consistent); all completed on their backend`);
   c.check(wrongBackend === 0, 'every connection was answered by the backend Maglev chooses (the independent oracle, from the config)', `${wrongBackend} differ`);
-  let rstFromBackends = 0;
+  let rstFromBackends = 0; let rstAfterClose = 0;
   const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(6))!;
   for (const b of config.pools.find((p) => p.name === rule.pool)!.backends) {
     const nic = config.nics.find((n) => n.name === b.nic)!;
     const file = join(run, 'pcaps', `${nic.name}.pcap`);
     if (!existsSync(file)) continue;
+    // a RST once both sides have sent their FIN ends nothing: the backend answers a late duplicate of the
+    // client's last ACK that way after its socket closed; only a RST before that aborts a connection
+    const fins = new Map<string, number>();
     for (const p of loadCapture(file)) {
       const t = p.d.first('tcp');
       const ip = ipOf(p);
-      if (t === undefined || ip === undefined || (t.flags & TCP_RST) === 0) continue;
-      if (holdKeys.has(`${ip.dst}:${t.dstPort}`) || holdKeys.has(`${ip.src}:${t.srcPort}`)) rstFromBackends++;
+      if (t === undefined || ip === undefined) continue;
+      const k = holdKeys.has(`${ip.dst}:${t.dstPort}`) ? `${ip.dst}:${t.dstPort}` : holdKeys.has(`${ip.src}:${t.srcPort}`) ? `${ip.src}:${t.srcPort}` : null;
+      if (k === null) continue;
+      if ((t.flags & TCP_FIN) !== 0) fins.set(k, (fins.get(k) ?? 0) | (k === `${ip.src}:${t.srcPort}` ? 1 : 2));
+      if ((t.flags & TCP_RST) === 0) continue;
+      if (fins.get(k) === 3) rstAfterClose++; else rstFromBackends++;
     }
   }
-  c.check(rstFromBackends === 0, 'the backends\' captures hold no RST on those connections', `${rstFromBackends}`);
+  c.check(rstFromBackends === 0, 'the backends\' captures hold no RST on those connections (before their FIN exchange)',
+    `${rstFromBackends}; ${rstAfterClose} after both FINs (a late duplicate ACK answered by a closed socket)`);
   }
 
   // 4. short connections during a hang: failures only for SYNs that went to the frozen MUX
@@ -436,19 +456,32 @@ export function verifyMuxAddRemove(argv: readonly string[]): Checks {
 
 // ---------------------------------------------------------------------------------------------
 // 11-mux-crash, second half: a pool change, then a MUX failure
-// --run R --vip A --port N --victim muxN --event-us T --drained NIC --hold-json F
+// --run R --vip A --port N --victim muxN --event-us T (the kill) --drain-us T --drained-us T (the drain
+//   command's start and return, every MUX acked) --drained NIC --hold-json F --connections N --client-exit N
+// A connection "moved" when, after the drain began, it reached a MUX it had not reached before: that MUX
+// has no flow entry for it and places it by the table of the moment. The kill moves the dead MUX's
+// connections (and, the kernel's multipath being hash-threshold, some between the survivors); a TCP
+// retransmission timeout moves one too (Linux picks a new flow hash for the socket, the router another MUX).
 
 export function verifyPoolMove(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
   const run = need(f, 'run');
   const vip = need(f, 'vip');
   const port = Number(need(f, 'port'));
+  const victim = need(f, 'victim');
   const eventUs = Number(need(f, 'event-us'));
+  const drainUs = Number(need(f, 'drain-us'));
+  const drainedUs = Number(need(f, 'drained-us'));
   const drained = need(f, 'drained');
+  const connections = Number(need(f, 'connections'));
+  const clientExit = Number(need(f, 'client-exit'));
   const config = loadConfig(join(run, 'config.yaml'));
   const c = new Checks();
-  const recs: any[] = readJson(need(f, 'hold-json')).records;
-  const muxesOf = new Map<string, { before: Set<string>; after: Set<string> }>();
+  const hold = readJson(need(f, 'hold-json'));
+  const recs: any[] = hold.records;
+  // without the records of every connection the checks below would hold for nothing
+  c.check(recs.length === connections && connections > 0, `the client recorded all ${connections} long-lived connections`, `${recs.length} records`);
+  const seenAt = new Map<string, { mux: string; us: number }[]>();
   for (const m of config.muxes) {
     const file = join(run, 'pcaps', `${m.name}.pcap`);
     if (!existsSync(file)) continue;
@@ -456,24 +489,45 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
       const ip = ipOf(p); const t = p.d.first('tcp');
       if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
       const k = `${ip.src}:${t.srcPort}`;
-      const e = muxesOf.get(k) ?? { before: new Set<string>(), after: new Set<string>() };
-      (p.tsUs < eventUs ? e.before : e.after).add(m.name);
-      muxesOf.set(k, e);
+      const list = seenAt.get(k) ?? [];
+      list.push({ mux: m.name, us: p.tsUs });
+      seenAt.set(k, list);
     }
   }
-  const moved = (r: any) => {
-    const e = muxesOf.get(`${r.sourceAddress}:${r.sourcePort}`);
-    return e !== undefined && [...e.after].some((m) => !e.before.has(m));
+  /** When the connection first reached a MUX, after the drain began, that it had not reached before; null if never. */
+  const movedAt = (r: any): number | null => {
+    const seen = seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? [];
+    const home = new Set(seen.filter((s) => s.us < drainUs).map((s) => s.mux));
+    const first = seen.filter((s) => s.us >= drainUs && !home.has(s.mux)).sort((a, b) => a.us - b.us)[0];
+    return first === undefined ? null : first.us;
   };
+  const moved = (r: any) => movedAt(r) !== null;
+  const onVictim = (r: any) => (seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? []).some((s) => s.mux === victim && s.us < eventUs);
   const onDrained = recs.filter((r) => r.backends[0] === drained);
   const failed = recs.filter((r) => !r.ok);
-  const movedDrained = onDrained.filter(moved);
+  const movedAll = recs.filter(moved);
+  const byKill = movedAll.filter((r) => movedAt(r)! >= eventUs);
+  const fromVictim = byKill.filter(onVictim).length;
+  const byTimeout = movedAll.length - byKill.length;
+  // moved once every MUX had the new table: placed away from the drained backend for sure
+  const movedDrained = onDrained.filter((r) => moved(r) && movedAt(r)! >= drainedUs);
+  const duringDrain = onDrained.filter((r) => moved(r) && movedAt(r)! < drainedUs).length;
   const explained = failed.filter((r) => r.backends[0] === drained && moved(r));
+  c.check(fromVictim > 0, `connections that were on ${victim} moved to another MUX after the kill (MUX captures)`,
+    `${movedAll.length} moved after the drain began: ${byKill.length} after the kill (${fromVictim} of them from ${victim}), ${byTimeout} before it (a retransmission timeout: a new flow hash)`);
+  c.check(movedDrained.length > 0, `some of them had been on the drained ${drained}: the case this half is about happened`,
+    `${movedDrained.length} moved connections on ${drained}, of ${onDrained.length} on it${duringDrain > 0 ? `; ${duringDrain} more moved while the drain was being applied (either table)` : ''}`);
   // a new backend answers an unknown connection with RST; rarely the old one's keep-alive timeout closes it first
   c.check(failed.every((r) => r.error === 'ECONNRESET' || r.error === 'closed by the server'), 'the connections that broke were reset (or closed) by a backend, none timed out', fmtCounts(countBy(failed, (r) => r.error ?? '?')));
   c.check(explained.length === failed.length, `every broken connection had been on the drained ${drained} and moved to another MUX (no flow-table entry there, and the new table no longer names ${drained})`,
     `${failed.length} broke: ${explained.length} of them on ${drained} and moved`);
+  const movedDrainedBroke = movedDrained.filter((r) => !r.ok).length;
+  c.check(movedDrainedBroke === movedDrained.length, `and each of the ${movedDrained.length} moved connections on ${drained} broke (the other MUX placed it on another backend)`,
+    `${movedDrainedBroke} of ${movedDrained.length} broke`);
   c.check(recs.filter((r) => r.backends[0] !== drained).every((r) => r.ok), `every connection on another backend completed, moved or not`, `${recs.filter((r) => r.backends[0] !== drained && r.ok).length} of ${recs.filter((r) => r.backends[0] !== drained).length}`);
-  c.note(`measured: of ${recs.length} connections, ${recs.filter(moved).length} moved to another MUX and ${onDrained.length} were on ${drained}; ${failed.length} broke (${((failed.length * 100) / recs.length).toFixed(1)} %), of the ${movedDrained.length} that were both on ${drained} and moved, ${movedDrained.filter((r) => !r.ok).length} broke; the connections on ${drained} that stayed on their MUX kept it (its flow table)`);
+  // the lab client exits 1 when a connection failed or saw two backends, 0 when all completed on one
+  const wantExit = failed.length > 0 || recs.some((r) => r.backends.length > 1) ? 1 : 0;
+  c.check(clientExit === wantExit, `the client's exit status (${clientExit}) is the one its records call for (${wantExit}: ${failed.length} failed)`, `exit ${clientExit}`);
+  c.note(`measured: of ${recs.length} connections, ${movedAll.length} moved to another MUX after the drain began (${byKill.length} after the kill, ${fromVictim} of them from ${victim}; ${byTimeout} before it) and ${onDrained.length} were on ${drained}; ${failed.length} broke (${((failed.length * 100) / Math.max(1, recs.length)).toFixed(1)} %), ${explained.length} of them on ${drained} and moved; the connections on ${drained} that stayed on their MUX kept it (its flow table)`);
   return c;
 }
