@@ -13,6 +13,7 @@ import { generateIcmp, verifyPmtu } from './pmtu.js';
 import { generateUnknownVxlan, verifyForged } from './forged.js';
 import { verifyHostRestart, verifyMuxRestart } from './restarts.js';
 import { generateSynFlood, verifySynFlood } from './syn-flood.js';
+import { verifyVipApi } from './vip-api.js';
 import { verifyBackendRemoved } from './backend-removed.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
@@ -38,6 +39,7 @@ try {
     case 'forged': verifyForged(rest).exit(); break;
     case 'host-restart': verifyHostRestart(rest).exit(); break;
     case 'mux-restart': verifyMuxRestart(rest).exit(); break;
+    case 'vip-api': verifyVipApi(rest).exit(); break;
     case 'backend-removed': verifyBackendRemoved(rest).exit(); break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
