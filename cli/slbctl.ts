@@ -77,7 +77,7 @@ export function unauthorizedMessage(method: string, path: string, tokenSource: s
     return `401: the controller refused the API token from ${tokenSource} for ${what}: it is not this controller's token ` +
       '(the file its --token-file names; in a lab: runs/lab/NAME/api-token)';
   }
-  return `401: ${what} needs the controller's API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE ` +
+  return `401: ${what} needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE ` +
     '(the file the controller\'s --token-file names; in a lab: runs/lab/NAME/api-token, which scripts/lab.sh exec passes by itself)';
 }
 

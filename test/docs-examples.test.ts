@@ -125,7 +125,7 @@ describe('docs examples: the checks fail on the outputs they must refuse', () =>
       'KIND  NAME   HEARTBEAT  TABLES-GEN  PKTS-IN  PKTS-OUT  DROPS  FLOWS\n' +
       'mux   mux1   -          -           -        -         -      -\nmux   mux2   -          -           -        -         -      -\n' +
       'host  host1  -          -           -        -         -      -\nhost  host2  -          -           -        -         -      -\n')).toMatch(/0 of 4/);
-    expect(k.test("slbctl: 401: GET /v1/agents/mux/mux1/status needs the controller's API token, and none was given\n")).toMatch(/0 of 0/);
+    expect(k.test("slbctl: 401: GET /v1/agents/mux/mux1/status needs the API token, and none was given\n")).toMatch(/0 of 0/);
   });
 
   it('backend drain --wait: applied by every agent passes; a 401 or a partial apply fails', () => {

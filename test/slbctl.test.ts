@@ -254,7 +254,7 @@ describe('slbctl against a controller with an API token', () => {
       refusedCommands.push(cmd);
       expect(r.code, cmd).toBe(1);
       expect(r.out, cmd).toBe('');
-      expect(r.err, cmd).toMatch(/^slbctl: 401: (GET|POST|PUT|PATCH|DELETE) \/v1\/\S+ needs the controller's API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE .*runs\/lab\/NAME\/api-token/);
+      expect(r.err, cmd).toMatch(/^slbctl: 401: (GET|POST|PUT|PATCH|DELETE) \/v1\/\S+ needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE .*runs\/lab\/NAME\/api-token/);
     }
     // the commands of issue 11 point 9, and every kind of change, are among them
     for (const cmd of ['counters', 'flows', 'backend drain', 'backend set', 'vip add', 'rule del', 'state apply', 'pool add']) expect(refusedCommands, cmd).toContain(cmd);
@@ -263,7 +263,7 @@ describe('slbctl against a controller with an API token', () => {
   it('counters without the token is an error, not a table of dashes; with it, the table', async () => {
     let r = await run({}, 'counters');
     expect(r).toMatchObject({ code: 1, out: '' });
-    expect(r.err).toContain('needs the controller\'s API token');
+    expect(r.err).toContain('needs the API token, and none was given');
     r = await run({ SLBX_TOKEN_FILE: join(dir, 'token') }, 'counters');
     expect(r.code).toBe(0);
     expect(r.out).toMatch(/^KIND +NAME +HEARTBEAT/);
