@@ -326,6 +326,9 @@ describe('the commands', () => {
     expect(capture(() => replayMain(['--config', 'x', '--plane', 'nope', '--in', 'a', '--out', 'b'])).code).toBe(2);
     expect(capture(() => replayMain(['--frobnicate'])).text).toMatch(/unknown option --frobnicate/);
     expect(capture(() => replayMain(['--help'])).text).toMatch(/usage: slbx-replay/);
+    const badMtu = capture(() => replayMain(['--config', LAB_YAML_PATH, '--plane', 'host-out', '--in', 'a', '--out', 'b', '--dsr-mtu', '100']));
+    expect(badMtu.code).toBe(2);
+    expect(badMtu.text).toMatch(/--dsr-mtu must be an integer 576\.\.65535/);
   });
 
   it('refuses a bad config with every problem listed', () => {
