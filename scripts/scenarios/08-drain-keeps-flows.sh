@@ -31,6 +31,10 @@ node --input-type=module -e '
   writeFileSync(process.argv[2], stringify(raw));
 ' examples/lab.yaml "$LAB_DIR/five-nics.yaml"
 lab_up --config "$LAB_DIR/five-nics.yaml"
+# what the kernel may hold for the client's download (receive buffer; the window, so in flight too) at
+# most 1 MiB, not autotuned up to tcp_rmem's 6-32 MiB: the backend cannot have sent more than HOLD_AT
+# + 1 MiB before the client reads past HOLD_AT, so most of the transfer comes after the change
+lab_exec client1 sh -c 'echo "4096 131072 1048576" >/proc/sys/net/ipv4/tcp_rmem'
 for n in h1vm1 h1vm2 h2vm1 h2vm2; do hc_wait_probes "$(_lab_plan_line nic "$n" | awk '{ print $3 }')" "$n" up 20; done
 hc_wait_mux_candidates web/http80 h1vm1,h1vm2,h2vm1,h2vm2 20 >/dev/null
 # the links the verifier reads: the MUXes' fabric side and every backend (fewer captures, none dropped)
