@@ -17,7 +17,7 @@ import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
 import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
-import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
+import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_HOLD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 
@@ -28,6 +28,13 @@ const PORT_RETRY_MS = 1000;
  * serving the others.
  */
 export const NEIGHBOR_READY_WAIT_MS = 3000;
+/**
+ * VXLAN that arrives after a start before its MUX's MAC is learned (a few hundred milliseconds) is held,
+ * up to this many frames, and judged once the MAC is known, so a restarted host agent loses none of the
+ * retransmissions it is waiting for; after NEIGHBOR_READY_WAIT_MS or when full it is dropped as
+ * drop_in_source_unresolved.
+ */
+export const HOLD_MAX_FRAMES = 4096;
 
 export const RECEIVE_PATHS = ['capture', 'udp'] as const;
 export type ReceivePath = (typeof RECEIVE_PATHS)[number];
@@ -101,6 +108,8 @@ export class HostDaemon {
   /** The MACs of the MUXes' and other hosts' provider addresses (host-agent/neighbors.ts). */
   readonly neighbors: FabricNeighbors;
   private readonly sourceMacCheck: boolean;
+  /** Frames held while their source's MAC was unknown (hold()). */
+  private held: Buffer[] = [];
   internalErrors = 0;
   lastInternalError = '';
   /** deferredSendErrors() of the fabric port and the DSR senders already counted in send_error_batch. */
@@ -128,6 +137,7 @@ export class HostDaemon {
     this.neighbors = new FabricNeighbors(o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6), me.address.words[0]!, me.address6?.words ?? null);
     this.neighbors.setPeers(tables.peers);
     this.ctx.sourceMacCheck = this.sourceMacCheck;
+    this.ctx.holdUnresolved = this.sourceMacCheck;
     this.prober = new Prober({
       hostName: o.name, config: o.config, onChange: o.onHealthChange ?? null,
       ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.sendProbe(nic, frame, len) },
@@ -227,6 +237,7 @@ export class HostDaemon {
   stop(): void {
     if (!this.started) return;
     this.started = false;
+    this.held = [];
     this.countBatchErrors();
     this.prober.stop();
     for (const t of this.timers) clearInterval(t);
@@ -283,20 +294,46 @@ export class HostDaemon {
   /** Sends the ARP requests and solicitations that are due, adopts what was confirmed (host-agent/neighbors.ts). */
   private resolveNeighbors(): void {
     if (!this.started) return;
-    const events = this.neighbors.tick(Date.now(), (f, len) => {
+    const now = Date.now();
+    const events = this.neighbors.tick(now, (f, len) => {
       if (!this.fabric.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
     });
-    if (events.length === 0) return;
+    let learned = false;
     for (const ev of events) {
       const { event, ...fields } = ev;
       if (event === 'neighbor_conflict') logWarn(event, { ...fields, effect: 'two MACs answered for one provider address: the entry keeps what it had' });
-      else logInfo(event, fields);
+      else { logInfo(event, fields); learned = true; }
     }
-    this.neighbors.fill(this.ctx.peerMacs);
+    if (events.length > 0) this.neighbors.fill(this.ctx.peerMacs);
+    // the hold window after a start: over once every peer is known, or after NEIGHBOR_READY_WAIT_MS
+    let ended = false;
+    if (this.ctx.holdUnresolved && (this.neighbors.allResolved || now - this.startedAt >= NEIGHBOR_READY_WAIT_MS)) {
+      this.ctx.holdUnresolved = false;
+      ended = true;
+    }
+    if ((learned || ended) && this.held.length > 0) {
+      // judged now against what was learned (frames of a peer still unknown are held again, or dropped
+      // as drop_in_source_unresolved once the window is over)
+      const held = this.held;
+      this.held = [];
+      for (const f of held) this.judgeInbound(f, f.length);
+    }
+  }
+
+  /** Keeps a copy of VXLAN whose source's MAC is not known yet (VERDICT_HOLD: only in the hold window after a start). */
+  private hold(frame: Buffer, len: number): void {
+    if (this.held.length < HOLD_MAX_FRAMES) {
+      this.held.push(Buffer.from(frame.subarray(0, len)));
+      return;
+    }
+    const c = this.ctx.counters;
+    c.values[c.index.in_held]!--;
+    c.values[c.index.in_packets]!++;
+    c.values[c.index.in_bytes]! += len;
+    c.values[c.index.drop_in_source_unresolved]!++;
   }
 
   private onFabricFrame(frame: Buffer, len: number): void {
-    const ctx = this.ctx;
     // ARP (0x0806) or ICMPv6 in IPv6 (0x86dd, next header 58): for the neighbour table, not the data plane
     if (this.sourceMacCheck && len >= 21 && ((frame[12] === 0x08 && frame[13] === 0x06) || (frame[12] === 0x86 && frame[13] === 0xdd && frame[20] === 58))) {
       try {
@@ -306,11 +343,21 @@ export class HostDaemon {
         return;
       }
     }
+    this.judgeInbound(frame, len);
+  }
+
+  /** VXLAN (or anything else the fabric capture took) through the data plane, and out of its port. */
+  private judgeInbound(frame: Buffer, len: number): void {
+    const ctx = this.ctx;
     let v: number;
     try {
       v = processInbound(frame, len, ctx);
     } catch (e) {
       this.internalError(e);
+      return;
+    }
+    if (v === VERDICT_HOLD) {
+      this.hold(frame, len);
       return;
     }
     if (v !== VERDICT_FORWARD) {
@@ -428,6 +475,7 @@ export class HostDaemon {
     const counters = this.ctx.counters;
     const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
     ctx.sourceMacCheck = this.sourceMacCheck;
+    ctx.holdUnresolved = this.ctx.holdUnresolved;
     this.neighbors.setPeers(tables.peers);
     this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change

@@ -33,11 +33,17 @@ export const VERDICT_FORWARD = 1;
  * for DSR. ctx.outBuf[outOff .. outOff + outLen) is the IP packet; ctx.outPort the port it came from.
  */
 export const VERDICT_LOCAL = 2;
+/**
+ * processInbound, only with ctx.holdUnresolved: VXLAN from a peer whose MAC is not known yet (the first
+ * packets after a start). Not judged and not counted in in_packets (counted in in_held): the daemon keeps
+ * a copy and hands it in again once the peer's MAC is learned (docs/security.md).
+ */
+export const VERDICT_HOLD = 3;
 /** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
 export const OUT_DSR = -1;
 
 export const HOST_COUNTER_NAMES = [
-  'in_packets', 'in_bytes', 'in_delivered', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
+  'in_packets', 'in_bytes', 'in_delivered', 'in_held', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
   'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
   'drop_in_unknown_source', 'drop_in_spoofed_source', 'drop_in_source_unresolved', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
   'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
@@ -69,6 +75,8 @@ export interface HostContext {
    * on for the capture receive path, where the frame's source MAC is the one on the wire.
    */
   sourceMacCheck: boolean;
+  /** With sourceMacCheck: VXLAN from a peer not resolved yet gets VERDICT_HOLD instead of a drop. */
+  holdUnresolved: boolean;
   /**
    * By tables.peers index: the MAC (macKey) the peer's provider address resolved to by ARP or ND, or
    * -1 while unknown. The control plane (host-agent/neighbors.ts) writes it.
@@ -117,7 +125,7 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
   }
   return {
     tables, counters, vxlanPort, portMacs,
-    sourceMacCheck: false, peerMacs: new Float64Array(tables.peers.length).fill(-1), lastPeer: -1,
+    sourceMacCheck: false, holdUnresolved: false, peerMacs: new Float64Array(tables.peers.length).fill(-1), lastPeer: -1,
     outBuf: new Uint8Array(0), outOff: 0, outLen: 0, outPort: 0, lastDrop: -1, lastRule: null,
     reply: new Uint8Array(1400),
     dsrMtu: 65535,
@@ -212,6 +220,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const C = ctx.counters.index;
   c[C.in_packets]!++;
   c[C.in_bytes]! += len;
+  const counted = len;
   ctx.lastDrop = -1;
   ctx.lastRule = null;
   ctx.lastPeer = -1;
@@ -265,7 +274,13 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   // a router's (a spoofed source routed in) or another node's on the segment (docs/security.md)
   if (ctx.sourceMacCheck) {
     const want = ctx.peerMacs[peer]!;
-    if (want < 0) return drop(ctx, C.drop_in_source_unresolved);
+    if (want < 0) {
+      if (!ctx.holdUnresolved) return drop(ctx, C.drop_in_source_unresolved);
+      c[C.in_packets]!--; // counted when it is judged
+      c[C.in_bytes]! -= counted;
+      c[C.in_held]!++;
+      return VERDICT_HOLD;
+    }
     if (macKey(frame, 6) !== want) return drop(ctx, C.drop_in_spoofed_source);
   }
   const udpEnd = l4 + ctx.udp.length;

@@ -12,7 +12,7 @@ import { pseudoSumV6Bytes, verifyL4Checksum } from '../shared/checksum.js';
 import { IPPROTO_ICMPV6 } from '../shared/ipv4.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileHostTables, macKey } from '../host-agent/tables.js';
-import { newHostContext, processInbound, VERDICT_DROP, VERDICT_FORWARD, type HostContext } from '../host-agent/data-plane.js';
+import { newHostContext, processInbound, VERDICT_DROP, VERDICT_FORWARD, VERDICT_HOLD, type HostContext } from '../host-agent/data-plane.js';
 import {
   FabricNeighbors, NEIGHBOR_REFRESH_MS, NEIGHBOR_RETRY_MS, NEIGHBOR_ROUND_CONFIRM_MS, NEIGHBOR_SOLICIT_WINDOW_MS,
 } from '../host-agent/neighbors.js';
@@ -94,6 +94,23 @@ describe('host agent: VXLAN from a peer address must come from that peer\'s MAC'
     const ctx = newCtx();
     ctx.sourceMacCheck = false;
     expect(run(ctx, vx4(ROUTER_MAC)).drop).toBeNull();
+  });
+
+  it('after a start (holdUnresolved) VXLAN from a peer not resolved yet is held, not judged; once known it is delivered', () => {
+    const ctx = newCtx();
+    ctx.holdUnresolved = true;
+    const f = vx4(MUX1_MAC);
+    const r = run(ctx, f);
+    expect(r.v).toBe(VERDICT_HOLD);
+    expect(r.drop).toBeNull();
+    expect([ctx.counters.get('in_held'), ctx.counters.get('in_packets'), ctx.counters.get('in_bytes'), ctx.counters.get('drop_in_source_unresolved')]).toEqual([1, 0, 0, 0]);
+    // a spoofed one from the router's MAC is held too (nothing is known to compare with), and refused later
+    expect(run(ctx, vx4(ROUTER_MAC)).v).toBe(VERDICT_HOLD);
+    know(ctx, MUX1, MUX1_MAC);
+    ctx.holdUnresolved = false;
+    expect(run(ctx, f).drop).toBeNull();
+    expect(run(ctx, vx4(ROUTER_MAC)).drop).toBe('drop_in_spoofed_source');
+    expect([ctx.counters.get('in_packets'), ctx.counters.get('in_delivered')]).toEqual([2, 1]);
   });
 
   it('20 spoofed packets from the issue are all refused and counted, none delivered', () => {
