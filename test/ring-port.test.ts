@@ -16,7 +16,7 @@ import { HOST_AGENT_PROGRAM } from '../host-agent/main.js';
 import { runDaemon } from '../runtime/daemon-main.js';
 import { PcapPort } from '../runtime/pcap-port.js';
 import { LAB_YAML_PATH } from './helpers/lab-config.js';
-import { unmet } from './helpers/prerequisite.js';
+import { notRunHere, unmet } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ADDON = `${ROOT}native/build/Release/slbx_ring.node`;
@@ -118,7 +118,7 @@ describe('both io paths on a veth pair: the same fixtures, the same bytes', () =
   const ready = canNetns() && existsSync(ADDON) && existsSync(`${ROOT}dist/scripts/bench/port-check.js`);
   if (!ready) {
     const why = !canNetns() ? 'needs root and network namespaces' : !existsSync(ADDON) ? 'the ring addon is not built (npm run build:native)' : 'dist is not built (npx tsc -p tsconfig.json)';
-    unmet(why, 'both io paths on a veth pair');
+    notRunHere(why, 'both io paths on a veth pair');
     return;
   }
 

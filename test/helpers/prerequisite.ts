@@ -24,6 +24,14 @@ export function unmet(why: string | null, what: string): boolean {
   return true;
 }
 
+/**
+ * For a block that returns early when it cannot run here (and so registers none of its tests): one
+ * test that stands for the whole block, skipped with `why` (a failure under CI).
+ */
+export function notRunHere(why: string, what: string): void {
+  it(`${what} (not run here)`, (ctx) => skipBecause(ctx, why));
+}
+
 /** Inside a test: stops it here, skipped with `why` (a failure under CI). */
 export function skipBecause(ctx: TestContext, why: string): never {
   if (isCI()) throw new Error(`${why} (under CI a missing prerequisite is a failure, not a skip)`);

@@ -21,6 +21,8 @@ export default class SkipSummary implements Reporter {
         // under CI the prerequisite test fails instead: its message is the reason of the block's skips
         if (r.state === 'failed' && t.name.endsWith(': prerequisite')) noted.add(r.errors[0]?.message ?? t.name);
         if (r.state !== 'skipped') continue;
+        // the prerequisite test only carries the reason: the block's own tests are what was skipped
+        if (t.name.endsWith(': prerequisite')) { if (r.note) noted.add(r.note); continue; }
         skipped++;
         if (r.note !== undefined && r.note !== '') { noted.add(r.note); reasons.set(r.note, (reasons.get(r.note) ?? 0) + 1); }
         else unnoted.push(t.fullName);
@@ -42,6 +44,6 @@ export default class SkipSummary implements Reporter {
       process.exitCode = 1;
     }
     const file = process.env.SLBX_SKIP_SUMMARY;
-    if (file) writeFileSync(file, `${line}\n`);
+    if (file) writeFileSync(file, `${line.replace(/^vitest: /, '')}\n`);
   }
 }
