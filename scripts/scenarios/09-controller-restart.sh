@@ -9,8 +9,8 @@
 # (the time from the API call to the last MUX's ack is printed: the "policy change to last MUX"
 # figure), after which no new connection reaches h1vm1 (its own capture has no SYN) and, undrained,
 # it gets new connections again. Then 10 weight changes, each waited for: the median time from the API
-# call to the last MUX's ack must be at most 300 ms: a change reaches the MUXes through the watch they
-# hold open (a long poll); an agent polling once a second would show 500 ms or more on any machine.
+# call to the last MUX's ack must be at most 300 ms, and every MUX must have held its watch open (a long
+# poll) when each change was made: a change is pushed, never waits for a poll.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -85,8 +85,18 @@ sc_client client1 http --url "http://$VIP/" --count 200 --concurrency 8 --source
 
 # the control-plane latency, sampled: CP_CHANGES weight changes of another backend (each rebuilds the
 # pool's Maglev tables on every MUX), one after the other, each with --wait; the verifier takes the
-# median of the controller's own figure (API call to the last MUX's ack) against CP_MEDIAN_MS
+# median of the controller's own figure (API call to the last MUX's ack) against CP_MEDIAN_MS. Before
+# each change, the controller's view of the agents (GET /v1/agents) once every MUX holds its watch open
+# again (up to 5 s): the verifier checks that each change found every MUX waiting on a watch (a push)
 for i in $(seq 1 "$CP_CHANGES"); do
+  deadline=$(( $(now_us) + 5000000 ))
+  while :; do
+    lab_slbctl --json agents >"$R/cp-agents-$i.json" || rc=1
+    node -e 'process.exit(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).every((a) => a.kind !== "mux" || a.watching >= 1) ? 0 : 1)' \
+      "$R/cp-agents-$i.json" && break
+    [ "$(now_us)" -lt "$deadline" ] || break
+    sleep 0.05
+  done
   lab_slbctl --json backend set web h1vm2 --weight $(( i % 2 == 1 ? 60 : 50 )) --wait >"$R/cp-change-$i.json" || rc=1
 done
 
