@@ -2,9 +2,10 @@
 // The lab router's edge filter: an nftables ruleset, derived from an slbx config and the lab plan, that
 // closes the fabric to the outside as a real edge does (BCP 38 / RFC 2827 ingress filtering, RFC 3704
 // reverse-path checks; docs/security.md):
-//   - from the outside (the client segment, br0), only packets to a VIP are forwarded inward;
+//   - from the outside (the client segment, br0), only packets to the VIP ranges (the config's
+//     vipRanges, which hold every VIP) are forwarded inward;
 //   - from the outside, a packet whose source is one of ours (the fabric's provider addresses, the
-//     backends' (DIP) networks, the VIPs, the router's own addresses) is dropped before routing;
+//     backends' (DIP) networks, the VIP ranges, the router's own addresses) is dropped before routing;
 //   - the router itself answers the outside nothing but ICMP (and neighbour discovery) on its
 //     client-side address: its BGP (179), BFD (3784/4784) and anything else are closed;
 //   - from the fabric (fab0), strict reverse-path filtering: a source the router would not route back

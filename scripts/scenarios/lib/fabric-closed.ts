@@ -19,12 +19,12 @@
 // router's filter must do with it, and requires each named nft counter to have moved by exactly that.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { pkt } from '../../../shared/packet-builder.js';
 import { buildPcap, LINKTYPE_ETHERNET } from '../../../shared/pcap-file.js';
 import { TCP_SYN } from '../../../shared/tcp.js';
-import { isMain } from '../../../cli/args.js';
 import { Checks, flagsOf, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 import { readClientRecords } from './north-south.js';
 
@@ -51,6 +51,8 @@ interface LabAddrs {
   controller4: string; controller6: string | null;
   routerFab4: string; routerFab6: string | null;
   vips: string[];
+  /** The prefixes delegated to the load balancer (config vipRanges): what the edge forwards inward. */
+  vipRanges: [IpAddr, number][];
   /** Prefixes (address, length) of our own ranges: the fabric, the backends' networks, the VIPs, the router. */
   own: [IpAddr, number][];
 }
@@ -75,7 +77,7 @@ function labAddrs(config: SlbxConfig): LabAddrs {
   };
   for (const n of [...config.muxes, ...config.hosts]) { add(n.address.text, 24, 64); add(n.address6?.text, 24, 64); }
   for (const n of config.nics) { add(n.address4?.text, 24, 64); add(n.address6?.text, 24, 64); }
-  for (const v of config.vips) add(v.address.text, 32, 128);
+  for (const r of config.vipRanges) own.push([r.network, r.prefixLen]);
   for (const r of [...LAB_ROUTER4, ...LAB_ROUTER6]) add(r, 32, 128);
   return {
     muxes: config.muxes.map((m) => ({ name: m.name, a4: m.address.text, a6: m.address6?.text ?? null })),
@@ -83,6 +85,7 @@ function labAddrs(config: SlbxConfig): LabAddrs {
     controller4: net24(m0.address.text, 5), controller6: m0.address6 ? net64(m0.address6.text, 5) : null,
     routerFab4: net24(m0.address.text, 1), routerFab6: m0.address6 ? net64(m0.address6.text, 1) : null,
     vips: config.vips.map((v) => v.address.text),
+    vipRanges: config.vipRanges.map((r): [IpAddr, number] => [r.network, r.prefixLen]),
     own,
   };
 }
@@ -97,6 +100,10 @@ function inPrefix(a: IpAddr, net: IpAddr, len: number): boolean {
     left -= bits;
   }
   return true;
+}
+
+function inVipRanges(a: IpAddr, lab: LabAddrs): boolean {
+  return lab.vipRanges.some(([n, len]) => inPrefix(a, n, len));
 }
 
 function mapOf(text: string): Map<string, string> {
@@ -196,7 +203,7 @@ function classify(p: CapturedPacket, a: LabAddrs, clientMac: string): { fate: Fa
     if (isIcmp && (LAB_ROUTER4.includes(dst.text) || LAB_ROUTER6.includes(dst.text))) return { fate: 'ignored', family };
     return { fate: 'toRouter', family };
   }
-  if (a.vips.includes(dst.text)) return { fate: 'toVip', family };
+  if (inVipRanges(dst, a)) return { fate: 'toVip', family };
   return { fate: 'notVip', family };
 }
 
@@ -259,9 +266,9 @@ export function verify(argv: readonly string[]): Checks {
     if (l === undefined) return false;
     const s = parseIpAddr(l.src)!;
     const fromClient = inPrefix(s, clientNets[0]!, 24) || inPrefix(s, clientNets[1]!, 64);
-    return (fromClient && !a.vips.includes(l.dst)) || isSpoofInner(p);
+    return (fromClient && !inVipRanges(parseIpAddr(l.dst)!, a)) || isSpoofInner(p);
   });
-  const toVip = routerFab.filter((p) => { const l = outerIp(p); return l !== undefined && a.vips.includes(l.dst); }).length;
+  const toVip = routerFab.filter((p) => { const l = outerIp(p); return l !== undefined && inVipRanges(parseIpAddr(l.dst)!, a); }).length;
   c.check(fromOutside.length === 0, 'nothing from the outside reached the fabric but packets to a VIP (router fab0 capture)', `${fromOutside.length} other packets, ${toVip} to VIPs`);
 
   // 3. the compromised node: its frames reached the hosts and were refused by the MAC check, counted
@@ -326,4 +333,4 @@ function main(argv: readonly string[]): number {
   return cmd === '--help' || cmd === '-h' ? 0 : 2;
 }
 
-if (isMain(import.meta.url)) process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) process.exitCode = main(process.argv.slice(2));
