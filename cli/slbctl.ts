@@ -460,9 +460,9 @@ const COMMANDS: Command[] = [
   backendVerb('drain', { drain: true }, 'stop new flows to a backend; its established flows continue', 'drained (no new flows)'),
   backendVerb('undrain', { drain: false }, 'let a drained backend take new flows again', 'takes new flows again'),
   backendVerb('enable', { enabled: true }, 'enable a backend', 'enabled'),
-  backendVerb('disable', { enabled: false }, 'disable a backend: no traffic at all, established flows included', 'disabled'),
+  backendVerb('disable', { enabled: false }, 'disable a backend: no new flows, and its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them', 'disabled'),
   {
-    words: ['backend', 'del'], args: ['POOL', 'NIC'], about: 'remove a nic from a pool', options: [WAIT_OPTION],
+    words: ['backend', 'del'], args: ['POOL', 'NIC'], about: 'remove a nic from a pool: its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them', options: [WAIT_OPTION],
     run: (c, [pool, nic]) => write(c, 'DELETE', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, undefined, `backend ${nic} removed from pool ${pool}`),
   },
 
