@@ -8,7 +8,8 @@ import { formatIpv4, formatIpv6 } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_SYN, TCP_ACK } from '../shared/tcp.js';
 import { buildPcap, LINKTYPE_ETHERNET, type PcapPacket } from '../shared/pcap-file.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from './args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../runtime/command.js';
 import { derivedMac, REPLAY_ROUTER_MAC } from './replay.js';
 import { formatMac } from '../shared/addr.js';
 
@@ -80,17 +81,18 @@ const OPTIONS: OptionSpec[] = [
   { name: 'help', help: 'show this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'slbx-gen-traffic',
+  usage: 'slbx-gen-traffic --config FILE --out OUT.pcap [--kind client|replies] [options]',
+  about: 'Writes test traffic for slbx-replay: client TCP SYNs and UDP datagrams to every VIP rule, or the\nreplies of one host\'s backends. MACs follow slbx-replay\'s defaults (02:00 + IPv4 address).',
+  options: OPTIONS,
+};
+
 export function main(argv: readonly string[]): number {
-  let args;
-  try { args = parseArgs(argv, OPTIONS); } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`slbx-gen-traffic: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('slbx-gen-traffic --config FILE --out OUT.pcap [--kind client|replies] [options]',
-      'Writes test traffic for slbx-replay: client TCP SYNs and UDP datagrams to every VIP rule, or the\nreplies of one host\'s backends. MACs follow slbx-replay\'s defaults (02:00 + IPv4 address).', OPTIONS));
-    return 0;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const cfgPath = one(args, 'config');
   const out = one(args, 'out');
   if (!cfgPath || !out) { process.stderr.write('slbx-gen-traffic: --config and --out are required (see --help)\n'); return 2; }

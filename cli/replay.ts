@@ -13,7 +13,8 @@ import { buildMuxContext } from '../mux/context.js';
 import { compileHostTables, macKey } from '../host-agent/tables.js';
 import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
 import { buildHostContext } from '../host-agent/context.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from './args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../runtime/command.js';
 
 export type Plane = 'mux' | 'host-in' | 'host-out';
 
@@ -134,29 +135,26 @@ const OPTIONS: OptionSpec[] = [
   { name: 'help', help: 'show this help' },
 ];
 
-const HELP = formatHelp(
-  'slbx-replay --config FILE --plane mux|host-in|host-out --in IN.pcap --out OUT.pcap [options]',
-  'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
-  'it would send to OUT.pcap, and prints its counters: every drop under its reason. The context is built\n' +
-  'from the config as the daemons build it: with fabric.underlay: ipv6 the MUX writes VXLAN in IPv6 (from\n' +
-  'the MUX\'s address6, UDP checksum computed) and leaves 70 bytes of the fabric MTU for it, not 50; the\n' +
-  'MUX\'s ICMP too big answers are written too. host-out picks the port of each frame by its source MAC\n' +
-  '(the nic\'s MAC), frames DSR packets toward the router, and answers replies larger than the DSR MTU\n' +
-  '(default fabric.mtu) with ICMP too big on the port.',
-  OPTIONS,
-  'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
-  '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
-);
+const COMMAND: CommandSpec = {
+  program: 'slbx-replay',
+  usage: 'slbx-replay --config FILE --plane mux|host-in|host-out --in IN.pcap --out OUT.pcap [options]',
+  about: 'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
+    'it would send to OUT.pcap, and prints its counters: every drop under its reason. The context is built\n' +
+    'from the config as the daemons build it: with fabric.underlay: ipv6 the MUX writes VXLAN in IPv6 (from\n' +
+    'the MUX\'s address6, UDP checksum computed) and leaves 70 bytes of the fabric MTU for it, not 50; the\n' +
+    'MUX\'s ICMP too big answers are written too. host-out picks the port of each frame by its source MAC\n' +
+    '(the nic\'s MAC), frames DSR packets toward the router, and answers replies larger than the DSR MTU\n' +
+    '(default fabric.mtu) with ICMP too big on the port.',
+  options: OPTIONS,
+  extraHelp: 'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
+    '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
+};
 
 export function main(argv: readonly string[]): number {
-  let args;
-  try {
-    args = parseArgs(argv, OPTIONS);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`slbx-replay: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) { process.stdout.write(HELP); return 0; }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   for (const req of ['config', 'plane', 'in', 'out']) {
     if (one(args, req) === undefined) { process.stderr.write(`slbx-replay: --${req} is required (see --help)\n`); return 2; }
   }

@@ -4,7 +4,8 @@
 // API's answer for scripts. Exit status: 0 done, 1 the controller refused or could not be reached (the
 // reason is printed), 2 usage error.
 import { readFileSync } from 'node:fs';
-import { formatHelp, isMain, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from './args.js';
+import { formatHelp, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../shared/args.js';
+import { isMain } from '../runtime/command.js';
 import { configSummary, formatConfigErrors, parseConfig, serializeConfig, validateConfig } from '../shared/config.js';
 import { toPlainConfig } from '../controller/document.js';
 import { joinUrl, parseControllerUrl, requestJson, type JsonResponse } from '../runtime/http-json.js';

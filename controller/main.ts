@@ -4,7 +4,8 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { loadOrCreateToken } from '../runtime/api-token.js';
 import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from '../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../shared/args.js';
+import { isMain, runCommandAsync } from '../runtime/command.js';
 import { configureLog, log, logError, logInfo, logWarn, type LogLevel } from '../runtime/log.js';
 import { isLoopback, parseListen, type ListenAddress } from '../runtime/status-server.js';
 import { ControllerState } from './state.js';
@@ -66,20 +67,13 @@ export async function startController(o: { statePath: string; init: SlbxConfig |
   return { api, state, agents, stop: () => api.close() };
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
+export function main(argv: readonly string[]): Promise<number> {
+  return runCommandAsync({ program: 'slbx-controller', usage: USAGE, about: ABOUT, options: OPTIONS, extraHelp: EXTRA }, argv, runParsed);
+}
+
+async function runParsed(args: ParsedArgs): Promise<number> {
   const err = (m: string, code = 2) => { process.stderr.write(`slbx-controller: ${m}\n`); return code; };
-  let args: ParsedArgs;
-  try {
-    args = parseArgs(argv, OPTIONS);
-    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]} (see --help)`);
-  } catch (e) {
-    if (e instanceof UsageError) return err(e.message);
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp(USAGE, ABOUT, OPTIONS, EXTRA));
-    return 0;
-  }
+  if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]} (see --help)`);
   const statePath = one(args, 'state');
   if (statePath === undefined) return err('--state FILE is required (see --help)');
   const level = one(args, 'log-level') as LogLevel;

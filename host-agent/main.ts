@@ -2,11 +2,14 @@
 // slbx-host-agent: the host agent daemon. See --help.
 import { isIP } from 'node:net';
 import type { SlbxConfig } from '../shared/config.js';
-import { isMain, one } from '../cli/args.js';
+import { one } from '../shared/args.js';
+import { isMain } from '../runtime/command.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
-import { defaultGateway4, defaultGateway6, findInterfaceByAddress, readInterface } from '../runtime/netif.js';
-import { DEFAULT_IO_PATH, IO_PATHS, isIoPath, type IoPath } from '../runtime/frame-port.js';
+import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
+import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
+
+const PACKET = packetDaemonOptions('host');
 
 export const HOST_AGENT_PROGRAM: DaemonProgram = {
   program: 'slbx-host-agent',
@@ -21,13 +24,13 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     '  capture  libpcap on the fabric interface, plus an nftables rule that drops VXLAN in the kernel\n' +
     '  udp      a UDP socket on PA and the VXLAN port (no nftables rule); allocates per datagram',
   options: [
-    { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the host\'s provider address' },
+    PACKET.interface,
     { name: 'dsr-via', value: 'ADDR', help: 'IPv4 next hop for direct server return; default: the namespace\'s default gateway' },
     { name: 'dsr-via6', value: 'ADDR', help: 'IPv6 next hop for direct server return; default: the IPv6 default gateway' },
     { name: 'no-nftables', help: 'do not install the nftables rule that drops captured VXLAN in the kernel' },
-    { name: 'capture-buffer-mb', value: 'N', help: 'kernel buffer of the fabric capture (or the udp socket\'s, capped by net.core.rmem_max), 1..1024', default: '32' },
+    PACKET.captureBufferMb,
     { name: 'receive-path', value: 'PATH', help: 'how VXLAN comes in: capture or udp (see above)', default: DEFAULT_RECEIVE_PATH },
-    { name: 'io', value: 'IO', help: 'capture, injection and DSR sends: pcap (libpcap, raw-socket) or ring (slbx\'s batched addon, falls back to pcap when not built; docs/performance.md)', default: DEFAULT_IO_PATH },
+    PACKET.io,
   ],
   defaultStatus: '127.0.0.1:9181',
   extraHelp:
@@ -35,31 +38,24 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>',
   checkArgs(args) {
     const rp = one(args, 'receive-path')!;
-    const io = one(args, 'io')!;
-    if (!isIoPath(io)) return `--io must be one of ${IO_PATHS.join(', ')} (got ${JSON.stringify(io)})`;
+    const ioError = checkPacketDaemonArgs(args);
+    if (ioError !== null) return ioError;
     return isReceivePath(rp) ? null : `--receive-path must be one of ${RECEIVE_PATHS.join(', ')} (got ${JSON.stringify(rp)})`;
   },
   create(args, config, name, cfgPath) {
     const receivePath = one(args, 'receive-path') as ReceivePath; // checked by checkArgs
     const me = config.hosts.find((h) => h.name === name);
     if (me === undefined) return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
-    const bufMb = Number(one(args, 'capture-buffer-mb'));
-    if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > 1024) return '--capture-buffer-mb must be an integer 1..1024';
-    const ifName = one(args, 'interface');
-    const iface = ifName !== undefined ? readInterface(ifName) : findInterfaceByAddress(me.address.text);
-    if (iface === null) {
-      return ifName !== undefined
-        ? `no interface ${ifName} in this network namespace`
-        : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
-    }
+    const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
+    if (typeof packet === 'string') return packet;
     const via4 = one(args, 'dsr-via') ?? defaultGateway4();
     const via6 = one(args, 'dsr-via6') ?? defaultGateway6();
     if (via4 !== null && isIP(via4) !== 4) return `--dsr-via must be an IPv4 address, got ${via4}`;
     if (via6 !== null && isIP(via6) !== 6) return `--dsr-via6 must be an IPv6 address, got ${via6}`;
     if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
     return new HostDaemon({
-      config, name, iface: iface.name, dsrVia4: via4, dsrVia6: via6,
-      nftables: !args.flags.has('no-nftables'), captureBufferBytes: bufMb * 1024 * 1024, receivePath, mac: iface.mac, io: one(args, 'io') as IoPath,
+      config, name, iface: packet.iface, dsrVia4: via4, dsrVia6: via6,
+      nftables: !args.flags.has('no-nftables'), captureBufferBytes: packet.captureBufferBytes, receivePath, mac: packet.mac, io: packet.io,
     });
   },
   routes(daemon) {

@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // slbx-mux: the MUX daemon. See --help.
-import { isMain, one } from '../cli/args.js';
+import { one } from '../shared/args.js';
+import { isMain } from '../runtime/command.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
-import { findInterfaceByAddress, readInterface } from '../runtime/netif.js';
-import { DEFAULT_IO_PATH, IO_PATHS, isIoPath, type IoPath } from '../runtime/frame-port.js';
+import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
+
+const PACKET = packetDaemonOptions('mux');
 
 export const MUX_PROGRAM: DaemonProgram = {
   program: 'slbx-mux',
@@ -21,10 +23,10 @@ export const MUX_PROGRAM: DaemonProgram = {
     '  udp  VXLAN header onwards on a connected UDP socket per host; the kernel writes IPv4/UDP, so every\n' +
     '       flow to one host has the same outer source port (the socket\'s): no per-flow fabric entropy',
   options: [
-    { name: 'interface', value: 'IF', help: 'fabric interface; default: the interface that holds the mux\'s provider address' },
-    { name: 'capture-buffer-mb', value: 'N', help: 'kernel capture buffer, 1..1024', default: '32' },
+    PACKET.interface,
+    PACKET.captureBufferMb,
     { name: 'send-path', value: 'PATH', help: 'how VXLAN leaves: cap, raw or udp (see above)', default: DEFAULT_SEND_PATH },
-    { name: 'io', value: 'IO', help: 'capture and injection: pcap (libpcap) or ring (slbx\'s batched packet-socket addon, falls back to pcap when not built; docs/performance.md)', default: DEFAULT_IO_PATH },
+    PACKET.io,
     { name: 'no-bgp', help: 'speak no BGP even when the config has a bgp section (benchmarks, tests); docs/bgp.md' },
   ],
   defaultStatus: '127.0.0.1:9180',
@@ -34,26 +36,19 @@ export const MUX_PROGRAM: DaemonProgram = {
     '        curl -s \'http://127.0.0.1:9180/flows?limit=20\'',
   checkArgs(args) {
     const sp = one(args, 'send-path')!;
-    const io = one(args, 'io')!;
-    if (!isIoPath(io)) return `--io must be one of ${IO_PATHS.join(', ')} (got ${JSON.stringify(io)})`;
+    const ioError = checkPacketDaemonArgs(args);
+    if (ioError !== null) return ioError;
     return isSendPath(sp) ? null : `--send-path must be one of ${SEND_PATHS.join(', ')} (got ${JSON.stringify(sp)})`;
   },
   create(args, config, name, cfgPath) {
     const sendPath = one(args, 'send-path') as SendPath; // checked by checkArgs
     const me = config.muxes.find((m) => m.name === name);
     if (me === undefined) return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
-    const bufMb = Number(one(args, 'capture-buffer-mb'));
-    if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > 1024) return '--capture-buffer-mb must be an integer 1..1024';
-    const ifName = one(args, 'interface');
-    const iface = ifName !== undefined ? readInterface(ifName) : findInterfaceByAddress(me.address.text);
-    if (iface === null) {
-      return ifName !== undefined
-        ? `no interface ${ifName} in this network namespace`
-        : `no interface holds ${me.address.text} (the address of ${name} in ${cfgPath}); add it to the fabric interface or give --interface`;
-    }
+    const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
+    if (typeof packet === 'string') return packet;
     // with a controller, a bootstrap --config knows no health: BGP waits for the first policy (docs/bgp.md)
     const awaitPolicy = one(args, 'controller') !== undefined && one(args, 'config') !== undefined;
-    return new MuxDaemon({ config, name, iface: iface.name, mac: iface.mac, captureBufferBytes: bufMb * 1024 * 1024, sendPath, io: one(args, 'io') as IoPath, bgp: !args.flags.has('no-bgp'), awaitPolicy });
+    return new MuxDaemon({ config, name, iface: packet.iface, mac: packet.mac, captureBufferBytes: packet.captureBufferBytes, sendPath, io: packet.io, bgp: !args.flags.has('no-bgp'), awaitPolicy });
   },
   routes(daemon) {
     const d = daemon as MuxDaemon;

@@ -10,7 +10,8 @@
 import { readFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from '../shared/config.js';
-import { formatHelp, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../shared/args.js';
+import { runCommandAsync } from './command.js';
 import { configureLog, logError, logInfo, logWarn, type LogLevel } from './log.js';
 import { isLoopback, parseListen, startStatusServer, type StatusHandler } from './status-server.js';
 import { parseControllerUrl } from './http-json.js';
@@ -84,16 +85,12 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
     { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
     { name: 'help', help: 'show this help' },
   ];
+  const about = `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays; ignored with --controller); SIGTERM/SIGINT stop.`;
+  return runCommandAsync({ program: p.program, usage: p.usage, about, options, extraHelp: p.extraHelp }, argv, (args) => runParsed(p, args));
+}
+
+async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   const err = (m: string, code = 2) => { process.stderr.write(`${p.program}: ${m}\n`); return code; };
-  let args: ParsedArgs;
-  try { args = parseArgs(argv, options); } catch (e) {
-    if (e instanceof UsageError) return err(e.message);
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp(p.usage, `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays; ignored with --controller); SIGTERM/SIGINT stop.`, options, p.extraHelp));
-    return 0;
-  }
   const cfgPath = one(args, 'config');
   const name = one(args, 'name');
   const controllerText = one(args, 'controller');

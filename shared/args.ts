@@ -1,8 +1,6 @@
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-
 // A small, strict argument parser shared by the slbx commands: --name value / --name=value / --flag,
-// unknown options and missing values are errors that name the option and point at --help.
+// unknown options and missing values are errors that name the option and point at --help. Pure: the
+// program around it (reading argv, writing help, exit codes) is runtime/command.ts.
 
 export interface OptionSpec {
   readonly name: string;
@@ -63,15 +61,4 @@ export function formatHelp(usage: string, about: string, specs: readonly OptionS
 
 export function one(args: ParsedArgs, name: string): string | undefined {
   return args.values.get(name)?.[0];
-}
-
-/** True when the module at `url` is the program node was started with (also through a bin symlink). */
-export function isMain(url: string): boolean {
-  const argv1 = process.argv[1];
-  if (argv1 === undefined) return false;
-  try {
-    return realpathSync(argv1) === realpathSync(fileURLToPath(url));
-  } catch {
-    return false;
-  }
 }

@@ -12,7 +12,8 @@ import { join, dirname } from 'node:path';
 import { createHash, randomInt } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { parseConfig } from '../../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 import { makeTargets, UnnamedDrop, type Target } from './targets.js';
 import { Rng } from './rng.js';
 
@@ -151,16 +152,18 @@ export function replayCorpus(dir: string, targets: readonly Target[], all: reado
   return out;
 }
 
+const COMMAND: CommandSpec = {
+  program: 'fuzz',
+  usage: 'node dist/scripts/fuzz/fuzz.js [options]',
+  about: 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.',
+  options: OPTIONS,
+};
+
 export function main(argv: readonly string[]): number {
-  let args;
-  try { args = parseArgs(argv, OPTIONS); } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`fuzz: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('node dist/scripts/fuzz/fuzz.js [options]', 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.', OPTIONS));
-    return 0;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const all = loadTargets();
   let targets = all;
   if (args.flags.has('list')) { process.stdout.write(`${targets.map((t) => t.name).join('\n')}\n`); return 0; }

@@ -7,7 +7,8 @@
 // every port listens ({"event":"ready",...}), which scripts/lab/lib.sh waits for, and one per error.
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createSocket } from 'node:dgram';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
 
 /** Upper bounds that keep a typo from tying a backend up for hours. */
 export const MAX_BYTES = 16 * 1024 * 1024 * 1024;
@@ -135,28 +136,29 @@ const HELP_EXTRA = `modes:
             /health -> 200 "ok"; /bytes/N -> N bytes; /slow/MS -> "NIC\\n" after MS milliseconds; /upload reads the body -> "NIC BYTES\\n"
   udp-echo  answers each datagram from the same socket with "NIC " followed by the datagram`;
 
-export async function main(argv: readonly string[]): Promise<number> {
-  const usage = 'backend.js http|udp-echo --name NIC --ports P,P...';
-  const about = 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).';
-  let mode: string | undefined;
-  let name: string;
-  let ports: number[];
-  try {
-    const args = parseArgs(argv, OPTIONS);
-    if (args.flags.has('help')) { process.stdout.write(formatHelp(usage, about, OPTIONS, HELP_EXTRA)); return 0; }
-    mode = args.positional[0];
-    if (mode !== 'http' && mode !== 'udp-echo') throw new UsageError(`first argument must be the mode, http or udp-echo${mode === undefined ? '' : `, got ${JSON.stringify(mode)}`}`);
-    if (args.positional.length > 1) throw new UsageError(`unexpected argument ${args.positional[1]}`);
-    const n = one(args, 'name');
-    if (n === undefined || n === '') throw new UsageError('--name NIC is required');
-    name = n;
-    const p = one(args, 'ports');
-    if (p === undefined) throw new UsageError('--ports P,P... is required');
-    ports = parsePorts(p);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`backend: ${e.message}\nusage: ${usage} (see --help)\n`); return 2; }
-    throw e;
-  }
+const USAGE = 'backend.js http|udp-echo --name NIC --ports P,P...';
+const COMMAND: CommandSpec = {
+  program: 'backend',
+  usage: USAGE,
+  about: 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).',
+  options: OPTIONS,
+  extraHelp: HELP_EXTRA,
+  errorSuffix: `\nusage: ${USAGE} (see --help)`,
+};
+
+export function main(argv: readonly string[]): Promise<number> {
+  return runCommandAsync(COMMAND, argv, runParsed);
+}
+
+async function runParsed(args: ParsedArgs): Promise<number> {
+  const mode = args.positional[0];
+  if (mode !== 'http' && mode !== 'udp-echo') throw new UsageError(`first argument must be the mode, http or udp-echo${mode === undefined ? '' : `, got ${JSON.stringify(mode)}`}`);
+  if (args.positional.length > 1) throw new UsageError(`unexpected argument ${args.positional[1]}`);
+  const name = one(args, 'name');
+  if (name === undefined || name === '') throw new UsageError('--name NIC is required');
+  const p = one(args, 'ports');
+  if (p === undefined) throw new UsageError('--ports P,P... is required');
+  const ports = parsePorts(p);
   try {
     await Promise.all(ports.map((p) => (mode === 'http' ? listenHttp(name, p) : listenUdpEcho(name, p))));
   } catch (e) {

@@ -12,7 +12,8 @@
 //   node dist/scripts/lab/bird-conf.js --config FILE [--clients N]      prints bird.conf
 import { readFileSync } from 'node:fs';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 import { buildLabPlan, type LabPlan } from './plan.js';
 
 /** The router's interface on the fabric (lib.sh names it so). */
@@ -104,19 +105,19 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'bird-conf',
+  usage: 'node dist/scripts/lab/bird-conf.js --config FILE',
+  about: 'Prints the lab router\'s BIRD 2 configuration for a config with a bgp section.',
+  options: OPTIONS,
+  noPositional: true,
+};
+
 function main(argv: readonly string[]): number {
-  let args;
-  try {
-    args = parseArgs(argv, OPTIONS);
-    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`bird-conf: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('node dist/scripts/lab/bird-conf.js --config FILE', 'Prints the lab router\'s BIRD 2 configuration for a config with a bgp section.', OPTIONS));
-    return 0;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
   if (file === undefined) { process.stderr.write('bird-conf: --config is required\n'); return 2; }
   let text: string;

@@ -20,7 +20,8 @@ import { ICMP_ECHO_REPLY, ICMP_ECHO_REQUEST, ICMP_HEADER_LEN } from '../../share
 import { ICMPV6_ECHO_REPLY, ICMPV6_ECHO_REQUEST } from '../../shared/icmpv6.js';
 import { codecErrorName } from '../../shared/codec-error.js';
 import { LINKTYPE_ETHERNET, readPcap } from '../../shared/pcap-file.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
 
 const require = createRequire(import.meta.url);
 
@@ -222,12 +223,15 @@ const HTTP_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-async function runHttp(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, HTTP_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js http --url URL [options]', 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.', HTTP_OPTIONS));
-    return 0;
-  }
+const HTTP_COMMAND: CommandSpec = {
+  program: 'client http',
+  usage: 'client.js http --url URL [options]',
+  about: 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.',
+  options: HTTP_OPTIONS,
+  errorSuffix: ' (see client.js http --help)',
+};
+
+async function runHttp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required, e.g. --url http://203.0.113.10/');
@@ -323,12 +327,15 @@ const UDP_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-async function runUdp(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, UDP_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js udp --target ADDR:PORT [options]', 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.', UDP_OPTIONS));
-    return 0;
-  }
+const UDP_COMMAND: CommandSpec = {
+  program: 'client udp',
+  usage: 'client.js udp --target ADDR:PORT [options]',
+  about: 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.',
+  options: UDP_OPTIONS,
+  errorSuffix: ' (see client.js udp --help)',
+};
+
+async function runUdp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const t = one(args, 'target');
   if (t === undefined) throw new UsageError('--target is required, e.g. --target 203.0.113.10:7');
@@ -451,12 +458,15 @@ const HOLD_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-async function runHold(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, HOLD_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js hold --url URL --connections N --duration-ms MS [options]', 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).', HOLD_OPTIONS));
-    return 0;
-  }
+const HOLD_COMMAND: CommandSpec = {
+  program: 'client hold',
+  usage: 'client.js hold --url URL --connections N --duration-ms MS [options]',
+  about: 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).',
+  options: HOLD_OPTIONS,
+  errorSuffix: ' (see client.js hold --help)',
+};
+
+async function runHold(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required');
@@ -591,16 +601,18 @@ function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: strin
   });
 }
 
-async function runDownload(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, DOWNLOAD_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js download --url URL [--rate BYTES] [--hold-at BYTES --release-file FILE] [options]',
-      'One HTTP download on one connection, read at a steady rate. Prints "connected ADDR PORT" once connected, "held ADDR PORT BYTES" if it stops at --hold-at, '
-      + 'and at the end "ADDR PORT BYTES STATUS". With --hold-at and --release-file a scenario makes the transfer outlive its change by construction: '
-      + 'the client reads no further than --hold-at before the file exists, so the sender still has the rest to send after it (less what the kernel buffers). '
-      + 'The record says how much it had read when the file appeared (receivedAtRelease) and how long it waited (heldMs).', DOWNLOAD_OPTIONS));
-    return 0;
-  }
+const DOWNLOAD_COMMAND: CommandSpec = {
+  program: 'client download',
+  usage: 'client.js download --url URL [--rate BYTES] [--hold-at BYTES --release-file FILE] [options]',
+  about: 'One HTTP download on one connection, read at a steady rate. Prints "connected ADDR PORT" once connected, "held ADDR PORT BYTES" if it stops at --hold-at, '
+    + 'and at the end "ADDR PORT BYTES STATUS". With --hold-at and --release-file a scenario makes the transfer outlive its change by construction: '
+    + 'the client reads no further than --hold-at before the file exists, so the sender still has the rest to send after it (less what the kernel buffers). '
+    + 'The record says how much it had read when the file appeared (receivedAtRelease) and how long it waited (heldMs).',
+  options: DOWNLOAD_OPTIONS,
+  errorSuffix: ' (see client.js download --help)',
+};
+
+async function runDownload(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required');
@@ -645,12 +657,15 @@ const PING_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-async function runPing(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, PING_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js ping --target ADDR [options]', 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.', PING_OPTIONS));
-    return 0;
-  }
+const PING_COMMAND: CommandSpec = {
+  program: 'client ping',
+  usage: 'client.js ping --target ADDR [options]',
+  about: 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.',
+  options: PING_OPTIONS,
+  errorSuffix: ' (see client.js ping --help)',
+};
+
+async function runPing(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const t = one(args, 'target');
   const target = t === undefined ? null : parseIpAddr(t);
@@ -726,12 +741,15 @@ function sleepUs(us: number): Promise<void> {
   return Promise.resolve();
 }
 
-async function runInject(argv: readonly string[]): Promise<number> {
-  const args = parseArgs(argv, INJECT_OPTIONS);
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('client.js inject --interface IF --in FRAMES.pcap [--gap-us N]', 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.', INJECT_OPTIONS));
-    return 0;
-  }
+const INJECT_COMMAND: CommandSpec = {
+  program: 'client inject',
+  usage: 'client.js inject --interface IF --in FRAMES.pcap [--gap-us N]',
+  about: 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.',
+  options: INJECT_OPTIONS,
+  errorSuffix: ' (see client.js inject --help)',
+};
+
+async function runInject(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const iface = one(args, 'interface');
   const file = one(args, 'in');
@@ -775,7 +793,10 @@ async function runInject(argv: readonly string[]): Promise<number> {
 
 // ---------------------------------------------------------------------------------------------
 
-const MODES: Record<string, (argv: readonly string[]) => Promise<number>> = { http: runHttp, udp: runUdp, hold: runHold, download: runDownload, ping: runPing, inject: runInject };
+const MODES: Record<string, [CommandSpec, (args: ParsedArgs) => Promise<number>]> = {
+  http: [HTTP_COMMAND, runHttp], udp: [UDP_COMMAND, runUdp], hold: [HOLD_COMMAND, runHold],
+  download: [DOWNLOAD_COMMAND, runDownload], ping: [PING_COMMAND, runPing], inject: [INJECT_COMMAND, runInject],
+};
 
 const USAGE = `usage: client.js MODE [options]   (client.js MODE --help for the options of a mode)
 
@@ -803,15 +824,7 @@ export async function main(argv: readonly string[]): Promise<number> {
     process.stderr.write(`client: unknown mode ${JSON.stringify(mode)}; modes: ${Object.keys(MODES).join(', ')} (see --help)\n`);
     return 2;
   }
-  try {
-    return await run(argv.slice(1));
-  } catch (e) {
-    if (e instanceof UsageError) {
-      process.stderr.write(`client ${mode}: ${e.message} (see client.js ${mode} --help)\n`);
-      return 2;
-    }
-    throw e;
-  }
+  return runCommandAsync(run[0], argv.slice(1), run[1]);
 }
 
 if (isMain(import.meta.url)) {

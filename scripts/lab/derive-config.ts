@@ -7,7 +7,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { isSeq, parseDocument, YAMLSeq } from 'yaml';
 import { formatConfigErrors, parseConfig } from '../../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export const LAB_MAX_MUXES = 8;
 
@@ -41,19 +42,19 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'derive-config',
+  usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]',
+  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).',
+  options: OPTIONS,
+  noPositional: true,
+};
+
 function main(argv: readonly string[]): number {
-  let args;
-  try {
-    args = parseArgs(argv, OPTIONS);
-    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`derive-config: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]', 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).', OPTIONS));
-    return 0;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
   const n = one(args, 'muxes');
   if (file === undefined || n === undefined) { process.stderr.write('derive-config: --config and --muxes are required\n'); return 2; }

@@ -21,7 +21,8 @@
 import { readFileSync } from 'node:fs';
 import { formatIpv4, formatIpv6, formatMac, parseIpAddr, type IpAddr } from '../../shared/addr.js';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export const LAB_PREFIX_LEN_V4 = 24;
 export const LAB_PREFIX_LEN_V6 = 64;
@@ -381,18 +382,19 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'plan',
+  usage: 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]',
+  about: 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.',
+  options: OPTIONS,
+  noPositional: true,
+};
+
 function main(argv: readonly string[]): number {
-  const usage = 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]';
-  const about = 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.';
-  let args;
-  try {
-    args = parseArgs(argv, OPTIONS);
-    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`plan: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) { process.stdout.write(formatHelp(usage, about, OPTIONS)); return 0; }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config')!;
   const clientsText = one(args, 'clients')!;
   if (!/^\d+$/.test(clientsText)) { process.stderr.write(`plan: --clients must be a number 1..${MAX_CLIENTS}, got ${clientsText}\n`); return 2; }

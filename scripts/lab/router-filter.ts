@@ -21,7 +21,8 @@
 import { readFileSync } from 'node:fs';
 import { parseIpAddr, type IpAddr } from '../../shared/addr.js';
 import { formatConfigErrors, parseConfig } from '../../shared/config.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 import { buildLabPlan, LAB_PREFIX_LEN_V4, LAB_PREFIX_LEN_V6, type LabPlan } from './plan.js';
 
 /** The nftables table (family inet: one ruleset for IPv4 and IPv6). */
@@ -177,20 +178,19 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'router-filter',
+  usage: 'node dist/scripts/lab/router-filter.js --config FILE [--clients N]',
+  about: 'Prints the lab router\'s nftables edge filter (table inet slbx_edge) for a config: only VIPs are reachable from the outside, forged sources of ours are dropped, strict reverse-path filtering on the fabric side; every drop is a named counter.',
+  options: OPTIONS,
+  noPositional: true,
+};
+
 function main(argv: readonly string[]): number {
-  let args;
-  try {
-    args = parseArgs(argv, OPTIONS);
-    if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`router-filter: ${e.message}\n`); return 2; }
-    throw e;
-  }
-  if (args.flags.has('help')) {
-    process.stdout.write(formatHelp('node dist/scripts/lab/router-filter.js --config FILE [--clients N]',
-      'Prints the lab router\'s nftables edge filter (table inet slbx_edge) for a config: only VIPs are reachable from the outside, forged sources of ours are dropped, strict reverse-path filtering on the fabric side; every drop is a named counter.', OPTIONS));
-    return 0;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
   if (file === undefined) { process.stderr.write('router-filter: --config is required (e.g. --config examples/lab.yaml)\n'); return 2; }
   const clientsText = one(args, 'clients')!;

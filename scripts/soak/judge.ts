@@ -31,7 +31,8 @@
 //              logs): otherwise the run did not test what it claims.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 import { parseIpAddr } from '../../shared/addr.js';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
 import { oracleRule, type OracleRule } from '../oracle/expected-backend.js';
@@ -568,25 +569,22 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'judge',
+  usage: 'judge.js --run DIR [--lab DIR]',
+  about: 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.',
+  options: OPTIONS,
+};
+
 export function main(argv: readonly string[]): number {
-  let run: string;
-  let lab: string | undefined;
-  let quiet: boolean;
-  try {
-    const args = parseArgs(argv, OPTIONS);
-    if (args.flags.has('help')) {
-      process.stdout.write(formatHelp('judge.js --run DIR [--lab DIR]', 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.', OPTIONS));
-      return 0;
-    }
-    const r = one(args, 'run');
-    if (r === undefined) throw new UsageError('--run DIR is required');
-    run = r;
-    lab = one(args, 'lab');
-    quiet = args.flags.has('quiet');
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`judge: ${e.message}\n`); return 2; }
-    throw e;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
+  const run = one(args, 'run');
+  if (run === undefined) throw new UsageError('--run DIR is required');
+  const lab = one(args, 'lab');
+  const quiet = args.flags.has('quiet');
   const plan = JSON.parse(readFileSync(join(run, 'plan.json'), 'utf8')) as SoakPlan;
   const meta = JSON.parse(readFileSync(join(run, 'meta.json'), 'utf8')) as RunMeta;
   const labDir = lab ?? String(meta.labDir);

@@ -15,7 +15,8 @@
 // and before the next view change can happen. Then the plan predicts zero failures from restarts, and
 // the judge checks, from the MUXes' logs, that the run really kept to this.
 import { readFileSync, writeFileSync } from 'node:fs';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
 
 export type SoakAction = 'backend-stop' | 'backend-start' | 'mux-stop' | 'mux-start';
@@ -221,13 +222,19 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'plan',
+  usage: 'plan.js --duration-s S [--config F] [--json FILE]',
+  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).',
+  options: OPTIONS,
+};
+
 export function main(argv: readonly string[]): number {
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
   try {
-    const args = parseArgs(argv, OPTIONS);
-    if (args.flags.has('help')) {
-      process.stdout.write(formatHelp('plan.js --duration-s S [--config F] [--json FILE]', 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).', OPTIONS));
-      return 0;
-    }
     const d = one(args, 'duration-s')!;
     if (!/^\d+$/.test(d)) throw new UsageError(`--duration-s must be a whole number of seconds, got ${JSON.stringify(d)}`);
     const life = /^(\d+)-(\d+)$/.exec(one(args, 'ka-life-s')!);
@@ -254,7 +261,7 @@ export function main(argv: readonly string[]): number {
     for (const e of plan.events) process.stdout.write(`${e.atS} ${e.action} ${e.target}\n`);
     return 0;
   } catch (e) {
-    if (e instanceof UsageError || e instanceof RangeError) { process.stderr.write(`plan: ${e.message}\n`); return 2; }
+    if (e instanceof RangeError) throw new UsageError(e.message);
     throw e;
   }
 }

@@ -12,7 +12,8 @@
 import { execFile } from 'node:child_process';
 import { appendFileSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export interface DaemonSample {
   /** Epoch milliseconds. */
@@ -136,27 +137,29 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
+const COMMAND: CommandSpec = {
+  program: 'sample',
+  usage: 'sample.js --daemons FILE --out FILE [--interval-ms MS]',
+  about: 'Samples the resident memory, open file descriptors and CPU time of the soak\'s daemons from /proc.',
+  options: OPTIONS,
+};
+
 export function main(argv: readonly string[]): number {
-  let daemons: string, out: string, intervalMs: number, countersOut: string | null, countersMs: number;
-  try {
-    const args = parseArgs(argv, OPTIONS);
-    if (args.flags.has('help')) {
-      process.stdout.write(formatHelp('sample.js --daemons FILE --out FILE [--interval-ms MS]', 'Samples the resident memory, open file descriptors and CPU time of the soak\'s daemons from /proc.', OPTIONS));
-      return 0;
-    }
-    const d = one(args, 'daemons');
-    const o = one(args, 'out');
-    if (d === undefined || o === undefined) throw new UsageError('--daemons and --out are required');
-    const i = one(args, 'interval-ms')!;
-    if (!/^\d+$/.test(i) || Number(i) < 100) throw new UsageError('--interval-ms must be an integer >= 100');
-    const ci = one(args, 'counters-interval-ms')!;
-    if (!/^\d+$/.test(ci) || Number(ci) < 100) throw new UsageError('--counters-interval-ms must be an integer >= 100');
-    const co = one(args, 'counters-out') ?? join(dirname(o), 'counters.jsonl');
-    daemons = d; out = o; intervalMs = Number(i); countersOut = co === 'none' ? null : co; countersMs = Number(ci);
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`sample: ${e.message}\n`); return 2; }
-    throw e;
-  }
+  return runCommand(COMMAND, argv, runParsed);
+}
+
+function runParsed(args: ParsedArgs): number {
+  const daemons = one(args, 'daemons');
+  const out = one(args, 'out');
+  if (daemons === undefined || out === undefined) throw new UsageError('--daemons and --out are required');
+  const i = one(args, 'interval-ms')!;
+  if (!/^\d+$/.test(i) || Number(i) < 100) throw new UsageError('--interval-ms must be an integer >= 100');
+  const ci = one(args, 'counters-interval-ms')!;
+  if (!/^\d+$/.test(ci) || Number(ci) < 100) throw new UsageError('--counters-interval-ms must be an integer >= 100');
+  const co = one(args, 'counters-out') ?? join(dirname(out), 'counters.jsonl');
+  const intervalMs = Number(i);
+  const countersOut = co === 'none' ? null : co;
+  const countersMs = Number(ci);
   let lastCpu = cpuTotals();
   const once = () => {
     const t = Date.now();

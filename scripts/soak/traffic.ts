@@ -14,7 +14,8 @@ import { createWriteStream, type WriteStream } from 'node:fs';
 import { connect as netConnect, type Socket } from 'node:net';
 import { createSocket } from 'node:dgram';
 import { parseIpAddr } from '../../shared/addr.js';
-import { formatHelp, isMain, one, parseArgs, UsageError, type OptionSpec, type ParsedArgs } from '../../cli/args.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import { isMain, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
 import { parseAddressList } from '../lab/client.js';
 
 export type TrafficKind = 'http4' | 'http6' | 'udp4' | 'udp6' | 'ka4' | 'ka6';
@@ -354,14 +355,21 @@ function intArg(args: ParsedArgs, name: string, min: number, max: number): numbe
   return Number(v);
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
+const COMMAND: CommandSpec = {
+  program: 'traffic',
+  usage: 'traffic.js --duration-s S --out FILE [options]',
+  about: 'The soak\'s mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.',
+  options: OPTIONS,
+  errorSuffix: ' (see --help)',
+};
+
+export function main(argv: readonly string[]): Promise<number> {
+  return runCommandAsync(COMMAND, argv, runParsed);
+}
+
+async function runParsed(args: ParsedArgs): Promise<number> {
   let t: Traffic;
-  try {
-    const args = parseArgs(argv, OPTIONS);
-    if (args.flags.has('help')) {
-      process.stdout.write(formatHelp('traffic.js --duration-s S --out FILE [options]', 'The soak\'s mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.', OPTIONS));
-      return 0;
-    }
+  {
     const out = one(args, 'out');
     if (out === undefined) throw new UsageError('--out FILE is required');
     const life = /^(\d+)-(\d+)$/.exec(one(args, 'ka-life-s')!);
@@ -375,9 +383,6 @@ export async function main(argv: readonly string[]): Promise<number> {
       sources4: parseAddressList(one(args, 'sources4')!, 'sources4'), sources6: parseAddressList(one(args, 'sources6')!, 'sources6'),
       httpPort: intArg(args, 'http-port', 1, 65535), udpPort: intArg(args, 'udp-port', 1, 65535),
     });
-  } catch (e) {
-    if (e instanceof UsageError) { process.stderr.write(`traffic: ${e.message} (see --help)\n`); return 2; }
-    throw e;
   }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => t.stopNow());
   const started = Date.now();

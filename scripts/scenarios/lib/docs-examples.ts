@@ -15,7 +15,7 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { isMain } from '../../../cli/args.js';
+import { isMain } from '../../../runtime/command.js';
 
 /** The pages whose ```sh blocks are tested, relative to the repository root. */
 export const DOC_FILES = ['README.md', 'docs/lab.md'] as const;

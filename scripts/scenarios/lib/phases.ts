@@ -20,7 +20,7 @@
 //   split=A:30,B:70,tol:2 (each backend's share of the new flows, in percent, within tol points)
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { isMain } from '../../../cli/args.js';
+import { isMain } from '../../../runtime/command.js';
 import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { oracleRule } from '../../oracle/expected-backend.js';
