@@ -5,7 +5,7 @@
 //   prints one line per file: "FILE RECORDS TRUNCATED LONGEST" (LONGEST: the longest packet's length);
 //   exit status 1 if a file is not a classic pcap file or ends inside a record.
 import { readFileSync } from 'node:fs';
-import { isMain } from '../../cli/args.js';
+import { isMain } from '../../runtime/command.js';
 
 /** pcap file header (magic, version, zone, sigfigs, snaplen, linktype) and record header lengths. */
 const PCAP_FILE_HEADER_LEN = 24;
