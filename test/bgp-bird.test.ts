@@ -245,3 +245,30 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     }
   }, 20_000);
 });
+
+describe('the router\'s import policy in bird.conf, from vipRanges (no namespaces)', () => {
+  const conf = (edit: (raw: Record<string, unknown>) => void) => {
+    const raw = configRaw();
+    raw['vips'] = (raw['vips'] as { address: string }[]).filter((v) => !OUTSIDE.includes(v.address));
+    edit(raw);
+    const parsed = parseConfig(stringifyYaml(raw));
+    if (!parsed.ok) throw new Error(JSON.stringify(parsed.errors));
+    const plan = buildLabPlan(parsed.config);
+    if (!plan.ok) throw new Error(plan.errors.join('\n'));
+    return birdConfig(parsed.config, plan.plan);
+  };
+
+  it('host routes inside each range, per family; refused routes kept', () => {
+    const c = conf((raw) => { raw['vipRanges'] = ['203.0.113.0/25', '198.51.100.128/26', '2001:db8:ff::/49']; });
+    expect(c).toContain('define SLBX_VIP_RANGES4 = [ 203.0.113.0/25{32,32}, 198.51.100.128/26{32,32} ];');
+    expect(c).toContain('define SLBX_VIP_RANGES6 = [ 2001:db8:ff::/49{128,128} ];');
+    expect(c).toContain('filter slbx_vips4 { if net ~ SLBX_VIP_RANGES4 then accept; reject; }');
+    expect(c).toContain('ipv4 { import filter slbx_vips4; import keep filtered on; export none; };');
+  });
+
+  it('without vipRanges: exactly the VIPs\' own host routes, as before the ranges existed', () => {
+    const c = conf((raw) => { delete raw['vipRanges']; });
+    expect(c).toContain('define SLBX_VIP_RANGES4 = [ 203.0.113.10/32{32,32} ];');
+    expect(c).toContain('define SLBX_VIP_RANGES6 = [ 2001:db8:ff::10/128{128,128} ];');
+  });
+});
