@@ -4,20 +4,15 @@
 //   node dist/scripts/lab/pcap-records.js FILE.pcap...
 //   prints one line per file: "FILE RECORDS TRUNCATED LONGEST" (LONGEST: the longest packet's length);
 //   exit status 1 if a file is not a classic pcap file or ends inside a record.
-import { readFileSync } from 'node:fs';
-import { isMain } from '../../runtime/command.js';
-
-/** pcap file header (magic, version, zone, sigfigs, snaplen, linktype) and record header lengths. */
-const PCAP_FILE_HEADER_LEN = 24;
-const PCAP_RECORD_HEADER_LEN = 16;
-const PCAP_MAGIC_US = 0xa1b2c3d4;
-const PCAP_MAGIC_NS = 0xa1b23c4d;
+import { readFileSync, realpathSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import { PCAP_GLOBAL_HEADER_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_HEADER_LEN } from '../../shared/pcap-file.js';
 
 export interface PcapRecordCount { records: number; truncated: number; longest: number }
 
 /** Walks a classic pcap file's record headers; throws on a bad magic or a record cut short. */
 export function countPcapRecords(buf: Uint8Array): PcapRecordCount {
-  if (buf.length < PCAP_FILE_HEADER_LEN) throw new Error(`${buf.length} bytes: shorter than a pcap file header`);
+  if (buf.length < PCAP_GLOBAL_HEADER_LEN) throw new Error(`${buf.length} bytes: shorter than a pcap file header`);
   const v = new DataView(buf.buffer, buf.byteOffset, buf.byteLength);
   const be = v.getUint32(0, false);
   let little: boolean;
@@ -28,7 +23,7 @@ export function countPcapRecords(buf: Uint8Array): PcapRecordCount {
     little = true;
   }
   const out: PcapRecordCount = { records: 0, truncated: 0, longest: 0 };
-  let off = PCAP_FILE_HEADER_LEN;
+  let off = PCAP_GLOBAL_HEADER_LEN;
   while (off < buf.length) {
     if (off + PCAP_RECORD_HEADER_LEN > buf.length) throw new Error(`a record header cut short at byte ${off}`);
     const incl = v.getUint32(off + 8, little);
@@ -43,7 +38,8 @@ export function countPcapRecords(buf: Uint8Array): PcapRecordCount {
   return out;
 }
 
-if (isMain(import.meta.url)) {
+const runAsMain = process.argv[1] !== undefined && import.meta.url === pathToFileURL(realpathSync(process.argv[1])).href;
+if (runAsMain) {
   const files = process.argv.slice(2);
   if (files.length === 0 || files.includes('--help') || files.includes('-h')) {
     process.stdout.write('usage: node dist/scripts/lab/pcap-records.js FILE.pcap...\n  prints "FILE RECORDS TRUNCATED LONGEST" per file (TRUNCATED: records shorter than their packet)\n');
