@@ -1,0 +1,53 @@
+// Defaults and limits of every field, in one place (docs/config.md lists them).
+import { DEFAULT_HASH_SEED } from '../flow-hash.js';
+import { VXLAN_PORT } from '../vxlan.js';
+import type { Underlay } from './types.js';
+
+export const CONFIG_DEFAULTS = deepFreeze({
+  version: 1 as const,
+  hashSeed: DEFAULT_HASH_SEED,
+  maglevTableSize: 65537,
+  fabric: { mtu: 1500, vxlanPort: VXLAN_PORT, underlay: 'ipv4' as Underlay },
+  flowTable: { maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30, untrustedMaxFlows: 100_000, untrustedTimeoutS: 5 },
+  probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
+  pool: { latencySensitivityMs: 0 },
+  backend: { priority: 1, weight: 50, enabled: true, drain: false },
+  rule: { distribution: '5-tuple' as const },
+  bgp: { holdTimeS: 9, reconnectMinMs: 500, reconnectMaxMs: 8000, shutdownGraceMs: 300, peerPort: 179, bfd: { enabled: false, intervalMs: 100, multiplier: 3 } },
+});
+
+/** Inclusive integer ranges. `probe.timeoutMs` is further bounded by the probe's intervalMs. */
+export const CONFIG_LIMITS = deepFreeze({
+  hashSeed: [0, 0xffffffff],
+  maglevTableSize: [7, 16777213],
+  mtu: [1280, 9216],
+  port: [1, 65535],
+  maxFlows: [1, 100_000_000],
+  idleTimeoutS: [1, 86400],
+  vni: [1, 16777215],
+  intervalMs: [100, 3_600_000],
+  timeoutMs: [10, 3_600_000],
+  threshold: [1, 100],
+  latencySensitivityMs: [0, 10000],
+  priority: [1, 5],
+  weight: [1, 1000],
+  probePathLength: [1, 1024],
+  asn: [1, 4294967294],
+  holdTimeS: [0, 65535],
+  keepaliveS: [1, 21845],
+  reconnectMs: [100, 600_000],
+  shutdownGraceMs: [0, 60_000],
+  bfdIntervalMs: [10, 10_000],
+  bfdMultiplier: [1, 255],
+} as const satisfies Record<string, readonly [number, number]>);
+
+/** Names of networks, muxes, hosts, nics, probes, pools and rules. */
+export const CONFIG_NAME_RE = /^[a-z0-9][a-z0-9-]{0,31}$/;
+/** Linux IFNAMSIZ - 1: the longest interface name. */
+export const IFNAME_MAX_BYTES = 15;
+
+export function deepFreeze<T>(v: T): T {
+  if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || Object.isFrozen(v)) return v;
+  for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
+  return Object.freeze(v);
+}

@@ -1,0 +1,181 @@
+// The normalized, validated config: what every daemon reads (docs/config.md).
+import type { IpAddr } from '../addr.js';
+
+// ---------------------------------------------------------------------------------------------
+// Normalized types
+
+export type RuleProtocol = 'tcp' | 'udp' | 'all';
+/** IP protocol numbers: 6 = TCP, 17 = UDP. */
+export type IpProtocolNumber = 6 | 17;
+/** Hashed fields of a new flow: 5-tuple, 3-tuple (src, dst, protocol) or 2-tuple (src, dst). */
+export type Distribution = 5 | 3 | 2;
+export type ProbeProtocol = 'http' | 'tcp';
+
+export type Underlay = 'ipv4' | 'ipv6';
+
+export interface FabricConfig {
+  readonly mtu: number;
+  readonly vxlanPort: number;
+  /** The family of the provider addresses VXLAN travels between (the outer header). */
+  readonly underlay: Underlay;
+}
+
+export interface FlowTableConfig {
+  readonly maxFlows: number;
+  readonly tcpIdleTimeoutS: number;
+  readonly udpIdleTimeoutS: number;
+  readonly otherIdleTimeoutS: number;
+  /** Flows seen once (a SYN, one datagram) wait in a separate, smaller table until their second packet. */
+  readonly untrustedMaxFlows: number;
+  readonly untrustedTimeoutS: number;
+}
+
+export interface NetworkConfig {
+  readonly name: string;
+  readonly vni: number;
+  readonly gateway: IpAddr | null;
+  readonly gateway6: IpAddr | null;
+}
+
+export interface MuxConfig {
+  readonly name: string;
+  /** IPv4 provider address. */
+  readonly address: IpAddr;
+  readonly address6: IpAddr | null;
+}
+
+export interface HostConfig {
+  readonly name: string;
+  /** IPv4 provider address (PA): the outer destination of VXLAN to this host. */
+  readonly address: IpAddr;
+  readonly address6: IpAddr | null;
+}
+
+export interface NicConfig {
+  readonly name: string;
+  readonly host: string;
+  readonly network: string;
+  /** Interface name of the port on the host. */
+  readonly port: string;
+  /** 6 bytes. */
+  readonly mac: Uint8Array;
+  /** 1 or 2 addresses, IPv4 first. */
+  readonly addresses: readonly IpAddr[];
+  readonly address4: IpAddr | null;
+  readonly address6: IpAddr | null;
+}
+
+export interface ProbeConfig {
+  readonly name: string;
+  readonly protocol: ProbeProtocol;
+  readonly port: number;
+  /** The HTTP path; null for tcp probes. */
+  readonly path: string | null;
+  readonly intervalMs: number;
+  readonly timeoutMs: number;
+  readonly upThreshold: number;
+  readonly downThreshold: number;
+}
+
+export interface BackendConfig {
+  readonly nic: string;
+  readonly priority: number;
+  readonly weight: number;
+  readonly enabled: boolean;
+  readonly drain: boolean;
+}
+
+export interface PoolConfig {
+  readonly name: string;
+  /** Derived: the network of every backend's nic. */
+  readonly network: string;
+  readonly latencySensitivityMs: number;
+  readonly backends: readonly BackendConfig[];
+}
+
+export interface RuleConfig {
+  readonly name: string;
+  /** IP protocol numbers; 'all' -> [6, 17]. */
+  readonly protocols: readonly IpProtocolNumber[];
+  readonly protocol: RuleProtocol;
+  readonly frontendPort: number;
+  readonly backendPort: number;
+  readonly pool: string;
+  readonly distribution: Distribution;
+  readonly probe: string | null;
+}
+
+export interface VipConfig {
+  readonly address: IpAddr;
+  readonly rules: readonly RuleConfig[];
+}
+
+export interface SlbxConfig {
+  readonly version: 1;
+  readonly hashSeed: number;
+  readonly maglevTableSize: number;
+  readonly fabric: FabricConfig;
+  readonly flowTable: FlowTableConfig;
+  readonly networks: readonly NetworkConfig[];
+  readonly muxes: readonly MuxConfig[];
+  readonly hosts: readonly HostConfig[];
+  readonly nics: readonly NicConfig[];
+  readonly probes: readonly ProbeConfig[];
+  readonly pools: readonly PoolConfig[];
+  readonly vips: readonly VipConfig[];
+  /** The prefixes delegated to the load balancer: every VIP lies inside one; the router accepts host routes inside them. */
+  readonly vipRanges: readonly VipRange[];
+  /** The MUXes' BGP speaker (docs/bgp.md); null: no BGP (the router needs static routes). */
+  readonly bgp: BgpConfig | null;
+}
+
+export interface BgpPeerConfig {
+  /** The router's address the MUX connects to (IPv4, or IPv6 when every mux has address6). */
+  readonly address: IpAddr;
+  readonly asn: number;
+  readonly port: number;
+}
+
+export interface BgpBfdConfig {
+  readonly enabled: boolean;
+  /** Desired transmit and required receive interval (RFC 5880 6.8.1). */
+  readonly intervalMs: number;
+  /** Detect multiplier: missed packets before the session is down. */
+  readonly multiplier: number;
+}
+
+export interface BgpConfig {
+  /** The AS of every MUX (they announce the same VIPs with the same AS path length, so the router merges them). */
+  readonly asn: number;
+  readonly holdTimeS: number;
+  readonly keepaliveS: number;
+  /** Reconnect back-off, doubling from min to max. */
+  readonly reconnectMinMs: number;
+  readonly reconnectMaxMs: number;
+  /** On SIGTERM: withdraw, then keep forwarding this long before the capture closes. */
+  readonly shutdownGraceMs: number;
+  readonly peers: readonly BgpPeerConfig[];
+  readonly bfd: BgpBfdConfig;
+}
+
+export interface ConfigError {
+  /** Field path, e.g. "pools[0].backends[2].weight"; "" for the whole document. */
+  readonly path: string;
+  /** The offending value (undefined when the field is missing). */
+  readonly value: unknown;
+  /** What is wrong, what is allowed, how to fix it. One line. */
+  readonly message: string;
+  /** 1-based position in the source text, when the config came from parseConfig. */
+  readonly line?: number;
+  readonly column?: number;
+}
+
+export type ConfigResult = { readonly ok: true; readonly config: SlbxConfig } | { readonly ok: false; readonly errors: ConfigError[] };
+
+export interface VipRange {
+  /** The prefix's first address (host bits zero). */
+  readonly network: IpAddr;
+  readonly prefixLen: number;
+  /** Canonical text: `203.0.113.0/24`, `2001:db8:ff::/48`. */
+  readonly text: string;
+}
