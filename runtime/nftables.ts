@@ -1,5 +1,5 @@
 // The one nftables rule a host agent needs: VXLAN to its provider address is read by a packet capture,
-// so the namespace's kernel must not also answer it with ICMP port unreachable (DESIGN.md 7). Packet
+// so the namespace's kernel must not also answer it with ICMP port unreachable (it does, per datagram). Packet
 // taps see a frame before netfilter's input hook drops it.
 import { spawnSync } from 'node:child_process';
 

@@ -9,7 +9,7 @@
 // once completes on the next tick), so "in flight < slots" means the slot at the head is free. A full ring
 // is a drop, counted, never a wait.
 //
-// Why connected: dgram.send with an address string pays a lookup per packet (DESIGN.md 7). A connected
+// Why connected: dgram.send with an address string pays a lookup per packet (measured: docs/design.md). A connected
 // socket also reports ICMP port unreachable from the remote as ECONNREFUSED, on the next send's callback
 // or as an `error` event: both are handled here (counted, logged by the caller), or the process would die.
 //

@@ -1,5 +1,5 @@
 // Backend selection for new flows: Azure Front Door's origin rules applied to an L4 pool
-// (DESIGN.md section 3). Pure: backends in, candidates and a Maglev table out.
+// (docs/design.md, backend selection). Pure: backends in, candidates and a Maglev table out.
 //   1. enabled, healthy and not drained
 //   2. the best (lowest number) priority level that has any such backend
 //   3. within latencySensitivityMs of the fastest measured backend of that level (no measurement: kept)

@@ -12,7 +12,7 @@ export type VipHoldReason =
   | 'no_healthy_backend'
   /** An IPv6 VIP, and the MUX has no IPv6 provider address (address6) to be its next hop. */
   | 'no_address6'
-  /** The next-hop address is not on any interface of the MUX's namespace (DESIGN.md 7: keep_addr_on_down). */
+  /** The next-hop address is not on any interface of the MUX's namespace (Linux drops a static IPv6 address on a link that goes down unless keep_addr_on_down). */
   | 'next_hop_missing'
   /**
    * The MUX takes its policy from a controller and has not applied the first one yet: its tables come

@@ -45,7 +45,7 @@
 # --rps steers the receive processing of the mux's and the host's fabric interfaces to the DUT CPU (RPS,
 # /sys/class/net/f0/queues/rx-0/rps_cpus in those namespaces): then that CPU pays for everything done in
 # the namespace under test, the kernel's capture copy and the kernel baselines' own work included. Without
-# it (the default, as in DESIGN.md 7's prototype) that work runs in the generator CPU's softirq, so the
+# it (the default, as in the prototype measured before the project, docs/design.md) that work runs in the generator CPU's softirq, so the
 # kernel baselines are generator-limited and the capture's kernel half is free for the daemons.
 # Wire check: in round 1 of each variant, tcpdump on the receiving interface keeps the first 2000 packets
 # of the warm-up (never of the measured seconds) in wire/VARIANT.pcap; the report decodes them with the
@@ -293,7 +293,7 @@ build_topology() {
   # the backend behind the host: port h1vm1 (the host agent's side), eth0 with the nic's MAC in vm
   veth "$NS_HOST" h1vm1 "$MAC_PORT" "$NS_VM" eth0 "$MAC_NIC"
   ip -n "$NS_VM" addr add "$DIP/24" dev eth0
-  # checksum offload off on the client's and the backend's interfaces, as in the lab (DESIGN.md 7): TCP
+  # checksum offload off on the client's and the backend's interfaces, as in the lab (veth offload): TCP
   # leaves in MTU-sized segments, not 64 KB ones the MUX would refuse (too_big)
   nsx "$NS_GEN" ethtool -K eth0 tx off >/dev/null
   nsx "$NS_VM" ethtool -K eth0 tx off >/dev/null
@@ -546,7 +546,7 @@ variant_up() { # VARIANT ROUND
       start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
         dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io ring --status "$MUX_STATUS" ;;
     kernel-vxlan-decap)
-      # the device's MAC must be the inner destination MAC, or it drops the frames (DESIGN.md 7)
+      # the device's MAC must be the inner destination MAC, or it drops the frames
       ip -n "$NS_HOST" link add vx0 address "$MAC_NIC" type vxlan id 5001 local "$HOST_PA" dstport 4789 dev f0 nolearning
       nsx "$NS_HOST" sysctl -qw net.ipv4.conf.vx0.rp_filter=0
       ip -n "$NS_HOST" link set vx0 up

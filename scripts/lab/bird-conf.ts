@@ -18,7 +18,7 @@ import { buildLabPlan, type LabPlan } from './plan.js';
 
 /** The router's interface on the fabric (lib.sh names it so). */
 export const ROUTER_FABRIC_IF = 'fab0';
-/** ECMP next hops per route at most (DESIGN: up to 8 MUXes). */
+/** ECMP next hops per route at most (the lab runs up to 8 MUXes). */
 export const BIRD_MERGE_LIMIT = 16;
 
 /** The protocol name of a mux's session (`mux1`, and `mux1_6` for a session over IPv6). */

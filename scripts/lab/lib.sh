@@ -4,7 +4,7 @@
 #
 #   source scripts/lab/lib.sh
 #
-# Topology (DESIGN.md section 4; `node dist/scripts/lab/plan.js --config F` prints it for a config):
+# Topology (docs/lab.md; `node dist/scripts/lab/plan.js --config F` prints it for a config):
 #   clientK --eth0--[br0 router fab0]--[fabric: br0, MTU 1600]--fab0 muxN
 #                                                              --fab0 hostN --PORT==eth0 NIC
 # Namespaces are ${prefix}NODE: client1..N, router, fabric, one per mux, host and nic of the config.
@@ -586,7 +586,7 @@ _lab_bridge_nf_off() {
 }
 
 # ethtool -K IF tx off for each interface, in one exec: otherwise captures show incomplete checksums
-# and 64 KB segments (DESIGN.md 7).
+# and 64 KB segments (checksum offload on veths).
 _lab_tx_off() {
   local ns=$1
   shift

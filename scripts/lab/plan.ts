@@ -26,7 +26,7 @@ import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export const LAB_PREFIX_LEN_V4 = 24;
 export const LAB_PREFIX_LEN_V6 = 64;
-/** The outside clients' segment (DESIGN.md 4). */
+/** The outside clients' segment (docs/lab.md). */
 export const CLIENT_NET4 = '198.51.100.0';
 export const CLIENT_NET6 = '2001:db8:c::';
 /**
