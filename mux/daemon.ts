@@ -9,7 +9,7 @@
 //                       resolves the next hop and writes the Ethernet header)
 //   udp  ctx.out[42 ..) VXLAN header onwards, on a connected UDP socket per host (the kernel writes IPv4
 //                       and UDP: the outer source port is the socket's, not the flow hash's)
-import { formatIpv4, formatMac } from '../shared/addr.js';
+import { formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { RawSender } from '../runtime/raw-sender.js';
@@ -20,6 +20,7 @@ import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxT
 import { buildMuxContext, muxContextKey } from './context.js';
 import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
+import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 
 const CLOCK_TICK_MS = 250;
@@ -390,14 +391,7 @@ export class MuxDaemon {
   }
 
   /** What GET /flows answers: up to `limit` live flows. */
-  flows(limit: number): unknown[] {
-    const out: unknown[] = [];
-    const now = this.ctx.nowS;
-    const proto = (p: number) => (p === 6 ? 'tcp' : p === 17 ? 'udp' : String(p));
-    this.ctx.flows4.forEach(now, (k, v, e) => {
-      if (out.length >= limit) return;
-      out.push({ src: `${formatIpv4(k[0]!)}:${k[3]! >>> 16}`, dst: `${formatIpv4(k[1]!)}:${k[3]! & 0xffff}`, protocol: proto(k[2]!), nic: this.ctx.tables.nicsById[v]?.name ?? `#${v}`, idleExpiresInS: e - now });
-    });
-    return out;
+  flows(limit: number): ListedFlow[] {
+    return listFlows(this.ctx, limit);
   }
 }
