@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # 09-controller-restart: the controller is stopped (SIGTERM) and started again from its state file
-# while 2,000 HTTP requests and 8 slow ones (established before the restart, answered after it) run
-# through the VIP. Every request succeeds; the MUXes keep their tables (no policy re-applied: the same
+# while 2,000 HTTP requests and 8 long-lived keep-alive connections (established before the restart,
+# asking every 200 ms until the scenario ends them after it) run through the VIP. The stop waits for
+# evidence, not for time: the 8 connections established (client1's sockets) and the MUXes' flow_new
+# counter moved by the bulk's first connections. Every request succeeds; the MUXes keep their tables (no policy re-applied: the same
 # tables generation) and no flow moves (in the MUXes' captures every 5-tuple goes to one backend, the
 # one that answered, before, while and after the controller is down); GET /v1/state is identical
 # afterwards; every agent resyncs to the same generation.
@@ -18,7 +20,8 @@ source scripts/lab/lib.sh
 source scripts/scenarios/lib/common.sh
 REQUESTS=${REQUESTS:-2000}
 SLOW=8
-SLOW_MS=4000
+BULK_BEFORE=${BULK_BEFORE:-20}   # new flows the MUXes must have placed before the controller is stopped
+EVIDENCE_S=${EVIDENCE_S:-60}     # deadline for that evidence (generous: a loaded machine is slow, not wrong)
 VIP=203.0.113.10
 DRAIN=h1vm1
 CP_CHANGES=${CP_CHANGES:-10}
@@ -44,17 +47,41 @@ wait_health_up() {
   lab_slbctl health >&2
   return 1
 }
+# client1's established TCP connections to the VIP's port 80
+vip_established() { lab_exec client1 ss -Htn state established "( dport = :80 )" dst "$VIP" | wc -l; }
+# the new flows the MUXes placed, summed (flow_new + flow_replaced of their own /status)
+mux_flow_new() {
+  local m n=0 v
+  for m in $(lab_nodes mux); do
+    v=$(lab_daemon_status "$m" | node -e 'let t="";process.stdin.on("data",d=>t+=d).on("end",()=>{const c=JSON.parse(t).counters??{};console.log((c.flow_new??0)+(c.flow_replaced??0))})') || return 1
+    n=$(( n + v ))
+  done
+  echo "$n"
+}
+# wait_for WHAT CMD...: polls CMD every 0.1 s until it succeeds, up to EVIDENCE_S
+wait_for() {
+  local what=$1 deadline; shift
+  deadline=$(( $(now_us) + EVIDENCE_S * 1000000 ))
+  until "$@"; do
+    if [ "$(now_us)" -ge "$deadline" ]; then echo "[sc09] not seen within ${EVIDENCE_S} s: $what" >&2; return 1; fi
+    sleep 0.1
+  done
+}
 rc=0
 
 wait_health_up || rc=1
 snapshot before
 for m in $(lab_nodes mux); do lab_capture_start "$m" fab0 "$m" >/dev/null; done
-sc_client client1 http --url "http://$VIP/slow/$SLOW_MS" --count "$SLOW" --concurrency "$SLOW" --timeout-ms 15000 \
-  --json "$R/client-slow.json" >"$R/client-slow.out" 2>&1 &
+# the long-lived connections first, ended by the scenario once the controller is back (they outlive the
+# restart by construction, however slow the machine), then the bulk once all of them are established
+sc_client client1 hold --url "http://$VIP/" --connections "$SLOW" --duration-ms 300000 --interval-ms 200 --timeout-ms 15000 \
+  --end-file "$R/slow-end" --json "$R/client-slow.json" >"$R/client-slow.out" 2>&1 &
 slow=$!
+wait_for "$SLOW long-lived connections established" eval '[ "$(vip_established)" -ge "$SLOW" ]' || rc=1
+flows0=$(mux_flow_new) || rc=1
 sc_client client1 http --url "http://$VIP/" --count "$REQUESTS" --concurrency 4 --json "$R/client-http.json" >"$R/client-http.out" 2>&1 &
 bulk=$!
-sleep 0.7 & wait $!
+wait_for "$BULK_BEFORE new flows placed by the MUXes" eval '[ "$(mux_flow_new)" -ge $(( ${flows0:-0} + BULK_BEFORE )) ]' || rc=1
 
 stop_us=$(now_us)
 lab_controller_stop TERM
@@ -66,6 +93,7 @@ lab_slbctl wait --wait-s 15 || rc=1
 lab_slbctl --json agents >"$R/agents-after.json"
 
 wait "$bulk" || rc=1
+touch "$R/slow-end"
 wait "$slow" || rc=1
 cat "$R/client-http.out" "$R/client-slow.out"
 sleep 0.3 & wait $!

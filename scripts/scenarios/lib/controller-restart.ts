@@ -3,7 +3,9 @@
 //   RUNDIR/health-{before,after}.json     GET /v1/health
 //   RUNDIR/agents-after.json              GET /v1/agents once the agents resynced
 //   RUNDIR/MUX-status-{before,after}.json each MUX's own GET /status (tables generation, counters)
-//   RUNDIR/client-{http,slow}.json        the lab client's records of the traffic during the restart
+//   RUNDIR/client-http.json               the lab client's records of the requests during the restart
+//   RUNDIR/client-slow.json               its records of the long-lived connections (client.js hold), open
+//                                         before the stop and ended by the scenario after the restart
 //   RUNDIR/pcaps/MUX.pcap                 every MUX's fabric side during that traffic
 //   RUNDIR/drain.json                     slbctl --json backend drain ... --wait (the change and its acks)
 //   RUNDIR/client-drained.json, RUNDIR/pcaps/NIC-drained.pcap   new connections after the drain
@@ -29,6 +31,8 @@ const json = (run: string, f: string): any => JSON.parse(readFileSync(join(run, 
 
 interface Rec { ok: boolean; backend: string | null; sourcePort: number | null; sourceAddress: string | null }
 const records = (run: string, f: string): Rec[] => (json(run, f).records as Rec[]);
+/** A long-lived connection of `client.js hold`: asked again and again, every answer's backend listed. */
+interface HoldRec { ok: boolean; backends: string[]; answered: number; sourcePort: number | null; sourceAddress: string | null }
 
 /** The inner flow of a VXLAN packet and the backend MAC the MUX chose, or null. */
 function innerFlow(p: CapturedPacket): { key: string; mac: string; syn: boolean; src: string; sport: number } | null {
@@ -61,9 +65,12 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
 
   // --- the traffic during the restart
   const http = records(run, 'client-http.json');
-  const slowRecs = records(run, 'client-slow.json');
+  const holdRecs = json(run, 'client-slow.json').records as HoldRec[];
+  const slowRecs: Rec[] = holdRecs.map((r) => ({ ok: r.ok, backend: r.backends.length === 1 ? r.backends[0]! : null, sourcePort: r.sourcePort, sourceAddress: r.sourceAddress }));
   c.check(http.length === requests && http.every((r) => r.ok), `all ${requests} requests during the restart succeeded`, `${http.filter((r) => r.ok).length} ok of ${http.length}`);
-  c.check(slowRecs.length === slow && slowRecs.every((r) => r.ok), `all ${slow} slow requests (established before the restart, answered after it) succeeded`, `${slowRecs.filter((r) => r.ok).length} ok of ${slowRecs.length}`);
+  c.check(holdRecs.length === slow && holdRecs.every((r) => r.ok && r.answered > 0 && r.backends.length === 1),
+    `all ${slow} long-lived connections succeeded, each answered by one backend`,
+    `${holdRecs.filter((r) => r.ok).length} ok of ${holdRecs.length}; answers ${holdRecs.map((r) => `${r.answered} from ${r.backends.join('/')}`).join(', ')}`);
 
   // --- the controller came back with the same state, and the agents with the same generation
   const sb = json(run, 'state-before.json');
@@ -118,7 +125,12 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
   const moved = [...flows.entries()].filter(([, e]) => e.macs.size !== 1);
   c.check(moved.length === 0, 'no flow moved: every 5-tuple went to one backend only, on every MUX, before, during and after the restart', `${flows.size} flows${moved.length > 0 ? `; moved: ${moved.slice(0, 5).map(([k, e]) => `${k} -> ${[...e.macs].join('/')}`).join(', ')}` : ''}`);
   const spanning = [...flows.values()].filter((e) => e.before && e.after);
-  c.check(spanning.length >= slow, 'flows with packets before and after the restart kept their backend', `${spanning.length} such flows`);
+  // each long-lived connection carried packets through a MUX before the stop and after the start
+  const holdFlows = holdRecs.map((r) => [...flows.entries()].find(([k]) => k.startsWith(`${r.sourceAddress}:${r.sourcePort}>`))?.[1]);
+  const across = holdFlows.filter((e) => e !== undefined && e.before && e.after).length;
+  c.check(holdRecs.length === slow && across === slow && spanning.length >= slow,
+    `each of the ${slow} long-lived connections had packets through the MUXes before the stop and after the start, and kept its backend`,
+    `${across} of ${holdRecs.length}; ${spanning.length} flows in all with packets before and after`);
   // the backend that answered each request is the one the MUX chose for its flow
   const chosen = new Map<string, string>();
   for (const [k, e] of flows) chosen.set(k.split('>')[0]!, nicByMac.get([...e.macs][0]!) ?? '?');
