@@ -98,6 +98,11 @@ export class MuxDaemon {
   private readonly udpRefusalCounter: Int32Array;
   /** The port's deferredSendErrors() already counted in send_error_batch. */
   private batchErrorsCounted = 0;
+  /** --io ring: send() queues, so tx_packets and tx_bytes come from the batches' results (countBatchErrors). */
+  private readonly txDeferred: boolean;
+  /** The port's sentCounted() (frames, bytes) already counted in tx_packets and tx_bytes, and a scratch pair. */
+  private readonly txCounted = new Float64Array(2);
+  private readonly txNow = new Float64Array(2);
   private readonly startedAt = Date.now();
   /** The BGP speakers (docs/bgp.md); idle without a bgp section. */
   private readonly bgp: MuxBgp | null;
@@ -117,6 +122,7 @@ export class MuxDaemon {
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
     this.port = createFramePort(io.io, o.iface);
+    this.txDeferred = this.port.txDeferred;
     this.neighbors = new NeighborResolver(o.mac, (f, len) => {
       if (!this.port.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
     });
@@ -222,7 +228,11 @@ export class MuxDaemon {
       const path = this.sendPathCode;
       const n = ctx.outLen;
       let failed: number;
-      if (path === 0) failed = this.port.send(ctx.out, n) ? -1 : C.send_error_cap;
+      if (path === 0) {
+        if (!this.port.send(ctx.out, n, true)) failed = C.send_error_cap;
+        else if (this.txDeferred) return; // counted when its batch went out, if the kernel took it (countBatchErrors)
+        else failed = -1;
+      }
       else if (path === 1) failed = this.raw!.sendTo(ctx.out, OUTER_IP_OFF, n - OUTER_IP_OFF, ctx.lastNic!.host.pa.text) ? -1 : C.send_error_raw;
       else {
         const s = this.udpByHost.get(ctx.lastNic!.host);
@@ -233,7 +243,8 @@ export class MuxDaemon {
       if (failed < 0) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += n; } else cv[failed]!++;
     } else if (v === VERDICT_REPLY) {
       // ICMP back out the capture interface
-      if (this.port.send(ctx.out, ctx.outLen)) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += ctx.outLen; } else cv[C.send_error_reply]!++;
+      if (!this.port.send(ctx.out, ctx.outLen, true)) cv[C.send_error_reply]!++;
+      else if (!this.txDeferred) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += ctx.outLen; }
     } else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
   }
 
@@ -244,11 +255,19 @@ export class MuxDaemon {
   };
 
   /**
-   * Frames the capture's send() queued and the kernel refused when their batch went out (--io ring:
-   * one sendmmsg per batch) into send_error_batch. Read from the addon's counters, so on a timer and
-   * before /counters answers, never per packet. (Such a frame was counted in tx_packets when queued.)
+   * --io ring (one sendmmsg per batch): the frames the capture's send() queued that the kernel took
+   * into tx_packets and tx_bytes, and those it refused into send_error_batch. Read from the addon's
+   * counters, so on a timer and before /counters answers, never per packet.
    */
   private countBatchErrors(): void {
+    if (this.txDeferred) {
+      const now = this.txNow;
+      this.port.sentCounted(now);
+      const cv = this.ctx.counters.values;
+      cv[this.ctx.counters.index.tx_packets]! += now[0]! - this.txCounted[0]!;
+      cv[this.ctx.counters.index.tx_bytes]! += now[1]! - this.txCounted[1]!;
+      this.txCounted.set(now);
+    }
     const n = this.port.deferredSendErrors();
     if (n === this.batchErrorsCounted) return;
     this.ctx.counters.values[this.ctx.counters.index.send_error_batch]! += n - this.batchErrorsCounted;

@@ -82,6 +82,7 @@ typedef struct port {
   unsigned tx_count;
   struct mmsghdr *msgs;
   struct iovec *iov;
+  uint8_t *tx_counted; /* per queue slot: 1 when the caller counts the frame as sent (send()'s `counted`) */
   struct sockaddr_storage dst;
   socklen_t dst_len;
   struct port *next_pending;
@@ -89,6 +90,8 @@ typedef struct port {
   /* counters */
   double rx_packets, rx_batches, rx_truncated, rx_vlan, rx_kernel_packets, rx_kernel_drops, rx_max_batch, rx_spin_hits;
   double tx_packets, tx_batches, tx_errors, tx_oversize, rx_errors;
+  /* frames sent with `counted` that the kernel took, and their bytes: the caller's tx, counted per batch */
+  double tx_counted_packets, tx_counted_bytes;
   int tx_last_errno, rx_last_errno;
   /* lifetime */
   int closed;
@@ -175,6 +178,9 @@ static void flush_port(port_t *p) {
     int n = sendmmsg(p->fd, p->msgs + i, p->tx_count - i, MSG_DONTWAIT);
     if (n > 0) {
       p->tx_packets += n;
+      for (unsigned k = i; k < i + (unsigned)n; k++) {
+        if (p->tx_counted[k]) { p->tx_counted_packets++; p->tx_counted_bytes += (double)p->iov[k].iov_len; }
+      }
       i += (unsigned)n;
     } else if (n < 0 && errno == EINTR) {
       continue;
@@ -192,8 +198,9 @@ static void flush_pending(void) {
   while (pending_head != NULL) flush_port(pending_head);
 }
 
-/* Queues buf[0..len) on p; returns 0, or a negative errno when it cannot be sent at all. */
-static int queue_frame(port_t *p, const uint8_t *buf, size_t len) {
+/* Queues buf[0..len) on p; returns 0, or a negative errno when it cannot be sent at all. `counted`: once
+   the kernel takes it, it counts in tx_counted_packets and tx_counted_bytes. */
+static int queue_frame(port_t *p, const uint8_t *buf, size_t len, int counted) {
   if (p->fd < 0) return -EBADF;
   if (len > p->tx_slot_bytes) {
     /* larger than a queue slot: send it alone, now (after what is queued, to keep the order) */
@@ -208,12 +215,14 @@ static int queue_frame(port_t *p, const uint8_t *buf, size_t len) {
     }
     p->tx_packets++;
     p->tx_batches++;
+    if (counted) { p->tx_counted_packets++; p->tx_counted_bytes += (double)len; }
     return 0;
   }
   if (p->tx_count == p->tx_slots) flush_port(p);
   unsigned i = p->tx_count++;
   memcpy(p->tx_buf + (size_t)i * p->tx_slot_bytes, buf, len);
   p->iov[i].iov_len = len;
+  p->tx_counted[i] = (uint8_t)(counted != 0);
   if (batch_depth == 0) {
     flush_port(p);
   } else if (!p->pending) {
@@ -230,7 +239,8 @@ static int alloc_tx(port_t *p, unsigned slots, unsigned slot_bytes) {
   p->tx_buf = (uint8_t *)malloc((size_t)slots * slot_bytes);
   p->msgs = (struct mmsghdr *)calloc(slots, sizeof(struct mmsghdr));
   p->iov = (struct iovec *)calloc(slots, sizeof(struct iovec));
-  if (p->tx_buf == NULL || p->msgs == NULL || p->iov == NULL) return -1;
+  p->tx_counted = (uint8_t *)calloc(slots, 1);
+  if (p->tx_buf == NULL || p->msgs == NULL || p->iov == NULL || p->tx_counted == NULL) return -1;
   for (unsigned i = 0; i < slots; i++) {
     p->iov[i].iov_base = p->tx_buf + (size_t)i * slot_bytes;
     p->msgs[i].msg_hdr.msg_iov = &p->iov[i];
@@ -249,6 +259,7 @@ static void free_port(port_t *p) {
   free(p->tx_buf);
   free(p->msgs);
   free(p->iov);
+  free(p->tx_counted);
   free(p);
 }
 
@@ -644,10 +655,11 @@ static napi_value open_raw(napi_env env, napi_callback_info info) {
 
 /* ---- common calls ------------------------------------------------------------------------------- */
 
-/* send(h, buf, off, len) -> 0 queued (or sent), negative errno when refused at once */
+/* send(h, buf, off, len[, counted]) -> 0 queued (or sent), negative errno when refused at once.
+   counted: when the kernel takes the frame (at its batch's sendmmsg), it counts in txCounted*. */
 static napi_value js_send(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], r;
+  size_t argc = 5;
+  napi_value argv[5], r;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   port_t *p = get_port(env, argv[0]);
   if (p == NULL) return NULL;
@@ -657,7 +669,9 @@ static napi_value js_send(napi_env env, napi_callback_info info) {
   if (!get_bytes(env, argv[1], &data, &blen) || !get_u32(env, argv[2], &off) || !get_u32(env, argv[3], &len))
     return throw_msg(env, "send(h, buf, off, len)");
   if ((size_t)off + len > blen) return throw_msg(env, "send: off + len beyond the buffer");
-  int rc = queue_frame(p, data + off, len);
+  bool counted = false;
+  if (argc >= 5 && napi_get_value_bool(env, argv[4], &counted) != napi_ok) counted = false;
+  int rc = queue_frame(p, data + off, len, counted ? 1 : 0);
   napi_create_int32(env, rc, &r);
   return r;
 }
@@ -714,6 +728,8 @@ static napi_value js_stats(napi_env env, napi_callback_info info) {
   set_num(env, o, "txPackets", p->tx_packets);
   set_num(env, o, "txBatches", p->tx_batches);
   set_num(env, o, "txErrors", p->tx_errors);
+  set_num(env, o, "txCountedPackets", p->tx_counted_packets);
+  set_num(env, o, "txCountedBytes", p->tx_counted_bytes);
   set_num(env, o, "txOversize", p->tx_oversize);
   set_num(env, o, "txQueued", p->tx_count);
   set_num(env, o, "ringFrames", p->frame_nr);

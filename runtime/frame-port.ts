@@ -22,8 +22,20 @@ export function isIoPath(text: string): text is IoPath {
 export interface FramePort {
   readonly iface: string;
   open(filter: string, onFrame: (frame: Buffer, len: number, truncated: boolean) => void, bufferBytes?: number): void;
-  /** false: not sent, the caller counts it (send_error_<what>); the port counts it too (sendErrors). */
-  send(buf: Buffer, len: number): boolean;
+  /**
+   * false: not sent, the caller counts it (send_error_<what>); the port counts it too (sendErrors).
+   * true: sent, or with txDeferred queued for a batch the kernel may still refuse (deferredSendErrors).
+   * counted: a frame the caller counts as sent; with txDeferred it is counted by sentCounted() once the
+   * kernel took it, not by the caller when send() returns.
+   */
+  send(buf: Buffer, len: number, counted?: boolean): boolean;
+  /** true on the ring path: send() queues, the kernel takes or refuses the frame when its batch goes out. */
+  readonly txDeferred: boolean;
+  /**
+   * With txDeferred: frames sent with `counted` that the kernel took (out[0]) and their bytes (out[1]),
+   * since the port was made; otherwise both 0. Not per packet: on a timer and before /counters answers.
+   */
+  sentCounted(out: Float64Array): void;
   readonly isOpen: boolean;
   close(): void;
   readonly sendErrors: number;

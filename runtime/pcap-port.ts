@@ -57,6 +57,15 @@ export class PcapPort {
     return 0;
   }
 
+  /** send() returning true means the kernel took the frame: the caller counts it then. */
+  readonly txDeferred = false;
+
+  /** Nothing is counted here (txDeferred is false): both 0. */
+  sentCounted(out: Float64Array): void {
+    out[0] = 0;
+    out[1] = 0;
+  }
+
   get isOpen(): boolean {
     return this.cap !== null;
   }

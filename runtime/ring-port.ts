@@ -12,7 +12,8 @@
 //   - a frame longer than the slot (the interface's MTU + 18, at least 2048 bytes) arrives truncated,
 //     flagged as such; libpcap's slot is 64 KB only when the interface has offloads on;
 //   - a frame sent inside a batch reaches the kernel when the batch ends (microseconds later), and a
-//     send the kernel refuses is counted then (sendErrors), not returned by send().
+//     send the kernel refuses is counted then (sendErrors), not returned by send(); so a frame the
+//     caller counts as sent is sent with `counted` and counted from the batch's result (sentCounted).
 // The addon is optional: loadRingAddon() says why it is unavailable, and runtime/frame-port.ts falls
 // back to PcapPort with that reason logged.
 import { readFileSync, existsSync } from 'node:fs';
@@ -25,8 +26,11 @@ export interface RingAddon {
   openPacket(iface: string, filter: string, ringBytes: number, frameBytes: number, batch: number, txSlots: number,
     ignoreOutgoing: boolean, rx: Buffer, meta: Uint32Array, onBatch: (n: number) => void, spinUs?: number): object;
   openRaw(family: 4 | 6, via: string, txSlots: number, slotBytes: number): object;
-  /** 0 queued (or sent), a negative errno when refused at once. */
-  send(h: object, buf: Uint8Array, off: number, len: number): number;
+  /**
+   * 0 queued (or sent), a negative errno when refused at once. counted: once the kernel takes the frame
+   * (at its batch's sendmmsg) it counts in txCountedPackets and txCountedBytes.
+   */
+  send(h: object, buf: Uint8Array, off: number, len: number, counted?: boolean): number;
   flush(h: object): void;
   stats(h: object): RingStats;
   close(h: object): void;
@@ -47,6 +51,9 @@ export interface RingStats {
   txPackets: number;
   txBatches: number;
   txErrors: number;
+  /** Frames sent with `counted` that the kernel took, and their bytes (the caller's tx_packets, tx_bytes). */
+  txCountedPackets: number;
+  txCountedBytes: number;
   txOversize: number;
   txQueued: number;
   ringFrames: number;
@@ -133,6 +140,11 @@ export class RingPort {
   private refused = 0;
   /** txErrors of the handles closed so far (open() after close() starts a new handle at 0). */
   private closedTxErrors = 0;
+  /** txCountedPackets and txCountedBytes of the handles closed so far. */
+  private closedCountedPackets = 0;
+  private closedCountedBytes = 0;
+  /** The kernel takes a frame when its batch goes out, after send() returned: see sentCounted(). */
+  readonly txDeferred = true;
 
   constructor(iface: string, addon: RingAddon, opts: RingPortOptions = {}) {
     this.iface = iface;
@@ -159,11 +171,14 @@ export class RingPort {
     this.last = null;
   }
 
-  /** Queues buf[0..len) (copied at once); false when the kernel cannot take it at all. */
-  send(buf: Uint8Array, len: number): boolean {
+  /**
+   * Queues buf[0..len) (copied at once); false when the kernel cannot take it at all. counted: the frame
+   * counts in sentCounted() once the kernel took it.
+   */
+  send(buf: Uint8Array, len: number, counted = false): boolean {
     const h = this.h;
     if (h === null) return false;
-    if (this.addon.send(h, buf, 0, len) === 0) return true;
+    if (this.addon.send(h, buf, 0, len, counted) === 0) return true;
     this.refused++;
     return false;
   }
@@ -176,6 +191,16 @@ export class RingPort {
   deferredSendErrors(): number {
     const now = this.h !== null ? this.addon.stats(this.h).txErrors : 0;
     return this.closedTxErrors + now - this.refused;
+  }
+
+  /**
+   * Frames sent with `counted` that the kernel took (out[0]) and their bytes (out[1]), since this port
+   * was made, across reopens. Reads the addon's counters: from a timer or a status read, not per packet.
+   */
+  sentCounted(out: Float64Array): void {
+    const st = this.h !== null ? this.addon.stats(this.h) : null;
+    out[0] = this.closedCountedPackets + (st?.txCountedPackets ?? 0);
+    out[1] = this.closedCountedBytes + (st?.txCountedBytes ?? 0);
   }
 
   /** Sends what is queued now (sends inside a batch go out when the batch ends anyway). */
@@ -205,6 +230,8 @@ export class RingPort {
     if (this.h !== null) {
       this.last = this.addon.stats(this.h);
       this.closedTxErrors += this.last.txErrors;
+      this.closedCountedPackets += this.last.txCountedPackets ?? 0;
+      this.closedCountedBytes += this.last.txCountedBytes ?? 0;
       this.addon.close(this.h);
       this.h = null;
     }

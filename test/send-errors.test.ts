@@ -3,7 +3,7 @@
 // host agent objects on real sockets that really fail, in a network namespace of their own made with
 // `unshare --net` (scripts/bench/send-fail-check.ts sets it up and drives them):
 //   MUX  cap  frames longer than the interface's MTU: EMSGSIZE from the packet socket -> send_error_cap
-//            (--io ring: refused at the batch's sendmmsg -> send_error_batch)
+//            (--io ring: refused at the batch's sendmmsg -> send_error_batch, and not in tx_packets)
 //        raw  no route to the hosts: ENETUNREACH from sendto -> send_error_raw
 //        udp  no route: ENETUNREACH in the send's callback -> send_error_udp
 //   host agent  DSR over IPv4 with no route (send_error_dsr), over IPv6 without a DSR socket
@@ -74,12 +74,18 @@ describe('send errors on real sockets (a namespace of its own)', () => {
     expect(h.dsr!.lastError).toMatch(/unreachable/i);
   });
 
-  it.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', '--io ring send errors'))('--io ring: sends the kernel refuses in a batch are counted as send_error_batch', () => {
+  it.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', '--io ring send errors'))('--io ring: sends the kernel refuses in a batch are counted as send_error_batch, and only those it took in tx_packets', () => {
     const o = run('ring');
     const N = 20;
     const cap = o['mux-cap']!;
     expect(moved(cap.before, cap.fault)).toEqual({ send_error_batch: N });
+    // a frame the batch's sendmmsg refused is not counted as sent; those the kernel took are, with their
+    // bytes: each a 54-byte TCP SYN (14 + 20 + 20) in 50 bytes of VXLAN over IPv4 (14 + 20 + 8 + 8)
+    expect(cap.fault.tx_packets! - cap.before.tx_packets!, 'mux cap, ring: refused in the batch, not counted as sent').toBe(0);
+    expect(cap.fault.tx_bytes! - cap.before.tx_bytes!, 'mux cap, ring: no bytes counted for refused frames').toBe(0);
     expect(moved(cap.fault, cap.after!)).toEqual({});
+    expect(cap.after!.tx_packets! - cap.fault.tx_packets!, 'mux cap, ring: sent and counted').toBe(N);
+    expect(cap.after!.tx_bytes! - cap.fault.tx_bytes!, 'mux cap, ring: their bytes').toBe(N * (54 + 50));
     // the raw and udp paths do not use the ring's sockets: the same as with pcap
     expect(moved(o['mux-raw']!.before, o['mux-raw']!.fault)).toEqual({ send_error_raw: N });
     expect(moved(o['mux-udp']!.before, o['mux-udp']!.fault)).toEqual({ send_error_udp: N });
