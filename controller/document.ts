@@ -104,12 +104,6 @@ export interface Target {
   subKey?: string;
 }
 
-export function describeTarget(t: Target): string {
-  if (t.sub === undefined) return t.key === undefined ? t.coll : `${SINGULAR[t.coll]} ${t.key}`;
-  const parent = `${SINGULAR[t.coll]} ${t.key}`;
-  return t.subKey === undefined ? `${parent} ${t.sub}` : `${SINGULAR[t.sub]} ${t.subKey} of ${parent}`;
-}
-
 interface Located {
   list: Doc[];
   /** Path of the list in the document. */

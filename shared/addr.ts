@@ -46,12 +46,6 @@ export function ip(text: string): IpAddr {
   return a;
 }
 
-/** Parses `a.b.c.d` into a uint32, or -1. */
-export function parseIpv4(text: string): number {
-  const a = parseIpAddr(text);
-  return a !== null && a.family === 4 ? a.words[0]! : -1;
-}
-
 export function formatIpv4(v: number): string {
   return `${(v >>> 24) & 0xff}.${(v >>> 16) & 0xff}.${(v >>> 8) & 0xff}.${v & 0xff}`;
 }
@@ -76,16 +70,6 @@ export function formatIpv6(words: ArrayLike<number>, off = 0): string {
   const hex = groups.map((g) => g.toString(16));
   if (bestStart < 0) return hex.join(':');
   return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
-}
-
-/** Text of the address bytes at buf[off..]: 4 bytes for family 4, 16 for family 6. */
-export function formatIpBytes(buf: Uint8Array, off: number, family: IpFamily): string {
-  if (family === 4) return `${buf[off]}.${buf[off + 1]}.${buf[off + 2]}.${buf[off + 3]}`;
-  const w = new Uint32Array(4);
-  for (let i = 0; i < 4; i++) {
-    w[i] = ((buf[off + i * 4]! << 24) | (buf[off + i * 4 + 1]! << 16) | (buf[off + i * 4 + 2]! << 8) | buf[off + i * 4 + 3]!) >>> 0;
-  }
-  return formatIpv6(w, 0);
 }
 
 /** Writes the address (4 or 16 bytes) at buf[off]. */
@@ -118,9 +102,4 @@ export function formatMac(buf: Uint8Array, off = 0): string {
   const parts: string[] = [];
   for (let i = 0; i < MAC_LEN; i++) parts.push(buf[off + i]!.toString(16).padStart(2, '0'));
   return parts.join(':');
-}
-
-/** True for a multicast or broadcast MAC (I/G bit set). */
-export function isMulticastMac(buf: Uint8Array, off: number): boolean {
-  return (buf[off]! & 1) === 1;
 }

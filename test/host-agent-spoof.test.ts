@@ -4,7 +4,7 @@
 // fixtures for the data plane's check, and the learning rules (what is believed, a conflict, a changed MAC).
 // The MACs below are written out here, not taken from the code under test.
 import { describe, expect, it } from 'vitest';
-import { mac, parseIpv4 as ipv4Number } from '../shared/addr.js';
+import { ip, mac } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_SYN } from '../shared/tcp.js';
 import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
@@ -18,6 +18,8 @@ import {
 } from '../host-agent/neighbors.js';
 import { labConfig } from './helpers/lab-config.js';
 
+/** An IPv4 address as the uint32 the data plane keeps. */
+const ipv4Number = (text: string): number => ip(text).words[0]!;
 const MUX1_MAC = '02:00:c6:12:00:0b';
 const MUX2_MAC = '02:00:c6:12:00:0c';
 const ROUTER_MAC = '02:00:c6:12:00:01';
