@@ -4,7 +4,7 @@
 // Not root: the namespace part is skipped, except under CI, where it fails.
 import { describe, expect, it, beforeAll, afterAll, afterEach } from 'vitest';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -93,7 +93,24 @@ const why = whyCannotRun();
 const CI = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false' && process.env.CI !== '0';
 const listNamespaces = () => spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout.split('\n').map((l) => l.split(' ')[0]!).filter((n) => n !== '');
 /** Lab namespaces (slbx-XXXX-...) that were not in `before`. */
-const newLabNamespaces = (before: readonly string[]) => listNamespaces().filter((n) => /^slbx-[0-9a-f]{4}-/.test(n) && !before.includes(n));
+// Prefixes claimed by the other labs on this machine (a scenario or a user's lab running meanwhile):
+// their namespaces are not this test's leftovers.
+const otherLabPrefixes = (): string[] => {
+  const dir = join(ROOT, 'runs/lab');
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const lab of readdirSync(dir)) {
+    const state = join(dir, lab, 'state.env');
+    if (!existsSync(state)) continue;
+    const m = /^SLBX_LAB_PREFIX=(slbx-[0-9a-f]{4}-)$/m.exec(readFileSync(state, 'utf8'));
+    if (m) out.push(m[1]!);
+  }
+  return out;
+};
+const newLabNamespaces = (before: readonly string[]) => {
+  const others = otherLabPrefixes();
+  return listNamespaces().filter((n) => /^slbx-[0-9a-f]{4}-/.test(n) && !before.includes(n) && !others.some((p) => n.startsWith(p)));
+};
 const alive = (pid: number) => {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
