@@ -93,7 +93,9 @@ export function handleRequest(name: string, req: IncomingMessage, res: ServerRes
 
 function listenHttp(name: string, port: number): Promise<void> {
   const server = createServer((req, res) => handleRequest(name, req, res));
-  server.keepAliveTimeout = 5000;
+  // an idle keep-alive connection is closed after 60 s, not 5: a connection waiting out a restarted host
+  // agent or MUX (TCP retransmitting the next request) can be idle for seconds on a busy machine
+  server.keepAliveTimeout = 60_000;
   server.on('clientError', (_e, socket) => socket.destroy());
   return new Promise((resolve, reject) => {
     server.once('error', reject);

@@ -219,6 +219,7 @@ const HTTP_OPTIONS: readonly OptionSpec[] = [
   { name: 'rate', value: 'N', help: 'start request i no earlier than i/N s after the start: a steady stream of N new connections per second (as long as --concurrency allows); default: as fast as --concurrency allows' },
   { name: 'source', value: 'ADDRS', help: 'local address(es) to connect from: A, A-B or A,B,...; round robin per request' },
   { name: 'timeout-ms', value: 'MS', help: 'per request, connect to last byte', default: '3000' },
+  { name: 'end-file', value: 'FILE', help: 'start no request once FILE exists (polled every 50 ms; --count is then at most): a scenario ends the stream after its change' },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
   { name: 'help', help: 'this help' },
 ];
@@ -245,17 +246,24 @@ async function runHttp(args: ParsedArgs): Promise<number> {
   const srcText = one(args, 'source');
   const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
   const json = one(args, 'json');
-  const records: HttpRecord[] = new Array(count);
+  const endFile = one(args, 'end-file');
+  let endSeen = false;
+  const endPoll = endFile === undefined ? null : setInterval(() => { if (existsSync(endFile)) endSeen = true; }, 50);
+  const all: (HttpRecord | undefined)[] = new Array(count);
   const t0 = process.hrtime.bigint();
   await runPool(count, concurrency, async (i) => {
+    if (endSeen) return;
     if (rate > 0) {
       // a timer may fire up to a millisecond early (libuv's clock): look again until the time has come
       const dueMs = (i * 1000) / rate;
       const leftMs = () => dueMs - Number(process.hrtime.bigint() - t0) / 1e6;
       for (let left = leftMs(); left > 0; left = leftMs()) await new Promise((r) => setTimeout(r, Math.ceil(left)));
+      if (endSeen) return;
     }
-    records[i] = await httpOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, timeoutMs, t0);
+    all[i] = await httpOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, timeoutMs, t0);
   });
+  if (endPoll !== null) clearInterval(endPoll);
+  const records = all.filter((r): r is HttpRecord => r !== undefined); // --end-file: the requests started before it
   const summary = summarize(records, Number(process.hrtime.bigint() - t0) / 1e6);
   const out = json === '-' ? process.stderr : process.stdout;
   printSummary(out, `http ${url.href}`, summary);

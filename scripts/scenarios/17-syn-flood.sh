@@ -28,7 +28,9 @@ source scripts/scenarios/lib/common.sh
 VIP=203.0.113.10
 PORT=80
 SPOOF=198.19.0.0/16
-FLOOD_S=${FLOOD_S:-12}   # the flood's length: 1 s steps until FLOOD_S seconds have passed, with the good traffic
+FLOOD_S=${FLOOD_S:-12}   # the flood's length: 1 s steps until FLOOD_S seconds have passed, with the good traffic,
+FLOOD_MIN_SYNS=30000     # and until it has sent 3 times the untrusted table (below), however slow the generator
+FLOOD_MAX_S=90           # (but no longer than this)
 STEP_CAP_S=1.5           # a step ends after this even if the generator is short of its rate
 P2_S=${P2_S:-3}          # phase 2: the generator's ceiling
 LEAD_S=2                 # good traffic before the flood
@@ -143,10 +145,10 @@ _ramp_read() {  # prints: client1_tx arrived_at_mux mux_read mux_tx host_in
   printf '%s %s %s %s %s\n' "$tx" "${ns:-0}" "$(( $(_num "$m" rx_packets) - $(_num "$m" control_arp) - $(_num "$m" control_nd) ))" \
     "$(_num "$m" tx_packets)" "$(( $(_num "$h1" in_packets) + $(_num "$h2" in_packets) ))"
 }
-flood_ramp() {  # SECONDS: steps until then (the last one starts before and ends within STEP_CAP_S + its readings)
-  local end=$(( $(now_us) + $1 * 1000000 )) r=$RAMP_START_PPS i=0 t0 t1 a b share_m share_h share found=0 st
+flood_ramp() {  # SECONDS: steps until then and FLOOD_MIN_SYNS sent (the last one starts before and ends within STEP_CAP_S + its readings)
+  local end=$(( $(now_us) + $1 * 1000000 )) hard_end=$(( $(now_us) + FLOOD_MAX_S * 1000000 )) r=$RAMP_START_PPS i=0 t0 t1 a b share_m share_h share found=0 st total=0
   read -r -a a < <(_ramp_read)
-  while [ "$(now_us)" -lt "$end" ]; do
+  while { [ "$(now_us)" -lt "$end" ] || [ "$total" -lt "$FLOOD_MIN_SYNS" ]; } && [ "$(now_us)" -lt "$hard_end" ]; do
     i=$((i + 1))
     t0=$(now_us)
     st=0
@@ -165,30 +167,34 @@ flood_ramp() {  # SECONDS: steps until then (the last one starts before and ends
     if (( share >= 970 )); then r=$(( found ? r * 11 / 10 : r * 14 / 10 ))
     else found=1; if (( share < 900 )); then r=$(( r * 7 / 10 )); fi; fi
     if (( r > RAMP_MAX_PPS )); then r=$RAMP_MAX_PPS; fi
+    total=$((total + b[0] - a[0]))
     a=("${b[@]}")
   done
   printf '%s %s %s\n' flood "$(awk 'NR == 1 { print $2 }' "$LAB_DIR/ramp.txt")" "$t1" >>"$LAB_DIR/flood-times.txt"
 }
 
 rc=0
-good_s=$((LEAD_S + FLOOD_S + 3 + TAIL_S))   # the last step may end up to STEP_CAP_S and its readings after FLOOD_S
-# A packet of a good connection lost in the flood (a full ring while the lab is at its limit) is sent
-# again by TCP with exponential backoff, so its next try after the flood comes within about the flood's
-# length: a client timeout of twice the flood and then some lets every connection finish after it,
-# whatever the machine's speed (the latencies measured are printed: p99 about a second)
-good_timeout_ms=$(( (2 * (FLOOD_S + 3) + 10) * 1000 ))
-sc_client client2 hold --url "http://$VIP/health" --connections 200 --duration-ms $((good_s * 1000 + 1000)) --interval-ms 500 --timeout-ms $good_timeout_ms \
+# The good traffic runs until the scenario ends it (RUN/good.end, TAIL_S after the flood), so it spans
+# the flood however long that takes. A packet of a good connection lost in the flood (a full ring
+# while the lab is at its limit) is sent again by TCP with exponential backoff, so its next try after
+# the flood comes within about the flood's length: a client timeout of twice the longest flood lets
+# every connection finish after it, whatever the machine's speed (the latencies are printed)
+good_s=$((LEAD_S + FLOOD_MAX_S + 3 + TAIL_S))
+good_timeout_ms=$(( (2 * (FLOOD_MAX_S + 3) + 10) * 1000 ))
+sc_client client2 hold --url "http://$VIP/health" --connections 200 --duration-ms $((good_s * 1000)) --end-file "$LAB_DIR/good.end" --interval-ms 500 --timeout-ms $good_timeout_ms \
   --source $HOLD_SRC --json "$LAB_DIR/hold.json" >"$LAB_DIR/hold.out" 2>&1 &
 hold=$!
-sc_client client2 http --url "http://$VIP/" --count $((RATE * good_s)) --rate "$RATE" --concurrency 64 --timeout-ms $good_timeout_ms \
+sc_client client2 http --url "http://$VIP/" --count $((RATE * good_s)) --end-file "$LAB_DIR/good.end" --rate "$RATE" --concurrency 64 --timeout-ms $good_timeout_ms \
   --source $HTTP_SRC --json "$LAB_DIR/http.json" >"$LAB_DIR/http.out" 2>&1 &
 http=$!
 sleep "$LEAD_S"
 sc17_snap pre
-echo "--- 1. the flood: $FLOOD_S s of 1 s steps of spoofed SYNs at the highest rate the lab carries, under 200 established connections and $RATE new ones a second"
+echo "--- 1. the flood: $FLOOD_S s (and $FLOOD_MIN_SYNS SYNs at least) of 1 s steps of spoofed SYNs at the highest rate the lab carries, under 200 established connections and $RATE new ones a second"
 flood_ramp "$FLOOD_S" || rc=1
 sc17_snap flood
 lab_exec mux1 curl -sf 'http://127.0.0.1:9180/flows?limit=10000' >"$LAB_DIR/flows-after-flood.json"
+sleep "$TAIL_S"
+touch "$LAB_DIR/good.end"
 wait "$hold" || rc=1
 wait "$http" || rc=1
 cat "$LAB_DIR/hold.out" "$LAB_DIR/http.out"
