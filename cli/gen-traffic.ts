@@ -81,16 +81,10 @@ const OPTIONS: OptionSpec[] = [
   { name: 'help', help: 'show this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'slbx-gen-traffic',
-  usage: 'slbx-gen-traffic --config FILE --out OUT.pcap [--kind client|replies] [options]',
-  about: 'Writes test traffic for slbx-replay: client TCP SYNs and UDP datagrams to every VIP rule, or the\nreplies of one host\'s backends. MACs follow slbx-replay\'s defaults (02:00 + IPv4 address).',
-  options: OPTIONS,
-};
+const COMMAND: CommandSpec = { program: 'slbx-gen-traffic', usage: 'slbx-gen-traffic --config FILE --out OUT.pcap [--kind client|replies] [options]', options: OPTIONS,
+  about: 'Writes test traffic for slbx-replay: client TCP SYNs and UDP datagrams to every VIP rule, or the\nreplies of one host\'s backends. MACs follow slbx-replay\'s defaults (02:00 + IPv4 address).' };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const cfgPath = one(args, 'config');

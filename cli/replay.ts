@@ -150,9 +150,7 @@ const COMMAND: CommandSpec = {
     '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
 };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   for (const req of ['config', 'plane', 'in', 'out']) {

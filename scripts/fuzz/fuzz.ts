@@ -152,16 +152,10 @@ export function replayCorpus(dir: string, targets: readonly Target[], all: reado
   return out;
 }
 
-const COMMAND: CommandSpec = {
-  program: 'fuzz',
-  usage: 'node dist/scripts/fuzz/fuzz.js [options]',
-  about: 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.',
-  options: OPTIONS,
-};
+const COMMAND: CommandSpec = { program: 'fuzz', usage: 'node dist/scripts/fuzz/fuzz.js [options]', options: OPTIONS,
+  about: 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.' };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const all = loadTargets();

@@ -139,18 +139,10 @@ const HELP_EXTRA = `modes:
   udp-echo  answers each datagram from the same socket with "NIC " followed by the datagram`;
 
 const USAGE = 'backend.js http|udp-echo --name NIC --ports P,P...';
-const COMMAND: CommandSpec = {
-  program: 'backend',
-  usage: USAGE,
-  about: 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).',
-  options: OPTIONS,
-  extraHelp: HELP_EXTRA,
-  errorSuffix: `\nusage: ${USAGE} (see --help)`,
-};
+const COMMAND: CommandSpec = { program: 'backend', usage: USAGE, options: OPTIONS, extraHelp: HELP_EXTRA, errorSuffix: `\nusage: ${USAGE} (see --help)`,
+  about: 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).' };
 
-export function main(argv: readonly string[]): Promise<number> {
-  return runCommandAsync(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): Promise<number> => runCommandAsync(COMMAND, argv, runParsed);
 
 async function runParsed(args: ParsedArgs): Promise<number> {
   const mode = args.positional[0];

@@ -105,17 +105,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'bird-conf',
-  usage: 'node dist/scripts/lab/bird-conf.js --config FILE',
-  about: 'Prints the lab router\'s BIRD 2 configuration for a config with a bgp section.',
-  options: OPTIONS,
-  noPositional: true,
-};
+const COMMAND: CommandSpec = { program: 'bird-conf', usage: 'node dist/scripts/lab/bird-conf.js --config FILE', options: OPTIONS, noPositional: true,
+  about: 'Prints the lab router\'s BIRD 2 configuration for a config with a bgp section.' };
 
-function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');

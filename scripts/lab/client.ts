@@ -224,13 +224,8 @@ const HTTP_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const HTTP_COMMAND: CommandSpec = {
-  program: 'client http',
-  usage: 'client.js http --url URL [options]',
-  about: 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.',
-  options: HTTP_OPTIONS,
-  errorSuffix: ' (see client.js http --help)',
-};
+const HTTP_COMMAND: CommandSpec = { program: 'client http', usage: 'client.js http --url URL [options]', options: HTTP_OPTIONS, errorSuffix: ' (see client.js http --help)',
+  about: 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.' };
 
 async function runHttp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -335,13 +330,8 @@ const UDP_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const UDP_COMMAND: CommandSpec = {
-  program: 'client udp',
-  usage: 'client.js udp --target ADDR:PORT [options]',
-  about: 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.',
-  options: UDP_OPTIONS,
-  errorSuffix: ' (see client.js udp --help)',
-};
+const UDP_COMMAND: CommandSpec = { program: 'client udp', usage: 'client.js udp --target ADDR:PORT [options]', options: UDP_OPTIONS, errorSuffix: ' (see client.js udp --help)',
+  about: 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.' };
 
 async function runUdp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -466,13 +456,8 @@ const HOLD_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const HOLD_COMMAND: CommandSpec = {
-  program: 'client hold',
-  usage: 'client.js hold --url URL --connections N --duration-ms MS [options]',
-  about: 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).',
-  options: HOLD_OPTIONS,
-  errorSuffix: ' (see client.js hold --help)',
-};
+const HOLD_COMMAND: CommandSpec = { program: 'client hold', usage: 'client.js hold --url URL --connections N --duration-ms MS [options]', options: HOLD_OPTIONS, errorSuffix: ' (see client.js hold --help)',
+  about: 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).' };
 
 async function runHold(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -665,13 +650,8 @@ const PING_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const PING_COMMAND: CommandSpec = {
-  program: 'client ping',
-  usage: 'client.js ping --target ADDR [options]',
-  about: 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.',
-  options: PING_OPTIONS,
-  errorSuffix: ' (see client.js ping --help)',
-};
+const PING_COMMAND: CommandSpec = { program: 'client ping', usage: 'client.js ping --target ADDR [options]', options: PING_OPTIONS, errorSuffix: ' (see client.js ping --help)',
+  about: 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.' };
 
 async function runPing(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -749,13 +729,8 @@ function sleepUs(us: number): Promise<void> {
   return Promise.resolve();
 }
 
-const INJECT_COMMAND: CommandSpec = {
-  program: 'client inject',
-  usage: 'client.js inject --interface IF --in FRAMES.pcap [--gap-us N]',
-  about: 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.',
-  options: INJECT_OPTIONS,
-  errorSuffix: ' (see client.js inject --help)',
-};
+const INJECT_COMMAND: CommandSpec = { program: 'client inject', usage: 'client.js inject --interface IF --in FRAMES.pcap [--gap-us N]', options: INJECT_OPTIONS, errorSuffix: ' (see client.js inject --help)',
+  about: 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.' };
 
 async function runInject(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);

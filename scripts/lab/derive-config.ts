@@ -42,17 +42,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'derive-config',
-  usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]',
-  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).',
-  options: OPTIONS,
-  noPositional: true,
-};
+const COMMAND: CommandSpec = { program: 'derive-config', usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]', options: OPTIONS, noPositional: true,
+  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).' };
 
-function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');

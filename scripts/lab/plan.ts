@@ -382,17 +382,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'plan',
-  usage: 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]',
-  about: 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.',
-  options: OPTIONS,
-  noPositional: true,
-};
+const COMMAND: CommandSpec = { program: 'plan', usage: 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]', options: OPTIONS, noPositional: true,
+  about: 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.' };
 
-function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config')!;

@@ -178,17 +178,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'router-filter',
-  usage: 'node dist/scripts/lab/router-filter.js --config FILE [--clients N]',
-  about: 'Prints the lab router\'s nftables edge filter (table inet slbx_edge) for a config: only VIPs are reachable from the outside, forged sources of ours are dropped, strict reverse-path filtering on the fabric side; every drop is a named counter.',
-  options: OPTIONS,
-  noPositional: true,
-};
+const COMMAND: CommandSpec = { program: 'router-filter', usage: 'node dist/scripts/lab/router-filter.js --config FILE [--clients N]', options: OPTIONS, noPositional: true,
+  about: 'Prints the lab router\'s nftables edge filter (table inet slbx_edge) for a config: only VIPs are reachable from the outside, forged sources of ours are dropped, strict reverse-path filtering on the fabric side; every drop is a named counter.' };
 
-function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');

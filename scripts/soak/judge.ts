@@ -569,16 +569,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'judge',
-  usage: 'judge.js --run DIR [--lab DIR]',
-  about: 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.',
-  options: OPTIONS,
-};
+const COMMAND: CommandSpec = { program: 'judge', usage: 'judge.js --run DIR [--lab DIR]', options: OPTIONS,
+  about: 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.' };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const run = one(args, 'run');

@@ -222,16 +222,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'plan',
-  usage: 'plan.js --duration-s S [--config F] [--json FILE]',
-  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).',
-  options: OPTIONS,
-};
+const COMMAND: CommandSpec = { program: 'plan', usage: 'plan.js --duration-s S [--config F] [--json FILE]', options: OPTIONS,
+  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).' };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   try {

@@ -137,16 +137,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
-  program: 'sample',
-  usage: 'sample.js --daemons FILE --out FILE [--interval-ms MS]',
-  about: 'Samples the resident memory, open file descriptors and CPU time of the soak\'s daemons from /proc.',
-  options: OPTIONS,
-};
+const COMMAND: CommandSpec = { program: 'sample', usage: 'sample.js --daemons FILE --out FILE [--interval-ms MS]', options: OPTIONS,
+  about: 'Samples the resident memory, open file descriptors and CPU time of the soak\'s daemons from /proc.' };
 
-export function main(argv: readonly string[]): number {
-  return runCommand(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const daemons = one(args, 'daemons');

@@ -355,17 +355,10 @@ function intArg(args: ParsedArgs, name: string, min: number, max: number): numbe
   return Number(v);
 }
 
-const COMMAND: CommandSpec = {
-  program: 'traffic',
-  usage: 'traffic.js --duration-s S --out FILE [options]',
-  about: 'The soak\'s mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.',
-  options: OPTIONS,
-  errorSuffix: ' (see --help)',
-};
+const COMMAND: CommandSpec = { program: 'traffic', usage: 'traffic.js --duration-s S --out FILE [options]', options: OPTIONS, errorSuffix: ' (see --help)',
+  about: 'The soak\'s mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.' };
 
-export function main(argv: readonly string[]): Promise<number> {
-  return runCommandAsync(COMMAND, argv, runParsed);
-}
+export const main = (argv: readonly string[]): Promise<number> => runCommandAsync(COMMAND, argv, runParsed);
 
 async function runParsed(args: ParsedArgs): Promise<number> {
   let t: Traffic;
