@@ -4,6 +4,11 @@
 #   sc_verify KIND ARGS...   runs a verifier (scripts/scenarios/lib/verify.ts) and returns its status
 #   sc_client NODE ARGS...   runs the lab client in a node; returns its status without failing the script
 #   sc_counters NODE FILE    saves a daemon's GET /counters JSON to FILE
+#   sc_wait_for WHAT S CMD...  polls CMD every 0.1 s until it succeeds, up to S seconds; else names WHAT
+#                            and returns 1 (wait for evidence that something happened, never a fixed sleep)
+#   sc_established NODE ADDR [PORT]  prints how many TCP connections NODE has established to ADDR[:PORT]
+#   sc_mux_flows [MUX...]    prints the new flows the MUXes (default: every MUX) placed so far, summed
+#                            (flow_new + flow_replaced of their own /status)
 
 SC_NODE=(node --enable-source-maps)
 
@@ -34,4 +39,33 @@ sc_counters() {
 sc_status_field() {
   local node=$1 key=$2
   lab_daemon_status "$node" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const v=JSON.parse(s)[process.argv[1]];console.log(typeof v==='object'?JSON.stringify(v):v)})" "$key"
+}
+
+sc_now_us() { printf '%s' "${EPOCHREALTIME/./}"; }
+
+# sc_wait_for WHAT SECONDS CMD...: the deadline is generous on purpose: a loaded machine is slow, not wrong
+sc_wait_for() {
+  local what=$1 s=$2 deadline; shift 2
+  deadline=$(( $(sc_now_us) + s * 1000000 ))
+  until "$@"; do
+    if [ "$(sc_now_us)" -ge "$deadline" ]; then echo "[scenario] not seen within $s s: $what" >&2; return 1; fi
+    sleep 0.1
+  done
+}
+
+sc_established() {
+  local node=$1 addr=$2 port=${3:-}
+  [[ $addr == *:* ]] && addr="[$addr]"
+  if [ -n "$port" ]; then lab_exec "$node" ss -Htn state established "( dport = :$port )" dst "$addr" | wc -l
+  else lab_exec "$node" ss -Htn state established dst "$addr" | wc -l; fi
+}
+
+sc_mux_flows() {
+  local m n=0 v muxes=("$@")
+  [ ${#muxes[@]} -gt 0 ] || mapfile -t muxes < <(lab_nodes mux)
+  for m in "${muxes[@]}"; do
+    v=$(lab_daemon_status "$m" | node -e 'let t="";process.stdin.on("data",d=>t+=d).on("end",()=>{const c=JSON.parse(t).counters??{};console.log((c.flow_new??0)+(c.flow_replaced??0))})') || return 1
+    n=$(( n + v ))
+  done
+  echo "$n"
 }
