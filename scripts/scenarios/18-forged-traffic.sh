@@ -6,7 +6,9 @@
 # watch (the client network cannot reach the API at all: the controller has no route to it). All are
 # refused and counted (unknown_source; HTTP 405; HTTP 401 and the controller's refused.unauthorized),
 # and nothing in the data path changes: the controller's state and every MUX's tables keep their
-# generation, and every good request succeeds.
+# generation, and every good request succeeds. Each step waits for evidence, not for time: the good
+# traffic's flows placed by the MUXes before the forgeries, every injected frame counted by the host
+# agent, and every agent on the controller's current generation before the state is read again.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -26,7 +28,8 @@ gens_before=$(gens)
 rc=0
 sc_client client1 http --url http://203.0.113.10/ --count $REQUESTS --concurrency 4 --json "$LAB_DIR/client-http.json" >"$LAB_DIR/client-http.out" 2>&1 &
 good=$!
-sleep 0.3
+EVIDENCE_S=${EVIDENCE_S:-60}
+sc_wait_for "20 of the good requests' flows placed by the MUXes" "$EVIDENCE_S" eval '[ "$(sc_mux_flows)" -ge 20 ]' || rc=1
 # (1) VXLAN from unknown provider addresses
 sc_client router inject --interface fab0 --in "$LAB_DIR/unknown.pcap" || rc=1
 # (2) a policy pushed at the daemons' endpoints (read-only)
@@ -43,7 +46,15 @@ s_health=$(code noauth -X POST -H 'content-type: application/json' --data '{"res
 s_watch=$(code noauth "$api/v1/agents/mux/mux1/policy?after=0&waitS=0")
 s_badtoken=$(code noauth -X PATCH -H "authorization: Bearer $(printf 'cd%.0s' {1..32})" -H 'content-type: application/json' --data '{"drain":true}' "$api/v1/pools/web/backends/h1vm1")
 wait "$good" || rc=1
-sleep 1.5  # a forged health report, had it been taken, would reach the MUXes within this
+# every injected frame judged by the host agent (its drop_in_unknown_source moved by the frames in the file)
+unknown() { lab_exec host1 curl -sf http://127.0.0.1:9181/counters | node -e 'let t="";process.stdin.on("data",d=>t+=d).on("end",()=>console.log(JSON.parse(t).drop_in_unknown_source??0))'; }
+injected=$(node -e 'import(process.argv[1]).then((m)=>{const p=m.readPcap(require("fs").readFileSync(process.argv[2]));console.log(typeof p==="number"?0:p.packets.length)})' \
+  "$SLBX_ROOT/dist/shared/pcap-file.js" "$LAB_DIR/unknown.pcap")
+unknown0=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1],"utf8")).drop_in_unknown_source??0)' "$LAB_DIR/host-before.json")
+sc_wait_for "the host agent judging the $injected injected frames" "$EVIDENCE_S" eval '[ "$(unknown)" -ge $(( unknown0 + injected )) ]' || rc=1
+# every agent on the controller's current generation: a forged health report, had it been taken, would
+# have made a new one, and the MUXes would have it now (the generations are compared below)
+lab_slbctl wait --wait-s "$EVIDENCE_S" >/dev/null || rc=1
 sc_counters host1 "$LAB_DIR/host-after.json"
 lab_exec host1 curl -sf "$api/v1/state" >"$LAB_DIR/state-after.json"
 lab_exec host1 curl -sf "$api/v1/stats" >"$LAB_DIR/stats.json"
