@@ -34,7 +34,10 @@ lab_capture_start client1 eth0 client1 tcp port 80 >/dev/null
 sc_client client1 hold --url "http://$VIP/health" --connections "$CONNECTIONS" --duration-ms "$HOLD_MS" --interval-ms 200 \
   --timeout-ms 15000 --source 198.51.100.10-198.51.100.41 --json "$LAB_DIR/hold.json" >"$LAB_DIR/hold.out" 2>&1 &
 hold=$!
-sleep 3 & wait $!   # every connection open and answered a few times (checked from the records)
+# every connection open and answered a few times (checked again from the records): each of client1's
+# sockets to the VIP has received at least 6 data segments (an answer takes one or two), within 60 s
+answered() { lab_exec client1 ss -Htni state established "( dport = :80 )" dst "$VIP" | grep -o 'data_segs_in:[0-9]*' | awk -F: '$2 >= 6 { n++ } END { print n + 0 }'; }
+sc_wait_for "$CONNECTIONS connections answered at least 3 times" 60 eval '[ "$(answered)" -ge "$CONNECTIONS" ]' || rc=1
 
 for m in $(lab_nodes mux); do sc_counters "$m" "$LAB_DIR/counters-$m-before.json" || rc=1; done
 change_us=$(hc_now_us)
