@@ -34,7 +34,8 @@ hang() {
   sc_client client1 http --url http://$VIP/ --count "$REQUESTS" --concurrency 16 --timeout-ms 15000 \
     --source 198.51.100.10-198.51.100.41 --json "$LAB_DIR/http.json" >"$LAB_DIR/http.out" 2>&1 &
   local client=$!
-  sleep 1
+  # the requests are running (the fresh lab's MUXes placed 20 of their flows) before the freeze
+  sc_wait_for "20 of the requests' flows placed by the MUXes" 60 eval '[ "$(sc_mux_flows)" -ge 20 ]' || rc=1
   pid=$(lab_mux_pid $VICTIM)
   t_stop=$(bgp_now_us)
   kill -STOP "$pid"
