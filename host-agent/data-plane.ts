@@ -9,15 +9,14 @@
 //   and handed out as a bare IP packet for the raw socket toward the router (direct server return).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
-import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, writeEthernetRaw } from '../shared/ethernet.js';
-import { ipv4ChecksumOk, readEtherType } from '../shared/hot-path.js';
+import { ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, type L4Ports } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
-import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, isIpv4Fragment, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
-import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
+import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
-import { newTcpHeader, parseTcp } from '../shared/tcp.js';
+import { newTcpHeader } from '../shared/tcp.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, ND_NA_FLAG_ROUTER, ND_NA_FLAG_SOLICITED, ND_OPT_TARGET_LL, newNdMessage, parseNd, writeNdBody } from '../shared/icmpv6.js';
 import {
@@ -42,6 +41,13 @@ export const VERDICT_HOLD = 3;
 /** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
 export const OUT_DSR = -1;
 
+/** The layers whose codec errors have drop_<layer>_<error> counters (HOST_COUNTER_NAMES). */
+const HOST_CODEC_LAYERS = [
+  'in_eth', 'in_ipv4', 'in_ipv6', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
+  'out_eth', 'out_arp', 'out_ipv4', 'out_ipv6', 'out_tcp', 'out_udp', 'out_nd',
+] as const;
+type HostCodecLayer = (typeof HOST_CODEC_LAYERS)[number];
+
 export const HOST_COUNTER_NAMES = [
   'in_packets', 'in_bytes', 'in_delivered', 'in_held', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
   'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
@@ -55,11 +61,7 @@ export const HOST_COUNTER_NAMES = [
   // (docs/reliability.md); never expected, a scenario fails on any
   'send_error_port', 'send_error_dsr', 'send_error_dsr_unavailable', 'send_error_reply', 'send_error_probe', 'send_error_neighbor',
   'send_error_batch',
-  ...codecDropNames('in_eth'), ...codecDropNames('in_ipv4'), ...codecDropNames('in_ipv6'), ...codecDropNames('in_udp'), ...codecDropNames('in_vxlan'),
-  ...codecDropNames('in_inner_eth'), ...codecDropNames('in_inner_ipv4'), ...codecDropNames('in_inner_ipv6'),
-  ...codecDropNames('in_inner_tcp'), ...codecDropNames('in_inner_udp'),
-  ...codecDropNames('out_eth'), ...codecDropNames('out_arp'), ...codecDropNames('out_ipv4'), ...codecDropNames('out_ipv6'),
-  ...codecDropNames('out_tcp'), ...codecDropNames('out_udp'), ...codecDropNames('out_nd'),
+  ...HOST_CODEC_LAYERS.flatMap((layer) => codecDropNames(layer)),
 ] as const;
 export type HostCounterName = (typeof HOST_COUNTER_NAMES)[number];
 
@@ -113,16 +115,34 @@ export interface HostContext {
   readonly vxlan: ReturnType<typeof newVxlanHeader>;
   readonly arp: ReturnType<typeof newArpPacket>;
   readonly nd: ReturnType<typeof newNdMessage>;
-  readonly drops: Record<string, Int32Array>;
+  /** The ports of the TCP or UDP header (readL4Ports). */
+  readonly ports: L4Ports;
+  /**
+   * By -code, the index of the counter drop_<layer>_<codec error> of each layer the host agent parses
+   * (codecDropIndex), or -1: typed fields, a field load per drop, like the MUX's.
+   */
+  readonly inEthDrop: Int32Array;
+  readonly inIp4Drop: Int32Array;
+  readonly inIp6Drop: Int32Array;
+  readonly inUdpDrop: Int32Array;
+  readonly inVxlanDrop: Int32Array;
+  readonly inInnerEthDrop: Int32Array;
+  readonly inInnerIp4Drop: Int32Array;
+  readonly inInnerIp6Drop: Int32Array;
+  readonly inInnerTcpDrop: Int32Array;
+  readonly inInnerUdpDrop: Int32Array;
+  readonly outEthDrop: Int32Array;
+  readonly outArpDrop: Int32Array;
+  readonly outIp4Drop: Int32Array;
+  readonly outIp6Drop: Int32Array;
+  readonly outTcpDrop: Int32Array;
+  readonly outUdpDrop: Int32Array;
+  readonly outNdDrop: Int32Array;
 }
 
 export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: Uint8Array[]): HostContext {
   const counters = new Counters(HOST_COUNTER_NAMES);
-  const drops: Record<string, Int32Array> = {};
-  for (const l of ['in_eth', 'in_ipv4', 'in_ipv6', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
-    'out_eth', 'out_arp', 'out_ipv4', 'out_ipv6', 'out_tcp', 'out_udp', 'out_nd']) {
-    drops[l] = codecDropIndex(counters, l);
-  }
+  const drops = (layer: HostCodecLayer): Int32Array => codecDropIndex(counters, layer);
   return {
     tables, counters, vxlanPort, portMacs,
     sourceMacCheck: false, holdUnresolved: false, peerMacs: new Float64Array(tables.peers.length).fill(-1), lastPeer: -1,
@@ -130,7 +150,12 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
     reply: new Uint8Array(1400),
     dsrMtu: 65535,
     eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(), qip4: newIpv4Header(), qip6: newIpv6Header(),
-    udp: newUdpHeader(), tcp: newTcpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), drops,
+    udp: newUdpHeader(), tcp: newTcpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), ports: newL4Ports(),
+    inEthDrop: drops('in_eth'), inIp4Drop: drops('in_ipv4'), inIp6Drop: drops('in_ipv6'), inUdpDrop: drops('in_udp'), inVxlanDrop: drops('in_vxlan'),
+    inInnerEthDrop: drops('in_inner_eth'), inInnerIp4Drop: drops('in_inner_ipv4'), inInnerIp6Drop: drops('in_inner_ipv6'),
+    inInnerTcpDrop: drops('in_inner_tcp'), inInnerUdpDrop: drops('in_inner_udp'),
+    outEthDrop: drops('out_eth'), outArpDrop: drops('out_arp'), outIp4Drop: drops('out_ipv4'), outIp6Drop: drops('out_ipv6'),
+    outTcpDrop: drops('out_tcp'), outUdpDrop: drops('out_udp'), outNdDrop: drops('out_nd'),
   };
 }
 
@@ -140,8 +165,8 @@ function drop(ctx: HostContext, index: number): number {
   return VERDICT_DROP;
 }
 
-function codecDrop(ctx: HostContext, layer: string, code: number): number {
-  const i = ctx.drops[layer]![-code] ?? -1;
+function codecDrop(ctx: HostContext, map: Int32Array, code: number): number {
+  const i = map[-code] ?? -1;
   return drop(ctx, i >= 0 ? i : ctx.counters.index.drop_internal_error);
 }
 
@@ -197,17 +222,13 @@ function findRule6(nic: HostNic, proto: number, dport: number, vip: Uint32Array)
   if (list === undefined) return undefined;
   for (let i = 0; i < list.length; i++) {
     const r = list[i]!;
-    const w = r.vip.words;
-    if (r.family === 6 && w[0] === vip[0] && w[1] === vip[1] && w[2] === vip[2] && w[3] === vip[3]) return r;
+    if (r.family === 6 && ipv6Equal(r.vip.words, vip)) return r;
   }
   return undefined;
 }
 
 function hasVip6(nic: HostNic, d: Uint32Array): boolean {
-  for (const v of nic.vips6) {
-    const w = v.words;
-    if (w[0] === d[0] && w[1] === d[1] && w[2] === d[2] && w[3] === d[3]) return true;
-  }
+  for (const v of nic.vips6) if (ipv6Equal(v.words, d)) return true;
   return false;
 }
 
@@ -228,19 +249,19 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const t = ctx.tables;
   let peer: number;
   const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
-  if (l3 < 0) return codecDrop(ctx, 'in_eth', l3);
+  if (l3 < 0) return codecDrop(ctx, ctx.inEthDrop, l3);
   let l4: number;
   if (ctx.eth.etherType === ETHERTYPE_IPV4) {
     const ip = ctx.ip4;
     const hl = parseIpv4(frame, l3, ip, len);
-    if (hl < 0) return codecDrop(ctx, 'in_ipv4', hl);
+    if (hl < 0) return codecDrop(ctx, ctx.inIp4Drop, hl);
     if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_in_ipv4_bad_checksum);
     if (ip.dst !== t.pa4) return drop(ctx, C.drop_in_not_for_us);
     if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
-    if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) return drop(ctx, C.drop_in_outer_fragment);
+    if (isIpv4Fragment(ip)) return drop(ctx, C.drop_in_outer_fragment);
     l4 = l3 + hl;
     const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
-    if (un < 0) return codecDrop(ctx, 'in_udp', un);
+    if (un < 0) return codecDrop(ctx, ctx.inUdpDrop, un);
     if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
     const pi = t.peerIndex4.get(ip.src);
     if (pi === undefined) return drop(ctx, C.drop_in_unknown_source);
@@ -249,16 +270,14 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     // VXLAN over an IPv6 underlay
     const ip = ctx.ip6;
     const hl = parseIpv6(frame, l3, ip, len);
-    if (hl < 0) return codecDrop(ctx, 'in_ipv6', hl);
-    const pa6 = t.pa6;
-    const d = ip.dst;
-    if (pa6 === null || d[0] !== pa6[0] || d[1] !== pa6[1] || d[2] !== pa6[2] || d[3] !== pa6[3]) return drop(ctx, C.drop_in_not_for_us);
+    if (hl < 0) return codecDrop(ctx, ctx.inIp6Drop, hl);
+    if (t.pa6 === null || !ipv6Equal(ip.dst, t.pa6)) return drop(ctx, C.drop_in_not_for_us);
     if (ip.hasFragment) return drop(ctx, C.drop_in_outer_fragment);
     if (ip.protocol !== IPPROTO_UDP) return drop(ctx, C.drop_in_not_vxlan);
     l4 = l3 + hl;
     const udpLen = 40 + ip.payloadLength - hl;
     const un = parseUdp(frame, l4, ctx.udp, l3 + 40 + ip.payloadLength);
-    if (un < 0) return codecDrop(ctx, 'in_udp', un);
+    if (un < 0) return codecDrop(ctx, ctx.inUdpDrop, un);
     if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
     peer = peerIndex6(t, ip.src);
     if (peer < 0) return drop(ctx, C.drop_in_unknown_source);
@@ -285,12 +304,12 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   }
   const udpEnd = l4 + ctx.udp.length;
   const vn = parseVxlan(frame, l4 + 8, ctx.vxlan, udpEnd);
-  if (vn < 0) return codecDrop(ctx, 'in_vxlan', vn);
+  if (vn < 0) return codecDrop(ctx, ctx.inVxlanDrop, vn);
   const net = t.vnis.get(ctx.vxlan.vni);
   if (net === undefined) return drop(ctx, C.drop_in_unknown_vni);
   const ie = l4 + 16;
   const ien = readEtherType(frame, ie, ctx.ieth, udpEnd); // the destination MAC is read from the frame below
-  if (ien < 0) return codecDrop(ctx, 'in_inner_eth', ien);
+  if (ien < 0) return codecDrop(ctx, ctx.inInnerEthDrop, ien);
   const nic = net.nicsByMac.get(macKey(frame, ie));
   if (nic === undefined) return drop(ctx, C.drop_in_unknown_mac);
   if (ctx.ieth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_in_inner_vlan);
@@ -323,14 +342,14 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const C = ctx.counters.index;
   const ip = ctx.ip4;
   const hl = parseIpv4(frame, l3, ip, end);
-  if (hl < 0) { codecDrop(ctx, 'in_inner_ipv4', hl); return -1; }
+  if (hl < 0) { codecDrop(ctx, ctx.inInnerIp4Drop, hl); return -1; }
   if (!ipv4ChecksumOk(frame, l3, ip)) { drop(ctx, C.drop_in_inner_ipv4_bad_checksum); return -1; }
   const dst = ip.dst;
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + ip.totalLength;
   if (nic.addr4 < 0 || !nic.vips4.has(dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
-  const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  const fragment = isIpv4Fragment(ip);
   if (proto === IPPROTO_ICMP && !fragment) return icmpErrorIn4(frame, l3, l4, pEnd, dst, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.fragOffset !== 0) {
@@ -338,23 +357,10 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     natIpv4(frame, l3, l4, proto, 16, nic.addr4, -1, 0);
     return pEnd;
   }
-  let dport: number;
-  if (proto === IPPROTO_TCP) {
-    const n = parseTcp(frame, l4, ctx.tcp, pEnd);
-    if (n < 0) { codecDrop(ctx, 'in_inner_tcp', n); return -1; }
-    dport = ctx.tcp.dstPort;
-  } else if (proto === IPPROTO_UDP) {
-    if (fragment) {
-      if (pEnd - l4 < 8) { codecDrop(ctx, 'in_inner_udp', ERR_TRUNCATED); return -1; }
-    } else {
-      const n = parseUdp(frame, l4, ctx.udp, pEnd);
-      if (n < 0) { codecDrop(ctx, 'in_inner_udp', n); return -1; }
-    }
-    dport = readU16(frame, l4 + 2);
-  } else {
-    drop(ctx, C.drop_in_inner_not_tcp_udp);
-    return -1;
-  }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
+  const dport = ctx.ports.dstPort;
   const rule = findRule4(nic, proto, dport, dst);
   if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
   natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]!, 2, rule.backendPort);
@@ -366,12 +372,12 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const C = ctx.counters.index;
   const ip = ctx.ip6;
   const hl = parseIpv6(frame, l3, ip, end);
-  if (hl < 0) { codecDrop(ctx, 'in_inner_ipv6', hl); return -1; }
+  if (hl < 0) { codecDrop(ctx, ctx.inInnerIp6Drop, hl); return -1; }
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + 40 + ip.payloadLength;
   if (nic.addr6 === null || !hasVip6(nic, ip.dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
-  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  const fragment = isIpv6Fragment(ip);
   if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return icmpErrorIn6(frame, l3, l4, pEnd, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.hasFragment && ip.fragOffset !== 0) {
@@ -379,23 +385,10 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     for (let i = 0; i < 4; i++) writeU32(frame, l3 + 24 + i * 4, nic.addr6[i]!);
     return pEnd;
   }
-  let dport: number;
-  if (proto === IPPROTO_TCP) {
-    const n = parseTcp(frame, l4, ctx.tcp, pEnd);
-    if (n < 0) { codecDrop(ctx, 'in_inner_tcp', n); return -1; }
-    dport = ctx.tcp.dstPort;
-  } else if (proto === IPPROTO_UDP) {
-    if (fragment) {
-      if (pEnd - l4 < 8) { codecDrop(ctx, 'in_inner_udp', ERR_TRUNCATED); return -1; }
-    } else {
-      const n = parseUdp(frame, l4, ctx.udp, pEnd);
-      if (n < 0) { codecDrop(ctx, 'in_inner_udp', n); return -1; }
-    }
-    dport = readU16(frame, l4 + 2);
-  } else {
-    drop(ctx, C.drop_in_inner_not_tcp_udp);
-    return -1;
-  }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
+  const dport = ctx.ports.dstPort;
   const rule = findRule6(nic, proto, dport, ip.dst);
   if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
   natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
@@ -465,8 +458,7 @@ function icmpErrorIn6(frame: Uint8Array, l3: number, l4: number, end: number, ni
   const ql4 = qoff + qhl;
   if (qhl < 0 || end - ql4 < 4 || (q.hasFragment && q.fragOffset !== 0)) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
   const vipw = ctx.ip6.dst;
-  const s = q.src;
-  if (s[0] !== vipw[0] || s[1] !== vipw[1] || s[2] !== vipw[2] || s[3] !== vipw[3]) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
+  if (!ipv6Equal(q.src, vipw)) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
   const qproto = q.protocol;
   if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
   const fport = readU16(frame, ql4);
@@ -510,7 +502,7 @@ export function processOutbound(frame: Uint8Array, len: number, port: number, ct
   const nic = ctx.tables.nics[port];
   if (nic === undefined) return drop(ctx, C.drop_internal_error);
   const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
-  if (l3 < 0) return codecDrop(ctx, 'out_eth', l3);
+  if (l3 < 0) return codecDrop(ctx, ctx.outEthDrop, l3);
   if (ctx.eth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_out_vlan);
   const type = ctx.eth.etherType;
   if (type === ETHERTYPE_IPV4) return outboundIpv4(frame, len, l3, nic, ctx);
@@ -523,7 +515,7 @@ function answerArp(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx
   const C = ctx.counters.index;
   const a = ctx.arp;
   const n = parseArp(frame, l3, a, len);
-  if (n < 0) return codecDrop(ctx, 'out_arp', n);
+  if (n < 0) return codecDrop(ctx, ctx.outArpDrop, n);
   const gw = nic.network.gateway4;
   if (a.op !== ARP_OP_REQUEST || gw < 0 || a.targetIp !== gw) return drop(ctx, C.drop_out_arp_ignored);
   // RFC 826: the reply goes to the asker, with the gateway's address at the port's MAC
@@ -542,14 +534,14 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const C = ctx.counters.index;
   const ip = ctx.ip4;
   const hl = parseIpv4(frame, l3, ip, len);
-  if (hl < 0) return codecDrop(ctx, 'out_ipv4', hl);
+  if (hl < 0) return codecDrop(ctx, ctx.outIp4Drop, hl);
   if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_out_ipv4_bad_checksum);
   if (ip.src !== nic.addr4 || nic.addr4 < 0) return drop(ctx, C.drop_out_spoofed_source);
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const end = l3 + ip.totalLength;
   if (ip.dst === nic.network.gateway4) return local(ctx, frame, l3, end, nic.index);
-  const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  const fragment = isIpv4Fragment(ip);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.fragOffset !== 0) {
     const vip = nic.fragmentVip.get((4 << 8) | proto);
@@ -557,22 +549,10 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     natIpv4(frame, l3, l4, proto, 12, vip.words[0]!, -1, 0);
     return dsr(ctx, frame, l3, end);
   }
-  let sport: number;
-  if (proto === IPPROTO_TCP) {
-    const n = parseTcp(frame, l4, ctx.tcp, end);
-    if (n < 0) return codecDrop(ctx, 'out_tcp', n);
-    sport = ctx.tcp.srcPort;
-  } else if (proto === IPPROTO_UDP) {
-    if (fragment) {
-      if (end - l4 < 8) return codecDrop(ctx, 'out_udp', ERR_TRUNCATED);
-    } else {
-      const n = parseUdp(frame, l4, ctx.udp, end);
-      if (n < 0) return codecDrop(ctx, 'out_udp', n);
-    }
-    sport = readU16(frame, l4);
-  } else {
-    return drop(ctx, C.drop_out_not_lb_reply);
-  }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
+  const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
@@ -585,18 +565,15 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const C = ctx.counters.index;
   const ip = ctx.ip6;
   const hl = parseIpv6(frame, l3, ip, len);
-  if (hl < 0) return codecDrop(ctx, 'out_ipv6', hl);
+  if (hl < 0) return codecDrop(ctx, ctx.outIp6Drop, hl);
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const end = l3 + 40 + ip.payloadLength;
   if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return answerNd(frame, l3, l4, end, nic, ctx);
-  const a6 = nic.addr6;
-  const s = ip.src;
-  if (a6 === null || s[0] !== a6[0] || s[1] !== a6[1] || s[2] !== a6[2] || s[3] !== a6[3]) return drop(ctx, C.drop_out_spoofed_source);
+  if (nic.addr6 === null || !ipv6Equal(ip.src, nic.addr6)) return drop(ctx, C.drop_out_spoofed_source);
   const gw6 = nic.network.gateway6;
-  const d = ip.dst;
-  if (gw6 !== null && d[0] === gw6[0] && d[1] === gw6[1] && d[2] === gw6[2] && d[3] === gw6[3]) return local(ctx, frame, l3, end, nic.index);
-  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  if (gw6 !== null && ipv6Equal(ip.dst, gw6)) return local(ctx, frame, l3, end, nic.index);
+  const fragment = isIpv6Fragment(ip);
   if (fragment) ctx.counters.values[C.fragments]!++;
   if (ip.hasFragment && ip.fragOffset !== 0) {
     const vip = nic.fragmentVip.get((6 << 8) | proto);
@@ -604,22 +581,10 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     for (let i = 0; i < 4; i++) writeU32(frame, l3 + 8 + i * 4, vip.words[i]!);
     return dsr(ctx, frame, l3, end);
   }
-  let sport: number;
-  if (proto === IPPROTO_TCP) {
-    const n = parseTcp(frame, l4, ctx.tcp, end);
-    if (n < 0) return codecDrop(ctx, 'out_tcp', n);
-    sport = ctx.tcp.srcPort;
-  } else if (proto === IPPROTO_UDP) {
-    if (fragment) {
-      if (end - l4 < 8) return codecDrop(ctx, 'out_udp', ERR_TRUNCATED);
-    } else {
-      const n = parseUdp(frame, l4, ctx.udp, end);
-      if (n < 0) return codecDrop(ctx, 'out_udp', n);
-    }
-    sport = readU16(frame, l4);
-  } else {
-    return drop(ctx, C.drop_out_not_lb_reply);
-  }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
+  const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
@@ -698,9 +663,8 @@ function answerNd(frame: Uint8Array, l3: number, l4: number, end: number, nic: H
   if (end - l4 < 8 || frame[l4] !== ICMPV6_NEIGHBOR_SOLICIT || gw === null) return drop(ctx, C.drop_out_icmpv6_ignored);
   const nd = ctx.nd;
   const n = parseNd(frame, l4, nd, end);
-  if (n < 0) return codecDrop(ctx, 'out_nd', n);
-  const t = nd.target;
-  if (t[0] !== gw[0] || t[1] !== gw[1] || t[2] !== gw[2] || t[3] !== gw[3]) return drop(ctx, C.drop_out_icmpv6_ignored);
+  if (n < 0) return codecDrop(ctx, ctx.outNdDrop, n);
+  if (!ipv6Equal(nd.target, gw)) return drop(ctx, C.drop_out_icmpv6_ignored);
   const r = ctx.reply;
   const pm = ctx.portMacs[nic.index]!;
   // to the solicitor's MAC (Ethernet source), from the port

@@ -15,17 +15,16 @@
 // client's path MTU discovery works (VERDICT_REPLY, rate limited).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
-import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, IPV4_FLAG_MF, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
-import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
-import { newTcpHeader, parseTcp, TCP_ACK, TCP_SYN } from '../shared/tcp.js';
-import { newUdpHeader, parseUdp } from '../shared/udp.js';
+import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, isIpv4Fragment, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
+import { newTcpHeader, TCP_ACK, TCP_SYN } from '../shared/tcp.js';
+import { newUdpHeader } from '../shared/udp.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG, ICMPV6_PARAM_PROBLEM } from '../shared/icmpv6.js';
 import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../shared/checksum.js';
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
-import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
-import { copyPayload, ipv4ChecksumOk, readEtherType } from '../shared/hot-path.js';
+import { copyPayload, ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, type L4Ports } from '../shared/hot-path.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
@@ -127,6 +126,8 @@ export interface MuxContext {
   readonly qip6: ReturnType<typeof newIpv6Header>;
   readonly tcp: ReturnType<typeof newTcpHeader>;
   readonly udp: ReturnType<typeof newUdpHeader>;
+  /** The ports of the TCP or UDP header (readL4Ports). */
+  readonly ports: L4Ports;
   readonly ethDrop: Int32Array;
   readonly ip4Drop: Int32Array;
   readonly ip6Drop: Int32Array;
@@ -190,6 +191,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     qip6: newIpv6Header(),
     tcp: newTcpHeader(),
     udp: newUdpHeader(),
+    ports: newL4Ports(),
     ethDrop: codecDropIndex(counters, 'eth'),
     ip4Drop: codecDropIndex(counters, 'ipv4'),
     ip6Drop: codecDropIndex(counters, 'ipv6'),
@@ -249,7 +251,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const vip = ctx.tables.vips4.get(ip.dst);
   if (vip === undefined) return drop(ctx, C.drop_not_vip);
   const proto = ip.protocol;
-  const fragment = (ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0;
+  const fragment = isIpv4Fragment(ip);
   const l4 = l3 + hl;
   const end = l3 + ip.totalLength;
   if (proto === IPPROTO_ICMP && !fragment) return icmpError4(frame, l3, l4, end, vip, ctx);
@@ -261,23 +263,10 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     rule = vip.fragmentRule.get(proto);
     if (rule == null) return drop(ctx, C.drop_fragment_no_rule);
   } else {
-    if (proto === IPPROTO_TCP) {
-      const n = parseTcp(frame, l4, ctx.tcp, end);
-      if (n < 0) return codecDrop(ctx, ctx.tcpDrop, n);
-      sport = ctx.tcp.srcPort; dport = ctx.tcp.dstPort;
-    } else if (proto === IPPROTO_UDP) {
-      if (fragment) {
-        // a first fragment carries the UDP header but not the whole datagram its length field names
-        if (end - l4 < 8) return codecDrop(ctx, ctx.udpDrop, ERR_TRUNCATED);
-        sport = readU16(frame, l4); dport = readU16(frame, l4 + 2);
-      } else {
-        const n = parseUdp(frame, l4, ctx.udp, end);
-        if (n < 0) return codecDrop(ctx, ctx.udpDrop, n);
-        sport = ctx.udp.srcPort; dport = ctx.udp.dstPort;
-      }
-    } else {
-      return drop(ctx, C.drop_no_rule);
-    }
+    if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
+    const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+    if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
+    sport = ctx.ports.srcPort; dport = ctx.ports.dstPort;
     if (fragment) ctx.counters.values[C.fragments]!++;
     rule = vip.rules.get((proto << 16) | dport);
     if (rule === undefined) return drop(ctx, C.drop_no_rule);
@@ -360,9 +349,7 @@ function icmpError6(frame: Uint8Array, l3: number, l4: number, end: number, vip:
   const qoff = l4 + 8;
   const qhl = parseIpv6(frame, qoff, q, end, true);
   if (qhl < 0 || end - (qoff + qhl) < 4 || (q.hasFragment && q.fragOffset !== 0)) return drop(ctx, C.drop_icmp_bad_quote);
-  const w = vip.addr.words;
-  const s = q.src;
-  if (s[0] !== w[0] || s[1] !== w[1] || s[2] !== w[2] || s[3] !== w[3]) return drop(ctx, C.drop_icmp_unrelated);
+  if (!ipv6Equal(q.src, vip.addr.words)) return drop(ctx, C.drop_icmp_unrelated);
   const proto = q.protocol;
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
   const fport = readU16(frame, qoff + qhl);
@@ -394,10 +381,7 @@ function peekOrHash(ctx: MuxContext, flows: FlowTable, rule: MuxRule, flowHash: 
 function findVip6(ctx: MuxContext, d: Uint32Array): MuxVip | undefined {
   const bucket = ctx.tables.vips6.get(foldV6(d[0]!, d[1]!, d[2]!, d[3]!));
   if (bucket === undefined) return undefined;
-  for (let i = 0; i < bucket.length; i++) {
-    const w = bucket[i]!.addr.words;
-    if (w[0] === d[0] && w[1] === d[1] && w[2] === d[2] && w[3] === d[3]) return bucket[i];
-  }
+  for (let i = 0; i < bucket.length; i++) if (ipv6Equal(bucket[i]!.addr.words, d)) return bucket[i];
   return undefined;
 }
 
@@ -418,7 +402,7 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     }
     return drop(ctx, C.drop_not_vip);
   }
-  const fragment = ip.hasFragment && (ip.moreFragments || ip.fragOffset !== 0);
+  const fragment = isIpv6Fragment(ip);
   if (proto === IPPROTO_ICMPV6 && !fragment) return icmpError6(frame, l3, l4, end, vip, ctx);
   let sport = 0;
   let dport = 0;
@@ -428,22 +412,10 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     rule = vip.fragmentRule.get(proto);
     if (rule == null) return drop(ctx, C.drop_fragment_no_rule);
   } else {
-    if (proto === IPPROTO_TCP) {
-      const n = parseTcp(frame, l4, ctx.tcp, end);
-      if (n < 0) return codecDrop(ctx, ctx.tcpDrop, n);
-      sport = ctx.tcp.srcPort; dport = ctx.tcp.dstPort;
-    } else if (proto === IPPROTO_UDP) {
-      if (fragment) {
-        if (end - l4 < 8) return codecDrop(ctx, ctx.udpDrop, ERR_TRUNCATED);
-        sport = readU16(frame, l4); dport = readU16(frame, l4 + 2);
-      } else {
-        const n = parseUdp(frame, l4, ctx.udp, end);
-        if (n < 0) return codecDrop(ctx, ctx.udpDrop, n);
-        sport = ctx.udp.srcPort; dport = ctx.udp.dstPort;
-      }
-    } else {
-      return drop(ctx, C.drop_no_rule);
-    }
+    if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
+    const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+    if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
+    sport = ctx.ports.srcPort; dport = ctx.ports.dstPort;
     if (fragment) ctx.counters.values[C.fragments]!++;
     rule = vip.rules.get((proto << 16) | dport);
     if (rule === undefined) return drop(ctx, C.drop_no_rule);

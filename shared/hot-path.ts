@@ -4,8 +4,10 @@
 import { readU16 } from './bytes.js';
 import { ERR_BAD_VLAN, ERR_TRUNCATED } from './codec-error.js';
 import { ETH_HEADER_LEN, ETH_VLAN_TAG_LEN, ETHERTYPE_QINQ, ETHERTYPE_VLAN, VLAN_NONE, type EthernetHeader } from './ethernet.js';
-import { IPV4_HEADER_LEN, type Ipv4Header } from './ipv4.js';
+import { IPPROTO_TCP, IPV4_HEADER_LEN, type Ipv4Header } from './ipv4.js';
 import { finishChecksum, sumBytes } from './checksum.js';
+import { parseTcp, type TcpHeader } from './tcp.js';
+import { parseUdp, UDP_HEADER_LEN, type UdpHeader } from './udp.js';
 
 /**
  * parseEthernet without the MAC addresses, for data planes that never read them from the header object
@@ -70,4 +72,50 @@ export function ipv4ChecksumOk(buf: Uint8Array, off: number, h: Ipv4Header): boo
     + h.checksum + (src >>> 16) + (src & 0xffff) + (dst >>> 16) + (dst & 0xffff);
   if (hl > IPV4_HEADER_LEN) s = sumBytes(buf, off + IPV4_HEADER_LEN, hl - IPV4_HEADER_LEN, s);
   return finishChecksum(s) === 0;
+}
+
+/** The two ports of a TCP or UDP header, as readL4Ports leaves them (one reused object per context). */
+export interface L4Ports {
+  srcPort: number;
+  dstPort: number;
+}
+
+export function newL4Ports(): L4Ports {
+  return { srcPort: 0, dstPort: 0 };
+}
+
+/**
+ * The step both data planes take after the IP header of a packet that is not a later fragment: the ports
+ * of the TCP or UDP header at buf[l4 .. end) into `out`. `proto` is IPPROTO_TCP or IPPROTO_UDP (the
+ * caller has answered every other protocol). TCP is parsed whole into `tcp` (its flags are read after);
+ * UDP into `udp`, except in a first fragment (`firstFragment`): it carries the UDP header but not the
+ * whole datagram its length field names, so only the header's 8 bytes are checked and the ports read.
+ * Returns the L4 header's length, or a negative codec error of the TCP layer (TCP) or the UDP layer (UDP).
+ */
+export function readL4Ports(
+  buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean, tcp: TcpHeader, udp: UdpHeader, out: L4Ports,
+): number {
+  if (proto === IPPROTO_TCP) {
+    const n = parseTcp(buf, l4, tcp, end);
+    if (n < 0) return n;
+    out.srcPort = tcp.srcPort;
+    out.dstPort = tcp.dstPort;
+    return n;
+  }
+  if (firstFragment) {
+    if (end - l4 < UDP_HEADER_LEN) return ERR_TRUNCATED;
+    out.srcPort = readU16(buf, l4);
+    out.dstPort = readU16(buf, l4 + 2);
+    return UDP_HEADER_LEN;
+  }
+  const n = parseUdp(buf, l4, udp, end);
+  if (n < 0) return n;
+  out.srcPort = udp.srcPort;
+  out.dstPort = udp.dstPort;
+  return n;
+}
+
+/** True when two IPv6 addresses, each four 32-bit words in network order, are the same. */
+export function ipv6Equal(a: Uint32Array, b: Uint32Array): boolean {
+  return a[0] === b[0] && a[1] === b[1] && a[2] === b[2] && a[3] === b[3];
 }

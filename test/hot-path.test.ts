@@ -4,7 +4,11 @@ import { describe, expect, it } from 'vitest';
 import { setFlagsFromString } from 'node:v8';
 import { Counters } from '../shared/counters.js';
 import { HOST_COUNTER_NAMES } from '../host-agent/data-plane.js';
-import { copyPayload, ipv4ChecksumOk, readEtherType, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { copyPayload, ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, WORD_COPY_MAX_LEN } from '../shared/hot-path.js';
+import { newTcpHeader, parseTcp } from '../shared/tcp.js';
+import { newUdpHeader, parseUdp } from '../shared/udp.js';
+import { IPPROTO_TCP, IPPROTO_UDP } from '../shared/ipv4.js';
+import { formatIpv6 } from '../shared/addr.js';
 import { finishChecksum, ipv4HeaderChecksum, sumBytes, verifyIpv4HeaderChecksum } from '../shared/checksum.js';
 import { newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { ETHERTYPE_QINQ, ETHERTYPE_VLAN, newEthernetHeader, parseEthernet } from '../shared/ethernet.js';
@@ -183,5 +187,60 @@ describe('checksum sums', () => {
     }
     expect(good).toBeGreaterThan(10000);
     expect(bad).toBeGreaterThan(10000);
+  });
+});
+
+describe('readL4Ports', () => {
+  // the plain form it replaces in both data planes: the TCP or UDP parser, and a first fragment's two
+  // ports read after a bare 8-byte check
+  const plain = (buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean): [number, number, number] => {
+    if (proto === IPPROTO_TCP) { const t = newTcpHeader(); const n = parseTcp(buf, l4, t, end); return n < 0 ? [n, 0, 0] : [n, t.srcPort, t.dstPort]; }
+    if (firstFragment) return end - l4 < 8 ? [-1, 0, 0] : [8, (buf[l4]! << 8) | buf[l4 + 1]!, (buf[l4 + 2]! << 8) | buf[l4 + 3]!];
+    const u = newUdpHeader();
+    const n = parseUdp(buf, l4, u, end);
+    return n < 0 ? [n, 0, 0] : [n, u.srcPort, u.dstPort];
+  };
+
+  it('returns what the parsers return, with the same ports, on random headers at any offset and end, first fragments included', () => {
+    const rng = new Rng(0x14b);
+    const tcp = newTcpHeader();
+    const udp = newUdpHeader();
+    const ports = newL4Ports();
+    const seen = new Set<number>();
+    let ok = 0;
+    for (let i = 0; i < 50000; i++) {
+      const buf = rng.bytes(rng.int(80));
+      const l4 = rng.int(8);
+      const proto = rng.int(2) === 0 ? IPPROTO_TCP : IPPROTO_UDP;
+      // a plausible TCP data offset or UDP length half of the time, so the accepting branches are taken
+      if (rng.int(2) === 0 && buf.length > l4 + 12) buf[l4 + 12] = (5 + rng.int(3)) << 4;
+      if (rng.int(2) === 0 && buf.length > l4 + 5) writeU16(buf, l4 + 4, 8 + rng.int(Math.max(1, buf.length - l4 - 8)));
+      const end = rng.int(3) === 0 ? rng.int(buf.length + 1) : buf.length;
+      const frag = rng.int(3) === 0;
+      ports.srcPort = -1; ports.dstPort = -1;
+      const got = readL4Ports(buf, l4, end, proto, frag, tcp, udp, ports);
+      const [n, sp, dp] = plain(buf, l4, end, proto, frag);
+      expect(got, `proto ${proto}, first fragment ${frag}, l4 ${l4}, end ${end}`).toBe(n);
+      if (n >= 0) { expect([ports.srcPort, ports.dstPort]).toEqual([sp, dp]); ok++; } else seen.add(n);
+    }
+    expect(ok).toBeGreaterThan(10000);
+    expect(seen.size).toBeGreaterThanOrEqual(3); // truncated, bad data offset, bad UDP length
+  });
+});
+
+describe('ipv6Equal', () => {
+  it('answers as a comparison of the addresses\' text, on random pairs that differ in one word or none', () => {
+    const rng = new Rng(0x6e9);
+    let same = 0;
+    for (let i = 0; i < 20000; i++) {
+      const a = Uint32Array.from({ length: 4 }, () => rng.u32());
+      const b = Uint32Array.from(a);
+      if (rng.int(2) === 0) b[rng.int(4)] = rng.int(2) === 0 ? rng.u32() : (b[rng.int(4)]! ^ (1 << rng.int(32))) >>> 0;
+      const want = formatIpv6(a) === formatIpv6(b);
+      expect(ipv6Equal(a, b)).toBe(want);
+      if (want) same++;
+    }
+    expect(same).toBeGreaterThan(5000);
+    expect(same).toBeLessThan(15000);
   });
 });
