@@ -163,7 +163,7 @@ export class HostDaemon {
   private sendProbe(nic: string, frame: Buffer, len: number): boolean {
     const st = this.portOf(nic);
     if (st === null) return false; // no port open (yet): the prober counts it, the probe fails
-    if (st.port!.send(frame, len)) return true;
+    if (st.port!.send(frame, 0, len)) return true;
     this.ctx.counters.values[this.ctx.counters.index.send_error_probe]!++;
     return false;
   }
@@ -296,7 +296,7 @@ export class HostDaemon {
     if (!this.started) return;
     const now = Date.now();
     const events = this.neighbors.tick(now, (f, len) => {
-      if (!this.fabric.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
+      if (!this.fabric.send(f, 0, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
     });
     let learned = false;
     for (const ev of events) {
@@ -371,7 +371,7 @@ export class HostDaemon {
       return;
     }
     // in_delivered counted the verdict; a send the kernel refuses is counted here
-    if (!st.port.send(frame.subarray(ctx.outOff, ctx.outOff + ctx.outLen), ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
+    if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
   }
 
   /**
@@ -408,7 +408,7 @@ export class HostDaemon {
     } else {
       // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
       const st = this.ports[ctx.outPort];
-      if (!(st?.port?.send(Buffer.from(ctx.outBuf.buffer, ctx.outBuf.byteOffset + ctx.outOff, ctx.outLen), ctx.outLen) ?? false)) cv[C.send_error_reply]!++;
+      if (!(st?.port?.send(ctx.outBuf, ctx.outOff, ctx.outLen) ?? false)) cv[C.send_error_reply]!++;
     }
   }
 

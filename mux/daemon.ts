@@ -124,7 +124,7 @@ export class MuxDaemon {
     this.port = createFramePort(io.io, o.iface);
     this.txDeferred = this.port.txDeferred;
     this.neighbors = new NeighborResolver(o.mac, (f, len) => {
-      if (!this.port.send(f, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
+      if (!this.port.send(f, 0, len)) this.ctx.counters.values[this.ctx.counters.index.send_error_neighbor]!++;
     });
     const ci = this.ctx.counters.index;
     this.udpRefusalCounter = new Int32Array(5).fill(ci.send_error_udp);
@@ -229,7 +229,7 @@ export class MuxDaemon {
       const n = ctx.outLen;
       let failed: number;
       if (path === 0) {
-        if (!this.port.send(ctx.out, n, true)) failed = C.send_error_cap;
+        if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;
         else if (this.txDeferred) return; // counted when its batch went out, if the kernel took it (countBatchErrors)
         else failed = -1;
       }
@@ -243,7 +243,7 @@ export class MuxDaemon {
       if (failed < 0) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += n; } else cv[failed]!++;
     } else if (v === VERDICT_REPLY) {
       // ICMP back out the capture interface
-      if (!this.port.send(ctx.out, ctx.outLen, true)) cv[C.send_error_reply]!++;
+      if (!this.port.send(ctx.out, 0, ctx.outLen, true)) cv[C.send_error_reply]!++;
       else if (!this.txDeferred) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += ctx.outLen; }
     } else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
   }

@@ -23,12 +23,14 @@ export interface FramePort {
   readonly iface: string;
   open(filter: string, onFrame: (frame: Buffer, len: number, truncated: boolean) => void, bufferBytes?: number): void;
   /**
+   * Sends the frame buf[off .. off + len): a frame inside a larger buffer (the host agent delivers the
+   * inner frame of a VXLAN packet where it lies) goes without a view made per frame.
    * false: not sent, the caller counts it (send_error_<what>); the port counts it too (sendErrors).
    * true: sent, or with txDeferred queued for a batch the kernel may still refuse (deferredSendErrors).
    * counted: a frame the caller counts as sent; with txDeferred it is counted by sentCounted() once the
    * kernel took it, not by the caller when send() returns.
    */
-  send(buf: Buffer, len: number, counted?: boolean): boolean;
+  send(buf: Uint8Array, off: number, len: number, counted?: boolean): boolean;
   /** true on the ring path: send() queues, the kernel takes or refuses the frame when its batch goes out. */
   readonly txDeferred: boolean;
   /**

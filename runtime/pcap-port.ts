@@ -19,6 +19,9 @@ export class PcapPort {
   private cap: InstanceType<typeof Cap> | null = null;
   sendErrors = 0;
   lastSendError = '';
+  private viewBuf: Uint8Array | null = null;
+  private viewOff = 0;
+  private view: Buffer = Buffer.alloc(0);
 
   constructor(iface: string) {
     this.iface = iface;
@@ -38,18 +41,36 @@ export class PcapPort {
     this.cap = cap;
   }
 
-  /** Sends buf[0..len); false (and counted) when the kernel refuses it, e.g. larger than the MTU. */
-  send(buf: Buffer, len: number): boolean {
+  /**
+   * Sends buf[off .. off + len); false (and counted) when the kernel refuses it, e.g. larger than the MTU.
+   * `cap` sends from the start of a Buffer: another offset, or a Uint8Array that is not a Buffer, goes
+   * through a view (see viewFrom).
+   */
+  send(buf: Uint8Array, off: number, len: number): boolean {
     const cap = this.cap;
     if (cap === null) return false;
     try {
-      cap.send(buf, len);
+      cap.send(off === 0 && Buffer.isBuffer(buf) ? buf : this.viewFrom(buf, off), len);
       return true;
     } catch (e) {
       this.sendErrors++;
       this.lastSendError = (e as Error).message;
       return false;
     }
+  }
+
+  /**
+   * A Buffer over buf[off ..]. The last one is kept and used again while buf and off stay the same: the
+   * host agent sends every delivered frame from one offset of its receive buffer, so no view is made per
+   * frame. A view shares buf's memory: it sends the bytes as they are at the send.
+   */
+  private viewFrom(buf: Uint8Array, off: number): Buffer {
+    if (buf !== this.viewBuf || off !== this.viewOff) {
+      this.view = Buffer.from(buf.buffer, buf.byteOffset + off, buf.byteLength - off);
+      this.viewBuf = buf;
+      this.viewOff = off;
+    }
+    return this.view;
   }
 
   /** pcap_sendpacket reports every refusal at once (send() returns false): never any later. */

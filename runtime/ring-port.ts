@@ -172,13 +172,13 @@ export class RingPort {
   }
 
   /**
-   * Queues buf[0..len) (copied at once); false when the kernel cannot take it at all. counted: the frame
-   * counts in sentCounted() once the kernel took it.
+   * Queues buf[off .. off + len) (copied at once); false when the kernel cannot take it at all. counted:
+   * the frame counts in sentCounted() once the kernel took it.
    */
-  send(buf: Uint8Array, len: number, counted = false): boolean {
+  send(buf: Uint8Array, off: number, len: number, counted = false): boolean {
     const h = this.h;
     if (h === null) return false;
-    if (this.addon.send(h, buf, 0, len, counted) === 0) return true;
+    if (this.addon.send(h, buf, off, len, counted) === 0) return true;
     this.refused++;
     return false;
   }

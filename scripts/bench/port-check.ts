@@ -171,7 +171,7 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
   // the fixtures check what is sent, not how fast: bursts of 64 frames, so that no capture ring overflows
   const inject = async (frames: Buffer[]) => {
     for (let i = 0; i < frames.length; i++) {
-      tester.send(frames[i]!, frames[i]!.length);
+      tester.send(frames[i]!, 0, frames[i]!.length);
       if (i % 64 === 63) await sleep(5);
     }
   };
@@ -184,7 +184,7 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     for (const f of inputs) if (processPacket(Buffer.from(f), f.length, offline) === VERDICT_FORWARD) expected.push(Buffer.from(offline.out.subarray(0, offline.outLen)));
     const ctx = newMux(config, dutMac);
     const dut: FramePort = createFramePort(io, dutIf);
-    dut.open(muxCaptureFilter(config), (f, len) => { if (processPacket(f, len, ctx) === VERDICT_FORWARD) dut.send(ctx.out, ctx.outLen); }, 64 * 1024 * 1024);
+    dut.open(muxCaptureFilter(config), (f, len) => { if (processPacket(f, len, ctx) === VERDICT_FORWARD) dut.send(ctx.out, 0, ctx.outLen); }, 64 * 1024 * 1024);
     capture('udp dst port 4789');
     await sleep(100);
     await inject(inputs);
@@ -204,7 +204,7 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     const ctx = newHost(config);
     const dut = createFramePort(io, dutIf);
     dut.open('udp dst port 4789 and dst host 198.18.0.21', (f, len) => {
-      if (processInbound(f, len, ctx) === HOST_FORWARD) dut.send(f.subarray(ctx.outOff, ctx.outOff + ctx.outLen), ctx.outLen);
+      if (processInbound(f, len, ctx) === HOST_FORWARD) dut.send(f, ctx.outOff, ctx.outLen);
     }, 64 * 1024 * 1024);
     capture(`ether dst ${NIC.mac}`);
     await sleep(100);
