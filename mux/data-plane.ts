@@ -255,41 +255,23 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const l4 = l3 + hl;
   const end = l3 + ip.totalLength;
   if (proto === IPPROTO_ICMP && !fragment) return icmpError4(frame, l3, l4, end, vip, ctx);
-  let sport = 0;
-  let dport = 0;
-  let rule: MuxRule | null | undefined;
-  if (fragment && ip.fragOffset !== 0) {
-    ctx.counters.values[C.fragments]!++;
-    rule = vip.fragmentRule.get(proto);
-    if (rule == null) return drop(ctx, C.drop_fragment_no_rule);
-  } else {
-    if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
-    const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
-    if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
-    sport = ctx.ports.srcPort; dport = ctx.ports.dstPort;
-    if (fragment) ctx.counters.values[C.fragments]!++;
-    rule = vip.rules.get((proto << 16) | dport);
-    if (rule === undefined) return drop(ctx, C.drop_no_rule);
-  }
+  const rule = findRule(frame, l4, end, proto, fragment, fragment && ip.fragOffset !== 0, vip, ctx);
+  if (rule === null) return VERDICT_DROP;
   const seed = ctx.hashSeed;
-  let nic: MuxNic | undefined;
   let flowHash: number;
-  const table = rule.table;
+  let selectHash: number;
   if (fragment) {
     // every fragment of a datagram, the first included, hashes on the 3-tuple so they meet at one backend
-    flowHash = hashFlowV4(ip.src, ip.dst, proto, 0, 0, 3, seed);
-    const slot = table.slots[flowHash % table.size]!;
-    if (slot === MAGLEV_EMPTY) return drop(ctx, C.drop_no_backend);
-    nic = table.members[slot]!;
+    flowHash = selectHash = hashFlowV4(ip.src, ip.dst, proto, 0, 0, 3, seed);
   } else {
+    const sport = ctx.ports.srcPort;
+    const dport = ctx.ports.dstPort;
     flowHash = hashFlowV4(ip.src, ip.dst, proto, sport, dport, 5, seed);
+    selectHash = rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed);
     setKey4(ctx.flows4, ip.src, ip.dst, proto, sport, dport);
-    const now = ctx.nowS;
-    const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, ctx.flows4, ctx.pending4, rule, flowHash, now, expires,
-      rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed), proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
-    if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
+  const nic = placeFlow(ctx, ctx.flows4, ctx.pending4, rule, proto, fragment, flowHash, selectHash);
+  if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
 }
 
@@ -404,41 +386,66 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   }
   const fragment = isIpv6Fragment(ip);
   if (proto === IPPROTO_ICMPV6 && !fragment) return icmpError6(frame, l3, l4, end, vip, ctx);
-  let sport = 0;
-  let dport = 0;
-  let rule: MuxRule | null | undefined;
-  if (fragment && ip.fragOffset !== 0) {
-    ctx.counters.values[C.fragments]!++;
-    rule = vip.fragmentRule.get(proto);
-    if (rule == null) return drop(ctx, C.drop_fragment_no_rule);
-  } else {
-    if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_no_rule);
-    const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
-    if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
-    sport = ctx.ports.srcPort; dport = ctx.ports.dstPort;
-    if (fragment) ctx.counters.values[C.fragments]!++;
-    rule = vip.rules.get((proto << 16) | dport);
-    if (rule === undefined) return drop(ctx, C.drop_no_rule);
-  }
+  const rule = findRule(frame, l4, end, proto, fragment, fragment && ip.fragOffset !== 0, vip, ctx);
+  if (rule === null) return VERDICT_DROP;
   const seed = ctx.hashSeed;
-  const table = rule.table;
-  let nic: MuxNic | undefined;
   let flowHash: number;
+  let selectHash: number;
   if (fragment) {
-    flowHash = hashFlowV6(ip.src, 0, ip.dst, 0, proto, 0, 0, 3, seed);
-    const slot = table.slots[flowHash % table.size]!;
-    if (slot === MAGLEV_EMPTY) return drop(ctx, C.drop_no_backend);
-    nic = table.members[slot]!;
+    flowHash = selectHash = hashFlowV6(ip.src, 0, ip.dst, 0, proto, 0, 0, 3, seed);
   } else {
+    const sport = ctx.ports.srcPort;
+    const dport = ctx.ports.dstPort;
     flowHash = hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, 5, seed);
+    selectHash = rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed);
     setKey6(ctx.flows6, ip.src, ip.dst, proto, sport, dport);
-    const now = ctx.nowS;
-    const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-    nic = chooseWithFlow(ctx, ctx.flows6, ctx.pending6, rule, flowHash, now, expires,
-      rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed), proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
-    if (nic === undefined) return drop(ctx, C.drop_no_backend);
   }
+  const nic = placeFlow(ctx, ctx.flows6, ctx.pending6, rule, proto, fragment, flowHash, selectHash);
+  if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
+}
+
+/**
+ * The rule a packet to `vip` falls under, either family: a later fragment (no L4 header) by its protocol
+ * alone; any other packet by protocol and destination port, its ports left in ctx.ports (readL4Ports).
+ * null after counting the drop.
+ */
+function findRule(
+  frame: Uint8Array, l4: number, end: number, proto: number, fragment: boolean, laterFragment: boolean, vip: MuxVip, ctx: MuxContext,
+): MuxRule | null {
+  const C = ctx.counters.index;
+  if (laterFragment) {
+    ctx.counters.values[C.fragments]!++;
+    const rule = vip.fragmentRule.get(proto);
+    if (rule == null) { drop(ctx, C.drop_fragment_no_rule); return null; }
+    return rule;
+  }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_no_rule); return null; }
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n); return null; }
+  if (fragment) ctx.counters.values[C.fragments]!++;
+  const rule = vip.rules.get((proto << 16) | ctx.ports.dstPort);
+  if (rule === undefined) { drop(ctx, C.drop_no_rule); return null; }
+  return rule;
+}
+
+/**
+ * The nic a packet goes to, either family, once its hashes are known (and, for a whole packet, its key
+ * is in flows.key): a fragment, the first included, takes the Maglev slot of its 3-tuple hash (no flow
+ * state: the later fragments carry no ports); any other packet goes through the flow tables
+ * (chooseWithFlow). undefined: no backend.
+ */
+function placeFlow(
+  ctx: MuxContext, flows: FlowTable, pending: FlowTable, rule: MuxRule, proto: number, fragment: boolean, flowHash: number, selectHash: number,
+): MuxNic | undefined {
+  if (fragment) {
+    const table = rule.table;
+    const slot = table.slots[flowHash % table.size]!;
+    return slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
+  }
+  const now = ctx.nowS;
+  const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
+  return chooseWithFlow(ctx, flows, pending, rule, flowHash, now, expires, selectHash, proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
 }
 
 /** A TCP SYN without ACK: the first packet of a connection. */
