@@ -2,7 +2,8 @@
 # Shared steps of the BGP scenarios (10-13); source after scripts/lab/lib.sh and common.sh.
 #   bgp_scenario_traps            after lab_setup_scenario: also stops this file's background pollers on exit
 #   bgp_poll_start VIP FILE       polls the router's next hops for VIP every ~10 ms into FILE
-#                                 ("EPOCH_US hop,hop,..." per line) until bgp_poll_stop
+#                                 ("EPOCH_US hop,hop,..." per line, EPOCH_US when the read had ended:
+#                                 the route was so at or before it) until bgp_poll_stop
 #   bgp_monitor_start FILE        records the router's route changes (ip -ts monitor route) into FILE
 #   bgp_poll_stop                 stops the pollers and monitors
 #   bgp_now_us                    the time in microseconds since the epoch (the polls' clock)
@@ -30,7 +31,10 @@ bgp_poll_start() {
   local vip=$1 out=$2
   (
     trap 'exit 0' TERM
-    while :; do printf '%s %s\n' "${EPOCHREALTIME/./}" "$(lab_router_nexthops "$vip" | paste -sd, -)"; sleep 0.01; done
+    # the time is read once the route has been read: on a busy machine one poll can take 100-300 ms, and
+    # a time taken before it stamped a route read after the event as seen before it
+    local hops
+    while :; do hops=$(lab_router_nexthops "$vip" | paste -sd, -); printf '%s %s\n' "${EPOCHREALTIME/./}" "$hops"; sleep 0.01; done
   ) >"$out" &
   BGP_POLL_PIDS+=($!)
 }

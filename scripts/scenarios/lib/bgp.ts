@@ -65,7 +65,7 @@ export function birdLog(run: string, pattern: RegExp): { ms: number; line: strin
   return out;
 }
 
-/** Route polls: "EPOCH_US hop,hop,..." lines. */
+/** Route polls: "EPOCH_US hop,hop,..." lines; EPOCH_US is when the read had ended (the route was so at or before it). */
 export function readPolls(path: string): { us: number; hops: string[] }[] {
   return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => {
     const [t, h] = l.split(' ');
@@ -94,6 +94,36 @@ function readMonitor(path: string, vip: string): { ms: number; hops: string[]; d
     }
   }
   return out;
+}
+
+/**
+ * Every table a MUX applied from `sinceUs` on with a backend down (its policy_applied log events, each
+ * with the health keys down): a probe that failed meanwhile. Such a change moves the Maglev table, so a
+ * connection placed anew then (moved to another MUX) may reach another backend: the scenarios that keep
+ * a pool stable on purpose fail on it, saying that the machine was too loaded for the probes.
+ */
+export function healthDownEvents(run: string, muxes: readonly string[], sinceUs: number): { mux: string; ms: number; generation: number; down: string[] }[] {
+  const out: { mux: string; ms: number; generation: number; down: string[] }[] = [];
+  for (const m of muxes) {
+    const file = join(run, 'logs', `${m}.log`);
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, 'utf8').split('\n')) {
+      if (!line.includes('"event":"policy_applied"')) continue;
+      let e: any;
+      try { e = JSON.parse(line); } catch { continue; }
+      const ms = Date.parse(e.ts);
+      if (ms * 1000 >= sinceUs && Array.isArray(e.down) && e.down.length > 0) out.push({ mux: m, ms, generation: e.generation, down: e.down });
+    }
+  }
+  return out.sort((a, b) => a.ms - b.ms);
+}
+
+/** The check: the pool's health held from `sinceUs` on (every MUX's log), or a FAIL naming the load. */
+function checkHealthHeld(c: Checks, run: string, muxes: readonly string[], sinceUs: number, eventUs: number, what: string): void {
+  const ev = healthDownEvents(run, muxes, sinceUs);
+  c.check(ev.length === 0, `every backend stayed up in every MUX's tables from the start of the connections on (each MUX's policy_applied log events): ${what}`,
+    ev.length === 0 ? `${muxes.length} MUX logs`
+      : `the machine was too loaded for the probes: ${ev.slice(0, 4).map((e) => `${e.mux} generation ${e.generation} at ${((e.ms * 1000 - eventUs) / 1000).toFixed(0)} ms from the kill with ${e.down.join(', ')} down`).join('; ')}${ev.length > 4 ? `; ${ev.length - 4} more` : ''}; a health change moves the Maglev table, so the verdicts on moved connections cannot tell it from a fault`);
 }
 
 /** BIRD `show route all PREFIX`: the protocols (muxes) with a path, their AS paths and next hops. */
@@ -235,6 +265,7 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
 // 11-mux-crash, 12-mux-hang
 // --run R --vip A --port N --victim muxN --event-us T (kill/stop time) --polls F --limit-ms N --hold-json F
 //   [--rejoin-us T --rejoin-polls F --rejoin-limit-ms N] [--http-json F] [--kind crash|hang] [--bird-protocols F]
+//   [--health-since-us T: every backend must have stayed up in the MUXes' tables from T on]
 
 export function verifyMuxFailure(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
@@ -256,7 +287,13 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   const after = polls.filter((p) => p.us >= eventUs);
   const drop = after.find((p) => !p.hops.includes(victimPa));
   const lastWith = [...after].reverse().find((p) => drop !== undefined && p.us < drop.us && p.hops.includes(victimPa));
-  c.check(before.length > 0 && before.every((p) => p.hops.includes(victimPa)), `before the ${kind}, the router routed ${vip} over ${victim}`, `${before.length} polls`);
+  const gaps = before.filter((p) => !p.hops.includes(victimPa));
+  // on a starved machine a MUX can miss its keepalives for the whole hold time: BIRD's log says so
+  const lost = gaps.length === 0 ? [] : birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|Connection lost|BGP session closed)`))
+    .filter((x) => x.ms * 1000 < eventUs && x.ms * 1000 >= (before[0]?.us ?? 0) - 5_000_000);
+  c.check(before.length > 0 && gaps.length === 0, `before the ${kind}, the router routed ${vip} over ${victim}`,
+    `${before.length} polls${gaps.length > 0 ? `, ${gaps.length} without ${victim} (the first ${((gaps[0]!.us - eventUs) / 1000).toFixed(0)} ms from the ${kind})` : ''}${lost.length > 0
+      ? `; BIRD lost ${victim}'s session before the ${kind} (a MUX starved of CPU misses its keepalives for the hold time: the machine was too loaded): ${lost.map((x) => `${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`).join('; ')}` : ''}`);
   const ms = drop === undefined ? Infinity : (drop.us - eventUs) / 1000;
   const resolution = drop === undefined ? 0 : ((drop.us - (lastWith?.us ?? eventUs)) / 1000);
   c.check(ms <= limitMs, `the router dropped ${victim}'s next hop within ${limitMs} ms of the ${kind === 'crash' ? 'kill -9' : 'SIGSTOP'}`,
@@ -284,6 +321,8 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   }
 
   // 2. the long-lived connections
+  const healthSince = f.get('health-since-us');
+  if (healthSince !== undefined) checkHealthHeld(c, run, config.muxes.map((m) => m.name), Number(healthSince), eventUs, 'the connections the kill moved must reach their backend');
   const holdJson = f.get('hold-json');
   const hold = holdJson === undefined ? { records: [], summary: { answered: 0, requests: 0, maxGapMs: 0 } } : readJson(holdJson);
   const recs: any[] = hold.records;
@@ -458,6 +497,7 @@ export function verifyMuxAddRemove(argv: readonly string[]): Checks {
 // 11-mux-crash, second half: a pool change, then a MUX failure
 // --run R --vip A --port N --victim muxN --event-us T (the kill) --drain-us T --drained-us T (the drain
 //   command's start and return, every MUX acked) --drained NIC --hold-json F --connections N --client-exit N
+//   --health-since-us T (the connections' start: every backend must have stayed up in the MUXes' tables since)
 // A connection "moved" when, after the drain began, it reached a MUX it had not reached before: that MUX
 // has no flow entry for it and places it by the table of the moment. The kill moves the dead MUX's
 // connections (and, the kernel's multipath being hash-threshold, some between the survivors); a TCP
@@ -477,6 +517,8 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
   const clientExit = Number(need(f, 'client-exit'));
   const config = loadConfig(join(run, 'config.yaml'));
   const c = new Checks();
+  // the drain is the only change to the pool this half reasons about: a probe failing meanwhile moves the table too
+  checkHealthHeld(c, run, config.muxes.map((m) => m.name), Number(need(f, 'health-since-us')), eventUs, `the drain of ${drained} is the pool's only change`);
   const hold = readJson(need(f, 'hold-json'));
   const recs: any[] = hold.records;
   // without the records of every connection the checks below would hold for nothing
