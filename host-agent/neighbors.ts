@@ -19,6 +19,7 @@
 //     ROUND_CONFIRM_MS; its packets meanwhile are counted as dropped).
 // No per-packet work here: the daemon hands over ARP and ICMPv6 frames and calls tick() on a timer.
 import { formatMac } from '../shared/addr.js';
+import { ipv6Equal } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
 import { ETH_HEADER_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
@@ -219,8 +220,7 @@ export class FabricNeighbors {
     // RFC 4861 7.2.5: a solicited advertisement, unicast to us; its target link-layer address is the frame's source
     const linkOk = !this.nd.hasLinkAddr || macKey(this.nd.linkAddr, 0) === src;
     const pa6 = this.pa6;
-    const d = ip.dst;
-    const dstOk = pa6 !== null && d[0] === pa6[0] && d[1] === pa6[1] && d[2] === pa6[2] && d[3] === pa6[3];
+    const dstOk = pa6 !== null && ipv6Equal(ip.dst, pa6);
     if (!toUs || !dstOk || !linkOk) { this.counters.ignored++; return true; }
     this.answer(e, src, eth.src, nowMs);
     return true;
@@ -246,8 +246,7 @@ export class FabricNeighbors {
 
   private entryOf6(a: Uint32Array): Entry | undefined {
     for (const e of this.entries) {
-      const w = e.peer.address.words;
-      if (e.peer.address.family === 6 && w[0] === a[0] && w[1] === a[1] && w[2] === a[2] && w[3] === a[3]) return e;
+      if (e.peer.address.family === 6 && ipv6Equal(e.peer.address.words, a)) return e;
     }
     return undefined;
   }

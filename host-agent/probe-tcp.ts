@@ -28,6 +28,7 @@
 // codecs into one reused buffer, with full checksums.
 import { randomInt } from 'node:crypto';
 import { writeIpAddr, type IpAddr } from '../shared/addr.js';
+import { ipv6Equal } from '../shared/hot-path.js';
 import { readU32, writeU16 } from '../shared/bytes.js';
 import { l4Checksum, pseudoSumV4, pseudoSumV6Bytes, verifyL4Checksum } from '../shared/checksum.js';
 import { Counters } from '../shared/counters.js';
@@ -486,5 +487,5 @@ export class ProbeTcp {
 
 function sameAddr(a: IpAddr, words: Uint32Array): boolean {
   if (a.family === 4) return a.words[0] === words[0];
-  return a.words[0] === words[0] && a.words[1] === words[1] && a.words[2] === words[2] && a.words[3] === words[3];
+  return ipv6Equal(a.words, words);
 }

@@ -3,6 +3,7 @@
 // rebuilds the same tables and established connections carry on (the DSR return is stateless because
 // config validation makes (nic address, protocol, backend port) name exactly one (VIP, frontend port)).
 import { writeIpAddr, type IpAddr } from '../shared/addr.js';
+import { ipv6Equal } from '../shared/hot-path.js';
 import type { SlbxConfig } from '../shared/config.js';
 
 export interface HostNetwork {
@@ -92,7 +93,7 @@ export function peerIndex6(tables: HostTables, a: Uint32Array): number {
   const peers = tables.peers;
   for (let i = 0; i < peers.length; i++) {
     const w = peers[i]!.address.words;
-    if (w.length === 4 && w[0] === a[0] && w[1] === a[1] && w[2] === a[2] && w[3] === a[3]) return i;
+    if (w.length === 4 && ipv6Equal(w, a)) return i;
   }
   return -1;
 }

@@ -3,6 +3,7 @@
 // every second until answered, then every 30 s to notice a changed MAC; any ARP or ND message from a
 // host's provider address teaches us its MAC.
 import { formatMac } from '../shared/addr.js';
+import { ipv6Equal } from '../shared/hot-path.js';
 import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
 import { newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
@@ -98,7 +99,7 @@ export class NeighborResolver {
     const mac = this.nd.hasLinkAddr ? this.nd.linkAddr : this.eth.src;
     for (const h of hosts) {
       const p = h.pa6;
-      if (p !== null && p[0] === who[0] && p[1] === who[1] && p[2] === who[2] && p[3] === who[3]) this.set(h, mac);
+      if (p !== null && ipv6Equal(p, who)) this.set(h, mac);
     }
   }
 
