@@ -10,6 +10,8 @@
 # MAC: it reaches the hosts (their captures) and every frame is refused by the host agents' source MAC
 # check (drop_in_spoofed_source), while 1,000 good requests through the VIP all succeed. Twice: over
 # the default IPv4 underlay and over an IPv6 underlay (fabric.underlay: ipv6, the MUXes' address6).
+# The attacks start once the good traffic's flows are placed, and the counters are read once client1's
+# capture (stopped when its last connection closed) is accounted for in full: evidence, not pauses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -59,10 +61,11 @@ for underlay in ipv4 ipv6; do
   lab_router_counters >"$LAB_DIR/edge-before.json"
   for n in $(lab_nodes host); do sc_counters "$n" "$LAB_DIR/host-before-$n.json"; done
 
-  # good traffic all along
+  # good traffic all along: the attacks start once the MUXes placed 20 of its flows
+  flows0=$(sc_mux_flows)
   sc_client client1 http --url http://203.0.113.10/ --count "$REQUESTS" --concurrency 4 --json "$LAB_DIR/client-http.json" >"$LAB_DIR/client-http.out" 2>&1 &
   good=$!
-  sleep 0.3
+  sc_wait_for "20 of the good requests' flows placed by the MUXes" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + 20)) ]' || rc=1
   # the internet attacker: spoofed VXLAN, probes of the fabric, the router itself
   sc_client client1 inject --interface eth0 --in "$LAB_DIR/outside.pcap" || rc=1
   # real connection attempts: the controller's API and BGP on mux1 (each must time out: no answer at all)
@@ -79,7 +82,18 @@ for underlay in ipv4 ipv6; do
   ip netns exec "$rogue_ns" "${SC_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/client.js" inject --interface fab0 --in "$LAB_DIR/rogue.pcap" || rc=1
   wait "$good" || rc=1
   cat "$LAB_DIR/client-http.out"
-  sleep 0.3
+  # evidence, not a pause, that everything sent was counted: client1 has sent its last packet (no TCP
+  # connection to the VIP left but in TIME-WAIT), its capture is stopped, and the router's counters show
+  # exactly what that capture calls for and every host counted each rogue frame (fabric-closed.js settled)
+  sc_wait_for "client1's connections to the VIP closed" 60 eval '[ -z "$(lab_exec client1 ss -Htn state established state syn-sent state fin-wait-1 state fin-wait-2 state close-wait state last-ack state closing dst 203.0.113.10)" ]' || rc=1
+  lab_capture_stop client1 || rc=1
+  counted() {
+    local n hn=''
+    lab_router_counters >"$LAB_DIR/edge-now.json" || return 1
+    for n in $(lab_nodes host); do sc_counters "$n" "$LAB_DIR/host-now-$n.json" || return 1; hn+="$n=$LAB_DIR/host-now-$n.json,"; done
+    "${FC[@]}" settled --config "$LAB_DIR/config.yaml" --run "$LAB_DIR" --client-mac "$client_mac" --edge-now "$LAB_DIR/edge-now.json" --host-now "${hn%,}" 2>"$LAB_DIR/settled.txt"
+  }
+  sc_wait_for "every packet counted by the router and the hosts" 30 counted || { cat "$LAB_DIR/settled.txt"; rc=1; }
   lab_router_counters >"$LAB_DIR/edge-after.json"
   for n in $(lab_nodes host); do
     sc_counters "$n" "$LAB_DIR/host-after-$n.json"

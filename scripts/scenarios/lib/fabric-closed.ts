@@ -14,6 +14,10 @@
 //        --rogue-mac M --mux-macs mux1=M,... --requests N
 //     reads DIR/pcaps/{client1,router-fab,host*,h*vm*}.pcap, DIR/edge-{before,after}.json,
 //     DIR/host-{before,after}-NODE.json, DIR/neighbors-NODE.json, DIR/client-http.json
+//   node dist/scripts/scenarios/lib/fabric-closed.js settled --config F --run DIR --client-mac M
+//        --edge-now F --host-now host1=F,...
+//     exit 0 once the router's edge counters read now moved by exactly what client1's (stopped) capture
+//     calls for and every host counted each rogue frame: the scenario waits for this, not for time
 //
 // The verifier classifies every packet client1 sent, from the config's addresses alone, into what the
 // router's filter must do with it, and requires each named nft counter to have moved by exactly that.
@@ -211,6 +215,49 @@ const COUNTER_OF: Record<Exclude<Fate, 'ignored'>, string> = {
   spoofed: 'edge_spoofed_source', toRouter: 'edge_to_router', notVip: 'edge_not_vip', toVip: 'edge_to_vip',
 };
 
+/** What the router's edge counters must move by for client1's capture: counter name -> packets; and how many packets that was. */
+function wantedEdge(client: readonly CapturedPacket[], a: LabAddrs, clientMac: string): { want: Map<string, number>; sent: number } {
+  const want = new Map<string, number>();
+  let sent = 0;
+  for (const p of client) {
+    const k = classify(p, a, clientMac);
+    if (k === null || k.fate === 'ignored') continue;
+    sent++;
+    const name = `${COUNTER_OF[k.fate]}${k.family}`;
+    want.set(name, (want.get(name) ?? 0) + 1);
+  }
+  return { want, sent };
+}
+
+const EDGE_COUNTERS = (['spoofed', 'toRouter', 'notVip', 'toVip'] as const).flatMap((fate) => ([4, 6] as const).map((fam) => `${COUNTER_OF[fate]}${fam}`));
+
+/**
+ * The scenario's evidence that everything sent has been counted (instead of a pause): with client1's
+ * capture stopped, the router's edge counters read now (--edge-now F) moved by exactly what the capture
+ * calls for, and each host's drop_in_spoofed_source (--host-now host1=F,...) by every rogue frame
+ * (muxes x SPOOF_COPIES). Exit 0 when so, 1 (saying what differs) when not yet.
+ */
+export function settled(argv: readonly string[]): number {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const a = labAddrs(loadConfig(need(f, 'config')));
+  const json = (path: string) => JSON.parse(readFileSync(path, 'utf8'));
+  const { want } = wantedEdge(loadCapture(join(run, 'pcaps', 'client1.pcap')), a, need(f, 'client-mac'));
+  const before = json(join(run, 'edge-before.json')) as Record<string, { packets: number }>;
+  const now = json(need(f, 'edge-now')) as Record<string, { packets: number }>;
+  const differ: string[] = [];
+  for (const name of EDGE_COUNTERS) {
+    const d = (now[name]?.packets ?? NaN) - (before[name]?.packets ?? NaN);
+    if (d !== (want.get(name) ?? 0)) differ.push(`${name} +${d} of ${want.get(name) ?? 0}`);
+  }
+  for (const [host, file] of mapOf(need(f, 'host-now'))) {
+    const d = (json(file).drop_in_spoofed_source ?? NaN) - (json(join(run, `host-before-${host}.json`)).drop_in_spoofed_source ?? NaN);
+    if (d !== a.muxes.length * SPOOF_COPIES) differ.push(`${host} drop_in_spoofed_source +${d} of ${a.muxes.length * SPOOF_COPIES}`);
+  }
+  if (differ.length > 0) process.stderr.write(`not yet counted: ${differ.join(', ')}\n`);
+  return differ.length === 0 ? 0 : 1;
+}
+
 function isSpoofInner(p: CapturedPacket): boolean {
   return p.d.all('ipv4').some((l) => l.src === SPOOF_INNER_SRC) || p.d.all('ipv6').some((l) => l.src === SPOOF_INNER_SRC6);
 }
@@ -229,16 +276,7 @@ export function verify(argv: readonly string[]): Checks {
   const requests = Number(need(f, 'requests'));
 
   // 1. every packet client1 sent, classified from the config's addresses, against the router's counters
-  const client = pcap('client1');
-  const want = new Map<string, number>();
-  let sent = 0;
-  for (const p of client) {
-    const k = classify(p, a, clientMac);
-    if (k === null || k.fate === 'ignored') continue;
-    sent++;
-    const name = `${COUNTER_OF[k.fate]}${k.family}`;
-    want.set(name, (want.get(name) ?? 0) + 1);
-  }
+  const { want, sent } = wantedEdge(pcap('client1'), a, clientMac);
   const before = json('edge-before.json') as Record<string, { packets: number }>;
   const after = json('edge-after.json') as Record<string, { packets: number }>;
   let dropped = 0;
@@ -328,8 +366,10 @@ function main(argv: readonly string[]): number {
   const [cmd, ...rest] = argv;
   if (cmd === 'gen') { generate(rest); return 0; }
   if (cmd === 'verify') verify(rest).exit();
+  if (cmd === 'settled') return settled(rest);
   process.stderr.write('usage: fabric-closed.js gen --config F --out DIR --underlay ipv4|ipv6 --client-mac M --router-mac M --rogue-mac M --host-macs host1=M,...\n'
-    + '       fabric-closed.js verify --config F --run DIR --underlay ipv4|ipv6 --client-mac M --rogue-mac M --mux-macs mux1=M,... --requests N\n');
+    + '       fabric-closed.js verify --config F --run DIR --underlay ipv4|ipv6 --client-mac M --rogue-mac M --mux-macs mux1=M,... --requests N\n'
+    + '       fabric-closed.js settled --config F --run DIR --client-mac M --edge-now F --host-now host1=F,...\n');
   return cmd === '--help' || cmd === '-h' ? 0 : 2;
 }
 
