@@ -1,5 +1,6 @@
-// The bench report judges the control-plane latency against the bound scenario 09 asserts
-// (docs/controller.md, "How fast a change reaches the MUXes"): a median of at most 300 ms.
+// The bench report judges the control-plane latency against the bound docs/controller.md names ("How
+// fast a change reaches the MUXes"): a median of at most 300 ms. Scenario 09 measures the median on
+// every run but does not judge it (a timed verdict would depend on the machine being idle).
 import { afterAll, expect, it } from 'vitest';
 import { mkdtempSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -26,10 +27,10 @@ function reportWithCp(medians: number[]): { met: boolean | null; target: string;
   return r.targets.find((x: { name: string }) => x.name.startsWith('policy change'));
 }
 
-it('the bound is the one the docs and scenario 09 name', () => {
+it('the bound is the one the docs name', () => {
   expect(CP_MEDIAN_BOUND_MS).toBe(300);
-  expect(readFileSync(new URL('../docs/controller.md', import.meta.url), 'utf8')).toContain('at most 300 ms asserted');
-  expect(readFileSync(new URL('../scripts/scenarios/09-controller-restart.sh', import.meta.url), 'utf8')).toContain('CP_MEDIAN_MS=${CP_MEDIAN_MS:-300}');
+  expect(readFileSync(new URL('../docs/controller.md', import.meta.url), 'utf8')).toContain('the bench report judges it against 300 ms');
+  expect(readFileSync(new URL('../scripts/scenarios/09-controller-restart.sh', import.meta.url), 'utf8')).toContain('the bench report judges it (cp-propagation, 300 ms)');
 });
 
 it('a median under the bound meets the target; over it does not', () => {
