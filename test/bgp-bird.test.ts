@@ -212,6 +212,7 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     const file = readPcap(readFileSync(join(dir, 'bgp.pcap')));
     if (typeof file === 'number') throw new Error('not a pcap');
     const streams = new Map<string, Buffer>();
+    const nextSeq = new Map<string, number>();
     const kinds = new Map<number, number>();
     for (const pk of file.packets) {
       const d = dissect(pk.data, file.linkType);
@@ -219,7 +220,13 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
       const ipl = d.layers.find((l) => l.layer === 'ipv4') as { src: string } | undefined;
       if (tcp === undefined || ipl === undefined || tcp.payloadLen === 0) continue;
       const k = `${ipl.src}:${tcp.srcPort}`;
-      let b = Buffer.concat([streams.get(k) ?? Buffer.alloc(0), pk.data.subarray(tcp.payloadOff, tcp.payloadOff + tcp.payloadLen)]);
+      // a busy machine retransmits: take each byte of the stream once, by sequence number
+      const next = nextSeq.get(k) ?? tcp.seq;
+      const skip = (next - tcp.seq) >>> 0;
+      if (skip >= tcp.payloadLen && skip < 0x80000000) continue; // all of it seen already
+      if (skip >= 0x80000000) throw new Error(`${k}: a gap in the BGP stream at seq ${next} (a segment the capture missed)`);
+      nextSeq.set(k, (tcp.seq + tcp.payloadLen) >>> 0);
+      let b = Buffer.concat([streams.get(k) ?? Buffer.alloc(0), pk.data.subarray(tcp.payloadOff + skip, tcp.payloadOff + tcp.payloadLen)]);
       for (;;) {
         const h = newBgpHeader();
         const r = parseBgpHeader(b, 0, h);
@@ -240,8 +247,16 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     expect([...kinds.keys()].sort()).toEqual([1, 2, 3, 4]);
     const ts = spawnSync('tshark', ['-r', join(dir, 'bgp.pcap'), '-d', 'tcp.port==179,bgp', '-Y', '_ws.malformed || _ws.expert.severity >= "warning"', '-T', 'fields', '-e', 'frame.number', '-e', '_ws.expert.message'], { encoding: 'utf8' });
     if (ts.error === undefined) {
-      // BIRD's and our TTL-1 remarks are chats; anything of warning level or malformed is a failure
-      expect(ts.stdout.trim()).toBe('');
+      // BIRD's and our TTL-1 remarks are chats, and TCP's sequence analysis (a retransmission or D-SACK
+      // on a busy machine) is about the transport, not BGP: every other note of warning level, or a
+      // malformed packet, is a failure
+      const tcpAnalysis = /^(D-SACK Sequence|This frame is a \(suspected\) (spurious )?retransmission|Duplicate ACK.*|Previous segment(s)? not captured.*|ACKed segment that wasn't captured.*|This frame is a \(suspected\) out-of-order segment)$/;
+      const faults = ts.stdout.trim().split('\n').filter((l) => l !== '').flatMap((line) => {
+        const [frame, messages = ''] = line.split('\t');
+        const left = messages.split(',').filter((m) => m !== '"Time To Live" only 1' && !tcpAnalysis.test(m));
+        return left.length > 0 || messages === '' ? [`frame ${frame}: ${messages || 'malformed'}`] : [];
+      });
+      expect(faults).toEqual([]);
     }
   }, 20_000);
 });
