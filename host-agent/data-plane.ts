@@ -16,7 +16,6 @@ import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, i
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
-import { newTcpHeader } from '../shared/tcp.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, ND_NA_FLAG_ROUTER, ND_NA_FLAG_SOLICITED, ND_OPT_TARGET_LL, newNdMessage, parseNd, writeNdBody } from '../shared/icmpv6.js';
 import {
@@ -111,7 +110,6 @@ export interface HostContext {
   readonly qip4: ReturnType<typeof newIpv4Header>;
   readonly qip6: ReturnType<typeof newIpv6Header>;
   readonly udp: ReturnType<typeof newUdpHeader>;
-  readonly tcp: ReturnType<typeof newTcpHeader>;
   readonly vxlan: ReturnType<typeof newVxlanHeader>;
   readonly arp: ReturnType<typeof newArpPacket>;
   readonly nd: ReturnType<typeof newNdMessage>;
@@ -150,7 +148,7 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
     reply: new Uint8Array(1400),
     dsrMtu: 65535,
     eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(), qip4: newIpv4Header(), qip6: newIpv6Header(),
-    udp: newUdpHeader(), tcp: newTcpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), ports: newL4Ports(),
+    udp: newUdpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), ports: newL4Ports(),
     inEthDrop: drops('in_eth'), inIp4Drop: drops('in_ipv4'), inIp6Drop: drops('in_ipv6'), inUdpDrop: drops('in_udp'), inVxlanDrop: drops('in_vxlan'),
     inInnerEthDrop: drops('in_inner_eth'), inInnerIp4Drop: drops('in_inner_ipv4'), inInnerIp6Drop: drops('in_inner_ipv6'),
     inInnerTcpDrop: drops('in_inner_tcp'), inInnerUdpDrop: drops('in_inner_udp'),
@@ -358,7 +356,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     return pEnd;
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
-  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.ports);
   if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
   const dport = ctx.ports.dstPort;
   const rule = findRule4(nic, proto, dport, dst);
@@ -386,7 +384,7 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     return pEnd;
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
-  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.ports);
   if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
   const dport = ctx.ports.dstPort;
   const rule = findRule6(nic, proto, dport, ip.dst);
@@ -550,7 +548,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     return dsr(ctx, frame, l3, end);
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
-  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
@@ -582,7 +580,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     return dsr(ctx, frame, l3, end);
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
-  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);

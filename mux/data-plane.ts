@@ -17,8 +17,7 @@ import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js'
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, isIpv4Fragment, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
-import { newTcpHeader, TCP_ACK, TCP_SYN } from '../shared/tcp.js';
-import { newUdpHeader } from '../shared/udp.js';
+import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG, ICMPV6_PARAM_PROBLEM } from '../shared/icmpv6.js';
 import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../shared/checksum.js';
@@ -124,9 +123,7 @@ export interface MuxContext {
   /** The packet an ICMP error quotes. */
   readonly qip4: ReturnType<typeof newIpv4Header>;
   readonly qip6: ReturnType<typeof newIpv6Header>;
-  readonly tcp: ReturnType<typeof newTcpHeader>;
-  readonly udp: ReturnType<typeof newUdpHeader>;
-  /** The ports of the TCP or UDP header (readL4Ports). */
+  /** The ports (and TCP flags) of the TCP or UDP header (readL4Ports). */
   readonly ports: L4Ports;
   readonly ethDrop: Int32Array;
   readonly ip4Drop: Int32Array;
@@ -189,8 +186,6 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     ip6: newIpv6Header(),
     qip4: newIpv4Header(),
     qip6: newIpv6Header(),
-    tcp: newTcpHeader(),
-    udp: newUdpHeader(),
     ports: newL4Ports(),
     ethDrop: codecDropIndex(counters, 'eth'),
     ip4Drop: codecDropIndex(counters, 'ipv4'),
@@ -421,7 +416,7 @@ function findRule(
     return rule;
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_no_rule); return null; }
-  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.tcp, ctx.udp, ctx.ports);
+  const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
   if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n); return null; }
   if (fragment) ctx.counters.values[C.fragments]!++;
   const rule = vip.rules.get((proto << 16) | ctx.ports.dstPort);
@@ -445,7 +440,7 @@ function placeFlow(
   }
   const now = ctx.nowS;
   const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-  return chooseWithFlow(ctx, flows, pending, rule, flowHash, now, expires, selectHash, proto === IPPROTO_TCP && isSyn(ctx.tcp.flags));
+  return chooseWithFlow(ctx, flows, pending, rule, flowHash, now, expires, selectHash, proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
 }
 
 /** A TCP SYN without ACK: the first packet of a connection. */

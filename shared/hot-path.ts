@@ -2,12 +2,12 @@
 // (docs/performance.md, "Where the data plane's time goes"). Same results byte for byte; the tests in
 // test/hot-path.test.ts hold each against the plain form.
 import { readU16 } from './bytes.js';
-import { ERR_BAD_VLAN, ERR_TRUNCATED } from './codec-error.js';
+import { ERR_BAD_DATA_OFFSET, ERR_BAD_UDP_LENGTH, ERR_BAD_VLAN, ERR_TRUNCATED } from './codec-error.js';
 import { ETH_HEADER_LEN, ETH_VLAN_TAG_LEN, ETHERTYPE_QINQ, ETHERTYPE_VLAN, VLAN_NONE, type EthernetHeader } from './ethernet.js';
 import { IPPROTO_TCP, IPV4_HEADER_LEN, type Ipv4Header } from './ipv4.js';
 import { finishChecksum, sumBytes } from './checksum.js';
-import { parseTcp, type TcpHeader } from './tcp.js';
-import { parseUdp, UDP_HEADER_LEN, type UdpHeader } from './udp.js';
+import { TCP_HEADER_LEN } from './tcp.js';
+import { UDP_HEADER_LEN } from './udp.js';
 
 /**
  * parseEthernet without the MAC addresses, for data planes that never read them from the header object
@@ -74,45 +74,52 @@ export function ipv4ChecksumOk(buf: Uint8Array, off: number, h: Ipv4Header): boo
   return finishChecksum(s) === 0;
 }
 
-/** The two ports of a TCP or UDP header, as readL4Ports leaves them (one reused object per context). */
+/** What the data planes read of a TCP or UDP header (readL4Ports fills it; one reused object per context). */
 export interface L4Ports {
   srcPort: number;
   dstPort: number;
+  /** TCP: the flags byte (SYN, ACK, ...); UDP: 0. */
+  tcpFlags: number;
 }
 
 export function newL4Ports(): L4Ports {
-  return { srcPort: 0, dstPort: 0 };
+  return { srcPort: 0, dstPort: 0, tcpFlags: 0 };
 }
 
 /**
- * The step both data planes take after the IP header of a packet that is not a later fragment: the ports
- * of the TCP or UDP header at buf[l4 .. end) into `out`. `proto` is IPPROTO_TCP or IPPROTO_UDP (the
- * caller has answered every other protocol). TCP is parsed whole into `tcp` (its flags are read after);
- * UDP into `udp`, except in a first fragment (`firstFragment`): it carries the UDP header but not the
- * whole datagram its length field names, so only the header's 8 bytes are checked and the ports read.
- * Returns the L4 header's length, or a negative codec error of the TCP layer (TCP) or the UDP layer (UDP).
+ * The step both data planes take after the IP header of a packet that is not a later fragment: the TCP
+ * or UDP header at buf[l4 .. end) checked as parseTcp and parseUdp check it, with the same results and
+ * errors, and only what the data planes read of it kept in `out` (the ports, TCP's flags). `proto` is
+ * IPPROTO_TCP or IPPROTO_UDP (the caller has answered every other protocol). A UDP first fragment
+ * (`firstFragment`) carries the UDP header but not the whole datagram its length field names: only the
+ * header's 8 bytes are checked there. Returns the L4 header's length, or a negative codec error of the TCP
+ * layer (TCP) or the UDP layer (UDP). Not parseTcp/parseUdp themselves: their other fields cost stores and
+ * inlining budget in the data planes' largest functions (docs/performance.md, "Shared data-plane steps").
  */
-export function readL4Ports(
-  buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean, tcp: TcpHeader, udp: UdpHeader, out: L4Ports,
-): number {
+export function readL4Ports(buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean, out: L4Ports): number {
+  const avail = end - l4;
   if (proto === IPPROTO_TCP) {
-    const n = parseTcp(buf, l4, tcp, end);
-    if (n < 0) return n;
-    out.srcPort = tcp.srcPort;
-    out.dstPort = tcp.dstPort;
-    return n;
-  }
-  if (firstFragment) {
-    if (end - l4 < UDP_HEADER_LEN) return ERR_TRUNCATED;
+    if (l4 < 0 || avail < TCP_HEADER_LEN || end > buf.length) return ERR_TRUNCATED;
+    const hlen = (buf[l4 + 12]! >>> 4) * 4;
+    // RFC 9293 3.1: data offset is at least 5
+    if (hlen < TCP_HEADER_LEN || hlen > avail) return ERR_BAD_DATA_OFFSET;
     out.srcPort = readU16(buf, l4);
     out.dstPort = readU16(buf, l4 + 2);
-    return UDP_HEADER_LEN;
+    out.tcpFlags = buf[l4 + 13]!;
+    return hlen;
   }
-  const n = parseUdp(buf, l4, udp, end);
-  if (n < 0) return n;
-  out.srcPort = udp.srcPort;
-  out.dstPort = udp.dstPort;
-  return n;
+  if (firstFragment) {
+    if (avail < UDP_HEADER_LEN) return ERR_TRUNCATED;
+  } else {
+    if (l4 < 0 || avail < UDP_HEADER_LEN || end > buf.length) return ERR_TRUNCATED;
+    const len = readU16(buf, l4 + 4);
+    // RFC 768: length counts header and data, so at least 8, and must fit what IP carried
+    if (len < UDP_HEADER_LEN || len > avail) return ERR_BAD_UDP_LENGTH;
+  }
+  out.srcPort = readU16(buf, l4);
+  out.dstPort = readU16(buf, l4 + 2);
+  out.tcpFlags = 0;
+  return UDP_HEADER_LEN;
 }
 
 /** True when two IPv6 addresses, each four 32-bit words in network order, are the same. */

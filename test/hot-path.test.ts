@@ -193,18 +193,16 @@ describe('checksum sums', () => {
 describe('readL4Ports', () => {
   // the plain form it replaces in both data planes: the TCP or UDP parser, and a first fragment's two
   // ports read after a bare 8-byte check
-  const plain = (buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean): [number, number, number] => {
-    if (proto === IPPROTO_TCP) { const t = newTcpHeader(); const n = parseTcp(buf, l4, t, end); return n < 0 ? [n, 0, 0] : [n, t.srcPort, t.dstPort]; }
-    if (firstFragment) return end - l4 < 8 ? [-1, 0, 0] : [8, (buf[l4]! << 8) | buf[l4 + 1]!, (buf[l4 + 2]! << 8) | buf[l4 + 3]!];
+  const plain = (buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean): [number, number, number, number] => {
+    if (proto === IPPROTO_TCP) { const t = newTcpHeader(); const n = parseTcp(buf, l4, t, end); return n < 0 ? [n, 0, 0, 0] : [n, t.srcPort, t.dstPort, t.flags]; }
+    if (firstFragment) return end - l4 < 8 ? [-1, 0, 0, 0] : [8, (buf[l4]! << 8) | buf[l4 + 1]!, (buf[l4 + 2]! << 8) | buf[l4 + 3]!, 0];
     const u = newUdpHeader();
     const n = parseUdp(buf, l4, u, end);
-    return n < 0 ? [n, 0, 0] : [n, u.srcPort, u.dstPort];
+    return n < 0 ? [n, 0, 0, 0] : [n, u.srcPort, u.dstPort, 0];
   };
 
-  it('returns what the parsers return, with the same ports, on random headers at any offset and end, first fragments included', () => {
+  it('returns what the parsers return, with the same ports and TCP flags, on random headers at any offset and end, first fragments included', () => {
     const rng = new Rng(0x14b);
-    const tcp = newTcpHeader();
-    const udp = newUdpHeader();
     const ports = newL4Ports();
     const seen = new Set<number>();
     let ok = 0;
@@ -217,11 +215,11 @@ describe('readL4Ports', () => {
       if (rng.int(2) === 0 && buf.length > l4 + 5) writeU16(buf, l4 + 4, 8 + rng.int(Math.max(1, buf.length - l4 - 8)));
       const end = rng.int(3) === 0 ? rng.int(buf.length + 1) : buf.length;
       const frag = rng.int(3) === 0;
-      ports.srcPort = -1; ports.dstPort = -1;
-      const got = readL4Ports(buf, l4, end, proto, frag, tcp, udp, ports);
-      const [n, sp, dp] = plain(buf, l4, end, proto, frag);
+      ports.srcPort = -1; ports.dstPort = -1; ports.tcpFlags = -1;
+      const got = readL4Ports(buf, l4, end, proto, frag, ports);
+      const [n, sp, dp, flags] = plain(buf, l4, end, proto, frag);
       expect(got, `proto ${proto}, first fragment ${frag}, l4 ${l4}, end ${end}`).toBe(n);
-      if (n >= 0) { expect([ports.srcPort, ports.dstPort]).toEqual([sp, dp]); ok++; } else seen.add(n);
+      if (n >= 0) { expect([ports.srcPort, ports.dstPort, ports.tcpFlags]).toEqual([sp, dp, flags]); ok++; } else seen.add(n);
     }
     expect(ok).toBeGreaterThan(10000);
     expect(seen.size).toBeGreaterThanOrEqual(3); // truncated, bad data offset, bad UDP length
