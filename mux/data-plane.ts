@@ -265,7 +265,16 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     selectHash = rule.mode === 5 ? flowHash : hashFlowV4(ip.src, ip.dst, proto, sport, dport, rule.mode, seed);
     setKey4(ctx.flows4, ip.src, ip.dst, proto, sport, dport);
   }
-  const nic = placeFlow(ctx, ctx.flows4, ctx.pending4, rule, proto, fragment, flowHash, selectHash);
+  let nic: MuxNic | undefined;
+  if (fragment) {
+    const table = rule.table;
+    const slot = table.slots[flowHash % table.size]!;
+    nic = slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
+  } else {
+    const now = ctx.nowS;
+    nic = chooseWithFlow(ctx, ctx.flows4, ctx.pending4, rule, flowHash, now, now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS), selectHash,
+      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
+  }
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
 }
@@ -395,7 +404,16 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     selectHash = rule.mode === 5 ? flowHash : hashFlowV6(ip.src, 0, ip.dst, 0, proto, sport, dport, rule.mode, seed);
     setKey6(ctx.flows6, ip.src, ip.dst, proto, sport, dport);
   }
-  const nic = placeFlow(ctx, ctx.flows6, ctx.pending6, rule, proto, fragment, flowHash, selectHash);
+  let nic: MuxNic | undefined;
+  if (fragment) {
+    const table = rule.table;
+    const slot = table.slots[flowHash % table.size]!;
+    nic = slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
+  } else {
+    const now = ctx.nowS;
+    nic = chooseWithFlow(ctx, ctx.flows6, ctx.pending6, rule, flowHash, now, now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS), selectHash,
+      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
+  }
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
 }
@@ -422,25 +440,6 @@ function findRule(
   const rule = vip.rules.get((proto << 16) | ctx.ports.dstPort);
   if (rule === undefined) { drop(ctx, C.drop_no_rule); return null; }
   return rule;
-}
-
-/**
- * The nic a packet goes to, either family, once its hashes are known (and, for a whole packet, its key
- * is in flows.key): a fragment, the first included, takes the Maglev slot of its 3-tuple hash (no flow
- * state: the later fragments carry no ports); any other packet goes through the flow tables
- * (chooseWithFlow). undefined: no backend.
- */
-function placeFlow(
-  ctx: MuxContext, flows: FlowTable, pending: FlowTable, rule: MuxRule, proto: number, fragment: boolean, flowHash: number, selectHash: number,
-): MuxNic | undefined {
-  if (fragment) {
-    const table = rule.table;
-    const slot = table.slots[flowHash % table.size]!;
-    return slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
-  }
-  const now = ctx.nowS;
-  const expires = now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS);
-  return chooseWithFlow(ctx, flows, pending, rule, flowHash, now, expires, selectHash, proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
 }
 
 /** A TCP SYN without ACK: the first packet of a connection. */
