@@ -46,6 +46,16 @@ export function ip(text: string): IpAddr {
   return a;
 }
 
+/** True when `a` lies inside `net`/`len` (same family, the first `len` bits equal). */
+export function inPrefix(a: IpAddr, net: IpAddr, len: number): boolean {
+  if (a.family !== net.family) return false;
+  for (let i = 0, left = len; left > 0 && i < a.words.length; i++, left -= 32) {
+    const mask = left >= 32 ? 0xffffffff : ~(0xffffffff >>> left);
+    if (((a.words[i]! ^ net.words[i]!) & mask) !== 0) return false;
+  }
+  return true;
+}
+
 export function formatIpv4(v: number): string {
   return `${(v >>> 24) & 0xff}.${(v >>> 16) & 0xff}.${(v >>> 8) & 0xff}.${v & 0xff}`;
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { ip, mac, formatIpv4, formatIpv6, parseIpAddr, formatMac } from '../shared/addr.js';
+import { ip, mac, formatIpv4, formatIpv6, inPrefix, parseIpAddr, formatMac } from '../shared/addr.js';
+import { BlockList } from 'node:net';
 import * as E from '../shared/codec-error.js';
 import {
   sumBytes, finishChecksum, ipv4HeaderChecksum, verifyIpv4HeaderChecksum, l4Checksum, verifyL4Checksum,
@@ -393,6 +394,32 @@ describe('tcp, udp, icmp, vxlan', () => {
 });
 
 describe('addresses', () => {
+  it('inPrefix agrees with the kernel-style prefix match of Node\'s net.BlockList', () => {
+    const rng = new Rng(7);
+    const nets: [string, number][] = [['203.0.113.0', 24], ['198.18.0.0', 15], ['0.0.0.0', 0], ['192.0.2.10', 32], ['192.0.2.8', 29],
+      ['2001:db8:ff::', 48], ['2001:db8::', 32], ['2001:db8:f::11', 128], ['2001:db8:c::', 63], ['::', 0], ['2001:db8:ff:8000::', 49]];
+    let inside = 0;
+    for (const [n, len] of nets) {
+      const family = n.includes(':') ? 'ipv6' : 'ipv4';
+      const bl = new BlockList();
+      bl.addSubnet(n, len, family);
+      const base = ip(n);
+      for (let k = 0; k < 400; k++) {
+        // addresses near the network (a few low bits flipped around the prefix boundary) and random ones
+        const w = Array.from(base.words, (x) => x);
+        const bit = Math.max(0, Math.min(w.length * 32 - 1, len - 3 + rng.int(6)));
+        if (rng.int(4) > 0) w[bit >>> 5] = (w[bit >>> 5]! ^ (0x80000000 >>> (bit & 31))) >>> 0;
+        else for (let i = 0; i < w.length; i++) w[i] = rng.int(0x100000000) >>> 0;
+        const text = family === 'ipv4' ? formatIpv4(w[0]!) : formatIpv6(w);
+        const want = bl.check(text, family);
+        if (want) inside++;
+        expect(inPrefix(ip(text), base, len), `${text} in ${n}/${len}`).toBe(want);
+      }
+    }
+    expect(inPrefix(ip('203.0.113.10'), ip('2001:db8::'), 0)).toBe(false); // never across families
+    expect(inside).toBeGreaterThan(1000); // both answers well exercised
+  });
+
   it('parse and format IPv4, IPv6 (RFC 5952) and MACs', () => {
     expect(ip('203.0.113.10').words[0]).toBe(0xcb00710a);
     expect(ip('2001:DB8:0:0:0:0:0:10').text).toBe('2001:db8::10');

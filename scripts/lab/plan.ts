@@ -19,7 +19,7 @@
 //   warning  TEXT...
 // ADDRS are bare addresses; the prefix lengths are fixed: /24 and /64 (see LAB_PREFIX_LEN_*).
 import { readFileSync } from 'node:fs';
-import { formatIpv4, formatIpv6, formatMac, parseIpAddr, type IpAddr } from '../../shared/addr.js';
+import { formatIpv4, formatIpv6, formatMac, inPrefix, parseIpAddr, type IpAddr } from '../../shared/addr.js';
 import { formatConfigErrors, parseConfig, type SlbxConfig } from '../../shared/config.js';
 import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
@@ -89,18 +89,6 @@ export interface LabPlan {
 }
 
 export type PlanResult = { ok: true; plan: LabPlan } | { ok: false; errors: string[] };
-
-function inPrefix(a: IpAddr, net: IpAddr, len: number): boolean {
-  if (a.family !== net.family) return false;
-  let left = len;
-  for (let i = 0; i < a.words.length && left > 0; i++) {
-    const bits = Math.min(32, left);
-    const mask = bits === 32 ? 0xffffffff : (~(0xffffffff >>> bits)) >>> 0;
-    if (((a.words[i]! & mask) >>> 0) !== ((net.words[i]! & mask) >>> 0)) return false;
-    left -= bits;
-  }
-  return true;
-}
 
 function netOf(a: IpAddr, len: number): IpAddr {
   const w = new Uint32Array(a.words.length);

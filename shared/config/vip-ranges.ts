@@ -1,7 +1,7 @@
 // vipRanges: the prefixes the operator delegates to the load balancer (docs/config.md). The router
 // accepts a MUX's host route only inside them, so a VIP outside one could never be reached: refused.
 
-import { formatIpv4, formatIpv6, parseIpAddr, type IpAddr } from '../addr.js';
+import { formatIpv4, formatIpv6, inPrefix, parseIpAddr, type IpAddr } from '../addr.js';
 import { has, isList, listItems, listNames, quoteHint, type Checker, type Claim, type Obj, type Path } from './check.js';
 import { addressProblem, ipKey } from './addresses.js';
 import type { NodeP } from './nodes.js';
@@ -10,12 +10,7 @@ import type { VipP } from './vips.js';
 
 /** True when `a` lies inside `r` (same family, the first prefixLen bits equal). */
 export function inVipRange(a: IpAddr, r: VipRange): boolean {
-  if (a.family !== r.network.family) return false;
-  for (let i = 0, left = r.prefixLen; left > 0; i++, left -= 32) {
-    const mask = left >= 32 ? 0xffffffff : ~(0xffffffff >>> left);
-    if (((a.words[i]! ^ r.network.words[i]!) & mask) !== 0) return false;
-  }
-  return true;
+  return inPrefix(a, r.network, r.prefixLen);
 }
 
 /** The host route of one address: `/32` or `/128`. */

@@ -24,7 +24,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
+import { inPrefix, parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { pkt } from '../../../shared/packet-builder.js';
 import { buildPcap, LINKTYPE_ETHERNET } from '../../../shared/pcap-file.js';
@@ -92,18 +92,6 @@ function labAddrs(config: SlbxConfig): LabAddrs {
     vipRanges: config.vipRanges.map((r): [IpAddr, number] => [r.network, r.prefixLen]),
     own,
   };
-}
-
-function inPrefix(a: IpAddr, net: IpAddr, len: number): boolean {
-  if (a.family !== net.family) return false;
-  let left = len;
-  for (let i = 0; i < a.words.length && left > 0; i++) {
-    const bits = Math.min(32, left);
-    const mask = bits === 32 ? 0xffffffff : (~(0xffffffff >>> bits)) >>> 0;
-    if (((a.words[i]! & mask) >>> 0) !== ((net.words[i]! & mask) >>> 0)) return false;
-    left -= bits;
-  }
-  return true;
 }
 
 function inVipRanges(a: IpAddr, lab: LabAddrs): boolean {
