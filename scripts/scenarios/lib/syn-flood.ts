@@ -5,7 +5,7 @@
 //     source address (the last two bytes), source port, sequence number and IP id trafgen draws at random
 //     per packet (drnd()), with the IPv4 and TCP checksums computed per packet (csumip, csumtcp): a
 //     spoofed-source SYN flood from 65,536 addresses x 65,536 ports.
-//   verify.js syn-flood --run RUN --vip A --port N --spoof A.B.0.0/16 --hold-json F --http-json F
+//   verify.js syn-flood --run RUN --vip A --port N --spoof A.B.0.0/16 --hold-json F --http-json F --http-status N
 //     checks scenario 17 from what the run recorded: snapshots before and after the flood and the
 //     generator's-ceiling phase (RUN/snap/NAME/: counters of the MUX and the host agents, nstat of the
 //     router, the MUX and the backends, interface counters, the MUX's tables generation), the flood's
@@ -383,6 +383,10 @@ export function verifySynFlood(argv: readonly string[]): Checks {
   const explained = hf.filter((r) => changedDuring(conns.get(`${r.sourceAddress}:${r.sourcePort}`)));
   c.check(hs.total > 0 && explained.length === hf.length, 'a stream of new connections, one request each, all through the flood: every one answered, but those in flight when the MUX\'s tables changed (a connection that starts while the untrusted table is full is placed statelessly until it gets a slot: a new table can move it)',
     `${fmt(hs.total)} in ${(hs.elapsedMs / 1000).toFixed(1)} s (${fmt(hs.total / (hs.elapsedMs / 1000))}/s), ${hf.length} failed${hf.length > 0 ? ` (${fmtCounts(countBy(hf, (r) => r.error ?? '?'))}), ${explained.length} of them in flight at a table change` : ''}; latency ms p50 ${hs.latencyMs.p50}, p99 ${hs.latencyMs.p99}, max ${hs.latencyMs.max}`);
+  const httpStatus = need(f, 'http-status');
+  const wantStatus = hf.length > 0 ? '1' : '0';
+  c.check(httpStatus === wantStatus && hrecs.length === hs.total, 'the new connections\' client ended as its records say (exit 1 only when a request failed; a record per request)',
+    `exit ${httpStatus}, ${hf.length} failed of ${hrecs.length} records, summary total ${hs.total}`);
   const okHttp = hrecs.filter((r) => r.ok);
   const wrongHttp = okHttp.filter((r) => r.backend !== expect(r.sourceAddress, r.sourcePort)).length;
   if (tableChanges.length === 0) c.check(wrongHttp === 0, 'each new connection was answered by the backend the Maglev table names: a full untrusted table changes nothing in the choice', `${wrongHttp} differ`);
