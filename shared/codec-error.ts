@@ -15,25 +15,14 @@ export const ERR_BAD_ARP = -11;             // ARP not Ethernet/IPv4 or bad leng
 export const ERR_BAD_VLAN = -12;            // more than one 802.1Q tag (QinQ is not supported)
 export const ERR_BAD_PCAP = -13;            // pcap file header or record malformed
 
-const NAMES: Record<number, string> = {
-  [ERR_TRUNCATED]: 'truncated',
-  [ERR_BAD_VERSION]: 'bad_version',
-  [ERR_BAD_IHL]: 'bad_ihl',
-  [ERR_BAD_TOTAL_LENGTH]: 'bad_total_length',
-  [ERR_BAD_PAYLOAD_LENGTH]: 'bad_payload_length',
-  [ERR_BAD_EXT_HEADER]: 'bad_ext_header',
-  [ERR_TOO_MANY_EXT_HEADERS]: 'too_many_ext_headers',
-  [ERR_BAD_DATA_OFFSET]: 'bad_data_offset',
-  [ERR_BAD_UDP_LENGTH]: 'bad_udp_length',
-  [ERR_BAD_VXLAN_FLAGS]: 'bad_vxlan_flags',
-  [ERR_BAD_ARP]: 'bad_arp',
-  [ERR_BAD_VLAN]: 'bad_vlan',
-  [ERR_BAD_PCAP]: 'bad_pcap',
-};
+/** The names, in code order (-1, -2, ...): the suffixes of the `drop_<layer>_<error>` counters. */
+export const CODEC_ERROR_NAMES = [
+  'truncated', 'bad_version', 'bad_ihl', 'bad_total_length', 'bad_payload_length', 'bad_ext_header',
+  'too_many_ext_headers', 'bad_data_offset', 'bad_udp_length', 'bad_vxlan_flags', 'bad_arp', 'bad_vlan', 'bad_pcap',
+] as const;
+export type CodecErrorName = (typeof CODEC_ERROR_NAMES)[number];
 
 /** Name of a negative codec result, e.g. 'bad_ihl'. */
 export function codecErrorName(code: number): string {
-  return NAMES[code] ?? `error_${-code}`;
+  return CODEC_ERROR_NAMES[-code - 1] ?? `error_${-code}`;
 }
-
-export const CODEC_ERROR_NAMES: readonly string[] = Object.values(NAMES);

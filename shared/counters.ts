@@ -1,6 +1,6 @@
 // Named counters over one Float64Array: the data plane bumps `values[index]`, status endpoints and
 // tests read them by name. Drop reasons are counters named `drop_<reason>`.
-import { CODEC_ERROR_NAMES, codecErrorName } from './codec-error.js';
+import { CODEC_ERROR_NAMES, codecErrorName, type CodecErrorName } from './codec-error.js';
 
 export type CounterIndex<N extends string> = { readonly [K in N]: number };
 
@@ -55,7 +55,7 @@ export class Counters<N extends string> {
 }
 
 /** Names `drop_<layer>_<codec error>` for every codec error, so a parse failure maps to a named drop. */
-export function codecDropNames<L extends string>(layer: L): `drop_${L}_${string}`[] {
+export function codecDropNames<L extends string>(layer: L): `drop_${L}_${CodecErrorName}`[] {
   return CODEC_ERROR_NAMES.map((e) => `drop_${layer}_${e}` as const);
 }
 

@@ -105,7 +105,7 @@ function muxInputs(dutMac: string): Buffer[] {
     eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40007, dport: 9999 }).payload('no rule').build(),
   ];
   const bad = eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40008, dport: 7 }).payload('bad checksum').build();
-  bad[24] ^= 0xff; // IPv4 header checksum
+  bad[24] = bad[24]! ^ 0xff; // IPv4 header checksum
   frames.push(bad);
   for (let k = 0; k < 1000; k++) frames.push(eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 10000 + k, dport: 7 }).payload('burst').build());
   return frames;

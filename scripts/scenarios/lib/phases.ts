@@ -261,8 +261,8 @@ export function verifyPhases(argv: readonly string[]): Checks {
   }
 
   for (const spec of longs) {
-    const [src, sport, nicName, changeUs] = spec.split(',');
-    const key = keyOf(src!, Number(sport));
+    const [src = '', sport = '', nicName = '', changeUs = ''] = spec.split(',');
+    const key = keyOf(src, Number(sport));
     const change = Number(changeUs);
     let before = 0; let after = 0; const elsewhere = new Map<string, number>();
     for (const m of x.mux) {
