@@ -51,11 +51,14 @@ export const REPLAY_ROUTER_MAC = derivedMac(0xc6120001);
 
 export function replay(o: ReplayOptions): ReplayResult {
   const file = readPcap(o.input);
-  if (typeof file === 'number') throw new Error(`input is not a pcap file (${codecErrorName(file)}); pcapng is not read: convert with 'editcap -F pcap IN OUT'`);
+  if (typeof file === 'number')
+    throw new Error(`input is not a pcap file (${codecErrorName(file)}); pcapng is not read: convert with 'editcap -F pcap IN OUT'`);
   if (file.linkType !== LINKTYPE_ETHERNET) throw new Error(`input link type ${file.linkType} is not Ethernet (1)`);
   const out: PcapPacket[] = [];
   const destinations: Record<string, number> = {};
-  const count = (k: string) => { destinations[k] = (destinations[k] ?? 0) + 1; };
+  const count = (k: string) => {
+    destinations[k] = (destinations[k] ?? 0) + 1;
+  };
   const cfg = o.config;
   if (o.plane === 'mux') {
     const mux = o.node === undefined ? cfg.muxes[0]! : cfg.muxes.find((m) => m.name === o.node);
@@ -75,13 +78,23 @@ export function replay(o: ReplayOptions): ReplayResult {
       out.push({ tsUs: p.tsUs, data: Uint8Array.from(ctx.out.subarray(0, ctx.outLen)), origLen: ctx.outLen });
       count(v === MUX_FORWARD ? ctx.lastNic!.host.name : 'icmp-reply');
     }
-    return { output: buildPcap(LINKTYPE_ETHERNET, out), packetsIn: file.packets.length, packetsOut: out.length, counters: ctx.counters.snapshot(), destinations };
+    return {
+      output: buildPcap(LINKTYPE_ETHERNET, out),
+      packetsIn: file.packets.length,
+      packetsOut: out.length,
+      counters: ctx.counters.snapshot(),
+      destinations,
+    };
   }
   const host = o.node === undefined ? cfg.hosts[0]! : cfg.hosts.find((h) => h.name === o.node);
   if (host === undefined) throw new Error(`no host named ${o.node} (hosts: ${cfg.hosts.map((h) => h.name).join(', ')})`);
   const tables = compileHostTables(cfg, host.name, 1);
   // the port's MAC (the backends' gateway MAC): the nic's MAC with the locally administered 0x04 bit flipped
-  const portMacs = tables.nics.map((n) => { const m = Uint8Array.from(n.mac); m[0] = m[0]! ^ 0x04; return m; });
+  const portMacs = tables.nics.map((n) => {
+    const m = Uint8Array.from(n.mac);
+    m[0] = m[0]! ^ 0x04;
+    return m;
+  });
   // built as the daemon builds it (host-agent/context.ts); the DSR return's MTU is the fabric interface's,
   // which the lab sets to fabric.mtu
   const ctx = buildHostContext(cfg, tables, portMacs, o.dsrMtu ?? cfg.fabric.mtu);
@@ -90,7 +103,8 @@ export function replay(o: ReplayOptions): ReplayResult {
   // (--neighbor NAME=MAC, else 02:00 + its IPv4 provider address, what the mux plane writes)
   const pa4ByName = new Map([...cfg.muxes, ...cfg.hosts].map((n) => [n.name, n.address.words[0]!]));
   ctx.sourceMacCheck = true;
-  for (const peer of tables.peers) ctx.peerMacs[peer.index] = macKey(o.neighbors?.get(peer.name) ?? derivedMac(pa4ByName.get(peer.name)!), 0);
+  for (const peer of tables.peers)
+    ctx.peerMacs[peer.index] = macKey(o.neighbors?.get(peer.name) ?? derivedMac(pa4ByName.get(peer.name)!), 0);
   const localMac = o.localMac ?? derivedMac(host.address.words[0]!);
   const routerMac = o.neighbors?.get('router') ?? REPLAY_ROUTER_MAC;
   const byMac = new Map(tables.nics.map((n) => [macKey(n.mac, 0), n.index]));
@@ -102,7 +116,10 @@ export function replay(o: ReplayOptions): ReplayResult {
     if (o.plane === 'host-in') v = processInbound(data, data.length, ctx);
     else {
       const port = data.length >= 12 ? byMac.get(macKey(data, 6)) : undefined;
-      if (port === undefined) { count('unknown-port'); continue; }
+      if (port === undefined) {
+        count('unknown-port');
+        continue;
+      }
       v = processOutbound(data, data.length, port, ctx);
     }
     if (v !== HOST_FORWARD) continue;
@@ -110,7 +127,7 @@ export function replay(o: ReplayOptions): ReplayResult {
     if (ctx.outPort === OUT_DSR) {
       // as the host's kernel frames it toward the router
       const f = new Uint8Array(14 + pktBytes.length);
-      writeEthernetRaw(routerMac, localMac, (pktBytes[0]! >>> 4) === 6 ? ETHERTYPE_IPV6 : ETHERTYPE_IPV4, f, 0);
+      writeEthernetRaw(routerMac, localMac, pktBytes[0]! >>> 4 === 6 ? ETHERTYPE_IPV6 : ETHERTYPE_IPV4, f, 0);
       f.set(pktBytes, 14);
       out.push({ tsUs: p.tsUs, data: f, origLen: f.length });
       count('dsr');
@@ -119,18 +136,37 @@ export function replay(o: ReplayOptions): ReplayResult {
       count(`port ${tables.nics[ctx.outPort]!.port}`);
     }
   }
-  return { output: buildPcap(LINKTYPE_ETHERNET, out), packetsIn: file.packets.length, packetsOut: out.length, counters: ctx.counters.snapshot(), destinations };
+  return {
+    output: buildPcap(LINKTYPE_ETHERNET, out),
+    packetsIn: file.packets.length,
+    packetsOut: out.length,
+    counters: ctx.counters.snapshot(),
+    destinations,
+  };
 }
 
 const OPTIONS: OptionSpec[] = [
   { name: 'config', value: 'FILE', help: 'slbx config (YAML or JSON), e.g. examples/lab.yaml' },
-  { name: 'plane', value: 'PLANE', help: 'mux (client frames -> VXLAN), host-in (VXLAN -> backend ports) or host-out (backend frames -> DSR)' },
+  {
+    name: 'plane',
+    value: 'PLANE',
+    help: 'mux (client frames -> VXLAN), host-in (VXLAN -> backend ports) or host-out (backend frames -> DSR)',
+  },
   { name: 'in', value: 'IN.pcap', help: 'frames to feed (pcap, Ethernet link type; pcapng is not read)' },
   { name: 'out', value: 'OUT.pcap', help: 'where to write the frames the plane sends' },
   { name: 'node', value: 'NAME', help: 'which mux (plane mux) or host (host planes) to be; default: the first in the config' },
-  { name: 'local-mac', value: 'MAC', help: 'our own MAC; default 02:00 + the node\'s IPv4 provider address' },
-  { name: 'neighbor', value: 'NAME=MAC', help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); host-in: the MAC VXLAN from that mux or host comes from; default 02:00 + its IPv4 address', repeat: true },
-  { name: 'dsr-mtu', value: 'N', help: 'host planes: MTU of the interface toward the router (default: fabric.mtu of the config, as the lab sets it)' },
+  { name: 'local-mac', value: 'MAC', help: "our own MAC; default 02:00 + the node's IPv4 provider address" },
+  {
+    name: 'neighbor',
+    value: 'NAME=MAC',
+    help: 'next-hop MAC of a host (plane mux) or of "router" (host-out); host-in: the MAC VXLAN from that mux or host comes from; default 02:00 + its IPv4 address',
+    repeat: true,
+  },
+  {
+    name: 'dsr-mtu',
+    value: 'N',
+    help: 'host planes: MTU of the interface toward the router (default: fabric.mtu of the config, as the lab sets it)',
+  },
   { name: 'json', help: 'print the result as JSON' },
   { name: 'help', help: 'show this help' },
 ];
@@ -138,15 +174,17 @@ const OPTIONS: OptionSpec[] = [
 const COMMAND: CommandSpec = {
   program: 'slbx-replay',
   usage: 'slbx-replay --config FILE --plane mux|host-in|host-out --in IN.pcap --out OUT.pcap [options]',
-  about: 'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
+  about:
+    'Runs a slbx data plane, exactly as the daemons run it, over the frames of a pcap file, writes the frames\n' +
     'it would send to OUT.pcap, and prints its counters: every drop under its reason. The context is built\n' +
     'from the config as the daemons build it: with fabric.underlay: ipv6 the MUX writes VXLAN in IPv6 (from\n' +
-    'the MUX\'s address6, UDP checksum computed) and leaves 70 bytes of the fabric MTU for it, not 50; the\n' +
-    'MUX\'s ICMP too big answers are written too. host-out picks the port of each frame by its source MAC\n' +
-    '(the nic\'s MAC), frames DSR packets toward the router, and answers replies larger than the DSR MTU\n' +
+    "the MUX's address6, UDP checksum computed) and leaves 70 bytes of the fabric MTU for it, not 50; the\n" +
+    "MUX's ICMP too big answers are written too. host-out picks the port of each frame by its source MAC\n" +
+    "(the nic's MAC), frames DSR packets toward the router, and answers replies larger than the DSR MTU\n" +
     '(default fabric.mtu) with ICMP too big on the port.',
   options: OPTIONS,
-  extraHelp: 'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
+  extraHelp:
+    'example:\n  slbx-replay --config examples/lab.yaml --plane mux --in client.pcap --out fabric.pcap\n' +
     '  tshark -r fabric.pcap -d udp.port==4789,vxlan',
 };
 
@@ -154,31 +192,50 @@ export const main = (argv: readonly string[]): number => runCommand(COMMAND, arg
 
 function runParsed(args: ParsedArgs): number {
   for (const req of ['config', 'plane', 'in', 'out']) {
-    if (one(args, req) === undefined) { process.stderr.write(`slbx-replay: --${req} is required (see --help)\n`); return 2; }
+    if (one(args, req) === undefined) {
+      process.stderr.write(`slbx-replay: --${req} is required (see --help)\n`);
+      return 2;
+    }
   }
   const plane = one(args, 'plane') as Plane;
-  if (!['mux', 'host-in', 'host-out'].includes(plane)) { process.stderr.write(`slbx-replay: --plane must be mux, host-in or host-out, not ${JSON.stringify(plane)}\n`); return 2; }
+  if (!['mux', 'host-in', 'host-out'].includes(plane)) {
+    process.stderr.write(`slbx-replay: --plane must be mux, host-in or host-out, not ${JSON.stringify(plane)}\n`);
+    return 2;
+  }
   const cfgPath = one(args, 'config')!;
   const parsed = parseConfig(readFileSync(cfgPath, 'utf8'), cfgPath);
-  if (!parsed.ok) { process.stderr.write(`${formatConfigErrors(parsed.errors, cfgPath)}\n`); return 1; }
+  if (!parsed.ok) {
+    process.stderr.write(`${formatConfigErrors(parsed.errors, cfgPath)}\n`);
+    return 1;
+  }
   const neighbors = new Map<string, Uint8Array>();
   for (const n of args.values.get('neighbor') ?? []) {
     const [name, m] = n.split('=');
     const parsedMac = m === undefined ? null : parseMac(m);
-    if (!name || parsedMac === null) { process.stderr.write(`slbx-replay: --neighbor wants NAME=MAC, e.g. host1=02:00:00:00:00:21; got ${JSON.stringify(n)}\n`); return 2; }
+    if (!name || parsedMac === null) {
+      process.stderr.write(`slbx-replay: --neighbor wants NAME=MAC, e.g. host1=02:00:00:00:00:21; got ${JSON.stringify(n)}\n`);
+      return 2;
+    }
     neighbors.set(name, parsedMac);
   }
   const lm = one(args, 'local-mac');
-  if (lm !== undefined && parseMac(lm) === null) { process.stderr.write(`slbx-replay: --local-mac is not a MAC: ${lm}\n`); return 2; }
+  if (lm !== undefined && parseMac(lm) === null) {
+    process.stderr.write(`slbx-replay: --local-mac is not a MAC: ${lm}\n`);
+    return 2;
+  }
   const dsrMtuText = one(args, 'dsr-mtu');
   const dsrMtu = dsrMtuText === undefined ? undefined : Number(dsrMtuText);
   if (dsrMtu !== undefined && !(Number.isInteger(dsrMtu) && dsrMtu >= 576 && dsrMtu <= 65535)) {
-    process.stderr.write(`slbx-replay: --dsr-mtu must be an integer 576..65535 (an interface MTU), got ${JSON.stringify(dsrMtuText)}\n`); return 2;
+    process.stderr.write(`slbx-replay: --dsr-mtu must be an integer 576..65535 (an interface MTU), got ${JSON.stringify(dsrMtuText)}\n`);
+    return 2;
   }
   let r: ReplayResult;
   try {
     r = replay({
-      config: parsed.config, plane, input: readFileSync(one(args, 'in')!), neighbors,
+      config: parsed.config,
+      plane,
+      input: readFileSync(one(args, 'in')!),
+      neighbors,
       ...(one(args, 'node') !== undefined ? { node: one(args, 'node')! } : {}),
       ...(lm !== undefined ? { localMac: mac(lm) } : {}),
       ...(dsrMtu !== undefined ? { dsrMtu } : {}),
@@ -189,7 +246,9 @@ function runParsed(args: ParsedArgs): number {
   }
   writeFileSync(one(args, 'out')!, r.output);
   if (args.flags.has('json')) {
-    process.stdout.write(`${JSON.stringify({ packetsIn: r.packetsIn, packetsOut: r.packetsOut, destinations: r.destinations, counters: r.counters }, null, 2)}\n`);
+    process.stdout.write(
+      `${JSON.stringify({ packetsIn: r.packetsIn, packetsOut: r.packetsOut, destinations: r.destinations, counters: r.counters }, null, 2)}\n`,
+    );
   } else {
     process.stdout.write(`${plane}: ${r.packetsIn} frames in, ${r.packetsOut} out -> ${one(args, 'out')}\n`);
     for (const [k, v] of Object.entries(r.destinations)) process.stdout.write(`  to ${k}: ${v}\n`);
@@ -202,4 +261,3 @@ function runParsed(args: ParsedArgs): number {
 if (isMain(import.meta.url)) {
   process.exitCode = main(process.argv.slice(2));
 }
-

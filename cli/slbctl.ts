@@ -27,13 +27,20 @@ const PROCESS_IO: SlbctlIo = {
 
 const GLOBAL_OPTIONS: OptionSpec[] = [
   { name: 'controller', value: 'URL', help: `the controller (default $SLBX_CONTROLLER, else ${DEFAULT_CONTROLLER})` },
-  { name: 'token-file', value: 'FILE', help: 'the controller\'s API token (default $SLBX_TOKEN_FILE), needed for changes and for what the agents report (counters, flows); reading the desired state needs none' },
-  { name: 'json', help: 'print the API\'s JSON answer instead of a table' },
+  {
+    name: 'token-file',
+    value: 'FILE',
+    help: "the controller's API token (default $SLBX_TOKEN_FILE), needed for changes and for what the agents report (counters, flows); reading the desired state needs none",
+  },
+  { name: 'json', help: "print the API's JSON answer instead of a table" },
   { name: 'timeout', value: 'S', help: 'seconds to wait for each answer (default 10)' },
   { name: 'help', help: 'show help' },
 ];
 
-const WAIT_OPTION: OptionSpec = { name: 'wait', help: 'after the change, wait until every mux and host agent applied it and print how long that took' };
+const WAIT_OPTION: OptionSpec = {
+  name: 'wait',
+  help: 'after the change, wait until every mux and host agent applied it and print how long that took',
+};
 
 const RULE_OPTIONS: OptionSpec[] = [
   { name: 'protocol', value: 'P', help: 'tcp, udp or all' },
@@ -41,8 +48,8 @@ const RULE_OPTIONS: OptionSpec[] = [
   { name: 'backend-port', value: 'N', help: 'the port on the backends (default: the frontend port)' },
   { name: 'pool', value: 'POOL', help: 'the backend pool' },
   { name: 'distribution', value: 'D', help: '5-tuple (default), 3-tuple or 2-tuple' },
-  { name: 'probe', value: 'PROBE', help: 'the health probe of the rule\'s backends (none: no probe)' },
-  { name: 'name', value: 'NAME', help: 'the rule\'s name (default protocol-frontendport, e.g. tcp-80)' },
+  { name: 'probe', value: 'PROBE', help: "the health probe of the rule's backends (none: no probe)" },
+  { name: 'name', value: 'NAME', help: "the rule's name (default protocol-frontendport, e.g. tcp-80)" },
 ];
 
 interface Ctx {
@@ -66,7 +73,12 @@ interface Command {
 }
 
 class CliError extends Error {
-  constructor(message: string, readonly code: 1 | 2, readonly body?: unknown, readonly status?: number) {
+  constructor(
+    message: string,
+    readonly code: 1 | 2,
+    readonly body?: unknown,
+    readonly status?: number,
+  ) {
     super(message);
   }
 }
@@ -75,11 +87,15 @@ class CliError extends Error {
 export function unauthorizedMessage(method: string, path: string, tokenSource: string | null): string {
   const what = `${method} ${path.split('?')[0]}`;
   if (tokenSource !== null) {
-    return `401: the controller refused the API token from ${tokenSource} for ${what}: it is not this controller's token ` +
-      '(the file its --token-file names; in a lab: runs/lab/NAME/api-token)';
+    return (
+      `401: the controller refused the API token from ${tokenSource} for ${what}: it is not this controller's token ` +
+      '(the file its --token-file names; in a lab: runs/lab/NAME/api-token)'
+    );
   }
-  return `401: ${what} needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE ` +
-    '(the file the controller\'s --token-file names; in a lab: runs/lab/NAME/api-token, which scripts/lab.sh exec passes by itself)';
+  return (
+    `401: ${what} needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE ` +
+    "(the file the controller's --token-file names; in a lab: runs/lab/NAME/api-token, which scripts/lab.sh exec passes by itself)"
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -89,7 +105,14 @@ export function unauthorizedMessage(method: string, path: string, tokenSource: s
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
-  return `${all.map((r) => r.map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ').trimEnd()).join('\n')}\n`;
+  return `${all
+    .map((r) =>
+      r
+        .map((cell, i) => (i === r.length - 1 ? cell : cell.padEnd(widths[i]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }
 
 function kv(pairs: readonly [string, string][]): string {
@@ -97,7 +120,8 @@ function kv(pairs: readonly [string, string][]): string {
   return `${pairs.map(([k, v]) => `${`${k}:`.padEnd(w + 1)} ${v}`).join('\n')}\n`;
 }
 
-const str = (v: unknown): string => (v === undefined || v === null ? '-' : typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v));
+const str = (v: unknown): string =>
+  v === undefined || v === null ? '-' : typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
 
 function ago(iso: unknown): string {
   if (typeof iso !== 'string') return '-';
@@ -120,7 +144,10 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
   let r: JsonResponse;
   try {
     const headers = c.token === null ? {} : bearer(c.token);
-    r = await requestJson(joinUrl(c.base, path), body === undefined ? { method, timeoutMs, headers } : { method, body, timeoutMs, headers });
+    r = await requestJson(
+      joinUrl(c.base, path),
+      body === undefined ? { method, timeoutMs, headers } : { method, body, timeoutMs, headers },
+    );
   } catch (e) {
     throw new CliError(`cannot reach the controller at ${c.base.href}: ${(e as Error).message}`, 1);
   }
@@ -130,7 +157,7 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
   let msg = `${r.status}: ${typeof b?.error === 'string' ? b.error : r.text.trim() || 'no reason given'}`;
   for (const e of b?.errors ?? []) {
     const got = e.value === undefined ? '' : ` (got ${JSON.stringify(e.value)})`;
-    const where = e.path === '' ? '(the object)' : e.path ?? '?';
+    const where = e.path === '' ? '(the object)' : (e.path ?? '?');
     msg += `\n  ${where}: ${e.message ?? ''}${got}`;
   }
   throw new CliError(msg, 1, r.body, r.status);
@@ -142,14 +169,21 @@ async function getJson<T = unknown>(c: Ctx, path: string): Promise<T> {
   return (await api(c, 'GET', path)).body as T;
 }
 
-interface WriteAnswer { generation: number; changed: boolean; item: unknown }
+interface WriteAnswer {
+  generation: number;
+  changed: boolean;
+  item: unknown;
+}
 
 /** A write; prints `what` (or the JSON) and, with --wait, how long the agents took to apply it. */
 async function write(c: Ctx, method: string, path: string, body: unknown, what: string): Promise<number> {
   const r = await api(c, method, path, body);
   const a = r.body as WriteAnswer;
   const wait = c.args.flags.has('wait');
-  if (c.json && !wait) { printJson(c, a); return 0; }
+  if (c.json && !wait) {
+    printJson(c, a);
+    return 0;
+  }
   if (!c.json) c.io.out(a.changed ? `generation ${a.generation}: ${what}\n` : `unchanged (generation ${a.generation}): nothing to do\n`);
   if (!wait) return 0;
   const rep = await waitGeneration(c, a.generation, 'all', c.timeoutMs / 1000);
@@ -159,9 +193,24 @@ async function write(c: Ctx, method: string, path: string, body: unknown, what: 
 }
 
 interface GenReport {
-  generation: number; current: number; createdAt: string | null; cause: string | null; complete: boolean;
-  agents: { kind: string; name: string; appliedGeneration: number | null; applied: boolean; ackedAt: string | null; ms: number | null; applyMs: number | null }[];
-  lastAckMs: number | null; lastMuxAckMs: number | null; lastHostAckMs: number | null; pending: string[];
+  generation: number;
+  current: number;
+  createdAt: string | null;
+  cause: string | null;
+  complete: boolean;
+  agents: {
+    kind: string;
+    name: string;
+    appliedGeneration: number | null;
+    applied: boolean;
+    ackedAt: string | null;
+    ms: number | null;
+    applyMs: number | null;
+  }[];
+  lastAckMs: number | null;
+  lastMuxAckMs: number | null;
+  lastHostAckMs: number | null;
+  pending: string[];
 }
 
 async function waitGeneration(c: Ctx, gen: number | 'current', kind: string, timeoutS: number): Promise<GenReport> {
@@ -216,10 +265,19 @@ function ruleBody(c: Ctx, forSet: boolean): Record<string, unknown> {
   const probe = opt(c, 'probe');
   if (probe !== undefined) b['probe'] = probe === 'none' ? null : probe;
   if (!forSet) {
-    const missing = [['protocol', protocol], ['frontend-port', fp], ['pool', pool]].filter(([, v]) => v === undefined).map(([k]) => `--${k}`);
+    const missing = [
+      ['protocol', protocol],
+      ['frontend-port', fp],
+      ['pool', pool],
+    ]
+      .filter(([, v]) => v === undefined)
+      .map(([k]) => `--${k}`);
     if (missing.length > 0) throw new CliError(`a rule needs ${missing.join(', ')}`, 2);
   } else if (Object.keys(b).length === 0) {
-    throw new CliError('nothing to change: give at least one of --protocol, --frontend-port, --backend-port, --pool, --distribution, --probe', 2);
+    throw new CliError(
+      'nothing to change: give at least one of --protocol, --frontend-port, --backend-port, --pool, --distribution, --probe',
+      2,
+    );
   }
   return b;
 }
@@ -230,11 +288,29 @@ function ruleBody(c: Ctx, forSet: boolean): Record<string, unknown> {
 type Obj = Record<string, unknown>;
 
 function ruleRows(rules: readonly Obj[]): string[][] {
-  return rules.map((r) => [str(r['name']), str(r['protocol']), str(r['frontendPort']), str(r['backendPort']), str(r['pool']), str(r['distribution']), str(r['probe'] ?? '-')]);
+  return rules.map((r) => [
+    str(r['name']),
+    str(r['protocol']),
+    str(r['frontendPort']),
+    str(r['backendPort']),
+    str(r['pool']),
+    str(r['distribution']),
+    str(r['probe'] ?? '-'),
+  ]);
 }
 const RULE_HEADER = ['NAME', 'PROTO', 'FRONTEND', 'BACKEND', 'POOL', 'DIST', 'PROBE'];
 
-interface HealthRow { nic: string; probe: string; state: string; effective: string; host: string | null; reported: boolean; detail: string | null; since: string | null; reportedAt: string | null }
+interface HealthRow {
+  nic: string;
+  probe: string;
+  state: string;
+  effective: string;
+  host: string | null;
+  reported: boolean;
+  detail: string | null;
+  since: string | null;
+  reportedAt: string | null;
+}
 
 function backendRows(pool: Obj, config: Obj, health: readonly HealthRow[]): string[][] {
   const nics = new Map(((config['nics'] ?? []) as Obj[]).map((n) => [n['name'], n]));
@@ -246,17 +322,24 @@ function backendRows(pool: Obj, config: Obj, health: readonly HealthRow[]): stri
     const nic = nics.get(b['nic']);
     const hs = health.filter((h) => h.nic === b['nic'] && probes.has(h.probe));
     const down = hs.filter((h) => h.state === 'down').map((h) => h.probe);
-    const hstate = probes.size === 0 ? 'no probe' : down.length > 0 ? `down (${down.join(',')})` : hs.some((h) => h.state === 'up') ? 'up' : 'unknown';
+    const hstate =
+      probes.size === 0 ? 'no probe' : down.length > 0 ? `down (${down.join(',')})` : hs.some((h) => h.state === 'up') ? 'up' : 'unknown';
     return [
-      str(b['nic']), str(nic?.['host']), ((nic?.['addresses'] ?? []) as string[]).join(','),
-      str(b['priority']), str(b['weight']), b['enabled'] === false ? 'no' : 'yes', b['drain'] === true ? 'yes' : 'no', hstate,
+      str(b['nic']),
+      str(nic?.['host']),
+      ((nic?.['addresses'] ?? []) as string[]).join(','),
+      str(b['priority']),
+      str(b['weight']),
+      b['enabled'] === false ? 'no' : 'yes',
+      b['drain'] === true ? 'yes' : 'no',
+      hstate,
     ];
   });
 }
 const BACKEND_HEADER = ['NIC', 'HOST', 'ADDRESSES', 'PRIORITY', 'WEIGHT', 'ENABLED', 'DRAIN', 'HEALTH'];
 
 async function stateConfig(c: Ctx): Promise<Obj> {
-  return ((await getJson<{ config: Obj }>(c, '/v1/state')).config);
+  return (await getJson<{ config: Obj }>(c, '/v1/state')).config;
 }
 
 function findPool(config: Obj, name: string): Obj {
@@ -270,7 +353,9 @@ function findPool(config: Obj, name: string): Obj {
 
 function genericList(coll: string, header: string[], row: (o: Obj) => string[]): Command {
   return {
-    words: [singularOf(coll), 'list'], args: [], about: `list the ${coll}`,
+    words: [singularOf(coll), 'list'],
+    args: [],
+    about: `list the ${coll}`,
     async run(c) {
       const list = await getJson<Obj[]>(c, `/v1/${coll}`);
       if (c.json) printJson(c, list);
@@ -283,11 +368,16 @@ function genericList(coll: string, header: string[], row: (o: Obj) => string[]):
 function genericShow(coll: string): Command {
   const one = singularOf(coll);
   return {
-    words: [one, 'show'], args: [coll === 'vips' ? 'VIP' : one.toUpperCase()], about: `show one ${one}`,
+    words: [one, 'show'],
+    args: [coll === 'vips' ? 'VIP' : one.toUpperCase()],
+    about: `show one ${one}`,
     async run(c, [key]) {
       const o = await getJson<Obj>(c, `/v1/${coll}/${enc(key!)}`);
       if (c.json) printJson(c, o);
-      else c.io.out(kv(Object.entries(o).map(([k, v]) => [k, str(Array.isArray(v) && v.every((x) => typeof x !== 'object') ? v.join(', ') : v)])));
+      else
+        c.io.out(
+          kv(Object.entries(o).map(([k, v]) => [k, str(Array.isArray(v) && v.every((x) => typeof x !== 'object') ? v.join(', ') : v)])),
+        );
       return 0;
     },
   };
@@ -296,57 +386,90 @@ function genericShow(coll: string): Command {
 function genericDel(coll: string): Command {
   const one = singularOf(coll);
   return {
-    words: [one, 'del'], args: [one.toUpperCase()], about: `delete a ${one} (refused while something refers to it)`, options: [WAIT_OPTION],
+    words: [one, 'del'],
+    args: [one.toUpperCase()],
+    about: `delete a ${one} (refused while something refers to it)`,
+    options: [WAIT_OPTION],
     run: (c, [key]) => write(c, 'DELETE', `/v1/${coll}/${enc(key!)}`, undefined, `${one} ${key} deleted`),
   };
 }
 
 function singularOf(coll: string): string {
-  return ({ networks: 'network', muxes: 'mux', hosts: 'host', nics: 'nic', probes: 'probe', pools: 'pool', vips: 'vip' } as Record<string, string>)[coll]!;
+  return (
+    { networks: 'network', muxes: 'mux', hosts: 'host', nics: 'nic', probes: 'probe', pools: 'pool', vips: 'vip' } as Record<string, string>
+  )[coll]!;
 }
 
 function backendVerb(verb: string, patch: Record<string, unknown>, about: string, done: string): Command {
   return {
-    words: ['backend', verb], args: ['POOL', 'NIC'], about, options: [WAIT_OPTION],
-    run: (c, [pool, nic]) => write(c, 'PATCH', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, patch, `backend ${nic} of pool ${pool} ${done}`),
+    words: ['backend', verb],
+    args: ['POOL', 'NIC'],
+    about,
+    options: [WAIT_OPTION],
+    run: (c, [pool, nic]) =>
+      write(c, 'PATCH', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, patch, `backend ${nic} of pool ${pool} ${done}`),
   };
 }
 
 const COMMANDS: Command[] = [
   // --- vips and rules
   {
-    words: ['vip', 'list'], args: [], about: 'list the VIPs and their frontends',
+    words: ['vip', 'list'],
+    args: [],
+    about: 'list the VIPs and their frontends',
     async run(c) {
       const vips = await getJson<Obj[]>(c, '/v1/vips');
-      if (c.json) { printJson(c, vips); return 0; }
-      c.io.out(formatTable(['VIP', 'RULES', 'FRONTENDS'], vips.map((v) => {
-        const rules = (v['rules'] ?? []) as Obj[];
-        return [str(v['address']), String(rules.length), rules.map((r) => `${str(r['protocol'])}/${str(r['frontendPort'])}`).join(' ')];
-      })));
+      if (c.json) {
+        printJson(c, vips);
+        return 0;
+      }
+      c.io.out(
+        formatTable(
+          ['VIP', 'RULES', 'FRONTENDS'],
+          vips.map((v) => {
+            const rules = (v['rules'] ?? []) as Obj[];
+            return [str(v['address']), String(rules.length), rules.map((r) => `${str(r['protocol'])}/${str(r['frontendPort'])}`).join(' ')];
+          }),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['vip', 'show'], args: ['VIP'], about: 'show a VIP and its rules',
+    words: ['vip', 'show'],
+    args: ['VIP'],
+    about: 'show a VIP and its rules',
     async run(c, [vip]) {
       const v = await getJson<Obj>(c, `/v1/vips/${enc(vip!)}`);
-      if (c.json) { printJson(c, v); return 0; }
+      if (c.json) {
+        printJson(c, v);
+        return 0;
+      }
       const rules = (v['rules'] ?? []) as Obj[];
-      c.io.out(`vip ${str(v['address'])}: ${rules.length} rule${rules.length === 1 ? '' : 's'}\n${formatTable(RULE_HEADER, ruleRows(rules))}`);
+      c.io.out(
+        `vip ${str(v['address'])}: ${rules.length} rule${rules.length === 1 ? '' : 's'}\n${formatTable(RULE_HEADER, ruleRows(rules))}`,
+      );
       return 0;
     },
   },
   {
-    words: ['vip', 'add'], args: ['VIP'], options: [...RULE_OPTIONS, WAIT_OPTION],
+    words: ['vip', 'add'],
+    args: ['VIP'],
+    options: [...RULE_OPTIONS, WAIT_OPTION],
     about: 'add a VIP with its first rule (a VIP has at least one): --protocol, --frontend-port and --pool are required',
     run: (c, [vip]) => write(c, 'POST', '/v1/vips', { address: vip, rules: [ruleBody(c, false)] }, `vip ${vip} added`),
   },
   {
-    words: ['vip', 'del'], args: ['VIP'], about: 'delete a VIP and all its rules', options: [WAIT_OPTION],
+    words: ['vip', 'del'],
+    args: ['VIP'],
+    about: 'delete a VIP and all its rules',
+    options: [WAIT_OPTION],
     run: (c, [vip]) => write(c, 'DELETE', `/v1/vips/${enc(vip!)}`, undefined, `vip ${vip} deleted`),
   },
   {
-    words: ['rule', 'list'], args: ['VIP'], about: 'list the rules of a VIP',
+    words: ['rule', 'list'],
+    args: ['VIP'],
+    about: 'list the rules of a VIP',
     async run(c, [vip]) {
       const rules = await getJson<Obj[]>(c, `/v1/vips/${enc(vip!)}/rules`);
       if (c.json) printJson(c, rules);
@@ -355,48 +478,79 @@ const COMMANDS: Command[] = [
     },
   },
   {
-    words: ['rule', 'add'], args: ['VIP'], options: [...RULE_OPTIONS, WAIT_OPTION],
+    words: ['rule', 'add'],
+    args: ['VIP'],
+    options: [...RULE_OPTIONS, WAIT_OPTION],
     about: 'add a rule to a VIP: --protocol, --frontend-port and --pool are required',
     run: (c, [vip]) => write(c, 'POST', `/v1/vips/${enc(vip!)}/rules`, ruleBody(c, false), `rule added to vip ${vip}`),
   },
   {
-    words: ['rule', 'set'], args: ['VIP', 'RULE'], options: [...RULE_OPTIONS.filter((o) => o.name !== 'name'), WAIT_OPTION],
+    words: ['rule', 'set'],
+    args: ['VIP', 'RULE'],
+    options: [...RULE_OPTIONS.filter((o) => o.name !== 'name'), WAIT_OPTION],
     about: 'change fields of a rule (the others keep their values; --probe none removes the probe)',
-    run: (c, [vip, rule]) => write(c, 'PATCH', `/v1/vips/${enc(vip!)}/rules/${enc(rule!)}`, ruleBody(c, true), `rule ${rule} of vip ${vip} changed`),
+    run: (c, [vip, rule]) =>
+      write(c, 'PATCH', `/v1/vips/${enc(vip!)}/rules/${enc(rule!)}`, ruleBody(c, true), `rule ${rule} of vip ${vip} changed`),
   },
   {
-    words: ['rule', 'del'], args: ['VIP', 'RULE'], about: 'delete a rule (a VIP keeps at least one: delete the VIP instead)', options: [WAIT_OPTION],
-    run: (c, [vip, rule]) => write(c, 'DELETE', `/v1/vips/${enc(vip!)}/rules/${enc(rule!)}`, undefined, `rule ${rule} of vip ${vip} deleted`),
+    words: ['rule', 'del'],
+    args: ['VIP', 'RULE'],
+    about: 'delete a rule (a VIP keeps at least one: delete the VIP instead)',
+    options: [WAIT_OPTION],
+    run: (c, [vip, rule]) =>
+      write(c, 'DELETE', `/v1/vips/${enc(vip!)}/rules/${enc(rule!)}`, undefined, `rule ${rule} of vip ${vip} deleted`),
   },
 
   // --- pools and backends
   {
-    words: ['pool', 'list'], args: [], about: 'list the pools',
+    words: ['pool', 'list'],
+    args: [],
+    about: 'list the pools',
     async run(c) {
       const config = await stateConfig(c);
       const pools = (config['pools'] ?? []) as Obj[];
-      if (c.json) { printJson(c, pools); return 0; }
-      const users = (p: string) => ((config['vips'] ?? []) as Obj[]).flatMap((v) => ((v['rules'] ?? []) as Obj[]).filter((r) => r['pool'] === p).map((r) => `${str(v['address'])}/${str(r['name'])}`));
-      c.io.out(formatTable(['POOL', 'BACKENDS', 'ACTIVE', 'RULES'], pools.map((p) => {
-        const bs = (p['backends'] ?? []) as Obj[];
-        const active = bs.filter((b) => b['enabled'] !== false && b['drain'] !== true).length;
-        return [str(p['name']), String(bs.length), String(active), users(str(p['name'])).join(' ') || '-'];
-      })));
+      if (c.json) {
+        printJson(c, pools);
+        return 0;
+      }
+      const users = (p: string) =>
+        ((config['vips'] ?? []) as Obj[]).flatMap((v) =>
+          ((v['rules'] ?? []) as Obj[]).filter((r) => r['pool'] === p).map((r) => `${str(v['address'])}/${str(r['name'])}`),
+        );
+      c.io.out(
+        formatTable(
+          ['POOL', 'BACKENDS', 'ACTIVE', 'RULES'],
+          pools.map((p) => {
+            const bs = (p['backends'] ?? []) as Obj[];
+            const active = bs.filter((b) => b['enabled'] !== false && b['drain'] !== true).length;
+            return [str(p['name']), String(bs.length), String(active), users(str(p['name'])).join(' ') || '-'];
+          }),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['pool', 'show'], args: ['POOL'], about: 'show a pool and its backends, with their health',
+    words: ['pool', 'show'],
+    args: ['POOL'],
+    about: 'show a pool and its backends, with their health',
     async run(c, [name]) {
-      if (c.json) { printJson(c, await getJson(c, `/v1/pools/${enc(name!)}`)); return 0; }
+      if (c.json) {
+        printJson(c, await getJson(c, `/v1/pools/${enc(name!)}`));
+        return 0;
+      }
       const [config, health] = await Promise.all([stateConfig(c), getJson<HealthRow[]>(c, '/v1/health')]);
       const p = findPool(config, name!);
-      c.io.out(`pool ${name}: latencySensitivityMs ${str(p['latencySensitivityMs'])}\n${formatTable(BACKEND_HEADER, backendRows(p, config, health))}`);
+      c.io.out(
+        `pool ${name}: latencySensitivityMs ${str(p['latencySensitivityMs'])}\n${formatTable(BACKEND_HEADER, backendRows(p, config, health))}`,
+      );
       return 0;
     },
   },
   {
-    words: ['pool', 'add'], args: ['POOL'], about: 'add a pool (at least one --backend NIC)',
+    words: ['pool', 'add'],
+    args: ['POOL'],
+    about: 'add a pool (at least one --backend NIC)',
     options: [
       { name: 'backend', value: 'NIC', help: 'a backend nic (repeatable, or NIC,NIC,...)', repeat: true },
       { name: 'latency-sensitivity-ms', value: 'MS', help: 'backends within MS of the fastest stay candidates (default 0)' },
@@ -413,16 +567,23 @@ const COMMANDS: Command[] = [
   },
   genericDel('pools'),
   {
-    words: ['backend', 'list'], args: ['POOL'], about: 'list the backends of a pool with priority, weight, state and health',
+    words: ['backend', 'list'],
+    args: ['POOL'],
+    about: 'list the backends of a pool with priority, weight, state and health',
     async run(c, [name]) {
-      if (c.json) { printJson(c, await getJson(c, `/v1/pools/${enc(name!)}/backends`)); return 0; }
+      if (c.json) {
+        printJson(c, await getJson(c, `/v1/pools/${enc(name!)}/backends`));
+        return 0;
+      }
       const [config, health] = await Promise.all([stateConfig(c), getJson<HealthRow[]>(c, '/v1/health')]);
       c.io.out(formatTable(BACKEND_HEADER, backendRows(findPool(config, name!), config, health)));
       return 0;
     },
   },
   {
-    words: ['backend', 'add'], args: ['POOL', 'NIC'], about: 'add a nic to a pool',
+    words: ['backend', 'add'],
+    args: ['POOL', 'NIC'],
+    about: 'add a nic to a pool',
     options: [
       { name: 'priority', value: 'P', help: '1 (highest, default) .. 5' },
       { name: 'weight', value: 'W', help: '1 .. 1000 (default 50)' },
@@ -442,12 +603,10 @@ const COMMANDS: Command[] = [
     },
   },
   {
-    words: ['backend', 'set'], args: ['POOL', 'NIC'], about: 'change the priority and/or weight of a backend',
-    options: [
-      { name: 'priority', value: 'P', help: '1 (highest) .. 5' },
-      { name: 'weight', value: 'W', help: '1 .. 1000' },
-      WAIT_OPTION,
-    ],
+    words: ['backend', 'set'],
+    args: ['POOL', 'NIC'],
+    about: 'change the priority and/or weight of a backend',
+    options: [{ name: 'priority', value: 'P', help: '1 (highest) .. 5' }, { name: 'weight', value: 'W', help: '1 .. 1000' }, WAIT_OPTION],
     run(c, [pool, nic]) {
       const b: Obj = {};
       const p = intOpt(c, 'priority');
@@ -455,28 +614,55 @@ const COMMANDS: Command[] = [
       const w = intOpt(c, 'weight');
       if (w !== undefined) b['weight'] = w;
       if (Object.keys(b).length === 0) throw new CliError('nothing to change: give --priority and/or --weight', 2);
-      return write(c, 'PATCH', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, b, `backend ${nic} of pool ${pool} set to ${Object.entries(b).map(([k, v]) => `${k} ${String(v)}`).join(', ')}`);
+      return write(
+        c,
+        'PATCH',
+        `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`,
+        b,
+        `backend ${nic} of pool ${pool} set to ${Object.entries(b)
+          .map(([k, v]) => `${k} ${String(v)}`)
+          .join(', ')}`,
+      );
     },
   },
   backendVerb('drain', { drain: true }, 'stop new flows to a backend; its established flows continue', 'drained (no new flows)'),
   backendVerb('undrain', { drain: false }, 'let a drained backend take new flows again', 'takes new flows again'),
   backendVerb('enable', { enabled: true }, 'enable a backend', 'enabled'),
-  backendVerb('disable', { enabled: false }, 'disable a backend: no new flows, and its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them', 'disabled'),
+  backendVerb(
+    'disable',
+    { enabled: false },
+    'disable a backend: no new flows, and its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them',
+    'disabled',
+  ),
   {
-    words: ['backend', 'del'], args: ['POOL', 'NIC'], about: 'remove a nic from a pool: its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them', options: [WAIT_OPTION],
-    run: (c, [pool, nic]) => write(c, 'DELETE', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, undefined, `backend ${nic} removed from pool ${pool}`),
+    words: ['backend', 'del'],
+    args: ['POOL', 'NIC'],
+    about:
+      'remove a nic from a pool: its established connections end (each re-placed at its next packet, so TCP is reset); drain keeps them',
+    options: [WAIT_OPTION],
+    run: (c, [pool, nic]) =>
+      write(c, 'DELETE', `/v1/pools/${enc(pool!)}/backends/${enc(nic!)}`, undefined, `backend ${nic} removed from pool ${pool}`),
   },
 
   // --- probes
   genericList('probes', ['PROBE', 'PROTO', 'PORT', 'PATH', 'INTERVAL', 'TIMEOUT', 'UP', 'DOWN'], (p) => [
-    str(p['name']), str(p['protocol']), str(p['port']), str(p['path']), `${str(p['intervalMs'])}ms`, `${str(p['timeoutMs'])}ms`, str(p['upThreshold']), str(p['downThreshold']),
+    str(p['name']),
+    str(p['protocol']),
+    str(p['port']),
+    str(p['path']),
+    `${str(p['intervalMs'])}ms`,
+    `${str(p['timeoutMs'])}ms`,
+    str(p['upThreshold']),
+    str(p['downThreshold']),
   ]),
   genericShow('probes'),
   {
-    words: ['probe', 'add'], args: ['PROBE'], about: 'add a probe: --protocol and --port are required',
+    words: ['probe', 'add'],
+    args: ['PROBE'],
+    about: 'add a probe: --protocol and --port are required',
     options: [
       { name: 'protocol', value: 'P', help: 'http (GET PATH, healthy on 200) or tcp (connect)' },
-      { name: 'port', value: 'N', help: 'the port probed on the nic\'s address' },
+      { name: 'port', value: 'N', help: "the port probed on the nic's address" },
       { name: 'path', value: 'PATH', help: 'the HTTP path (default /)' },
       { name: 'interval-ms', value: 'MS', help: 'time between probes (default 5000, at least 100)' },
       { name: 'timeout-ms', value: 'MS', help: 'a probe without an answer by then failed (default min(2000, interval))' },
@@ -492,7 +678,12 @@ const COMMANDS: Command[] = [
       Object.assign(b, { protocol, port });
       const path = opt(c, 'path');
       if (path !== undefined) b['path'] = path;
-      for (const [o, f] of [['interval-ms', 'intervalMs'], ['timeout-ms', 'timeoutMs'], ['up-threshold', 'upThreshold'], ['down-threshold', 'downThreshold']] as const) {
+      for (const [o, f] of [
+        ['interval-ms', 'intervalMs'],
+        ['timeout-ms', 'timeoutMs'],
+        ['up-threshold', 'upThreshold'],
+        ['down-threshold', 'downThreshold'],
+      ] as const) {
         const v = intOpt(c, o);
         if (v !== undefined) b[f] = v;
       }
@@ -502,53 +693,108 @@ const COMMANDS: Command[] = [
   genericDel('probes'),
 
   // --- the rest of the config: read only here (the API writes them)
-  genericList('networks', ['NETWORK', 'VNI', 'GATEWAY', 'GATEWAY6'], (n) => [str(n['name']), str(n['vni']), str(n['gateway']), str(n['gateway6'])]),
+  genericList('networks', ['NETWORK', 'VNI', 'GATEWAY', 'GATEWAY6'], (n) => [
+    str(n['name']),
+    str(n['vni']),
+    str(n['gateway']),
+    str(n['gateway6']),
+  ]),
   genericShow('networks'),
   genericList('muxes', ['MUX', 'ADDRESS', 'ADDRESS6'], (n) => [str(n['name']), str(n['address']), str(n['address6'])]),
   genericShow('muxes'),
   genericList('hosts', ['HOST', 'ADDRESS', 'ADDRESS6'], (n) => [str(n['name']), str(n['address']), str(n['address6'])]),
   genericShow('hosts'),
   genericList('nics', ['NIC', 'HOST', 'NETWORK', 'PORT', 'MAC', 'ADDRESSES'], (n) => [
-    str(n['name']), str(n['host']), str(n['network']), str(n['port']), str(n['mac']), ((n['addresses'] ?? []) as string[]).join(','),
+    str(n['name']),
+    str(n['host']),
+    str(n['network']),
+    str(n['port']),
+    str(n['mac']),
+    ((n['addresses'] ?? []) as string[]).join(','),
   ]),
   genericShow('nics'),
 
   // --- live state
   {
-    words: ['health'], args: [], about: 'probe state per (nic, probe), and which host agent reported it',
+    words: ['health'],
+    args: [],
+    about: 'probe state per (nic, probe), and which host agent reported it',
     async run(c) {
       const rows = await getJson<HealthRow[]>(c, '/v1/health');
-      if (c.json) { printJson(c, rows); return 0; }
-      c.io.out(formatTable(['NIC', 'PROBE', 'STATE', 'HOST', 'SINCE', 'REPORTED', 'DETAIL'], rows.map((h) => [
-        h.nic, h.probe, h.reported ? h.state : 'unknown (not reported)', str(h.host), ago(h.since), ago(h.reportedAt), str(h.detail),
-      ])));
+      if (c.json) {
+        printJson(c, rows);
+        return 0;
+      }
+      c.io.out(
+        formatTable(
+          ['NIC', 'PROBE', 'STATE', 'HOST', 'SINCE', 'REPORTED', 'DETAIL'],
+          rows.map((h) => [
+            h.nic,
+            h.probe,
+            h.reported ? h.state : 'unknown (not reported)',
+            str(h.host),
+            ago(h.since),
+            ago(h.reportedAt),
+            str(h.detail),
+          ]),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['agents'], args: [], about: 'the MUXes and host agents: generation applied, behind or not, last seen, last refusal',
+    words: ['agents'],
+    args: [],
+    about: 'the MUXes and host agents: generation applied, behind or not, last seen, last refusal',
     async run(c) {
       const agents = await getJson<Obj[]>(c, '/v1/agents');
-      if (c.json) { printJson(c, agents); return 0; }
-      c.io.out(formatTable(['KIND', 'NAME', 'APPLIED', 'CURRENT', 'BEHIND', 'CONNECTED', 'LAST-SEEN', 'LAST-ERROR'], agents.map((a) => [
-        str(a['kind']), str(a['name']) + (a['inConfig'] === false ? ' (not in config)' : ''), str(a['appliedGeneration']), str(a['currentGeneration']),
-        a['behind'] === true ? 'yes' : 'no', a['connected'] === true ? 'yes' : 'no', ago(a['lastSeen']),
-        a['lastError'] === null || a['lastError'] === undefined ? '-' : `gen ${str((a['lastError'] as Obj)['generation'])}: ${str((a['lastError'] as Obj)['message']).split('\n')[0]}`,
-      ])));
+      if (c.json) {
+        printJson(c, agents);
+        return 0;
+      }
+      c.io.out(
+        formatTable(
+          ['KIND', 'NAME', 'APPLIED', 'CURRENT', 'BEHIND', 'CONNECTED', 'LAST-SEEN', 'LAST-ERROR'],
+          agents.map((a) => [
+            str(a['kind']),
+            str(a['name']) + (a['inConfig'] === false ? ' (not in config)' : ''),
+            str(a['appliedGeneration']),
+            str(a['currentGeneration']),
+            a['behind'] === true ? 'yes' : 'no',
+            a['connected'] === true ? 'yes' : 'no',
+            ago(a['lastSeen']),
+            a['lastError'] === null || a['lastError'] === undefined
+              ? '-'
+              : `gen ${str((a['lastError'] as Obj)['generation'])}: ${str((a['lastError'] as Obj)['message']).split('\n')[0]}`,
+          ]),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['counters'], args: ['[AGENT]'], about: 'counters per agent (from their heartbeats); with AGENT (mux1, host/host1) every non-zero counter of it',
+    words: ['counters'],
+    args: ['[AGENT]'],
+    about: 'counters per agent (from their heartbeats); with AGENT (mux1, host/host1) every non-zero counter of it',
     async run(c, [agent]) {
       if (agent !== undefined) {
         const [kind, name] = await resolveAgent(c, agent);
         const s = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/${kind}/${enc(name)}/status`);
         const st = (s.status['status'] ?? {}) as Obj;
         const counters = (st['counters'] ?? {}) as Record<string, number>;
-        if (c.json) { printJson(c, { agent: `${kind}/${name}`, at: s.at, counters }); return 0; }
+        if (c.json) {
+          printJson(c, { agent: `${kind}/${name}`, at: s.at, counters });
+          return 0;
+        }
         c.io.out(`${kind} ${name}, heartbeat ${ago(s.at)}, tables generation ${str(st['generation'])}\n`);
-        c.io.out(formatTable(['COUNTER', 'VALUE'], Object.entries(counters).filter(([, v]) => v !== 0).map(([k, v]) => [k, String(v)])));
+        c.io.out(
+          formatTable(
+            ['COUNTER', 'VALUE'],
+            Object.entries(counters)
+              .filter(([, v]) => v !== 0)
+              .map(([k, v]) => [k, String(v)]),
+          ),
+        );
         return 0;
       }
       const agents = await getJson<Obj[]>(c, '/v1/agents');
@@ -558,16 +804,25 @@ const COMMANDS: Command[] = [
         const kind = str(a['kind']);
         const name = str(a['name']);
         // an agent that sent no heartbeat yet (404) is a row of dashes; anything else (401: no token) is an error
-        const r = await api(c, 'GET', `/v1/agents/${kind}/${enc(name)}/status`).catch((e: CliError) => (e.status === 404 ? null : Promise.reject(e)));
+        const r = await api(c, 'GET', `/v1/agents/${kind}/${enc(name)}/status`).catch((e: CliError) =>
+          e.status === 404 ? null : Promise.reject(e),
+        );
         const s = (r?.body ?? null) as { status: Obj; at: string } | null;
         const st = (s?.status['status'] ?? {}) as Obj;
         const k = (st['counters'] ?? {}) as Record<string, number>;
-        const drops = Object.entries(k).filter(([n]) => n.startsWith('drop_')).reduce((x, [, v]) => x + v, 0);
+        const drops = Object.entries(k)
+          .filter(([n]) => n.startsWith('drop_'))
+          .reduce((x, [, v]) => x + v, 0);
         const flows = st['flows'] as { ipv4?: number; ipv6?: number } | undefined;
         out.push({ agent: `${kind}/${name}`, at: s?.at ?? null, counters: k });
         rows.push([
-          kind, name, ago(s?.at), str(st['generation']), str(k['rx_packets'] ?? k['in_packets'] ?? (s === null ? null : 0)),
-          str(k['tx_packets'] ?? k['out_packets'] ?? (s === null ? null : 0)), s === null ? '-' : String(drops),
+          kind,
+          name,
+          ago(s?.at),
+          str(st['generation']),
+          str(k['rx_packets'] ?? k['in_packets'] ?? (s === null ? null : 0)),
+          str(k['tx_packets'] ?? k['out_packets'] ?? (s === null ? null : 0)),
+          s === null ? '-' : String(drops),
           flows !== undefined && typeof flows === 'object' ? String((flows.ipv4 ?? 0) + (flows.ipv6 ?? 0)) : '-',
         ]);
       }
@@ -577,39 +832,71 @@ const COMMANDS: Command[] = [
     },
   },
   {
-    words: ['flows'], args: ['MUX'], about: 'the live flows of a MUX (a sample of up to 100, from its last heartbeat)',
+    words: ['flows'],
+    args: ['MUX'],
+    about: 'the live flows of a MUX (a sample of up to 100, from its last heartbeat)',
     options: [{ name: 'limit', value: 'N', help: 'print at most N (default 100)' }],
     async run(c, [mux]) {
       const s = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/mux/${enc(mux!)}/status`);
       const flows = (s.status['flows'] ?? []) as Obj[];
       const limit = intOpt(c, 'limit') ?? 100;
       const st = (s.status['status'] ?? {}) as Obj;
-      if (c.json) { printJson(c, { mux, at: s.at, summary: st['flows'] ?? null, flows: flows.slice(0, limit) }); return 0; }
+      if (c.json) {
+        printJson(c, { mux, at: s.at, summary: st['flows'] ?? null, flows: flows.slice(0, limit) });
+        return 0;
+      }
       const sum = (st['flows'] ?? {}) as { ipv4?: number; ipv6?: number };
-      c.io.out(`mux ${mux}: ${(sum.ipv4 ?? 0) + (sum.ipv6 ?? 0)} flows (${sum.ipv4 ?? 0} IPv4, ${sum.ipv6 ?? 0} IPv6), heartbeat ${ago(s.at)}\n`);
-      c.io.out(formatTable(['SRC', 'DST', 'PROTO', 'NIC', 'IDLE-EXPIRES'], flows.slice(0, limit).map((f) => [str(f['src']), str(f['dst']), str(f['protocol']), str(f['nic']), `${str(f['idleExpiresInS'])}s`])));
+      c.io.out(
+        `mux ${mux}: ${(sum.ipv4 ?? 0) + (sum.ipv6 ?? 0)} flows (${sum.ipv4 ?? 0} IPv4, ${sum.ipv6 ?? 0} IPv6), heartbeat ${ago(s.at)}\n`,
+      );
+      c.io.out(
+        formatTable(
+          ['SRC', 'DST', 'PROTO', 'NIC', 'IDLE-EXPIRES'],
+          flows
+            .slice(0, limit)
+            .map((f) => [str(f['src']), str(f['dst']), str(f['protocol']), str(f['nic']), `${str(f['idleExpiresInS'])}s`]),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['state'], args: [], about: 'the generation and a summary of the desired state; --yaml prints it as an slbx config file',
+    words: ['state'],
+    args: [],
+    about: 'the generation and a summary of the desired state; --yaml prints it as an slbx config file',
     options: [{ name: 'yaml', help: 'print the config as YAML (a valid slbx config: every default written out)' }],
     async run(c) {
       const s = await getJson<{ stateId: string; generation: number; config: unknown }>(c, '/v1/state');
-      if (c.json) { printJson(c, s); return 0; }
+      if (c.json) {
+        printJson(c, s);
+        return 0;
+      }
       const v = validateConfig(s.config);
-      if (!v.ok) throw new CliError(`the controller's config does not validate here (another slbx version?):\n${formatConfigErrors(v.errors, 'state')}`, 1);
-      if (c.args.flags.has('yaml')) { c.io.out(serializeConfig(v.config)); return 0; }
+      if (!v.ok)
+        throw new CliError(
+          `the controller's config does not validate here (another slbx version?):\n${formatConfigErrors(v.errors, 'state')}`,
+          1,
+        );
+      if (c.args.flags.has('yaml')) {
+        c.io.out(serializeConfig(v.config));
+        return 0;
+      }
       c.io.out(`generation ${s.generation} (state ${s.stateId})\n${configSummary(v.config)}\n`);
       return 0;
     },
   },
   {
-    words: ['state', 'apply'], args: ['FILE'], about: 'replace the whole config with an slbx config file (checked here first, then by the controller)',
+    words: ['state', 'apply'],
+    args: ['FILE'],
+    about: 'replace the whole config with an slbx config file (checked here first, then by the controller)',
     options: [{ name: 'generation', value: 'N', help: 'only if the controller is still at generation N' }, WAIT_OPTION],
     run(c, [file]) {
       let text: string;
-      try { text = readFileSync(file!, 'utf8'); } catch (e) { throw new CliError(`cannot read ${file}: ${(e as Error).message}`, 1); }
+      try {
+        text = readFileSync(file!, 'utf8');
+      } catch (e) {
+        throw new CliError(`cannot read ${file}: ${(e as Error).message}`, 1);
+      }
       const r = parseConfig(text, file);
       if (!r.ok) throw new CliError(formatConfigErrors(r.errors, file!), 1);
       const body: Obj = { config: toPlainConfig(r.config) };
@@ -619,16 +906,28 @@ const COMMANDS: Command[] = [
     },
   },
   {
-    words: ['generations'], args: [], about: 'the recent generations: when each was made and why',
+    words: ['generations'],
+    args: [],
+    about: 'the recent generations: when each was made and why',
     async run(c) {
       const g = await getJson<{ current: number; history: { generation: number; at: string; cause: string }[] }>(c, '/v1/generations');
-      if (c.json) { printJson(c, g); return 0; }
-      c.io.out(formatTable(['GEN', 'AT', 'CAUSE'], g.history.map((h) => [String(h.generation), h.at, h.cause])));
+      if (c.json) {
+        printJson(c, g);
+        return 0;
+      }
+      c.io.out(
+        formatTable(
+          ['GEN', 'AT', 'CAUSE'],
+          g.history.map((h) => [String(h.generation), h.at, h.cause]),
+        ),
+      );
       return 0;
     },
   },
   {
-    words: ['wait'], args: ['[GEN]'], about: 'wait until the agents applied generation GEN (default: the current one); prints how long each took',
+    words: ['wait'],
+    args: ['[GEN]'],
+    about: 'wait until the agents applied generation GEN (default: the current one); prints how long each took',
     options: [
       { name: 'kind', value: 'K', help: 'mux, host or all (default all)' },
       { name: 'wait-s', value: 'S', help: 'give up after S seconds (default 20), exit 1' },
@@ -643,24 +942,40 @@ const COMMANDS: Command[] = [
       if (!['mux', 'host', 'all'].includes(kind)) throw new CliError('--kind must be mux, host or all', 2);
       const w = opt(c, 'wait-s');
       const waitS = w === undefined ? 20 : Number(w);
-      if (!Number.isFinite(waitS) || waitS < 0 || waitS > 120) throw new CliError(`--wait-s must be a number of seconds 0..120, got ${JSON.stringify(w)}`, 2);
+      if (!Number.isFinite(waitS) || waitS < 0 || waitS > 120)
+        throw new CliError(`--wait-s must be a number of seconds 0..120, got ${JSON.stringify(w)}`, 2);
       const r = await waitGeneration(c, gen, kind, waitS);
       if (c.json) printJson(c, r);
       else {
         c.io.out(describeReport(r));
-        c.io.out(formatTable(['KIND', 'NAME', 'APPLIED', 'ACKED-AFTER', 'APPLY-TIME'], r.agents.map((a) => [
-          a.kind, a.name, str(a.appliedGeneration), a.ms === null ? (a.applied ? 'before' : '-') : `${a.ms} ms`, a.applyMs === null ? '-' : `${a.applyMs} ms`,
-        ])));
+        c.io.out(
+          formatTable(
+            ['KIND', 'NAME', 'APPLIED', 'ACKED-AFTER', 'APPLY-TIME'],
+            r.agents.map((a) => [
+              a.kind,
+              a.name,
+              str(a.appliedGeneration),
+              a.ms === null ? (a.applied ? 'before' : '-') : `${a.ms} ms`,
+              a.applyMs === null ? '-' : `${a.applyMs} ms`,
+            ]),
+          ),
+        );
       }
       return r.complete ? 0 : 1;
     },
   },
   {
-    words: ['api'], args: ['METHOD', 'PATH', '[JSON]'], about: 'a raw API request (METHOD PATH [JSON body]); prints the answer',
+    words: ['api'],
+    args: ['METHOD', 'PATH', '[JSON]'],
+    about: 'a raw API request (METHOD PATH [JSON body]); prints the answer',
     async run(c, [method, path, body]) {
       let parsed: unknown;
       if (body !== undefined) {
-        try { parsed = JSON.parse(body); } catch (e) { throw new CliError(`the body is not JSON: ${(e as Error).message}`, 2); }
+        try {
+          parsed = JSON.parse(body);
+        } catch (e) {
+          throw new CliError(`the body is not JSON: ${(e as Error).message}`, 2);
+        }
       }
       if (!path!.startsWith('/')) throw new CliError('PATH starts with / (e.g. /v1/state)', 2);
       const r = await api(c, method!.toUpperCase(), path!, parsed);
@@ -693,7 +1008,9 @@ async function resolveAgent(c: Ctx, text: string): Promise<[string, string]> {
 const OBJECTS = ['vip', 'rule', 'pool', 'backend', 'probe', 'network', 'mux', 'host', 'nic'];
 
 function usageLine(cmd: Command): string {
-  const opts = (cmd.options ?? []).filter((o) => o.name !== 'wait').map((o) => `[--${o.name}${o.value !== undefined ? ` ${o.value}` : ''}]`);
+  const opts = (cmd.options ?? [])
+    .filter((o) => o.name !== 'wait')
+    .map((o) => `[--${o.name}${o.value !== undefined ? ` ${o.value}` : ''}]`);
   const required = ['protocol', 'frontend-port', 'pool'];
   if (cmd.words.join(' ') === 'vip add' || cmd.words.join(' ') === 'rule add') {
     for (const r of required) {
@@ -734,7 +1051,10 @@ function objectHelp(word: string): string {
 }
 
 function commandHelp(cmd: Command): string {
-  return formatHelp(usageLine(cmd).slice('slbctl '.length).length > 0 ? usageLine(cmd) : 'slbctl', cmd.about, [...(cmd.options ?? []), ...GLOBAL_OPTIONS]);
+  return formatHelp(usageLine(cmd).slice('slbctl '.length).length > 0 ? usageLine(cmd) : 'slbctl', cmd.about, [
+    ...(cmd.options ?? []),
+    ...GLOBAL_OPTIONS,
+  ]);
 }
 
 function findCommand(pos: string[]): { cmd: Command; rest: string[] } | null {
@@ -750,11 +1070,16 @@ function findCommand(pos: string[]): { cmd: Command; rest: string[] } | null {
 
 /** The positional words of argv, skipping the values of options that take one. */
 function commandWords(argv: readonly string[]): string[] {
-  const takesValue = new Set([...GLOBAL_OPTIONS, ...COMMANDS.flatMap((c) => c.options ?? [])].filter((o) => o.value !== undefined).map((o) => o.name));
+  const takesValue = new Set(
+    [...GLOBAL_OPTIONS, ...COMMANDS.flatMap((c) => c.options ?? [])].filter((o) => o.value !== undefined).map((o) => o.name),
+  );
   const words: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--') { words.push(...argv.slice(i + 1)); break; }
+    if (a === '--') {
+      words.push(...argv.slice(i + 1));
+      break;
+    }
     if (a.startsWith('--')) {
       if (!a.includes('=') && takesValue.has(a.slice(2))) i++;
       continue;
@@ -766,12 +1091,18 @@ function commandWords(argv: readonly string[]): string[] {
 }
 
 export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_IO): Promise<number> {
-  const usage = (m: string) => { io.err(`slbctl: ${m}\n`); return 2; };
+  const usage = (m: string) => {
+    io.err(`slbctl: ${m}\n`);
+    return 2;
+  };
   // the command words come first among the positionals; options may be anywhere
   const words = commandWords(argv);
   const wantsHelp = argv.includes('--help') || argv.includes('-h');
   if (words.length === 0 || (words[0] === 'help' && words.length === 1)) {
-    if (wantsHelp || words[0] === 'help') { io.out(mainHelp()); return 0; }
+    if (wantsHelp || words[0] === 'help') {
+      io.out(mainHelp());
+      return 0;
+    }
     io.err(mainHelp());
     return 2;
   }
@@ -783,14 +1114,20 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
   }
   if (found === null) {
     if (OBJECTS.includes(words[0]!)) {
-      if (wantsHelp) { io.out(objectHelp(words[0]!)); return 0; }
+      if (wantsHelp) {
+        io.out(objectHelp(words[0]!));
+        return 0;
+      }
       io.err(`slbctl: unknown command '${words.join(' ')}'\n${objectHelp(words[0]!)}`);
       return 2;
     }
     return usage(`unknown command '${words[0]}' (see slbctl --help)`);
   }
   const { cmd } = found;
-  if (wantsHelp) { io.out(commandHelp(cmd)); return 0; }
+  if (wantsHelp) {
+    io.out(commandHelp(cmd));
+    return 0;
+  }
   let args: ParsedArgs;
   try {
     args = parseArgs(argv, [...(cmd.options ?? []), ...GLOBAL_OPTIONS]);
@@ -815,7 +1152,8 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
     if (typeof tk !== 'string') return usage(`--token-file: ${tk.error}`);
     token = tk;
   }
-  const tokenSource = token === null ? null : args.values.get('token-file')?.[0] !== undefined ? tokenPath! : `SLBX_TOKEN_FILE (${tokenPath})`;
+  const tokenSource =
+    token === null ? null : args.values.get('token-file')?.[0] !== undefined ? tokenPath! : `SLBX_TOKEN_FILE (${tokenPath})`;
   const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token, tokenSource };
   try {
     return await cmd.run(c, pos);
@@ -830,8 +1168,13 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
 }
 
 if (isMain(import.meta.url)) {
-  runSlbctl(process.argv.slice(2)).then((code) => { process.exitCode = code; }, (e) => {
-    process.stderr.write(`slbctl: internal error: ${(e as Error).stack ?? String(e)}\n`);
-    process.exitCode = 1;
-  });
+  runSlbctl(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (e) => {
+      process.stderr.write(`slbctl: internal error: ${(e as Error).stack ?? String(e)}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -93,7 +93,19 @@ export class AgentRegistry {
     const id = `${kind}/${name}`;
     let r = this.agents.get(id);
     if (r === undefined) {
-      r = { kind, name, stateId: null, appliedGeneration: null, appliedAtMs: null, lastSeenMs: null, lastError: null, acks: [], watching: 0, status: null, statusAtMs: null };
+      r = {
+        kind,
+        name,
+        stateId: null,
+        appliedGeneration: null,
+        appliedAtMs: null,
+        lastSeenMs: null,
+        lastError: null,
+        acks: [],
+        watching: 0,
+        status: null,
+        statusAtMs: null,
+      };
       this.agents.set(id, r);
     }
     return r;
@@ -113,7 +125,9 @@ export class AgentRegistry {
     }
   }
 
-  watchOpened(kind: AgentKind, name: string): void { this.rec(kind, name).watching++; }
+  watchOpened(kind: AgentKind, name: string): void {
+    this.rec(kind, name).watching++;
+  }
   watchClosed(kind: AgentKind, name: string): void {
     const r = this.rec(kind, name);
     r.watching = Math.max(0, r.watching - 1);
@@ -176,7 +190,9 @@ export class AgentRegistry {
     const last = r?.acks[r.acks.length - 1];
     const now = Date.now();
     return {
-      kind, name, inConfig,
+      kind,
+      name,
+      inConfig,
       appliedGeneration: applied,
       currentGeneration: current,
       behind: applied === null || applied < current,
@@ -184,7 +200,8 @@ export class AgentRegistry {
       watching: r?.watching ?? 0,
       lastSeen: iso(r?.lastSeenMs ?? null),
       lastAck: last === undefined ? null : { generation: last.generation, ok: last.ok, at: iso(last.atMs)! },
-      lastError: r?.lastError == null ? null : { generation: r.lastError.generation, message: r.lastError.message, at: iso(r.lastError.atMs)! },
+      lastError:
+        r?.lastError == null ? null : { generation: r.lastError.generation, message: r.lastError.message, at: iso(r.lastError.atMs)! },
       statusAt: iso(r?.statusAtMs ?? null),
     };
   }
@@ -205,8 +222,13 @@ export class AgentRegistry {
       const first = r?.acks.find((a) => a.ok && a.generation >= gen);
       const ms = first !== undefined && createdMs !== null ? first.atMs - createdMs : null;
       return {
-        kind, name, appliedGeneration: appliedGen, applied: appliedGen !== null && appliedGen >= gen,
-        ackedAt: iso(first?.atMs ?? null), ms, applyMs: first?.applyMs ?? null,
+        kind,
+        name,
+        appliedGeneration: appliedGen,
+        applied: appliedGen !== null && appliedGen >= gen,
+        ackedAt: iso(first?.atMs ?? null),
+        ms,
+        applyMs: first?.applyMs ?? null,
       };
     });
     const maxMs = (xs: GenerationAgentReport[]) => {
@@ -214,7 +236,10 @@ export class AgentRegistry {
       return ms.length === 0 || ms.length < xs.length ? null : Math.max(...ms);
     };
     return {
-      generation: gen, current: this.state.generation, createdAt: rec?.at ?? null, cause: rec?.cause ?? null,
+      generation: gen,
+      current: this.state.generation,
+      createdAt: rec?.at ?? null,
+      cause: rec?.cause ?? null,
       complete: agents.every((a) => a.applied),
       agents,
       lastAckMs: maxMs(agents),

@@ -63,7 +63,9 @@ export class ControllerApi {
    * policies are signed with it.
    */
   constructor(
-    private readonly state: ControllerState, private readonly agents: AgentRegistry, private readonly log: ApiLog = () => {},
+    private readonly state: ControllerState,
+    private readonly agents: AgentRegistry,
+    private readonly log: ApiLog = () => {},
     private readonly token: string | null = null,
   ) {
     state.onGeneration(() => agents.wake());
@@ -76,7 +78,10 @@ export class ControllerApi {
       server.keepAliveTimeout = 30_000;
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);
-        server.listen(a.port, a.host, () => { server.off('error', reject); resolve(); });
+        server.listen(a.port, a.host, () => {
+          server.off('error', reject);
+          resolve();
+        });
       }).catch(async (e) => {
         await this.close();
         throw e;
@@ -95,10 +100,15 @@ export class ControllerApi {
   async close(): Promise<void> {
     this.closing = true;
     for (const end of [...this.pending]) end();
-    await Promise.all(this.servers.map((s) => new Promise<void>((resolve) => {
-      s.close(() => resolve());
-      s.closeAllConnections();
-    })));
+    await Promise.all(
+      this.servers.map(
+        (s) =>
+          new Promise<void>((resolve) => {
+            s.close(() => resolve());
+            s.closeAllConnections();
+          }),
+      ),
+    );
     this.servers.length = 0;
   }
 
@@ -115,7 +125,10 @@ export class ControllerApi {
     const method = (req.method ?? 'GET').toUpperCase();
     let seg: string[];
     try {
-      seg = url.pathname.split('/').slice(1).map((s) => decodeURIComponent(s));
+      seg = url.pathname
+        .split('/')
+        .slice(1)
+        .map((s) => decodeURIComponent(s));
     } catch {
       this.send(res, 400, { error: `malformed percent-encoding in ${url.pathname}` });
       return;
@@ -138,7 +151,9 @@ export class ControllerApi {
       this.refused.unauthorized = (this.refused.unauthorized ?? 0) + 1;
       this.log('warn', 'api_unauthorized', { method, path: url.pathname, from: req.socket.remoteAddress });
       res.setHeader('www-authenticate', 'Bearer realm="slbx"');
-      this.send(res, 401, { error: `${method} ${url.pathname} needs the API token: Authorization: Bearer <the token in the controller's token file>` });
+      this.send(res, 401, {
+        error: `${method} ${url.pathname} needs the API token: Authorization: Bearer <the token in the controller's token file>`,
+      });
       return;
     }
     const ctx: Ctx = { req, res, method: method === 'HEAD' ? 'GET' : method, url, seg, atMs };
@@ -148,7 +163,10 @@ export class ControllerApi {
   }
 
   private fail(res: ServerResponse, e: unknown): void {
-    if (res.headersSent) { res.destroy(); return; }
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
     if (e instanceof ApiError) {
       const body: { error: string; errors?: ApiFieldError[] } = { error: e.message };
       if (e.errors !== undefined) body.errors = e.errors;
@@ -163,7 +181,11 @@ export class ControllerApi {
   private sendPolicy(res: ServerResponse): void {
     if (res.headersSent || res.destroyed) return;
     const text = `${JSON.stringify(this.state.policy(), null, 2)}\n`;
-    const headers: Record<string, string | number> = { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'slbx-generation': String(this.state.generation) };
+    const headers: Record<string, string | number> = {
+      'content-type': 'application/json',
+      'content-length': Buffer.byteLength(text),
+      'slbx-generation': String(this.state.generation),
+    };
     if (this.token !== null) headers[SIGNATURE_HEADER] = sign(this.token, text);
     res.writeHead(200, headers);
     res.end(text);
@@ -193,7 +215,12 @@ export class ControllerApi {
     const [a, b, c, d, e] = s;
     if (a === 'state' && s.length === 1) return { methods: ['GET', 'PUT'], handle: (x) => this.stateRoute(x) };
     if (a === 'health' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.healthList()) };
-    if (a === 'stats' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, { generation: this.state.generation, authentication: this.token !== null, refused: this.refused }) };
+    if (a === 'stats' && s.length === 1)
+      return {
+        methods: ['GET'],
+        handle: (x) =>
+          this.send(x.res, 200, { generation: this.state.generation, authentication: this.token !== null, refused: this.refused }),
+      };
     if (a === 'generations') {
       if (s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.generations()) };
       if (s.length === 2) return { methods: ['GET'], handle: (x) => this.generation(x, b!) };
@@ -221,18 +248,31 @@ export class ControllerApi {
     const kind = s[1]!;
     if (!(AGENT_KINDS as readonly string[]).includes(kind)) return null;
     if (s.length === 2) {
-      return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.agents.list().filter((v) => v.kind === kind)) };
+      return {
+        methods: ['GET'],
+        handle: (x) =>
+          this.send(
+            x.res,
+            200,
+            this.agents.list().filter((v) => v.kind === kind),
+          ),
+      };
     }
     const name = s[2]!;
     const k = kind as AgentKind;
     if (s.length === 3) return { methods: ['GET'], handle: (x) => this.agentOne(x, k, name) };
     if (s.length !== 4) return null;
     switch (s[3]) {
-      case 'policy': return { methods: ['GET'], handle: (x) => this.watch(x, k, name) };
-      case 'ack': return { methods: ['POST'], handle: (x) => this.ack(x, k, name) };
-      case 'status': return { methods: ['GET', 'POST'], handle: (x) => this.status(x, k, name) };
-      case 'health': return k === 'host' ? { methods: ['POST'], handle: (x) => this.health(x, name) } : null;
-      default: return null;
+      case 'policy':
+        return { methods: ['GET'], handle: (x) => this.watch(x, k, name) };
+      case 'ack':
+        return { methods: ['POST'], handle: (x) => this.ack(x, k, name) };
+      case 'status':
+        return { methods: ['GET', 'POST'], handle: (x) => this.status(x, k, name) };
+      case 'health':
+        return k === 'host' ? { methods: ['POST'], handle: (x) => this.health(x, name) } : null;
+      default:
+        return null;
     }
   }
 
@@ -301,7 +341,10 @@ export class ControllerApi {
     }
     const b = body as { config: unknown; generation?: unknown };
     if (b.generation !== undefined && b.generation !== this.state.generation) {
-      throw new ApiError(409, `the state is at generation ${this.state.generation}, not ${JSON.stringify(b.generation)}: re-read it and try again`);
+      throw new ApiError(
+        409,
+        `the state is at generation ${this.state.generation}, not ${JSON.stringify(b.generation)}: re-read it and try again`,
+      );
     }
     const r = this.state.replaceConfig(b.config, `PUT ${c.url.pathname}`, c.atMs);
     this.logWrite(r.changed, r.generation, `PUT ${c.url.pathname}`);
@@ -342,8 +385,28 @@ export class ControllerApi {
       const [nic, probe] = splitKey(k);
       const e = health[k];
       return e === undefined
-        ? { nic, probe, state: 'unknown', effective: 'up', host: nicHost.get(nic) ?? null, reported: false, detail: null, since: null, reportedAt: null }
-        : { nic, probe, state: e.state, effective: e.state === 'down' ? 'down' : 'up', host: e.host, reported: true, detail: e.detail, since: e.since, reportedAt: e.reportedAt };
+        ? {
+            nic,
+            probe,
+            state: 'unknown',
+            effective: 'up',
+            host: nicHost.get(nic) ?? null,
+            reported: false,
+            detail: null,
+            since: null,
+            reportedAt: null,
+          }
+        : {
+            nic,
+            probe,
+            state: e.state,
+            effective: e.state === 'down' ? 'down' : 'up',
+            host: e.host,
+            reported: true,
+            detail: e.detail,
+            since: e.since,
+            reportedAt: e.reportedAt,
+          };
     });
   }
 
@@ -353,7 +416,8 @@ export class ControllerApi {
 
   private async generation(c: Ctx, genText: string): Promise<void> {
     const gen = genText === 'current' ? this.state.generation : Number(genText);
-    if (!Number.isSafeInteger(gen) || gen < 1) throw new ApiError(400, `generation must be an integer >= 1 or "current", got ${JSON.stringify(genText)}`);
+    if (!Number.isSafeInteger(gen) || gen < 1)
+      throw new ApiError(400, `generation must be an integer >= 1 or "current", got ${JSON.stringify(genText)}`);
     if (gen > this.state.generation) throw new ApiError(404, `no generation ${gen} yet (current: ${this.state.generation})`);
     const kindText = c.url.searchParams.get('kind') ?? 'all';
     const kinds: AgentKind[] = kindText === 'all' ? [...AGENT_KINDS] : kindText === 'mux' || kindText === 'host' ? [kindText] : [];
@@ -369,7 +433,10 @@ export class ControllerApi {
     c.res.on('close', end);
     const report = await this.agents.waitApplied(gen, kinds, waitS * 1000, ac.signal);
     this.pending.delete(end);
-    if (this.closing) { this.send(c.res, 503, { error: 'the controller is stopping' }); return; }
+    if (this.closing) {
+      this.send(c.res, 503, { error: 'the controller is stopping' });
+      return;
+    }
     this.send(c.res, 200, report);
   }
 
@@ -377,7 +444,8 @@ export class ControllerApi {
     const t = c.url.searchParams.get('waitS');
     if (t === null) return dflt;
     const v = Number(t);
-    if (!Number.isFinite(v) || v < 0 || v > MAX_WAIT_S) throw new ApiError(400, `waitS must be a number 0..${MAX_WAIT_S}, got ${JSON.stringify(t)}`);
+    if (!Number.isFinite(v) || v < 0 || v > MAX_WAIT_S)
+      throw new ApiError(400, `waitS must be a number 0..${MAX_WAIT_S}, got ${JSON.stringify(t)}`);
     return v;
   }
 
@@ -385,7 +453,8 @@ export class ControllerApi {
   // southbound: the agents
 
   private agentOne(c: Ctx, kind: AgentKind, name: string): void {
-    const inConfig = kind === 'mux' ? this.state.config.muxes.some((m) => m.name === name) : this.state.config.hosts.some((h) => h.name === name);
+    const inConfig =
+      kind === 'mux' ? this.state.config.muxes.some((m) => m.name === name) : this.state.config.hosts.some((h) => h.name === name);
     const view = this.agents.view(`${kind}/${name}`, inConfig);
     if (!inConfig && view.lastSeen === null) throw new ApiError(404, `no ${kind} ${name}`);
     this.send(c.res, 200, { ...view, status: this.agents.statusOf(kind, name) });
@@ -442,13 +511,18 @@ export class ControllerApi {
     const errors: ApiFieldError[] = [];
     const bad = (path: string, value: unknown, message: string) => errors.push({ path, configPath: path, value, message });
     if (o === null) throw new ApiError(400, 'the ack must be {generation, ok, error?, applyMs?, stateId?}');
-    if (!Number.isSafeInteger(o['generation']) || (o['generation'] as number) < 1) bad('generation', o['generation'], 'must be an integer >= 1');
+    if (!Number.isSafeInteger(o['generation']) || (o['generation'] as number) < 1)
+      bad('generation', o['generation'], 'must be an integer >= 1');
     if (typeof o['ok'] !== 'boolean') bad('ok', o['ok'], 'must be true or false');
     if (o['error'] !== undefined && typeof o['error'] !== 'string') bad('error', o['error'], 'must be a string');
-    if (o['applyMs'] !== undefined && (typeof o['applyMs'] !== 'number' || o['applyMs'] < 0)) bad('applyMs', o['applyMs'], 'must be a number >= 0');
+    if (o['applyMs'] !== undefined && (typeof o['applyMs'] !== 'number' || o['applyMs'] < 0))
+      bad('applyMs', o['applyMs'], 'must be a number >= 0');
     if (o['stateId'] !== undefined && typeof o['stateId'] !== 'string') bad('stateId', o['stateId'], 'must be a string');
     if (errors.length > 0) throw new ApiError(400, 'malformed ack', errors);
-    const a: { generation: number; ok: boolean; error?: string; applyMs?: number; stateId?: string } = { generation: o['generation'] as number, ok: o['ok'] as boolean };
+    const a: { generation: number; ok: boolean; error?: string; applyMs?: number; stateId?: string } = {
+      generation: o['generation'] as number,
+      ok: o['ok'] as boolean,
+    };
     if (typeof o['error'] === 'string') a.error = o['error'].slice(0, 4000);
     if (typeof o['applyMs'] === 'number') a.applyMs = o['applyMs'];
     if (typeof o['stateId'] === 'string') a.stateId = o['stateId'];
@@ -483,14 +557,28 @@ export class ControllerApi {
     (o['results'] as unknown[]).forEach((r, i) => {
       const at = `results[${i}]`;
       const bad = (f: string, v: unknown, m: string) => errors.push({ path: `${at}${f}`, configPath: `${at}${f}`, value: v, message: m });
-      if (typeof r !== 'object' || r === null || Array.isArray(r)) { bad('', r, 'must be {nic, probe, state, detail?}'); return; }
+      if (typeof r !== 'object' || r === null || Array.isArray(r)) {
+        bad('', r, 'must be {nic, probe, state, detail?}');
+        return;
+      }
       const x = r as Record<string, unknown>;
       if (typeof x['nic'] !== 'string' || x['nic'] === '') bad('.nic', x['nic'], 'must be a nic name');
       if (typeof x['probe'] !== 'string' || x['probe'] === '') bad('.probe', x['probe'], 'must be a probe name');
-      if (x['state'] !== 'up' && x['state'] !== 'down' && x['state'] !== 'unknown') bad('.state', x['state'], 'must be up, down or unknown');
-      if (x['detail'] !== undefined && x['detail'] !== null && typeof x['detail'] !== 'string') bad('.detail', x['detail'], 'must be a string');
-      if (typeof x['nic'] === 'string' && typeof x['probe'] === 'string' && (x['state'] === 'up' || x['state'] === 'down' || x['state'] === 'unknown')) {
-        results.push({ nic: x['nic'], probe: x['probe'], state: x['state'], detail: typeof x['detail'] === 'string' ? x['detail'].slice(0, 500) : null });
+      if (x['state'] !== 'up' && x['state'] !== 'down' && x['state'] !== 'unknown')
+        bad('.state', x['state'], 'must be up, down or unknown');
+      if (x['detail'] !== undefined && x['detail'] !== null && typeof x['detail'] !== 'string')
+        bad('.detail', x['detail'], 'must be a string');
+      if (
+        typeof x['nic'] === 'string' &&
+        typeof x['probe'] === 'string' &&
+        (x['state'] === 'up' || x['state'] === 'down' || x['state'] === 'unknown')
+      ) {
+        results.push({
+          nic: x['nic'],
+          probe: x['probe'],
+          state: x['state'],
+          detail: typeof x['detail'] === 'string' ? x['detail'].slice(0, 500) : null,
+        });
       }
     });
     if (errors.length > 0) throw new ApiError(400, 'malformed health report; nothing was changed', errors);

@@ -15,14 +15,28 @@ export type SubCollectionName = 'backends' | 'rules';
 
 /** The singular used in messages: `no pool web`. */
 export const SINGULAR: Readonly<Record<CollectionName | SubCollectionName, string>> = {
-  networks: 'network', muxes: 'mux', hosts: 'host', nics: 'nic', probes: 'probe', pools: 'pool', vips: 'vip',
-  backends: 'backend', rules: 'rule',
+  networks: 'network',
+  muxes: 'mux',
+  hosts: 'host',
+  nics: 'nic',
+  probes: 'probe',
+  pools: 'pool',
+  vips: 'vip',
+  backends: 'backend',
+  rules: 'rule',
 };
 
 /** The field that keys each collection. */
 export const KEY_FIELD: Readonly<Record<CollectionName | SubCollectionName, string>> = {
-  networks: 'name', muxes: 'name', hosts: 'name', nics: 'name', probes: 'name', pools: 'name', vips: 'address',
-  backends: 'nic', rules: 'name',
+  networks: 'name',
+  muxes: 'name',
+  hosts: 'name',
+  nics: 'name',
+  probes: 'name',
+  pools: 'name',
+  vips: 'address',
+  backends: 'nic',
+  rules: 'name',
 };
 
 export function isCollection(s: string): s is CollectionName {
@@ -31,7 +45,11 @@ export function isCollection(s: string): s is CollectionName {
 
 /** An error the API answers with its own status (404, 409, 400 for a malformed request). */
 export class ApiError extends Error {
-  constructor(readonly status: number, message: string, readonly errors?: ApiFieldError[]) {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly errors?: ApiFieldError[],
+  ) {
     super(message);
   }
 }
@@ -93,7 +111,7 @@ function listOf(doc: Doc, key: string): Doc[] {
 function keyOf(item: Doc, coll: CollectionName | SubCollectionName): string | null {
   const k = item[KEY_FIELD[coll]];
   if (typeof k !== 'string') return null;
-  return coll === 'vips' ? canonicalVip(k) ?? k : k;
+  return coll === 'vips' ? (canonicalVip(k) ?? k) : k;
 }
 
 /** Where a request points: a collection, one item, a nested collection, one nested item. */
@@ -140,7 +158,7 @@ function find(loc: Located, key: string): number {
 }
 
 function notFound(loc: Located, key: string): ApiError {
-  const what = `${SINGULAR[loc.coll]} ${loc.coll === 'vips' ? canonicalVip(key) ?? key : key}`;
+  const what = `${SINGULAR[loc.coll]} ${loc.coll === 'vips' ? (canonicalVip(key) ?? key) : key}`;
   return new ApiError(404, `no ${what}${loc.owner !== null ? ` in ${loc.owner}` : ''}`);
 }
 
@@ -175,16 +193,22 @@ function checkKey(loc: Located, body: Doc, key: string, method: 'PUT' | 'PATCH')
   const given = body[field];
   const same = typeof given === 'string' && (loc.coll === 'vips' ? canonicalVip(given) === canonicalVip(key) : given === key);
   if (!same) {
-    throw new ApiError(400, `${field} in the body differs from the URL`, [{
-      path: field, configPath: field, value: given,
-      message: `must be ${JSON.stringify(key)} (the ${SINGULAR[loc.coll]} this URL names) or left out; renaming is not supported: create the new ${SINGULAR[loc.coll]}, move references, delete the old one`,
-    }]);
+    throw new ApiError(400, `${field} in the body differs from the URL`, [
+      {
+        path: field,
+        configPath: field,
+        value: given,
+        message: `must be ${JSON.stringify(key)} (the ${SINGULAR[loc.coll]} this URL names) or left out; renaming is not supported: create the new ${SINGULAR[loc.coll]}, move references, delete the old one`,
+      },
+    ]);
   }
 }
 
 function requireObject(body: unknown, what: string): Doc {
   if (!isPlainObject(body)) {
-    throw new ApiError(400, `the body must be a JSON object (a ${what})`, [{ path: '', configPath: '', value: body, message: `must be a JSON object (a ${what})` }]);
+    throw new ApiError(400, `the body must be a JSON object (a ${what})`, [
+      { path: '', configPath: '', value: body, message: `must be a JSON object (a ${what})` },
+    ]);
   }
   return structuredClone(body);
 }
@@ -193,8 +217,14 @@ function requireObject(body: unknown, what: string): Doc {
 function referencesTo(doc: Doc, coll: CollectionName, key: string): string[] {
   const refs: string[] = [];
   const list = (k: string) => (Array.isArray(doc[k]) ? (doc[k] as Doc[]) : []);
-  if (coll === 'networks') list('nics').forEach((n) => { if (n['network'] === key) refs.push(`nic ${String(n['name'])}`); });
-  if (coll === 'hosts') list('nics').forEach((n) => { if (n['host'] === key) refs.push(`nic ${String(n['name'])}`); });
+  if (coll === 'networks')
+    list('nics').forEach((n) => {
+      if (n['network'] === key) refs.push(`nic ${String(n['name'])}`);
+    });
+  if (coll === 'hosts')
+    list('nics').forEach((n) => {
+      if (n['host'] === key) refs.push(`nic ${String(n['name'])}`);
+    });
   if (coll === 'nics') {
     list('pools').forEach((p) => {
       const bs = Array.isArray(p['backends']) ? (p['backends'] as Doc[]) : [];
@@ -205,7 +235,9 @@ function referencesTo(doc: Doc, coll: CollectionName, key: string): string[] {
     const field = coll === 'pools' ? 'pool' : 'probe';
     list('vips').forEach((v) => {
       const rs = Array.isArray(v['rules']) ? (v['rules'] as Doc[]) : [];
-      rs.forEach((r) => { if (r[field] === key) refs.push(`rule ${String(r['name'])} of vip ${String(v['address'])}`); });
+      rs.forEach((r) => {
+        if (r[field] === key) refs.push(`rule ${String(r['name'])} of vip ${String(v['address'])}`);
+      });
     });
   }
   return refs;
@@ -238,7 +270,10 @@ export function applyWrite(doc: Doc, method: WriteMethod, t: Target, body: unkno
     if (t.sub === undefined) {
       const refs = referencesTo(doc, t.coll, canonical);
       if (refs.length > 0) {
-        throw new ApiError(409, `${what} ${canonical} is still used by ${refs.slice(0, 10).join(', ')}${refs.length > 10 ? ` and ${refs.length - 10} more` : ''}; change or delete those first`);
+        throw new ApiError(
+          409,
+          `${what} ${canonical} is still used by ${refs.slice(0, 10).join(', ')}${refs.length > 10 ? ` and ${refs.length - 10} more` : ''}; change or delete those first`,
+        );
       }
     }
     const [removed] = loc.list.splice(i, 1);
@@ -254,7 +289,7 @@ export function applyWrite(doc: Doc, method: WriteMethod, t: Target, body: unkno
 /** The key a new object will have (a rule's default name is protocol-frontendPort). */
 function newItemKey(coll: CollectionName | SubCollectionName, item: Doc): string | null {
   const k = item[KEY_FIELD[coll]];
-  if (typeof k === 'string') return coll === 'vips' ? canonicalVip(k) ?? k : k;
+  if (typeof k === 'string') return coll === 'vips' ? (canonicalVip(k) ?? k) : k;
   if (coll === 'rules' && k === undefined && typeof item['protocol'] === 'string' && Number.isInteger(item['frontendPort'])) {
     return `${item['protocol']}-${String(item['frontendPort'])}`;
   }

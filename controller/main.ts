@@ -16,9 +16,17 @@ export const DEFAULT_LISTEN = '127.0.0.1:8480';
 
 const OPTIONS: OptionSpec[] = [
   { name: 'state', value: 'FILE', help: 'the state file (JSON, replaced atomically on every change); created by --init' },
-  { name: 'init', value: 'CONFIG', help: 'slbx config (YAML or JSON) that seeds a missing or empty state file; ignored when the state file has a state' },
+  {
+    name: 'init',
+    value: 'CONFIG',
+    help: 'slbx config (YAML or JSON) that seeds a missing or empty state file; ignored when the state file has a state',
+  },
   { name: 'listen', value: 'ADDR:PORT', help: `API address (repeatable: one server per address; default ${DEFAULT_LISTEN})`, repeat: true },
-  { name: 'token-file', value: 'FILE', help: 'the API token (64 hex digits, mode 600); made when missing. Default: api-token next to the state file' },
+  {
+    name: 'token-file',
+    value: 'FILE',
+    help: 'the API token (64 hex digits, mode 600); made when missing. Default: api-token next to the state file',
+  },
   { name: 'no-token', help: 'run without authentication (anyone who reaches the API can change the state): for tests only' },
   { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
   { name: 'help', help: 'show this help' },
@@ -52,13 +60,22 @@ export interface ControllerHandle {
 }
 
 /** Opens the state and starts the API (used by main and by tests). Throws with a message on failure. */
-export async function startController(o: { statePath: string; init: SlbxConfig | null; listen: readonly ListenAddress[]; token?: string | null }): Promise<ControllerHandle> {
+export async function startController(o: {
+  statePath: string;
+  init: SlbxConfig | null;
+  listen: readonly ListenAddress[];
+  token?: string | null;
+}): Promise<ControllerHandle> {
   const opened = ControllerState.open(o.statePath, o.init);
   if (!opened.ok) throw new Error(opened.error);
   const state = opened.state;
-  if (opened.removedTmp) logWarn('state_tmp_removed', { path: `${o.statePath}.tmp`, reason: 'left by an interrupted write; the state file itself is whole' });
+  if (opened.removedTmp)
+    logWarn('state_tmp_removed', { path: `${o.statePath}.tmp`, reason: 'left by an interrupted write; the state file itself is whole' });
   logInfo(opened.seeded ? 'state_seeded' : 'state_loaded', {
-    path: o.statePath, stateId: state.stateId, generation: state.generation, summary: configSummary(state.config),
+    path: o.statePath,
+    stateId: state.stateId,
+    generation: state.generation,
+    summary: configSummary(state.config),
     healthEntries: Object.keys(state.health).length,
   });
   const agents = new AgentRegistry(state);
@@ -72,7 +89,10 @@ export function main(argv: readonly string[]): Promise<number> {
 }
 
 async function runParsed(args: ParsedArgs): Promise<number> {
-  const err = (m: string, code = 2) => { process.stderr.write(`slbx-controller: ${m}\n`); return code; };
+  const err = (m: string, code = 2) => {
+    process.stderr.write(`slbx-controller: ${m}\n`);
+    return code;
+  };
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]} (see --help)`);
   const statePath = one(args, 'state');
   if (statePath === undefined) return err('--state FILE is required (see --help)');
@@ -95,7 +115,10 @@ async function runParsed(args: ParsedArgs): Promise<number> {
       return err(`cannot read ${initPath}: ${(e as Error).message}`);
     }
     const r = parseConfig(text, initPath);
-    if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, initPath)}\n`); return 2; }
+    if (!r.ok) {
+      process.stderr.write(`${formatConfigErrors(r.errors, initPath)}\n`);
+      return 2;
+    }
     init = r.config;
   }
   let token: string | null = null;
@@ -116,7 +139,8 @@ async function runParsed(args: ParsedArgs): Promise<number> {
   }
   for (const l of listen) {
     logInfo('api_listening', { address: `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}` });
-    if (!isLoopback(l.host) && token === null) logWarn('api_not_loopback', { address: l.host, note: 'the API has no authentication (--no-token)' });
+    if (!isLoopback(l.host) && token === null)
+      logWarn('api_not_loopback', { address: l.host, note: 'the API has no authentication (--no-token)' });
   }
   return new Promise((resolve) => {
     let stopping = false;
@@ -124,7 +148,13 @@ async function runParsed(args: ParsedArgs): Promise<number> {
       if (stopping) return;
       stopping = true;
       logInfo('stopping', { signal, generation: h.state.generation });
-      h.stop().then(() => resolve(0), (e) => { logError('stop_failed', { error: String(e) }); resolve(1); });
+      h.stop().then(
+        () => resolve(0),
+        (e) => {
+          logError('stop_failed', { error: String(e) });
+          resolve(1);
+        },
+      );
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
@@ -134,8 +164,11 @@ async function runParsed(args: ParsedArgs): Promise<number> {
 }
 
 if (isMain(import.meta.url)) {
-  main(process.argv.slice(2)).then((code) => process.exit(code), (e) => {
-    logError('fatal', { error: (e as Error).stack ?? String(e) });
-    process.exit(1);
-  });
+  main(process.argv.slice(2)).then(
+    (code) => process.exit(code),
+    (e) => {
+      logError('fatal', { error: (e as Error).stack ?? String(e) });
+      process.exit(1);
+    },
+  );
 }

@@ -7,12 +7,28 @@
 import { randomBytes } from 'node:crypto';
 import { formatConfigErrors, validateConfig, type SlbxConfig } from '../shared/config.js';
 import {
-  ApiError, applyWrite, deepEqual, getPath, toApiErrors, toPlainConfig,
-  type Change, type Doc, type Target, type WriteMethod,
+  ApiError,
+  applyWrite,
+  deepEqual,
+  getPath,
+  toApiErrors,
+  toPlainConfig,
+  type Change,
+  type Doc,
+  type Target,
+  type WriteMethod,
 } from './document.js';
 import {
-  loadState, saveState, NODE_STORE_FS, STATE_FORMAT, STATE_VERSION,
-  type GenerationRecord, type HealthEntry, type HealthState, type StoreFs, type StoredState,
+  loadState,
+  saveState,
+  NODE_STORE_FS,
+  STATE_FORMAT,
+  STATE_VERSION,
+  type GenerationRecord,
+  type HealthEntry,
+  type HealthState,
+  type StoreFs,
+  type StoredState,
 } from './store.js';
 
 /** Generations kept in the state's history (GET /v1/generations). */
@@ -58,7 +74,12 @@ export class ControllerState {
   private validated: SlbxConfig;
   private readonly listeners = new Set<(generation: number) => void>();
 
-  private constructor(readonly path: string, s: StoredState, validated: SlbxConfig, private readonly fs: StoreFs) {
+  private constructor(
+    readonly path: string,
+    s: StoredState,
+    validated: SlbxConfig,
+    private readonly fs: StoreFs,
+  ) {
     this.s = s;
     this.validated = validated;
   }
@@ -81,8 +102,15 @@ export class ControllerState {
     if (init === null) return { ok: false, error: `${path} does not exist or is empty: seed it with --init CONFIG.yaml` };
     const at = nowIso();
     const s: StoredState = {
-      format: STATE_FORMAT, version: STATE_VERSION, stateId: randomBytes(8).toString('hex'), generation: 1, savedAt: at,
-      config: toPlainConfig(init), health: {}, policyHealth: {}, history: [{ generation: 1, at, cause: 'init' }],
+      format: STATE_FORMAT,
+      version: STATE_VERSION,
+      stateId: randomBytes(8).toString('hex'),
+      generation: 1,
+      savedAt: at,
+      config: toPlainConfig(init),
+      health: {},
+      policyHealth: {},
+      history: [{ generation: 1, at, cause: 'init' }],
     };
     try {
       saveState(path, s, fs);
@@ -92,14 +120,26 @@ export class ControllerState {
     return { ok: true, state: new ControllerState(path, s, init, fs), seeded: true, removedTmp: r.removedTmp };
   }
 
-  get generation(): number { return this.s.generation; }
-  get stateId(): string { return this.s.stateId; }
+  get generation(): number {
+    return this.s.generation;
+  }
+  get stateId(): string {
+    return this.s.stateId;
+  }
   /** The config document (normalized). Do not modify. */
-  get document(): Doc { return this.s.config; }
+  get document(): Doc {
+    return this.s.config;
+  }
   /** The validated config of the current generation. */
-  get config(): SlbxConfig { return this.validated; }
-  get history(): readonly GenerationRecord[] { return this.s.history; }
-  get health(): Readonly<Record<string, HealthEntry>> { return this.s.health; }
+  get config(): SlbxConfig {
+    return this.validated;
+  }
+  get history(): readonly GenerationRecord[] {
+    return this.s.history;
+  }
+  get health(): Readonly<Record<string, HealthEntry>> {
+    return this.s.health;
+  }
 
   generationRecord(generation: number): GenerationRecord | undefined {
     return this.s.history.find((h) => h.generation === generation);
@@ -127,7 +167,14 @@ export class ControllerState {
   write(method: WriteMethod, target: Target, body: unknown, cause: string, atMs = Date.now()): WriteResult {
     const doc = structuredClone(this.s.config);
     const change: Change = applyWrite(doc, method, target, body);
-    return this.commit(doc, cause, method === 'DELETE' ? null : change.path, (plain) => (method === 'DELETE' ? change.removed : getPath(plain, change.path)), change.status, atMs);
+    return this.commit(
+      doc,
+      cause,
+      method === 'DELETE' ? null : change.path,
+      (plain) => (method === 'DELETE' ? change.removed : getPath(plain, change.path)),
+      change.status,
+      atMs,
+    );
   }
 
   /** PUT /v1/state: the whole config document at once. */
@@ -136,11 +183,22 @@ export class ControllerState {
   }
 
   /** `atMs`: when the request arrived; it dates the new generation (GET /v1/generations measures from it). */
-  private commit(doc: Doc, cause: string, objectPath: (string | number)[] | null, pick: (plain: Doc) => unknown, status: 200 | 201, atMs: number): WriteResult {
+  private commit(
+    doc: Doc,
+    cause: string,
+    objectPath: (string | number)[] | null,
+    pick: (plain: Doc) => unknown,
+    status: 200 | 201,
+    atMs: number,
+  ): WriteResult {
     const v = validateConfig(doc);
     if (!v.ok) {
       const errors = toApiErrors(v.errors, objectPath);
-      throw new ApiError(400, `refused: ${errors.length} problem${errors.length === 1 ? '' : 's'} in the result; nothing was changed`, errors);
+      throw new ApiError(
+        400,
+        `refused: ${errors.length} problem${errors.length === 1 ? '' : 's'} in the result; nothing was changed`,
+        errors,
+      );
     }
     const plain = toPlainConfig(v.config);
     if (deepEqual(plain, this.s.config)) {
@@ -181,7 +239,11 @@ export class ControllerState {
     this.persist(s);
     this.s = s;
     for (const l of this.listeners) {
-      try { l(generation); } catch { /* a listener must not break a write */ }
+      try {
+        l(generation);
+      } catch {
+        /* a listener must not break a write */
+      }
     }
   }
 
@@ -211,14 +273,26 @@ export class ControllerState {
     let accepted = 0;
     for (const r of results) {
       const on = nicHost.get(r.nic);
-      if (on === undefined) { ignored.push({ nic: r.nic, probe: r.probe, reason: `no nic ${r.nic}` }); continue; }
-      if (on !== host) { ignored.push({ nic: r.nic, probe: r.probe, reason: `nic ${r.nic} is on host ${on}, not ${host}` }); continue; }
-      if (!probes.has(r.probe)) { ignored.push({ nic: r.nic, probe: r.probe, reason: `no probe ${r.probe}` }); continue; }
+      if (on === undefined) {
+        ignored.push({ nic: r.nic, probe: r.probe, reason: `no nic ${r.nic}` });
+        continue;
+      }
+      if (on !== host) {
+        ignored.push({ nic: r.nic, probe: r.probe, reason: `nic ${r.nic} is on host ${on}, not ${host}` });
+        continue;
+      }
+      if (!probes.has(r.probe)) {
+        ignored.push({ nic: r.nic, probe: r.probe, reason: `no probe ${r.probe}` });
+        continue;
+      }
       const k = `${r.nic}/${r.probe}`;
       const prev = this.s.health[k];
       health[k] = {
-        state: r.state, host, detail: r.detail ?? null,
-        since: prev !== undefined && prev.state === r.state ? prev.since : now, reportedAt: now,
+        state: r.state,
+        host,
+        detail: r.detail ?? null,
+        since: prev !== undefined && prev.state === r.state ? prev.since : now,
+        reportedAt: now,
       };
       accepted++;
     }
@@ -258,7 +332,10 @@ function stateMap(health: Record<string, HealthEntry>): Record<string, string> {
 }
 
 function downSet(h: Record<string, 'up' | 'down'>): string {
-  return Object.keys(h).filter((k) => h[k] === 'down').sort().join(',');
+  return Object.keys(h)
+    .filter((k) => h[k] === 'down')
+    .sort()
+    .join(',');
 }
 
 function describeHealthChange(before: Record<string, 'up' | 'down'>, after: Record<string, 'up' | 'down'>, host: string): string {

@@ -90,7 +90,12 @@ export function loadState(path: string, fs: StoreFs = NODE_STORE_FS): LoadResult
   let removedTmp = false;
   const tmp = tmpPathOf(path);
   if (fs.existsSync(tmp)) {
-    try { fs.unlinkSync(tmp); removedTmp = true; } catch { /* reported by the next write */ }
+    try {
+      fs.unlinkSync(tmp);
+      removedTmp = true;
+    } catch {
+      /* reported by the next write */
+    }
   }
   if (!fs.existsSync(path)) return { kind: 'empty', removedTmp };
   let text: string;
@@ -104,7 +109,10 @@ export function loadState(path: string, fs: StoreFs = NODE_STORE_FS): LoadResult
   try {
     raw = JSON.parse(text);
   } catch (e) {
-    return { kind: 'error', error: `${path} is not JSON (${(e as Error).message}); it is not an slbx controller state file, or it was damaged` };
+    return {
+      kind: 'error',
+      error: `${path} is not JSON (${(e as Error).message}); it is not an slbx controller state file, or it was damaged`,
+    };
   }
   const problem = checkState(raw);
   if (problem !== null) return { kind: 'error', error: `${path}: ${problem}` };
@@ -121,17 +129,20 @@ function isObj(v: unknown): v is Record<string, unknown> {
 function checkState(raw: unknown): string | null {
   if (!isObj(raw)) return 'not an object';
   if (raw['format'] !== STATE_FORMAT) return `format is ${JSON.stringify(raw['format'])}, expected ${JSON.stringify(STATE_FORMAT)}`;
-  if (raw['version'] !== STATE_VERSION) return `version ${JSON.stringify(raw['version'])} is not supported (this controller reads version ${STATE_VERSION})`;
+  if (raw['version'] !== STATE_VERSION)
+    return `version ${JSON.stringify(raw['version'])} is not supported (this controller reads version ${STATE_VERSION})`;
   if (typeof raw['stateId'] !== 'string' || !/^[0-9a-f]{8,64}$/.test(raw['stateId'])) return 'stateId must be a hex string';
   const g = raw['generation'];
   if (typeof g !== 'number' || !Number.isSafeInteger(g) || g < 1) return 'generation must be an integer >= 1';
   if (!isObj(raw['config'])) return 'config must be an object';
   if (!isObj(raw['health'])) return 'health must be an object';
   for (const [k, e] of Object.entries(raw['health'])) {
-    if (!isObj(e) || !['up', 'down', 'unknown'].includes(e['state'] as string) || typeof e['host'] !== 'string') return `health[${JSON.stringify(k)}] is malformed`;
+    if (!isObj(e) || !['up', 'down', 'unknown'].includes(e['state'] as string) || typeof e['host'] !== 'string')
+      return `health[${JSON.stringify(k)}] is malformed`;
   }
   if (!isObj(raw['policyHealth'])) return 'policyHealth must be an object';
-  for (const [k, v] of Object.entries(raw['policyHealth'])) if (v !== 'up' && v !== 'down') return `policyHealth[${JSON.stringify(k)}] must be up or down`;
+  for (const [k, v] of Object.entries(raw['policyHealth']))
+    if (v !== 'up' && v !== 'down') return `policyHealth[${JSON.stringify(k)}] must be up or down`;
   if (!Array.isArray(raw['history'])) return 'history must be a list';
   return null;
 }
@@ -153,11 +164,25 @@ export function saveState(path: string, state: StoredState, fs: StoreFs = NODE_S
     fd = -1;
     fs.renameSync(tmp, path);
   } catch (e) {
-    if (fd >= 0) { try { fs.closeSync(fd); } catch { /* already failing */ } }
-    try { if (fs.existsSync(tmp)) fs.unlinkSync(tmp); } catch { /* removed on the next load */ }
+    if (fd >= 0) {
+      try {
+        fs.closeSync(fd);
+      } catch {
+        /* already failing */
+      }
+    }
+    try {
+      if (fs.existsSync(tmp)) fs.unlinkSync(tmp);
+    } catch {
+      /* removed on the next load */
+    }
     throw e;
   }
   // the rename is in the directory: make it durable too
   const dfd = fs.openSync(dirname(path), 'r');
-  try { fs.fsyncSync(dfd); } finally { fs.closeSync(dfd); }
+  try {
+    fs.fsyncSync(dfd);
+  } finally {
+    fs.closeSync(dfd);
+  }
 }

@@ -124,7 +124,12 @@ export class HostDaemon {
     this.config = o.config;
     const tables = compileHostTables(o.config, o.name, this.generation);
     // the DSR return leaves through the fabric interface: larger replies get ICMP too big
-    this.ctx = buildHostContext(o.config, tables, tables.nics.map(() => new Uint8Array(6)), readInterface(o.iface)?.mtu ?? DSR_MTU_UNKNOWN);
+    this.ctx = buildHostContext(
+      o.config,
+      tables,
+      tables.nics.map(() => new Uint8Array(6)),
+      readInterface(o.iface)?.mtu ?? DSR_MTU_UNKNOWN,
+    );
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -134,12 +139,18 @@ export class HostDaemon {
     // the source MAC check needs the frame as it was on the wire: the capture path only (docs/security.md)
     this.sourceMacCheck = this.receivePath === 'capture';
     const me = this.self();
-    this.neighbors = new FabricNeighbors(o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6), me.address.words[0]!, me.address6?.words ?? null);
+    this.neighbors = new FabricNeighbors(
+      o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6),
+      me.address.words[0]!,
+      me.address6?.words ?? null,
+    );
     this.neighbors.setPeers(tables.peers);
     this.ctx.sourceMacCheck = this.sourceMacCheck;
     this.ctx.holdUnresolved = this.sourceMacCheck;
     this.prober = new Prober({
-      hostName: o.name, config: o.config, onChange: o.onHealthChange ?? null,
+      hostName: o.name,
+      config: o.config,
+      onChange: o.onHealthChange ?? null,
       ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.sendProbe(nic, frame, len) },
     });
   }
@@ -188,7 +199,8 @@ export class HostDaemon {
     const me = this.self();
     if (this.useNftables) {
       this.nftError = installVxlanDrop([me.address, ...(me.address6 ? [me.address6] : [])], this.config.fabric.vxlanPort);
-      if (this.nftError !== null) logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
+      if (this.nftError !== null)
+        logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
     }
     if (this.o.dsrVia4 !== null) this.raw4 = createIpSender(this.io, 4, this.o.dsrVia4);
     if (this.o.dsrVia6 !== null) this.raw6 = createIpSender(this.io, 6, this.o.dsrVia6);
@@ -198,7 +210,11 @@ export class HostDaemon {
       const vxlan = `udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`;
       const ifMac = readInterface(this.iface)?.mac;
       const answers = ifMac === undefined ? '' : ` or (ether dst ${formatMac(ifMac)} and (arp or (icmp6 and ip6[40] == 136)))`;
-      this.fabric.open(`(${vxlan})${answers}`, (f, len) => this.onFabricFrame(f, len), this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES);
+      this.fabric.open(
+        `(${vxlan})${answers}`,
+        (f, len) => this.onFabricFrame(f, len),
+        this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
+      );
       this.timers.push(setInterval(() => this.resolveNeighbors(), NEIGHBOR_TICK_MS));
     } else {
       this.openVxlanSocket();
@@ -208,13 +224,22 @@ export class HostDaemon {
     // after the ports (opening them takes a while): the first requests go out now, answers come back in
     // a millisecond, and the peers' MACs are adopted NEIGHBOR_ROUND_CONFIRM_MS later
     if (this.receivePath === 'capture') this.resolveNeighbors();
-    this.timers.push(setInterval(() => { this.openPorts(); this.countBatchErrors(); }, PORT_RETRY_MS));
+    this.timers.push(
+      setInterval(() => {
+        this.openPorts();
+        this.countBatchErrors();
+      }, PORT_RETRY_MS),
+    );
     this.prober.start();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('host_agent_started', {
       io: this.io,
-      interface: this.iface, pa: me.address.text, dsrVia4: this.o.dsrVia4, dsrVia6: this.o.dsrVia6,
-      ports: this.ctx.tables.nics.map((n) => n.port), receivePath: this.receivePath,
+      interface: this.iface,
+      pa: me.address.text,
+      dsrVia4: this.o.dsrVia4,
+      dsrVia6: this.o.dsrVia6,
+      ports: this.ctx.tables.nics.map((n) => n.port),
+      receivePath: this.receivePath,
     });
   }
 
@@ -222,16 +247,33 @@ export class HostDaemon {
   private openVxlanSocket(): void {
     const me = this.self();
     const s = new VxlanSocket({
-      pa: me.address.text, pa4: me.address.words[0]!, port: this.config.fabric.vxlanPort, mac: this.o.mac ?? new Uint8Array(6),
-      sources: vxlanSources(this.config, this.name), receiveBufferBytes: this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
+      pa: me.address.text,
+      pa4: me.address.words[0]!,
+      port: this.config.fabric.vxlanPort,
+      mac: this.o.mac ?? new Uint8Array(6),
+      sources: vxlanSources(this.config, this.name),
+      receiveBufferBytes: this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
     });
     this.vxlanSocket = s;
     this.vxlanSocketError = null;
-    s.open((f, len) => this.onFabricFrame(f, len), (e) => {
-      if (e === null) { logInfo('vxlan_socket_bound', { address: `${me.address.text}:${this.config.fabric.vxlanPort}` }); return; }
-      this.vxlanSocketError = e.message;
-      logError('vxlan_socket_failed', { address: `${me.address.text}:${this.config.fabric.vxlanPort}`, error: e.message, effect: 'no VXLAN is received' });
-    }, (e) => { this.vxlanSocketError = e.message; });
+    s.open(
+      (f, len) => this.onFabricFrame(f, len),
+      (e) => {
+        if (e === null) {
+          logInfo('vxlan_socket_bound', { address: `${me.address.text}:${this.config.fabric.vxlanPort}` });
+          return;
+        }
+        this.vxlanSocketError = e.message;
+        logError('vxlan_socket_failed', {
+          address: `${me.address.text}:${this.config.fabric.vxlanPort}`,
+          error: e.message,
+          effect: 'no VXLAN is received',
+        });
+      },
+      (e) => {
+        this.vxlanSocketError = e.message;
+      },
+    );
   }
 
   stop(): void {
@@ -259,7 +301,8 @@ export class HostDaemon {
   private openPorts(): void {
     if (!this.started) return;
     const nics = this.ctx.tables.nics;
-    while (this.ports.length < nics.length) this.ports.push({ port: null, mac: null, error: null, index: this.ports.length, batchCounted: 0 });
+    while (this.ports.length < nics.length)
+      this.ports.push({ port: null, mac: null, error: null, index: this.ports.length, batchCounted: 0 });
     for (const nic of nics) {
       const st = this.ports[nic.index]!;
       if (st.port !== null && st.port.iface === nic.port) continue;
@@ -301,8 +344,12 @@ export class HostDaemon {
     let learned = false;
     for (const ev of events) {
       const { event, ...fields } = ev;
-      if (event === 'neighbor_conflict') logWarn(event, { ...fields, effect: 'two MACs answered for one provider address: the entry keeps what it had' });
-      else { logInfo(event, fields); learned = true; }
+      if (event === 'neighbor_conflict')
+        logWarn(event, { ...fields, effect: 'two MACs answered for one provider address: the entry keeps what it had' });
+      else {
+        logInfo(event, fields);
+        learned = true;
+      }
     }
     if (events.length > 0) this.neighbors.fill(this.ctx.peerMacs);
     // the hold window after a start: over once every peer is known, or after NEIGHBOR_READY_WAIT_MS
@@ -335,7 +382,11 @@ export class HostDaemon {
 
   private onFabricFrame(frame: Buffer, len: number): void {
     // ARP (0x0806) or ICMPv6 in IPv6 (0x86dd, next header 58): for the neighbour table, not the data plane
-    if (this.sourceMacCheck && len >= 21 && ((frame[12] === 0x08 && frame[13] === 0x06) || (frame[12] === 0x86 && frame[13] === 0xdd && frame[20] === 58))) {
+    if (
+      this.sourceMacCheck &&
+      len >= 21 &&
+      ((frame[12] === 0x08 && frame[13] === 0x06) || (frame[12] === 0x86 && frame[13] === 0xdd && frame[20] === 58))
+    ) {
       try {
         if (this.neighbors.learn(frame, len, Date.now())) return;
       } catch (e) {
@@ -402,7 +453,7 @@ export class HostDaemon {
     const cv = ctx.counters.values;
     const C = ctx.counters.index;
     if (ctx.outPort === OUT_DSR) {
-      const raw = (frame[ctx.outOff]! >>> 4) === 6 ? this.raw6 : this.raw4;
+      const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
       if (raw === null) cv[C.send_error_dsr_unavailable]!++;
       else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
     } else {
@@ -423,8 +474,16 @@ export class HostDaemon {
     const f = this.fabric.deferredSendErrors();
     n += f - b.fabric;
     b.fabric = f;
-    if (this.raw4 !== null) { const d = this.raw4.deferredSendErrors(); n += d - b.raw4; b.raw4 = d; }
-    if (this.raw6 !== null) { const d = this.raw6.deferredSendErrors(); n += d - b.raw6; b.raw6 = d; }
+    if (this.raw4 !== null) {
+      const d = this.raw4.deferredSendErrors();
+      n += d - b.raw4;
+      b.raw4 = d;
+    }
+    if (this.raw6 !== null) {
+      const d = this.raw6.deferredSendErrors();
+      n += d - b.raw6;
+      b.raw6 = d;
+    }
     for (const st of this.ports) {
       if (st.port === null) continue;
       const d = st.port.deferredSendErrors();
@@ -496,24 +555,51 @@ export class HostDaemon {
     this.countBatchErrors();
     const t = this.ctx.tables;
     const ports = t.nics.map((n) => ({
-      nic: n.name, port: n.port, open: this.ports[n.index]?.port != null, mac: this.ports[n.index]?.mac ? formatMac(this.ports[n.index]!.mac!) : null,
-      error: this.ports[n.index]?.error ?? null, addresses: [n.addr4 >= 0 ? 'ipv4' : null, n.addr6 ? 'ipv6' : null].filter(Boolean),
+      nic: n.name,
+      port: n.port,
+      open: this.ports[n.index]?.port != null,
+      mac: this.ports[n.index]?.mac ? formatMac(this.ports[n.index]!.mac!) : null,
+      error: this.ports[n.index]?.error ?? null,
+      addresses: [n.addr4 >= 0 ? 'ipv4' : null, n.addr6 ? 'ipv6' : null].filter(Boolean),
     }));
     return {
       daemon: 'host-agent',
       name: this.name,
-      ready: this.started && (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) && ports.every((p) => p.open)
-        && (!this.sourceMacCheck || this.neighbors.allResolved || Date.now() - this.startedAt >= NEIGHBOR_READY_WAIT_MS),
+      ready:
+        this.started &&
+        (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) &&
+        ports.every((p) => p.open) &&
+        (!this.sourceMacCheck || this.neighbors.allResolved || Date.now() - this.startedAt >= NEIGHBOR_READY_WAIT_MS),
       uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
       generation: t.generation,
       interface: this.iface,
       pa: this.self().address.text,
-      dsr: { via4: this.o.dsrVia4, via6: this.o.dsrVia6, sent4: this.raw4?.sent ?? 0, sent6: this.raw6?.sent ?? 0, errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0), lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined, unavailable: this.ctx.counters.get('send_error_dsr_unavailable') },
+      dsr: {
+        via4: this.o.dsrVia4,
+        via6: this.o.dsrVia6,
+        sent4: this.raw4?.sent ?? 0,
+        sent6: this.raw6?.sent ?? 0,
+        errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0),
+        lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined,
+        unavailable: this.ctx.counters.get('send_error_dsr_unavailable'),
+      },
       io: this.io,
-      receive: this.receivePath === 'capture'
-        ? { path: 'capture', open: this.fabric.isOpen }
-        : { path: 'udp', open: this.vxlanSocket?.isOpen === true, received: this.vxlanSocket?.received ?? 0, errors: this.vxlanSocket?.errors ?? 0, lastError: this.vxlanSocketError ?? undefined },
-      nftables: this.receivePath === 'udp' ? 'not needed (udp receive path)' : this.o.nftables === false ? 'disabled' : this.nftError ?? 'installed',
+      receive:
+        this.receivePath === 'capture'
+          ? { path: 'capture', open: this.fabric.isOpen }
+          : {
+              path: 'udp',
+              open: this.vxlanSocket?.isOpen === true,
+              received: this.vxlanSocket?.received ?? 0,
+              errors: this.vxlanSocket?.errors ?? 0,
+              lastError: this.vxlanSocketError ?? undefined,
+            },
+      nftables:
+        this.receivePath === 'udp'
+          ? 'not needed (udp receive path)'
+          : this.o.nftables === false
+            ? 'disabled'
+            : (this.nftError ?? 'installed'),
       ports,
       sourceMacCheck: this.sourceMacCheck ? 'on' : 'off (udp receive path: the kernel hides the source MAC)',
       neighbors: this.neighbors.status(Date.now()),

@@ -12,14 +12,40 @@ import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, writeEthernetRaw } from '../shared/ethernet.js';
 import { ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, type L4Ports } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
-import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, isIpv4Fragment, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import {
+  IPPROTO_ICMP,
+  IPPROTO_ICMPV6,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+  IPV4_FLAG_DF,
+  isIpv4Fragment,
+  newIpv4Header,
+  parseIpv4,
+} from '../shared/ipv4.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
-import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_NA_FLAG_OVERRIDE, ND_NA_FLAG_ROUTER, ND_NA_FLAG_SOLICITED, ND_OPT_TARGET_LL, newNdMessage, parseNd, writeNdBody } from '../shared/icmpv6.js';
 import {
-  finishChecksum, l4Checksum, pseudoSumV6Bytes, sumBytes, updateChecksum16, updateChecksum32, updateChecksumBytes, verifyL4Checksum,
+  ICMPV6_NEIGHBOR_ADVERT,
+  ICMPV6_NEIGHBOR_SOLICIT,
+  ND_NA_FLAG_OVERRIDE,
+  ND_NA_FLAG_ROUTER,
+  ND_NA_FLAG_SOLICITED,
+  ND_OPT_TARGET_LL,
+  newNdMessage,
+  parseNd,
+  writeNdBody,
+} from '../shared/icmpv6.js';
+import {
+  finishChecksum,
+  l4Checksum,
+  pseudoSumV6Bytes,
+  sumBytes,
+  updateChecksum16,
+  updateChecksum32,
+  updateChecksumBytes,
+  verifyL4Checksum,
 } from '../shared/checksum.js';
 import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
 
@@ -42,23 +68,77 @@ export const OUT_DSR = -1;
 
 /** The layers whose codec errors have drop_<layer>_<error> counters (HOST_COUNTER_NAMES). */
 const HOST_CODEC_LAYERS = [
-  'in_eth', 'in_ipv4', 'in_ipv6', 'in_udp', 'in_vxlan', 'in_inner_eth', 'in_inner_ipv4', 'in_inner_ipv6', 'in_inner_tcp', 'in_inner_udp',
-  'out_eth', 'out_arp', 'out_ipv4', 'out_ipv6', 'out_tcp', 'out_udp', 'out_nd',
+  'in_eth',
+  'in_ipv4',
+  'in_ipv6',
+  'in_udp',
+  'in_vxlan',
+  'in_inner_eth',
+  'in_inner_ipv4',
+  'in_inner_ipv6',
+  'in_inner_tcp',
+  'in_inner_udp',
+  'out_eth',
+  'out_arp',
+  'out_ipv4',
+  'out_ipv6',
+  'out_tcp',
+  'out_udp',
+  'out_nd',
 ] as const;
 type HostCodecLayer = (typeof HOST_CODEC_LAYERS)[number];
 
 export const HOST_COUNTER_NAMES = [
-  'in_packets', 'in_bytes', 'in_delivered', 'in_held', 'out_packets', 'out_bytes', 'out_dsr', 'out_local', 'arp_replies', 'nd_replies', 'fragments',
-  'drop_in_not_ip', 'drop_in_not_for_us', 'drop_in_not_vxlan', 'drop_in_outer_fragment', 'drop_in_ipv4_bad_checksum',
-  'drop_in_unknown_source', 'drop_in_spoofed_source', 'drop_in_source_unresolved', 'drop_in_unknown_vni', 'drop_in_unknown_mac', 'drop_in_inner_vlan', 'drop_in_inner_not_ip',
-  'drop_in_inner_ipv4_bad_checksum', 'drop_in_not_vip_of_vni', 'drop_in_no_rule', 'drop_in_inner_not_tcp_udp',
-  'drop_in_bad_udp_checksum', 'drop_in_icmp_bad_quote', 'drop_in_icmp_unrelated', 'icmp_errors_in', 'icmp_too_big_sent',
+  'in_packets',
+  'in_bytes',
+  'in_delivered',
+  'in_held',
+  'out_packets',
+  'out_bytes',
+  'out_dsr',
+  'out_local',
+  'arp_replies',
+  'nd_replies',
+  'fragments',
+  'drop_in_not_ip',
+  'drop_in_not_for_us',
+  'drop_in_not_vxlan',
+  'drop_in_outer_fragment',
+  'drop_in_ipv4_bad_checksum',
+  'drop_in_unknown_source',
+  'drop_in_spoofed_source',
+  'drop_in_source_unresolved',
+  'drop_in_unknown_vni',
+  'drop_in_unknown_mac',
+  'drop_in_inner_vlan',
+  'drop_in_inner_not_ip',
+  'drop_in_inner_ipv4_bad_checksum',
+  'drop_in_not_vip_of_vni',
+  'drop_in_no_rule',
+  'drop_in_inner_not_tcp_udp',
+  'drop_in_bad_udp_checksum',
+  'drop_in_icmp_bad_quote',
+  'drop_in_icmp_unrelated',
+  'icmp_errors_in',
+  'icmp_too_big_sent',
   'drop_out_too_big',
-  'drop_out_not_ip', 'drop_out_arp_ignored', 'drop_out_icmpv6_ignored', 'drop_out_spoofed_source', 'drop_out_not_lb_reply',
-  'drop_out_fragment_no_rule', 'drop_out_ipv4_bad_checksum', 'drop_out_vlan', 'drop_internal_error',
+  'drop_out_not_ip',
+  'drop_out_arp_ignored',
+  'drop_out_icmpv6_ignored',
+  'drop_out_spoofed_source',
+  'drop_out_not_lb_reply',
+  'drop_out_fragment_no_rule',
+  'drop_out_ipv4_bad_checksum',
+  'drop_out_vlan',
+  'drop_internal_error',
   // Sends the kernel refused (or that had no socket), counted by the daemon after the send
   // (docs/reliability.md); never expected, a scenario fails on any
-  'send_error_port', 'send_error_dsr', 'send_error_dsr_unavailable', 'send_error_reply', 'send_error_probe', 'send_error_neighbor',
+  'send_error_port',
+  'send_error_dsr',
+  'send_error_dsr_unavailable',
+  'send_error_reply',
+  'send_error_probe',
+  'send_error_neighbor',
   'send_error_batch',
   ...HOST_CODEC_LAYERS.flatMap((layer) => codecDropNames(layer)),
 ] as const;
@@ -142,18 +222,50 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
   const counters = new Counters(HOST_COUNTER_NAMES);
   const drops = (layer: HostCodecLayer): Int32Array => codecDropIndex(counters, layer);
   return {
-    tables, counters, vxlanPort, portMacs,
-    sourceMacCheck: false, holdUnresolved: false, peerMacs: new Float64Array(tables.peers.length).fill(-1), lastPeer: -1,
-    outBuf: new Uint8Array(0), outOff: 0, outLen: 0, outPort: 0, lastDrop: -1, lastRule: null,
+    tables,
+    counters,
+    vxlanPort,
+    portMacs,
+    sourceMacCheck: false,
+    holdUnresolved: false,
+    peerMacs: new Float64Array(tables.peers.length).fill(-1),
+    lastPeer: -1,
+    outBuf: new Uint8Array(0),
+    outOff: 0,
+    outLen: 0,
+    outPort: 0,
+    lastDrop: -1,
+    lastRule: null,
     reply: new Uint8Array(1400),
     dsrMtu: 65535,
-    eth: newEthernetHeader(), ieth: newEthernetHeader(), ip4: newIpv4Header(), ip6: newIpv6Header(), qip4: newIpv4Header(), qip6: newIpv6Header(),
-    udp: newUdpHeader(), vxlan: newVxlanHeader(), arp: newArpPacket(), nd: newNdMessage(), ports: newL4Ports(),
-    inEthDrop: drops('in_eth'), inIp4Drop: drops('in_ipv4'), inIp6Drop: drops('in_ipv6'), inUdpDrop: drops('in_udp'), inVxlanDrop: drops('in_vxlan'),
-    inInnerEthDrop: drops('in_inner_eth'), inInnerIp4Drop: drops('in_inner_ipv4'), inInnerIp6Drop: drops('in_inner_ipv6'),
-    inInnerTcpDrop: drops('in_inner_tcp'), inInnerUdpDrop: drops('in_inner_udp'),
-    outEthDrop: drops('out_eth'), outArpDrop: drops('out_arp'), outIp4Drop: drops('out_ipv4'), outIp6Drop: drops('out_ipv6'),
-    outTcpDrop: drops('out_tcp'), outUdpDrop: drops('out_udp'), outNdDrop: drops('out_nd'),
+    eth: newEthernetHeader(),
+    ieth: newEthernetHeader(),
+    ip4: newIpv4Header(),
+    ip6: newIpv6Header(),
+    qip4: newIpv4Header(),
+    qip6: newIpv6Header(),
+    udp: newUdpHeader(),
+    vxlan: newVxlanHeader(),
+    arp: newArpPacket(),
+    nd: newNdMessage(),
+    ports: newL4Ports(),
+    inEthDrop: drops('in_eth'),
+    inIp4Drop: drops('in_ipv4'),
+    inIp6Drop: drops('in_ipv6'),
+    inUdpDrop: drops('in_udp'),
+    inVxlanDrop: drops('in_vxlan'),
+    inInnerEthDrop: drops('in_inner_eth'),
+    inInnerIp4Drop: drops('in_inner_ipv4'),
+    inInnerIp6Drop: drops('in_inner_ipv6'),
+    inInnerTcpDrop: drops('in_inner_tcp'),
+    inInnerUdpDrop: drops('in_inner_udp'),
+    outEthDrop: drops('out_eth'),
+    outArpDrop: drops('out_arp'),
+    outIp4Drop: drops('out_ipv4'),
+    outIp6Drop: drops('out_ipv6'),
+    outTcpDrop: drops('out_tcp'),
+    outUdpDrop: drops('out_udp'),
+    outNdDrop: drops('out_nd'),
   };
 }
 
@@ -173,7 +285,16 @@ function codecDrop(ctx: HostContext, map: Int32Array, code: number): number {
 // header (IPv4: 12 source, 16 destination; IPv6: 8, 24); `portOff` the offset of the port in the
 // L4 header (0 source, 2 destination), or -1 for a fragment without an L4 header.
 
-function natIpv4(frame: Uint8Array, l3: number, l4: number, proto: number, addrOff: number, newAddr: number, portOff: number, newPort: number): void {
+function natIpv4(
+  frame: Uint8Array,
+  l3: number,
+  l4: number,
+  proto: number,
+  addrOff: number,
+  newAddr: number,
+  portOff: number,
+  newPort: number,
+): void {
   const old = readU32(frame, l3 + addrOff);
   writeU32(frame, l3 + addrOff, newAddr);
   writeU16(frame, l3 + 10, updateChecksum32(readU16(frame, l3 + 10), old, newAddr));
@@ -191,7 +312,16 @@ function natIpv4(frame: Uint8Array, l3: number, l4: number, proto: number, addrO
   }
 }
 
-function natIpv6(frame: Uint8Array, l3: number, l4: number, proto: number, addrOff: number, newAddr: Uint8Array, portOff: number, newPort: number): void {
+function natIpv6(
+  frame: Uint8Array,
+  l3: number,
+  l4: number,
+  proto: number,
+  addrOff: number,
+  newAddr: Uint8Array,
+  portOff: number,
+  newPort: number,
+): void {
   const a = l3 + addrOff;
   if (portOff >= 0) {
     const csumOff = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6;
@@ -340,13 +470,22 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const C = ctx.counters.index;
   const ip = ctx.ip4;
   const hl = parseIpv4(frame, l3, ip, end);
-  if (hl < 0) { codecDrop(ctx, ctx.inInnerIp4Drop, hl); return -1; }
-  if (!ipv4ChecksumOk(frame, l3, ip)) { drop(ctx, C.drop_in_inner_ipv4_bad_checksum); return -1; }
+  if (hl < 0) {
+    codecDrop(ctx, ctx.inInnerIp4Drop, hl);
+    return -1;
+  }
+  if (!ipv4ChecksumOk(frame, l3, ip)) {
+    drop(ctx, C.drop_in_inner_ipv4_bad_checksum);
+    return -1;
+  }
   const dst = ip.dst;
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + ip.totalLength;
-  if (nic.addr4 < 0 || !nic.vips4.has(dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
+  if (nic.addr4 < 0 || !nic.vips4.has(dst)) {
+    drop(ctx, C.drop_in_not_vip_of_vni);
+    return -1;
+  }
   const fragment = isIpv4Fragment(ip);
   if (proto === IPPROTO_ICMP && !fragment) return icmpErrorIn4(frame, l3, l4, pEnd, dst, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
@@ -355,12 +494,21 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     natIpv4(frame, l3, l4, proto, 16, nic.addr4, -1, 0);
     return pEnd;
   }
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
   const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.ports);
-  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
+  if (n < 0) {
+    codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n);
+    return -1;
+  }
   const dport = ctx.ports.dstPort;
   const rule = findRule4(nic, proto, dport, dst);
-  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  if (rule === undefined) {
+    drop(ctx, C.drop_in_no_rule);
+    return -1;
+  }
   natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]!, 2, rule.backendPort);
   ctx.lastRule = rule;
   return pEnd;
@@ -370,11 +518,17 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const C = ctx.counters.index;
   const ip = ctx.ip6;
   const hl = parseIpv6(frame, l3, ip, end);
-  if (hl < 0) { codecDrop(ctx, ctx.inInnerIp6Drop, hl); return -1; }
+  if (hl < 0) {
+    codecDrop(ctx, ctx.inInnerIp6Drop, hl);
+    return -1;
+  }
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + 40 + ip.payloadLength;
-  if (nic.addr6 === null || !hasVip6(nic, ip.dst)) { drop(ctx, C.drop_in_not_vip_of_vni); return -1; }
+  if (nic.addr6 === null || !hasVip6(nic, ip.dst)) {
+    drop(ctx, C.drop_in_not_vip_of_vni);
+    return -1;
+  }
   const fragment = isIpv6Fragment(ip);
   if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return icmpErrorIn6(frame, l3, l4, pEnd, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
@@ -383,12 +537,21 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     for (let i = 0; i < 4; i++) writeU32(frame, l3 + 24 + i * 4, nic.addr6[i]!);
     return pEnd;
   }
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
   const n = readL4Ports(frame, l4, pEnd, proto, fragment, ctx.ports);
-  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n); return -1; }
+  if (n < 0) {
+    codecDrop(ctx, proto === IPPROTO_TCP ? ctx.inInnerTcpDrop : ctx.inInnerUdpDrop, n);
+    return -1;
+  }
   const dport = ctx.ports.dstPort;
   const rule = findRule6(nic, proto, dport, ip.dst);
-  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  if (rule === undefined) {
+    drop(ctx, C.drop_in_no_rule);
+    return -1;
+  }
   natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
   ctx.lastRule = rule;
   return pEnd;
@@ -403,18 +566,33 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
  */
 function icmpErrorIn4(frame: Uint8Array, l3: number, l4: number, end: number, vip: number, nic: HostNic, ctx: HostContext): number {
   const C = ctx.counters.index;
-  if (end - l4 < 8 || !isIcmpError(frame[l4]!)) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  if (end - l4 < 8 || !isIcmpError(frame[l4]!)) {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
   const q = ctx.qip4;
   const qoff = l4 + 8;
   const qhl = parseIpv4(frame, qoff, q, end, true);
   const ql4 = qoff + qhl;
-  if (qhl < 0 || end - ql4 < 4 || q.fragOffset !== 0) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
-  if (q.src !== vip) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
+  if (qhl < 0 || end - ql4 < 4 || q.fragOffset !== 0) {
+    drop(ctx, C.drop_in_icmp_bad_quote);
+    return -1;
+  }
+  if (q.src !== vip) {
+    drop(ctx, C.drop_in_icmp_unrelated);
+    return -1;
+  }
   const qproto = q.protocol;
-  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) {
+    drop(ctx, C.drop_in_icmp_bad_quote);
+    return -1;
+  }
   const fport = readU16(frame, ql4);
   const rule = findRule4(nic, qproto, fport, vip);
-  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  if (rule === undefined) {
+    drop(ctx, C.drop_in_no_rule);
+    return -1;
+  }
   const dip = rule.dip.words[0]!;
   const bport = rule.backendPort;
   // the outer destination
@@ -449,19 +627,34 @@ function icmpErrorIn4(frame: Uint8Array, l3: number, l4: number, end: number, vi
 function icmpErrorIn6(frame: Uint8Array, l3: number, l4: number, end: number, nic: HostNic, ctx: HostContext): number {
   const C = ctx.counters.index;
   const type = end - l4 >= 8 ? frame[l4]! : 0;
-  if (type < 1 || type > 4) { drop(ctx, C.drop_in_inner_not_tcp_udp); return -1; }
+  if (type < 1 || type > 4) {
+    drop(ctx, C.drop_in_inner_not_tcp_udp);
+    return -1;
+  }
   const q = ctx.qip6;
   const qoff = l4 + 8;
   const qhl = parseIpv6(frame, qoff, q, end, true);
   const ql4 = qoff + qhl;
-  if (qhl < 0 || end - ql4 < 4 || (q.hasFragment && q.fragOffset !== 0)) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  if (qhl < 0 || end - ql4 < 4 || (q.hasFragment && q.fragOffset !== 0)) {
+    drop(ctx, C.drop_in_icmp_bad_quote);
+    return -1;
+  }
   const vipw = ctx.ip6.dst;
-  if (!ipv6Equal(q.src, vipw)) { drop(ctx, C.drop_in_icmp_unrelated); return -1; }
+  if (!ipv6Equal(q.src, vipw)) {
+    drop(ctx, C.drop_in_icmp_unrelated);
+    return -1;
+  }
   const qproto = q.protocol;
-  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) { drop(ctx, C.drop_in_icmp_bad_quote); return -1; }
+  if (qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) {
+    drop(ctx, C.drop_in_icmp_bad_quote);
+    return -1;
+  }
   const fport = readU16(frame, ql4);
   const rule = findRule6(nic, qproto, fport, vipw);
-  if (rule === undefined) { drop(ctx, C.drop_in_no_rule); return -1; }
+  if (rule === undefined) {
+    drop(ctx, C.drop_in_no_rule);
+    return -1;
+  }
   const dip = rule.dipBytes;
   const bport = rule.backendPort;
   // ICMPv6's checksum covers the pseudo-header: the outer destination, then every quoted word we change
@@ -520,10 +713,19 @@ function answerArp(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx
   const r = ctx.reply;
   const pm = ctx.portMacs[nic.index]!;
   writeEthernetRaw(a.senderMac, pm, ETHERTYPE_ARP, r, 0);
-  writeU16(r, 14, 1); writeU16(r, 16, ETHERTYPE_IPV4); r[18] = 6; r[19] = 4; writeU16(r, 20, ARP_OP_REPLY);
-  copyBytes(pm, 0, r, 22, 6); writeU32(r, 28, gw);
-  copyBytes(a.senderMac, 0, r, 32, 6); writeU32(r, 38, a.senderIp);
-  ctx.outBuf = r; ctx.outOff = 0; ctx.outLen = 14 + ARP_LEN; ctx.outPort = nic.index;
+  writeU16(r, 14, 1);
+  writeU16(r, 16, ETHERTYPE_IPV4);
+  r[18] = 6;
+  r[19] = 4;
+  writeU16(r, 20, ARP_OP_REPLY);
+  copyBytes(pm, 0, r, 22, 6);
+  writeU32(r, 28, gw);
+  copyBytes(a.senderMac, 0, r, 32, 6);
+  writeU32(r, 38, a.senderIp);
+  ctx.outBuf = r;
+  ctx.outOff = 0;
+  ctx.outLen = 14 + ARP_LEN;
+  ctx.outPort = nic.index;
   ctx.counters.values[C.arp_replies]!++;
   return VERDICT_FORWARD;
 }
@@ -608,11 +810,22 @@ function tooBigForDsr(frame: Uint8Array, l3: number, end: number, v4: boolean, n
     const gw = nic.network.gateway4;
     if ((frame[l3 + 6]! & (IPV4_FLAG_DF << 5)) === 0 || gw < 0) return drop(ctx, C.drop_out_too_big);
     const quote = Math.min(len, 576 - 28);
-    r[e] = 0x45; r[e + 1] = 0; writeU16(r, e + 2, 28 + quote); writeU32(r, e + 4, 0); r[e + 8] = 64; r[e + 9] = IPPROTO_ICMP;
-    writeU16(r, e + 10, 0); writeU32(r, e + 12, gw); copyBytes(frame, l3 + 12, r, e + 16, 4);
+    r[e] = 0x45;
+    r[e + 1] = 0;
+    writeU16(r, e + 2, 28 + quote);
+    writeU32(r, e + 4, 0);
+    r[e + 8] = 64;
+    r[e + 9] = IPPROTO_ICMP;
+    writeU16(r, e + 10, 0);
+    writeU32(r, e + 12, gw);
+    copyBytes(frame, l3 + 12, r, e + 16, 4);
     writeU16(r, e + 10, finishChecksum(sumBytes(r, e, 20, 0)));
     const icmp = e + 20;
-    r[icmp] = ICMP_DEST_UNREACH; r[icmp + 1] = ICMP_CODE_FRAG_NEEDED; writeU16(r, icmp + 2, 0); writeU16(r, icmp + 4, 0); writeU16(r, icmp + 6, ctx.dsrMtu);
+    r[icmp] = ICMP_DEST_UNREACH;
+    r[icmp + 1] = ICMP_CODE_FRAG_NEEDED;
+    writeU16(r, icmp + 2, 0);
+    writeU16(r, icmp + 4, 0);
+    writeU16(r, icmp + 6, ctx.dsrMtu);
     copyBytes(frame, l3, r, icmp + 8, quote);
     writeU16(r, icmp + 2, l4Checksum(r, icmp, 8 + quote, 2, 0));
     ctx.outLen = e + 28 + quote;
@@ -620,11 +833,17 @@ function tooBigForDsr(frame: Uint8Array, l3: number, end: number, v4: boolean, n
     const gw = nic.network.gateway6;
     if (gw === null) return drop(ctx, C.drop_out_too_big);
     const quote = Math.min(len, 1280 - 48);
-    writeU32(r, e, 0x60000000); writeU16(r, e + 4, 8 + quote); r[e + 6] = IPPROTO_ICMPV6; r[e + 7] = 64;
+    writeU32(r, e, 0x60000000);
+    writeU16(r, e + 4, 8 + quote);
+    r[e + 6] = IPPROTO_ICMPV6;
+    r[e + 7] = 64;
     for (let i = 0; i < 4; i++) writeU32(r, e + 8 + i * 4, gw[i]!);
     copyBytes(frame, l3 + 8, r, e + 24, 16);
     const icmp = e + 40;
-    r[icmp] = 2; r[icmp + 1] = 0; writeU16(r, icmp + 2, 0); writeU32(r, icmp + 4, ctx.dsrMtu);
+    r[icmp] = 2;
+    r[icmp + 1] = 0;
+    writeU16(r, icmp + 2, 0);
+    writeU32(r, icmp + 4, ctx.dsrMtu);
     copyBytes(frame, l3, r, icmp + 8, quote);
     writeU16(r, icmp + 2, l4Checksum(r, icmp, 8 + quote, 2, pseudoSumV6Bytes(r, e + 8, e + 24, IPPROTO_ICMPV6, 8 + quote)));
     ctx.outLen = e + 48 + quote;
@@ -670,7 +889,8 @@ function answerNd(frame: Uint8Array, l3: number, l4: number, end: number, nic: H
   copyBytes(pm, 0, r, 6, 6);
   writeU16(r, 12, ETHERTYPE_IPV6);
   const ip = 14;
-  const unspecified = readU32(frame, l3 + 8) === 0 && readU32(frame, l3 + 12) === 0 && readU32(frame, l3 + 16) === 0 && readU32(frame, l3 + 20) === 0;
+  const unspecified =
+    readU32(frame, l3 + 8) === 0 && readU32(frame, l3 + 12) === 0 && readU32(frame, l3 + 16) === 0 && readU32(frame, l3 + 20) === 0;
   writeU32(r, ip, 0x60000000);
   writeU16(r, ip + 4, 32);
   r[ip + 6] = IPPROTO_ICMPV6;
@@ -678,16 +898,24 @@ function answerNd(frame: Uint8Array, l3: number, l4: number, end: number, nic: H
   for (let i = 0; i < 4; i++) writeU32(r, ip + 8 + i * 4, gw[i]!);
   if (unspecified) {
     // RFC 4861 7.2.4: a solicitation from :: (DAD) is answered to all-nodes, not solicited
-    writeU32(r, ip + 24, 0xff020000); writeU32(r, ip + 28, 0); writeU32(r, ip + 32, 0); writeU32(r, ip + 36, 1);
+    writeU32(r, ip + 24, 0xff020000);
+    writeU32(r, ip + 28, 0);
+    writeU32(r, ip + 32, 0);
+    writeU32(r, ip + 36, 1);
   } else {
     copyBytes(frame, l3 + 8, r, ip + 24, 16);
   }
   const icmp = ip + 40;
-  r[icmp] = ICMPV6_NEIGHBOR_ADVERT; r[icmp + 1] = 0; writeU16(r, icmp + 2, 0);
+  r[icmp] = ICMPV6_NEIGHBOR_ADVERT;
+  r[icmp + 1] = 0;
+  writeU16(r, icmp + 2, 0);
   writeU32(r, icmp + 4, (ND_NA_FLAG_ROUTER | (unspecified ? 0 : ND_NA_FLAG_SOLICITED) | ND_NA_FLAG_OVERRIDE) >>> 0);
   writeNdBody(gw, ND_OPT_TARGET_LL, pm, r, icmp);
   writeU16(r, icmp + 2, l4Checksum(r, icmp, 32, 2, pseudoSumV6Bytes(r, ip + 8, ip + 24, IPPROTO_ICMPV6, 32)));
-  ctx.outBuf = r; ctx.outOff = 0; ctx.outLen = 14 + 40 + 32; ctx.outPort = nic.index;
+  ctx.outBuf = r;
+  ctx.outOff = 0;
+  ctx.outLen = 14 + 40 + 32;
+  ctx.outPort = nic.index;
   ctx.counters.values[C.nd_replies]!++;
   return VERDICT_FORWARD;
 }

@@ -17,7 +17,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   about:
     'The slbx host agent. Reads VXLAN sent to its provider address (a capture; an nftables rule keeps the\n' +
     'kernel from answering it), checks it against policy, NATs VIP:port to DIP:port and delivers the frame\n' +
-    'to the backend\'s port; captures what the backends send, answers ARP/ND for their gateway, and sends\n' +
+    "to the backend's port; captures what the backends send, answers ARP/ND for their gateway, and sends\n" +
     'replies of load-balanced flows from VIP:port straight to the router with a raw socket (direct server\n' +
     'return). Logs are JSON lines on stdout, state changes only.\n\n' +
     'Receive paths (--receive-path; measurements and the choice: docs/io-paths.md):\n' +
@@ -25,7 +25,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     '  udp      a UDP socket on PA and the VXLAN port (no nftables rule); allocates per datagram',
   options: [
     PACKET.interface,
-    { name: 'dsr-via', value: 'ADDR', help: 'IPv4 next hop for direct server return; default: the namespace\'s default gateway' },
+    { name: 'dsr-via', value: 'ADDR', help: "IPv4 next hop for direct server return; default: the namespace's default gateway" },
     { name: 'dsr-via6', value: 'ADDR', help: 'IPv6 next hop for direct server return; default: the IPv6 default gateway' },
     { name: 'no-nftables', help: 'do not install the nftables rule that drops captured VXLAN in the kernel' },
     PACKET.captureBufferMb,
@@ -45,7 +45,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   create(args, config, name, cfgPath) {
     const receivePath = one(args, 'receive-path') as ReceivePath; // checked by checkArgs
     const me = config.hosts.find((h) => h.name === name);
-    if (me === undefined) return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
+    if (me === undefined)
+      return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
     const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
     if (typeof packet === 'string') return packet;
     const via4 = one(args, 'dsr-via') ?? defaultGateway4();
@@ -54,8 +55,16 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     if (via6 !== null && isIP(via6) !== 6) return `--dsr-via6 must be an IPv6 address, got ${via6}`;
     if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
     return new HostDaemon({
-      config, name, iface: packet.iface, dsrVia4: via4, dsrVia6: via6,
-      nftables: !args.flags.has('no-nftables'), captureBufferBytes: packet.captureBufferBytes, receivePath, mac: packet.mac, io: packet.io,
+      config,
+      name,
+      iface: packet.iface,
+      dsrVia4: via4,
+      dsrVia6: via6,
+      nftables: !args.flags.has('no-nftables'),
+      captureBufferBytes: packet.captureBufferBytes,
+      receivePath,
+      mac: packet.mac,
+      io: packet.io,
     });
   },
   routes(daemon) {
@@ -81,7 +90,10 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
 export function hostPolicyKey(config: SlbxConfig): string {
   return JSON.stringify({
     ...config,
-    hashSeed: null, maglevTableSize: null, flowTable: null, bgp: null,
+    hashSeed: null,
+    maglevTableSize: null,
+    flowTable: null,
+    bgp: null,
     pools: config.pools.map((p) => ({ name: p.name, network: p.network, nics: p.backends.map((b) => b.nic) })),
     vips: config.vips.map((v) => ({ address: v.address.text, rules: v.rules.map((r) => ({ ...r, distribution: null })) })),
   });

@@ -104,7 +104,11 @@ export class FabricNeighbors {
    * `mac`: our fabric interface's MAC; `pa4`/`pa6`: our provider addresses (the requests' sources and
    * the addresses answers must be sent to).
    */
-  constructor(private readonly mac: Uint8Array, private readonly pa4: number, private readonly pa6: Uint32Array | null) {}
+  constructor(
+    private readonly mac: Uint8Array,
+    private readonly pa4: number,
+    private readonly pa6: Uint32Array | null,
+  ) {}
 
   /** Follows a new peer list (a new policy): entries of addresses still present keep what they learned. */
   setPeers(peers: readonly FabricPeer[]): void {
@@ -112,10 +116,24 @@ export class FabricNeighbors {
     const byText = new Map<string, Entry>();
     for (const p of peers) {
       const old = this.byText.get(p.address.text);
-      const e: Entry = old !== undefined ? { ...old, peer: p } : {
-        peer: p, mac: -1, macText: null, learnedAtMs: 0, lastSentMs: -Infinity, urgent: false,
-        answer: -1, answerText: '', answerAtMs: 0, conflict: false, conflictText: undefined, conflicts: 0, changes: 0,
-      };
+      const e: Entry =
+        old !== undefined
+          ? { ...old, peer: p }
+          : {
+              peer: p,
+              mac: -1,
+              macText: null,
+              learnedAtMs: 0,
+              lastSentMs: -Infinity,
+              urgent: false,
+              answer: -1,
+              answerText: '',
+              answerAtMs: 0,
+              conflict: false,
+              conflictText: undefined,
+              conflicts: 0,
+              changes: 0,
+            };
       next.push(e);
       byText.set(p.address.text, e);
     }
@@ -153,10 +171,19 @@ export class FabricNeighbors {
         if (e.conflict) {
           e.conflicts++;
           this.counters.conflicts++;
-          events.push({ event: 'neighbor_conflict', peer: e.peer.name, address: e.peer.address.text, macs: [e.answerText, e.conflictText ?? '?'], kept: e.macText });
+          events.push({
+            event: 'neighbor_conflict',
+            peer: e.peer.name,
+            address: e.peer.address.text,
+            macs: [e.answerText, e.conflictText ?? '?'],
+            kept: e.macText,
+          });
         } else if (e.answer !== e.mac) {
           const previous = e.macText;
-          if (e.mac >= 0) { e.changes++; this.counters.changes++; }
+          if (e.mac >= 0) {
+            e.changes++;
+            this.counters.changes++;
+          }
           e.mac = e.answer;
           e.macText = e.answerText;
           e.learnedAtMs = nowMs;
@@ -203,7 +230,10 @@ export class FabricNeighbors {
       const e = this.entryOf4(a.senderIp);
       if (e === undefined) return true;
       // RFC 826: a reply to our request names us as target; its sender hardware address is the frame's
-      if (a.op !== ARP_OP_REPLY || !toUs || a.targetIp !== this.pa4 || macKey(a.senderMac, 0) !== src) { this.counters.ignored++; return true; }
+      if (a.op !== ARP_OP_REPLY || !toUs || a.targetIp !== this.pa4 || macKey(a.senderMac, 0) !== src) {
+        this.counters.ignored++;
+        return true;
+      }
       this.answer(e, src, eth.src, nowMs);
       return true;
     }
@@ -221,13 +251,19 @@ export class FabricNeighbors {
     const linkOk = !this.nd.hasLinkAddr || macKey(this.nd.linkAddr, 0) === src;
     const pa6 = this.pa6;
     const dstOk = pa6 !== null && ipv6Equal(ip.dst, pa6);
-    if (!toUs || !dstOk || !linkOk) { this.counters.ignored++; return true; }
+    if (!toUs || !dstOk || !linkOk) {
+      this.counters.ignored++;
+      return true;
+    }
     this.answer(e, src, eth.src, nowMs);
     return true;
   }
 
   private answer(e: Entry, mac: number, macBytes: Uint8Array, nowMs: number): void {
-    if (nowMs - e.lastSentMs > NEIGHBOR_SOLICIT_WINDOW_MS) { this.counters.ignored++; return; } // we did not ask
+    if (nowMs - e.lastSentMs > NEIGHBOR_SOLICIT_WINDOW_MS) {
+      this.counters.ignored++;
+      return;
+    } // we did not ask
     this.counters.answers++;
     if (e.answer < 0) {
       e.answer = mac;
@@ -253,8 +289,13 @@ export class FabricNeighbors {
 
   status(nowMs: number): NeighborState[] {
     return this.entries.map((e) => ({
-      peer: e.peer.name, kind: e.peer.kind, address: e.peer.address.text, mac: e.macText,
-      learnedAgoS: e.mac >= 0 ? Math.round((nowMs - e.learnedAtMs) / 100) / 10 : null, conflicts: e.conflicts, changes: e.changes,
+      peer: e.peer.name,
+      kind: e.peer.kind,
+      address: e.peer.address.text,
+      mac: e.macText,
+      learnedAgoS: e.mac >= 0 ? Math.round((nowMs - e.learnedAtMs) / 100) / 10 : null,
+      conflicts: e.conflicts,
+      changes: e.changes,
     }));
   }
 }
@@ -281,9 +322,15 @@ export function writeNeighborSolicit(f: Uint8Array, mac: Uint8Array, pa6: Uint32
   f[20] = IPPROTO_ICMPV6;
   f[21] = 255; // RFC 4861 7.1.1: hop limit 255
   for (let i = 0; i < 4; i++) writeU32(f, 22 + i * 4, pa6[i]!);
-  writeU32(f, 38, 0xff020000); writeU32(f, 42, 0); writeU32(f, 46, 1); writeU32(f, 50, (0xff000000 | low24) >>> 0);
+  writeU32(f, 38, 0xff020000);
+  writeU32(f, 42, 0);
+  writeU32(f, 46, 1);
+  writeU32(f, 50, (0xff000000 | low24) >>> 0);
   const icmp = 54;
-  f[icmp] = ICMPV6_NEIGHBOR_SOLICIT; f[icmp + 1] = 0; writeU16(f, icmp + 2, 0); writeU32(f, icmp + 4, 0);
+  f[icmp] = ICMPV6_NEIGHBOR_SOLICIT;
+  f[icmp + 1] = 0;
+  writeU16(f, icmp + 2, 0);
+  writeU32(f, icmp + 4, 0);
   writeNdBody(Uint32Array.from(target), ND_OPT_SOURCE_LL, mac, f, icmp);
   writeU16(f, icmp + 2, l4Checksum(f, icmp, 32, 2, pseudoSumV6Bytes(f, 22, 38, IPPROTO_ICMPV6, 32)));
   return NS_FRAME_LEN;

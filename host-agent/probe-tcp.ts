@@ -49,9 +49,21 @@ export const PROBE_LATE_WINDOW_MS = 3000;
 const FRAME_BUF_BYTES = 2048;
 
 export const PROBE_TCP_COUNTER_NAMES = [
-  'probes_started', 'probes_succeeded', 'probes_failed', 'segments_sent', 'segments_in', 'rst_sent', 'send_errors',
-  'segments_no_connection', 'segments_late', 'segments_out_of_order', 'segments_duplicate', 'segments_bad_checksum',
-  'local_not_tcp', 'local_fragment', 'local_malformed',
+  'probes_started',
+  'probes_succeeded',
+  'probes_failed',
+  'segments_sent',
+  'segments_in',
+  'rst_sent',
+  'send_errors',
+  'segments_no_connection',
+  'segments_late',
+  'segments_out_of_order',
+  'segments_duplicate',
+  'segments_bad_checksum',
+  'local_not_tcp',
+  'local_fragment',
+  'local_malformed',
 ] as const;
 export type ProbeTcpCounterName = (typeof PROBE_TCP_COUNTER_NAMES)[number];
 
@@ -93,7 +105,11 @@ export interface ProbeTcpIo {
   randomInt?(n: number): number;
 }
 
-const enum Phase { SynSent, RequestSent, Done }
+const enum Phase {
+  SynSent,
+  RequestSent,
+  Done,
+}
 
 interface Conn {
   readonly spec: ProbeSpec;
@@ -135,7 +151,11 @@ export function buildProbeRequest(path: string, dst: IpAddr, port: number): Uint
  */
 export function parseStatusLine(buf: Uint8Array, len: number): number {
   let eol = -1;
-  for (let i = 0; i < len; i++) if (buf[i] === 0x0a) { eol = i; break; }
+  for (let i = 0; i < len; i++)
+    if (buf[i] === 0x0a) {
+      eol = i;
+      break;
+    }
   if (eol < 0) return len >= PROBE_HTTP_MAX_STATUS_BYTES ? -2 : -1;
   const line = Buffer.from(buf.buffer, buf.byteOffset, eol).toString('latin1').replace(/\r$/, '');
   const m = /^HTTP\/1\.[0-9] ([0-9]{3})(?: .*)?$/.exec(line);
@@ -193,14 +213,31 @@ export class ProbeTcp {
     const c = this.counters.values;
     c[this.counters.index.probes_started]!++;
     let byPort = this.conns.get(spec.nic);
-    if (byPort === undefined) { byPort = new Map(); this.conns.set(spec.nic, byPort); }
+    if (byPort === undefined) {
+      byPort = new Map();
+      this.conns.set(spec.nic, byPort);
+    }
     const lport = this.allocatePort(spec.nic, byPort);
-    if (lport < 0) { this.report(done, false, 'no free local port', 0); return; }
+    if (lport < 0) {
+      this.report(done, false, 'no free local port', 0);
+      return;
+    }
     const iss = this.random(0x100000000) >>> 0;
     const conn: Conn = {
-      spec, lport, iss, request: spec.http === null ? null : buildProbeRequest(spec.http.path, spec.dst, spec.dstPort),
-      startedAt: this.now(), done, phase: Phase.SynSent, sndNxt: seqAdd(iss, 1), rcvNxt: 0, timer: null,
-      rx: null, rxLen: 0, badChecksums: 0, resetSent: false,
+      spec,
+      lport,
+      iss,
+      request: spec.http === null ? null : buildProbeRequest(spec.http.path, spec.dst, spec.dstPort),
+      startedAt: this.now(),
+      done,
+      phase: Phase.SynSent,
+      sndNxt: seqAdd(iss, 1),
+      rcvNxt: 0,
+      timer: null,
+      rx: null,
+      rxLen: 0,
+      badChecksums: 0,
+      resetSent: false,
     };
     byPort.set(lport, conn);
     conn.timer = this.setTimer(() => this.onTimeout(conn), spec.timeoutMs);
@@ -211,7 +248,10 @@ export class ProbeTcp {
   cancel(nic?: string): void {
     for (const [n, byPort] of this.conns) {
       if (nic !== undefined && n !== nic) continue;
-      for (const conn of byPort.values()) { conn.phase = Phase.Done; this.clearTimer(conn.timer); }
+      for (const conn of byPort.values()) {
+        conn.phase = Phase.Done;
+        this.clearTimer(conn.timer);
+      }
       byPort.clear();
     }
   }
@@ -222,7 +262,10 @@ export class ProbeTcp {
     for (let i = 0; i < span; i++) {
       const cand = p;
       p = p === PROBE_PORT_MAX ? PROBE_PORT_MIN : p + 1;
-      if (!byPort.has(cand)) { this.nextPort.set(nic, p); return cand; }
+      if (!byPort.has(cand)) {
+        this.nextPort.set(nic, p);
+        return cand;
+      }
     }
     return -1;
   }
@@ -230,7 +273,8 @@ export class ProbeTcp {
   private onTimeout(conn: Conn): void {
     if (conn.phase === Phase.Done) return;
     let detail = conn.phase === Phase.SynSent ? 'timeout (no syn-ack)' : 'timeout (no status line)';
-    if (conn.badChecksums > 0) detail += ` (${conn.badChecksums} segments with a bad TCP checksum: checksum offload on the backend's interface?)`;
+    if (conn.badChecksums > 0)
+      detail += ` (${conn.badChecksums} segments with a bad TCP checksum: checksum offload on the backend's interface?)`;
     // the backend may hold a half-open connection: end it
     if (conn.phase === Phase.RequestSent) this.sendConn(conn, conn.sndNxt, 0, TCP_RST, null);
     this.finish(conn, false, detail, false);
@@ -244,7 +288,10 @@ export class ProbeTcp {
     if (conn.resetSent) {
       // the backend may still have segments in flight that crossed our RST: drop those quietly
       const now = this.now();
-      for (const [k, until] of this.recentlyReset) { if (until > now) break; this.recentlyReset.delete(k); }
+      for (const [k, until] of this.recentlyReset) {
+        if (until > now) break;
+        this.recentlyReset.delete(k);
+      }
       this.recentlyReset.set(`${conn.spec.nic}/${conn.lport}`, now + PROBE_LATE_WINDOW_MS);
     }
     this.report(conn.done, ok, detail, this.now() - conn.startedAt);
@@ -263,15 +310,27 @@ export class ProbeTcp {
     const C = this.counters.index;
     const c = this.counters.values;
     const end = off + len;
-    if (len < 1 || end > buf.length) { c[C.local_malformed]!++; return; }
+    if (len < 1 || end > buf.length) {
+      c[C.local_malformed]!++;
+      return;
+    }
     const version = buf[off]! >>> 4;
     const src = this.srcScratch;
     if (version === 4) {
       const ip = this.rip4;
       const hl = parseIpv4(buf, off, ip, end);
-      if (hl < 0) { c[C.local_malformed]!++; return; }
-      if (ip.protocol !== IPPROTO_TCP) { c[C.local_not_tcp]!++; return; }
-      if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) { c[C.local_fragment]!++; return; }
+      if (hl < 0) {
+        c[C.local_malformed]!++;
+        return;
+      }
+      if (ip.protocol !== IPPROTO_TCP) {
+        c[C.local_not_tcp]!++;
+        return;
+      }
+      if ((ip.flags & IPV4_FLAG_MF) !== 0 || ip.fragOffset !== 0) {
+        c[C.local_fragment]!++;
+        return;
+      }
       const l4 = off + hl;
       const segEnd = off + ip.totalLength;
       src[0] = ip.src;
@@ -281,9 +340,18 @@ export class ProbeTcp {
     if (version === 6) {
       const ip = this.rip6;
       const hl = parseIpv6(buf, off, ip, end);
-      if (hl < 0) { c[C.local_malformed]!++; return; }
-      if (ip.hasFragment) { c[C.local_fragment]!++; return; }
-      if (ip.protocol !== IPPROTO_TCP) { c[C.local_not_tcp]!++; return; }
+      if (hl < 0) {
+        c[C.local_malformed]!++;
+        return;
+      }
+      if (ip.hasFragment) {
+        c[C.local_fragment]!++;
+        return;
+      }
+      if (ip.protocol !== IPPROTO_TCP) {
+        c[C.local_not_tcp]!++;
+        return;
+      }
       const l4 = off + hl;
       const segEnd = off + IPV6_HEADER_LEN + ip.payloadLength;
       src.set(ip.src);
@@ -293,12 +361,24 @@ export class ProbeTcp {
     c[C.local_malformed]!++;
   }
 
-  private onSegment(nic: string, family: 4 | 6, buf: Uint8Array, l3: number, l4: number, end: number, pseudo: number, src: Uint32Array): void {
+  private onSegment(
+    nic: string,
+    family: 4 | 6,
+    buf: Uint8Array,
+    l3: number,
+    l4: number,
+    end: number,
+    pseudo: number,
+    src: Uint32Array,
+  ): void {
     const C = this.counters.index;
     const c = this.counters.values;
     const t = this.rtcp;
     const hl = parseTcp(buf, l4, t, end);
-    if (hl < 0) { c[C.local_malformed]!++; return; }
+    if (hl < 0) {
+      c[C.local_malformed]!++;
+      return;
+    }
     c[C.segments_in]!++;
     const conn = this.conns.get(nic)?.get(t.dstPort);
     const mine = conn !== undefined && conn.spec.dst.family === family && t.srcPort === conn.spec.dstPort && sameAddr(conn.spec.dst, src);
@@ -311,7 +391,10 @@ export class ProbeTcp {
     const dataLen = end - l4 - hl;
     if (!mine) {
       const until = this.recentlyReset.get(`${nic}/${t.dstPort}`);
-      if (until !== undefined && until > this.now()) { c[C.segments_late]!++; return; }
+      if (until !== undefined && until > this.now()) {
+        c[C.segments_late]!++;
+        return;
+      }
       this.resetUnknown(nic, family, buf, l3, dataLen);
       return;
     }
@@ -415,7 +498,9 @@ export class ProbeTcp {
     let ack: number;
     let flags: number;
     if ((t.flags & TCP_ACK) !== 0) {
-      seq = t.ack; ack = 0; flags = TCP_RST;
+      seq = t.ack;
+      ack = 0;
+      flags = TCP_RST;
     } else {
       seq = 0;
       ack = seqAdd(t.seq, dataLen + ((t.flags & TCP_SYN) !== 0 ? 1 : 0) + ((t.flags & TCP_FIN) !== 0 ? 1 : 0));
@@ -438,9 +523,20 @@ export class ProbeTcp {
 
   /** Writes Ethernet / IPv4|IPv6 / TCP (+ payload) with full checksums into the frame buffer and sends it. */
   private sendRaw(
-    nic: string, family: 4 | 6, srcMac: Uint8Array, dstMac: Uint8Array, srcBuf: Uint8Array, srcOff: number,
-    dstBuf: Uint8Array, dstOff: number, sport: number, dport: number, seq: number, ack: number,
-    flags: number, payload: Uint8Array | null,
+    nic: string,
+    family: 4 | 6,
+    srcMac: Uint8Array,
+    dstMac: Uint8Array,
+    srcBuf: Uint8Array,
+    srcOff: number,
+    dstBuf: Uint8Array,
+    dstOff: number,
+    sport: number,
+    dport: number,
+    seq: number,
+    ack: number,
+    flags: number,
+    payload: Uint8Array | null,
   ): boolean {
     const C = this.counters.index;
     const c = this.counters.values;
@@ -452,8 +548,15 @@ export class ProbeTcp {
     if (family === 4) {
       writeEthernetRaw(dstMac, srcMac, ETHERTYPE_IPV4, b, 0);
       const h = this.ip4;
-      h.tos = 0; h.totalLength = IPV4_HEADER_LEN + tcpLen; h.id = this.ipId; h.flags = IPV4_FLAG_DF; h.fragOffset = 0;
-      h.ttl = PROBE_TTL; h.protocol = IPPROTO_TCP; h.src = readU32(srcBuf, srcOff); h.dst = readU32(dstBuf, dstOff);
+      h.tos = 0;
+      h.totalLength = IPV4_HEADER_LEN + tcpLen;
+      h.id = this.ipId;
+      h.flags = IPV4_FLAG_DF;
+      h.fragOffset = 0;
+      h.ttl = PROBE_TTL;
+      h.protocol = IPPROTO_TCP;
+      h.src = readU32(srcBuf, srcOff);
+      h.dst = readU32(dstBuf, dstOff);
       this.ipId = (this.ipId + 1) & 0xffff;
       writeIpv4(h, b, ETH_HEADER_LEN);
       l4 = ETH_HEADER_LEN + IPV4_HEADER_LEN;
@@ -461,7 +564,11 @@ export class ProbeTcp {
     } else {
       writeEthernetRaw(dstMac, srcMac, ETHERTYPE_IPV6, b, 0);
       const h = this.ip6;
-      h.trafficClass = 0; h.flowLabel = 0; h.payloadLength = tcpLen; h.nextHeader = IPPROTO_TCP; h.hopLimit = PROBE_TTL;
+      h.trafficClass = 0;
+      h.flowLabel = 0;
+      h.payloadLength = tcpLen;
+      h.nextHeader = IPPROTO_TCP;
+      h.hopLimit = PROBE_TTL;
       for (let i = 0; i < 4; i++) {
         h.src[i] = readU32(srcBuf, srcOff + i * 4);
         h.dst[i] = readU32(dstBuf, dstOff + i * 4);
@@ -471,8 +578,14 @@ export class ProbeTcp {
       pseudo = pseudoSumV6Bytes(b, ETH_HEADER_LEN + 8, ETH_HEADER_LEN + 24, IPPROTO_TCP, tcpLen);
     }
     const t = this.tcp;
-    t.srcPort = sport; t.dstPort = dport; t.seq = seq >>> 0; t.ack = ack >>> 0; t.flags = flags;
-    t.window = (flags & TCP_RST) !== 0 ? 0 : PROBE_WINDOW; t.checksum = 0; t.urgent = 0;
+    t.srcPort = sport;
+    t.dstPort = dport;
+    t.seq = seq >>> 0;
+    t.ack = ack >>> 0;
+    t.flags = flags;
+    t.window = (flags & TCP_RST) !== 0 ? 0 : PROBE_WINDOW;
+    t.checksum = 0;
+    t.urgent = 0;
     writeTcp(t, b, l4);
     if (payload !== null) b.set(payload, l4 + TCP_HEADER_LEN);
     writeU16(b, l4 + 16, l4Checksum(b, l4, tcpLen, 16, pseudo));

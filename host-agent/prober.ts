@@ -11,7 +11,13 @@
 import type { IpAddr } from '../shared/addr.js';
 import type { ProbeConfig, SlbxConfig } from '../shared/config.js';
 import {
-  INITIAL_PROBE_FSM, aggregateByNicProbe, isHealthyState, stepProbeState, type ProbeEvent, type ProbeFsm, type ProbeStatus,
+  INITIAL_PROBE_FSM,
+  aggregateByNicProbe,
+  isHealthyState,
+  stepProbeState,
+  type ProbeEvent,
+  type ProbeFsm,
+  type ProbeStatus,
 } from '../shared/probe-state.js';
 import { log as defaultLog, type LogLevel } from '../runtime/log.js';
 import { ProbeTcp, formatTarget, type ProbeOutcome, type ProbeSpec } from './probe-tcp.js';
@@ -36,7 +42,8 @@ export interface HealthSink {
 
 /** A HealthListener that hands the full set, one entry per (nic, probe), to a HealthSink. */
 export function healthListenerFor(sink: HealthSink): HealthListener {
-  return (results) => sink.reportHealth(aggregateByNicProbe(results).map((r) => ({ nic: r.nic, probe: r.probe, state: r.state, detail: r.detail })));
+  return (results) =>
+    sink.reportHealth(aggregateByNicProbe(results).map((r) => ({ nic: r.nic, probe: r.probe, state: r.state, detail: r.detail })));
 }
 
 /** What the prober needs from the daemon's ports. */
@@ -88,7 +95,16 @@ export function planProbeTargets(config: SlbxConfig, hostName: string): ProbeTar
         let e = out.get(key);
         if (e === undefined) {
           e = {
-            t: { key, nic: nic.name, probe, family, dst, src: family === 4 ? net.gateway : net.gateway6, network: net.name, nicMac: nic.mac },
+            t: {
+              key,
+              nic: nic.name,
+              probe,
+              family,
+              dst,
+              src: family === 4 ? net.gateway : net.gateway6,
+              network: net.name,
+              nicMac: nic.mac,
+            },
             rules: [],
           };
           out.set(key, e);
@@ -98,14 +114,23 @@ export function planProbeTargets(config: SlbxConfig, hostName: string): ProbeTar
       }
     }
   }
-  return [...out.values()].map((e) => ({ ...e.t, rules: e.rules }))
-    .sort((a, b) => (a.nic < b.nic ? -1 : a.nic > b.nic ? 1 : a.probe.name < b.probe.name ? -1 : a.probe.name > b.probe.name ? 1 : a.family - b.family));
+  return [...out.values()]
+    .map((e) => ({ ...e.t, rules: e.rules }))
+    .sort((a, b) =>
+      a.nic < b.nic ? -1 : a.nic > b.nic ? 1 : a.probe.name < b.probe.name ? -1 : a.probe.name > b.probe.name ? 1 : a.family - b.family,
+    );
 }
 
 /** Same endpoint and same question: the state learnt so far still holds after a config change. */
 function sameProbe(a: ProbeTarget, b: ProbeTarget): boolean {
-  return a.dst.text === b.dst.text && (a.src?.text ?? null) === (b.src?.text ?? null) && a.probe.protocol === b.probe.protocol
-    && a.probe.port === b.probe.port && a.probe.path === b.probe.path && a.nicMac.every((x, i) => x === b.nicMac[i]);
+  return (
+    a.dst.text === b.dst.text &&
+    (a.src?.text ?? null) === (b.src?.text ?? null) &&
+    a.probe.protocol === b.probe.protocol &&
+    a.probe.port === b.probe.port &&
+    a.probe.path === b.probe.path &&
+    a.nicMac.every((x, i) => x === b.nicMac[i])
+  );
 }
 
 interface TargetState {
@@ -198,12 +223,23 @@ export class Prober {
     const removed: string[] = [];
     const next = new Set(this.plans.map((p) => p.key));
     for (const [key, t] of this.targets) {
-      if (!next.has(key)) { this.stopTarget(t); this.targets.delete(key); removed.push(key); }
+      if (!next.has(key)) {
+        this.stopTarget(t);
+        this.targets.delete(key);
+        removed.push(key);
+      }
     }
     for (const p of this.plans) {
       const t = this.targets.get(p.key);
-      if (t !== undefined && sameProbe(t.plan, p)) { t.plan = p; continue; }
-      if (t !== undefined) { this.stopTarget(t); this.targets.delete(p.key); removed.push(p.key); }
+      if (t !== undefined && sameProbe(t.plan, p)) {
+        t.plan = p;
+        continue;
+      }
+      if (t !== undefined) {
+        this.stopTarget(t);
+        this.targets.delete(p.key);
+        removed.push(p.key);
+      }
       this.addTarget(p);
       added.push(p.key);
     }
@@ -222,7 +258,9 @@ export class Prober {
   status(): ProbeStatus[] {
     const out: ProbeStatus[] = [];
     for (const t of this.targets.values()) out.push(this.statusOf(t));
-    return out.sort((a, b) => (a.nic < b.nic ? -1 : a.nic > b.nic ? 1 : a.probe < b.probe ? -1 : a.probe > b.probe ? 1 : a.family - b.family));
+    return out.sort((a, b) =>
+      a.nic < b.nic ? -1 : a.nic > b.nic ? 1 : a.probe < b.probe ? -1 : a.probe > b.probe ? 1 : a.family - b.family,
+    );
   }
 
   /** Counters of the probe TCP client (every target), for GET /status. */
@@ -233,27 +271,56 @@ export class Prober {
   /** Per-target totals and the rules behind each, for GET /status. */
   details(): Record<string, unknown>[] {
     return [...this.targets.values()].map((t) => ({
-      key: t.plan.key, rules: t.plan.rules, protocol: t.plan.probe.protocol, path: t.plan.probe.path,
-      intervalMs: t.plan.probe.intervalMs, timeoutMs: t.plan.probe.timeoutMs,
-      upThreshold: t.plan.probe.upThreshold, downThreshold: t.plan.probe.downThreshold,
-      source: t.plan.src?.text ?? null, sent: t.sent, succeeded: t.succeeded, failed: t.failed,
+      key: t.plan.key,
+      rules: t.plan.rules,
+      protocol: t.plan.probe.protocol,
+      path: t.plan.probe.path,
+      intervalMs: t.plan.probe.intervalMs,
+      timeoutMs: t.plan.probe.timeoutMs,
+      upThreshold: t.plan.probe.upThreshold,
+      downThreshold: t.plan.probe.downThreshold,
+      source: t.plan.src?.text ?? null,
+      sent: t.sent,
+      succeeded: t.succeeded,
+      failed: t.failed,
     }));
   }
 
   private statusOf(t: TargetState): ProbeStatus {
     const p = t.plan;
     return {
-      nic: p.nic, probe: p.probe.name, family: p.family, target: formatTarget(p.dst, p.probe.port),
-      state: t.fsm.state, healthy: isHealthyState(t.fsm.state), since: new Date(t.sinceMs).toISOString(),
-      lastResult: t.lastResult, detail: t.detail, reason: t.reason, successes: t.fsm.successes, failures: t.fsm.failures,
+      nic: p.nic,
+      probe: p.probe.name,
+      family: p.family,
+      target: formatTarget(p.dst, p.probe.port),
+      state: t.fsm.state,
+      healthy: isHealthyState(t.fsm.state),
+      since: new Date(t.sinceMs).toISOString(),
+      lastResult: t.lastResult,
+      detail: t.detail,
+      reason: t.reason,
+      successes: t.fsm.successes,
+      failures: t.fsm.failures,
       rttMs: t.rttMs,
     };
   }
 
   private addTarget(p: ProbeTarget): void {
     const t: TargetState = {
-      plan: p, fsm: INITIAL_PROBE_FSM, sinceMs: Date.now(), lastResult: null, detail: 'not probed yet', reason: 'not probed yet',
-      rttMs: null, timer: null, inFlight: false, startedAt: 0, stopped: false, sent: 0, succeeded: 0, failed: 0,
+      plan: p,
+      fsm: INITIAL_PROBE_FSM,
+      sinceMs: Date.now(),
+      lastResult: null,
+      detail: 'not probed yet',
+      reason: 'not probed yet',
+      rttMs: null,
+      timer: null,
+      inFlight: false,
+      startedAt: 0,
+      stopped: false,
+      sent: 0,
+      succeeded: 0,
+      failed: 0,
     };
     this.targets.set(p.key, t);
     if (p.src === null) {
@@ -261,7 +328,12 @@ export class Prober {
       // plane hands back to us). The state stays unknown, which counts as healthy.
       t.detail = `cannot probe: network ${p.network} has no IPv${p.family} gateway`;
       t.reason = t.detail;
-      this.log('warn', 'probe_impossible', { nic: p.nic, probe: p.probe.name, target: formatTarget(p.dst, p.probe.port), reason: t.detail });
+      this.log('warn', 'probe_impossible', {
+        nic: p.nic,
+        probe: p.probe.name,
+        target: formatTarget(p.dst, p.probe.port),
+        reason: t.detail,
+      });
       return;
     }
     this.schedule(t, Math.floor(this.random() * Math.min(p.probe.intervalMs, PROBE_FIRST_SPREAD_MS)));
@@ -276,7 +348,13 @@ export class Prober {
   private schedule(t: TargetState, delayMs: number): void {
     if (t.stopped) return;
     if (t.timer !== null) clearTimeout(t.timer);
-    t.timer = setTimeout(() => { t.timer = null; this.runProbe(t); }, Math.max(0, delayMs));
+    t.timer = setTimeout(
+      () => {
+        t.timer = null;
+        this.runProbe(t);
+      },
+      Math.max(0, delayMs),
+    );
   }
 
   private runProbe(t: TargetState): void {
@@ -291,8 +369,14 @@ export class Prober {
       return;
     }
     const spec: ProbeSpec = {
-      nic: p.nic, srcMac: portMac, dstMac: p.nicMac, src: p.src!, dst: p.dst, dstPort: p.probe.port,
-      http: p.probe.protocol === 'http' ? { path: p.probe.path ?? '/' } : null, timeoutMs: p.probe.timeoutMs,
+      nic: p.nic,
+      srcMac: portMac,
+      dstMac: p.nicMac,
+      src: p.src!,
+      dst: p.dst,
+      dstPort: p.probe.port,
+      http: p.probe.protocol === 'http' ? { path: p.probe.path ?? '/' } : null,
+      timeoutMs: p.probe.timeoutMs,
     };
     this.engine.start(spec, (o) => this.onResult(t, o));
   }
@@ -302,7 +386,10 @@ export class Prober {
     if (t.stopped) return;
     const p = t.plan;
     const event: ProbeEvent = o.ok ? 'success' : 'failure';
-    if (o.ok) { t.succeeded++; t.rttMs = o.rttMs; } else t.failed++;
+    if (o.ok) {
+      t.succeeded++;
+      t.rttMs = o.rttMs;
+    } else t.failed++;
     const step = stepProbeState(t.fsm, event, p.probe);
     const from = t.fsm.state;
     t.fsm = step.next;
@@ -312,8 +399,14 @@ export class Prober {
       t.sinceMs = Date.now();
       t.reason = `${step.reason}; last: ${o.detail}`;
       this.log(step.next.state === 'down' ? 'warn' : 'info', 'probe_state', {
-        nic: p.nic, probe: p.probe.name, target: formatTarget(p.dst, p.probe.port), from, to: step.next.state,
-        reason: step.reason, detail: o.detail, ...(o.ok ? { rttMs: o.rttMs } : {}),
+        nic: p.nic,
+        probe: p.probe.name,
+        target: formatTarget(p.dst, p.probe.port),
+        from,
+        to: step.next.state,
+        reason: step.reason,
+        detail: o.detail,
+        ...(o.ok ? { rttMs: o.rttMs } : {}),
       });
     }
     // the next probe: intervalMs (less a little jitter) after this one started

@@ -85,7 +85,10 @@ export interface FabricPeer {
 
 /** A MAC as one number (48 bits fit a double exactly), for Map keys without strings. */
 export function macKey(buf: Uint8Array, off: number): number {
-  return ((buf[off]! << 8) | buf[off + 1]!) * 0x100000000 + (((buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!) >>> 0);
+  return (
+    ((buf[off]! << 8) | buf[off + 1]!) * 0x100000000 +
+    (((buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!) >>> 0)
+  );
 }
 
 /** The index in tables.peers of an IPv6 provider address (four words), or -1. */
@@ -107,8 +110,11 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
   const netByName = new Map<string, HostNetwork>();
   for (const n of config.networks) {
     const net: HostNetwork = {
-      name: n.name, vni: n.vni, gateway4: n.gateway ? n.gateway.words[0]! : -1,
-      gateway6: n.gateway6 ? n.gateway6.words : null, nicsByMac: new Map(),
+      name: n.name,
+      vni: n.vni,
+      gateway4: n.gateway ? n.gateway.words[0]! : -1,
+      gateway6: n.gateway6 ? n.gateway6.words : null,
+      nicsByMac: new Map(),
     };
     vnis.set(n.vni, net);
     netByName.set(n.name, net);
@@ -119,9 +125,18 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     if (n.host !== hostName) continue;
     const net = netByName.get(n.network)!;
     const nic: HostNic = {
-      index: nics.length, name: n.name, port: n.port, mac: n.mac, network: net,
-      addr4: n.address4 ? n.address4.words[0]! : -1, addr6: n.address6 ? n.address6.words : null,
-      inbound: new Map(), outbound: new Map(), vips4: new Set(), vips6: [], fragmentVip: new Map(),
+      index: nics.length,
+      name: n.name,
+      port: n.port,
+      mac: n.mac,
+      network: net,
+      addr4: n.address4 ? n.address4.words[0]! : -1,
+      addr6: n.address6 ? n.address6.words : null,
+      inbound: new Map(),
+      outbound: new Map(),
+      vips4: new Set(),
+      vips6: [],
+      fragmentVip: new Map(),
     };
     nics.push(nic);
     nicByName.set(n.name, nic);
@@ -139,9 +154,15 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
         if (dip === null) continue; // config validation refuses this; be safe
         for (const proto of r.protocols) {
           const rule: NatRule = {
-            ruleName: r.name, family: v.address.family, protocol: proto, vip: v.address,
-            frontendPort: r.frontendPort, backendPort: r.backendPort, dip,
-            vipBytes: addrBytes(v.address), dipBytes: addrBytes(dip),
+            ruleName: r.name,
+            family: v.address.family,
+            protocol: proto,
+            vip: v.address,
+            frontendPort: r.frontendPort,
+            backendPort: r.backendPort,
+            dip,
+            vipBytes: addrBytes(v.address),
+            dipBytes: addrBytes(dip),
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];
@@ -162,12 +183,15 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
   for (const m of config.muxes) trustedSources4.add(m.address.words[0]!);
   for (const h of config.hosts) if (h.name !== hostName) trustedSources4.add(h.address.words[0]!);
   const trustedSources6: Uint32Array[] = [];
-  for (const n of [...config.muxes, ...config.hosts.filter((h) => h.name !== hostName)]) if (n.address6) trustedSources6.push(n.address6.words);
+  for (const n of [...config.muxes, ...config.hosts.filter((h) => h.name !== hostName)])
+    if (n.address6) trustedSources6.push(n.address6.words);
   const peers: FabricPeer[] = [];
   const peerIndex4 = new Map<number, number>();
   const others: [string, 'mux' | 'host', IpAddr, IpAddr | null][] = [
     ...config.muxes.map((m): [string, 'mux', IpAddr, IpAddr | null] => [m.name, 'mux', m.address, m.address6]),
-    ...config.hosts.filter((h) => h.name !== hostName).map((h): [string, 'host', IpAddr, IpAddr | null] => [h.name, 'host', h.address, h.address6]),
+    ...config.hosts
+      .filter((h) => h.name !== hostName)
+      .map((h): [string, 'host', IpAddr, IpAddr | null] => [h.name, 'host', h.address, h.address6]),
   ];
   for (const [name, kind, a4, a6] of others) {
     if (!peerIndex4.has(a4.words[0]!)) {
@@ -177,8 +201,16 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     if (a6 !== null && !peers.some((p) => p.address.text === a6.text)) peers.push({ index: peers.length, name, kind, address: a6 });
   }
   return {
-    generation, hostName, pa4: host.address.words[0]!, pa6: host.address6 ? host.address6.words : null, vnis, nics, trustedSources4, trustedSources6,
-    peers, peerIndex4,
+    generation,
+    hostName,
+    pa4: host.address.words[0]!,
+    pa6: host.address6 ? host.address6.words : null,
+    vnis,
+    nics,
+    trustedSources4,
+    trustedSources6,
+    peers,
+    peerIndex4,
   };
 }
 

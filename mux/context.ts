@@ -9,7 +9,8 @@ import type { MuxTables } from './tables.js';
 /** The config's entry for MUX `name`, or an error naming the MUXes there are. */
 export function muxOf(config: SlbxConfig, name: string): SlbxConfig['muxes'][number] {
   const me = config.muxes.find((m) => m.name === name);
-  if (me === undefined) throw new Error(`mux ${JSON.stringify(name)} is not in the config (muxes: ${config.muxes.map((m) => m.name).join(', ')})`);
+  if (me === undefined)
+    throw new Error(`mux ${JSON.stringify(name)} is not in the config (muxes: ${config.muxes.map((m) => m.name).join(', ')})`);
   return me;
 }
 
@@ -17,9 +18,15 @@ export function muxOf(config: SlbxConfig, name: string): SlbxConfig['muxes'][num
 export function buildMuxContext(config: SlbxConfig, name: string, tables: MuxTables, localMac: Uint8Array): MuxContext {
   const me = muxOf(config, name);
   return newMuxContext({
-    tables, localMac, localPa4: me.address.words[0]!, localPa6: me.address6?.words ?? null,
-    underlay6: config.fabric.underlay === 'ipv6', hashSeed: config.hashSeed,
-    mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables,
+    localMac,
+    localPa4: me.address.words[0]!,
+    localPa6: me.address6?.words ?? null,
+    underlay6: config.fabric.underlay === 'ipv6',
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: config.flowTable,
   });
 }
 
@@ -30,7 +37,12 @@ export function buildMuxContext(config: SlbxConfig, name: string, tables: MuxTab
 export function muxContextKey(config: SlbxConfig, name: string): string {
   const me = muxOf(config, name);
   return JSON.stringify([
-    me.address.text, me.address6?.text ?? null, config.fabric.underlay, config.hashSeed,
-    config.fabric.mtu, config.fabric.vxlanPort, config.flowTable,
+    me.address.text,
+    me.address6?.text ?? null,
+    config.fabric.underlay,
+    config.hashSeed,
+    config.fabric.mtu,
+    config.fabric.vxlanPort,
+    config.flowTable,
   ]);
 }

@@ -136,18 +136,27 @@ export class MuxDaemon {
     this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
     if (this.sendPathCode < 0) throw new Error(`unknown send path ${JSON.stringify(o.sendPath)}`);
     this.awaitingPolicy = o.awaitPolicy === true;
-    this.bgp = o.bgp === false ? null : new MuxBgp({
-      name: o.name, config: o.config, tables: () => this.ctx.tables,
-      ready: () => { for (const h of this.ctx.tables.hosts.values()) if (!h.macKnown) return false; return true; },
-      policyKnown: () => !this.awaitingPolicy,
-    });
+    this.bgp =
+      o.bgp === false
+        ? null
+        : new MuxBgp({
+            name: o.name,
+            config: o.config,
+            tables: () => this.ctx.tables,
+            ready: () => {
+              for (const h of this.ctx.tables.hosts.values()) if (!h.macKnown) return false;
+              return true;
+            },
+            policyKnown: () => !this.awaitingPolicy,
+          });
   }
 
   private readonly captureBufferBytes: number;
 
   private self() {
     const m = this.config.muxes.find((x) => x.name === this.name);
-    if (m === undefined) throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${this.config.muxes.map((x) => x.name).join(', ')})`);
+    if (m === undefined)
+      throw new Error(`mux ${JSON.stringify(this.name)} is not in the config (muxes: ${this.config.muxes.map((x) => x.name).join(', ')})`);
     return m;
   }
 
@@ -172,7 +181,15 @@ export class MuxDaemon {
     this.timers.push(setInterval(() => this.resolveHosts(), NEIGHBOR_RETRY_MS));
     this.resolveHosts();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
-    logInfo('mux_started', { io: this.io, interface: this.iface, mac: formatMac(this.mac), pa: this.self().address.text, vips: this.config.vips.map((v) => v.address.text), filter: this.filter, sendPath: this.sendPath });
+    logInfo('mux_started', {
+      io: this.io,
+      interface: this.iface,
+      mac: formatMac(this.mac),
+      pa: this.self().address.text,
+      vips: this.config.vips.map((v) => v.address.text),
+      filter: this.filter,
+      sendPath: this.sendPath,
+    });
     this.bgp?.start();
   }
 
@@ -230,28 +247,39 @@ export class MuxDaemon {
       let failed: number;
       if (path === 0) {
         if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;
-        else if (this.txDeferred) return; // counted when its batch went out, if the kernel took it (countBatchErrors)
+        else if (this.txDeferred)
+          return; // counted when its batch went out, if the kernel took it (countBatchErrors)
         else failed = -1;
-      }
-      else if (path === 1) failed = this.raw!.sendTo(ctx.out, OUTER_IP_OFF, n - OUTER_IP_OFF, ctx.lastNic!.host.pa.text) ? -1 : C.send_error_raw;
+      } else if (path === 1)
+        failed = this.raw!.sendTo(ctx.out, OUTER_IP_OFF, n - OUTER_IP_OFF, ctx.lastNic!.host.pa.text) ? -1 : C.send_error_raw;
       else {
         const s = this.udpByHost.get(ctx.lastNic!.host);
         if (s === undefined) failed = C.send_error_udp_no_socket;
-        else if (s.send(ctx.out, VXLAN_OFF, n - VXLAN_OFF)) return; // counted when the send completes (udpSendResult)
+        else if (s.send(ctx.out, VXLAN_OFF, n - VXLAN_OFF))
+          return; // counted when the send completes (udpSendResult)
         else failed = this.udpRefusalCounter[s.refusal]!;
       }
-      if (failed < 0) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += n; } else cv[failed]!++;
+      if (failed < 0) {
+        cv[C.tx_packets]!++;
+        cv[C.tx_bytes]! += n;
+      } else cv[failed]!++;
     } else if (v === VERDICT_REPLY) {
       // ICMP back out the capture interface
       if (!this.port.send(ctx.out, 0, ctx.outLen, true)) cv[C.send_error_reply]!++;
-      else if (!this.txDeferred) { cv[C.tx_packets]!++; cv[C.tx_bytes]! += ctx.outLen; }
+      else if (!this.txDeferred) {
+        cv[C.tx_packets]!++;
+        cv[C.tx_bytes]! += ctx.outLen;
+      }
     } else if (v === VERDICT_CONTROL) this.neighbors.learn(frame, len, ctx.tables.hosts.values());
   }
 
   /** udp path: a datagram's send completed (len: VXLAN header onwards), or the socket reported an error. */
   private readonly udpSendResult = (ok: boolean, len: number): void => {
     const c = this.ctx.counters;
-    if (ok) { c.values[c.index.tx_packets]!++; c.values[c.index.tx_bytes]! += len + VXLAN_OFF; } else c.values[c.index.send_error_udp]!++;
+    if (ok) {
+      c.values[c.index.tx_packets]!++;
+      c.values[c.index.tx_bytes]! += len + VXLAN_OFF;
+    } else c.values[c.index.send_error_udp]!++;
   };
 
   /**
@@ -297,8 +325,13 @@ export class MuxDaemon {
         const host = h.name;
         const pa = h.pa.text;
         s = new UdpRingSender({
-          family: 4, local, remote: pa, port: this.config.fabric.vxlanPort, slots: UDP_RING_SLOTS,
-          slotBytes: this.config.fabric.mtu, sendBufferBytes: UDP_SEND_BUFFER_BYTES,
+          family: 4,
+          local,
+          remote: pa,
+          port: this.config.fabric.vxlanPort,
+          slots: UDP_RING_SLOTS,
+          slotBytes: this.config.fabric.mtu,
+          sendBufferBytes: UDP_SEND_BUFFER_BYTES,
           onReady: (e) => {
             if (e) logWarn('udp_socket_failed', { host, pa, error: e.message });
             else logInfo('udp_socket_connected', { host, pa, localPort: s!.localPort });
@@ -323,8 +356,17 @@ export class MuxDaemon {
       path: 'udp',
       noSocket: this.ctx.counters.get('send_error_udp_no_socket'),
       hosts: [...this.udpByHost].map(([h, s]) => ({
-        host: h.name, pa: h.pa.text, connected: s.connected, localPort: s.localPort, sent: s.sent, queued: s.queued,
-        ringFull: s.ringFull, notConnected: s.notConnected, tooBig: s.tooBig, errors: s.sendErrors, lastError: s.lastSendError || undefined,
+        host: h.name,
+        pa: h.pa.text,
+        connected: s.connected,
+        localPort: s.localPort,
+        sent: s.sent,
+        queued: s.queued,
+        ringFull: s.ringFull,
+        notConnected: s.notConnected,
+        tooBig: s.tooBig,
+        errors: s.sendErrors,
+        lastError: s.lastSendError || undefined,
       })),
     };
   }
@@ -398,7 +440,12 @@ export class MuxDaemon {
       vips: this.config.vips.map((v) => v.address.text),
       hosts,
       pools: [...t.poolTables.values()].map((p) => ({ table: p.key, vni: p.vni, level: p.level, candidates: p.candidates })),
-      flows: { ipv4: this.ctx.flows4.size, ipv6: this.ctx.flows6.size, max: this.ctx.flowLimit.max, bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes },
+      flows: {
+        ipv4: this.ctx.flows4.size,
+        ipv6: this.ctx.flows6.size,
+        max: this.ctx.flowLimit.max,
+        bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes,
+      },
       sendErrors: this.port.sendErrors,
       lastSendError: this.port.lastSendError || undefined,
       send: this.sendStatus(),

@@ -15,7 +15,16 @@
 // client's path MTU discovery works (VERDICT_REPLY, rate limited).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
-import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_FLAG_DF, isIpv4Fragment, newIpv4Header, parseIpv4 } from '../shared/ipv4.js';
+import {
+  IPPROTO_ICMP,
+  IPPROTO_ICMPV6,
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+  IPV4_FLAG_DF,
+  isIpv4Fragment,
+  newIpv4Header,
+  parseIpv4,
+} from '../shared/ipv4.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
@@ -53,17 +62,51 @@ const ICMP4_MAX_LEN = 576;
 const ICMP6_MAX_LEN = 1280;
 
 export const MUX_COUNTER_NAMES = [
-  'rx_packets', 'rx_bytes', 'tx_packets', 'tx_bytes',
-  'flow_new', 'flow_promoted', 'flow_hit', 'flow_replaced', 'flow_table_full', 'flow_untrusted_full', 'fragments', 'control_arp', 'control_nd',
-  'icmp_errors_forwarded', 'icmp_too_big_sent',
-  'drop_not_ip', 'drop_not_vip', 'drop_no_rule', 'drop_fragment_no_rule', 'drop_no_backend', 'drop_no_neighbor',
-  'drop_too_big', 'drop_icmp_rate_limited', 'drop_ipv4_bad_checksum', 'drop_icmp_truncated', 'drop_icmp_bad_quote',
-  'drop_icmp_unrelated', 'drop_internal_error',
+  'rx_packets',
+  'rx_bytes',
+  'tx_packets',
+  'tx_bytes',
+  'flow_new',
+  'flow_promoted',
+  'flow_hit',
+  'flow_replaced',
+  'flow_table_full',
+  'flow_untrusted_full',
+  'fragments',
+  'control_arp',
+  'control_nd',
+  'icmp_errors_forwarded',
+  'icmp_too_big_sent',
+  'drop_not_ip',
+  'drop_not_vip',
+  'drop_no_rule',
+  'drop_fragment_no_rule',
+  'drop_no_backend',
+  'drop_no_neighbor',
+  'drop_too_big',
+  'drop_icmp_rate_limited',
+  'drop_ipv4_bad_checksum',
+  'drop_icmp_truncated',
+  'drop_icmp_bad_quote',
+  'drop_icmp_unrelated',
+  'drop_internal_error',
   // Sends the kernel refused, counted by the daemon after the send (tx_packets counts only the others):
   // one per send path and reason (docs/reliability.md); never expected, a scenario fails on any
-  'send_error_cap', 'send_error_raw', 'send_error_udp', 'send_error_udp_no_socket', 'send_error_udp_not_connected',
-  'send_error_udp_ring_full', 'send_error_udp_too_big', 'send_error_reply', 'send_error_neighbor', 'send_error_batch',
-  ...codecDropNames('eth'), ...codecDropNames('ipv4'), ...codecDropNames('ipv6'), ...codecDropNames('tcp'), ...codecDropNames('udp'),
+  'send_error_cap',
+  'send_error_raw',
+  'send_error_udp',
+  'send_error_udp_no_socket',
+  'send_error_udp_not_connected',
+  'send_error_udp_ring_full',
+  'send_error_udp_too_big',
+  'send_error_reply',
+  'send_error_neighbor',
+  'send_error_batch',
+  ...codecDropNames('eth'),
+  ...codecDropNames('ipv4'),
+  ...codecDropNames('ipv6'),
+  ...codecDropNames('tcp'),
+  ...codecDropNames('udp'),
 ] as const;
 export type MuxCounterName = (typeof MUX_COUNTER_NAMES)[number];
 
@@ -149,7 +192,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
   const flowLimit: FlowLimit = { max: o.flowTable.maxFlows, count: 0 };
   const pendingLimit: FlowLimit = { max: o.flowTable.untrustedMaxFlows, count: 0 };
   const underlay6 = o.underlay6 ?? false;
-  if (underlay6 && (o.localPa6 == null)) throw new Error('an IPv6 underlay needs the MUX\'s IPv6 provider address');
+  if (underlay6 && o.localPa6 == null) throw new Error("an IPv6 underlay needs the MUX's IPv6 provider address");
   const out = Buffer.alloc(OUT_BUFFER_LEN);
   return {
     tables: o.tables,
@@ -272,8 +315,17 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     nic = slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
   } else {
     const now = ctx.nowS;
-    nic = chooseWithFlow(ctx, ctx.flows4, ctx.pending4, rule, flowHash, now, now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS), selectHash,
-      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
+    nic = chooseWithFlow(
+      ctx,
+      ctx.flows4,
+      ctx.pending4,
+      rule,
+      flowHash,
+      now,
+      now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS),
+      selectHash,
+      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags),
+    );
   }
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
@@ -281,14 +333,24 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
 
 function setKey4(flows: FlowTable, src: number, dst: number, proto: number, sport: number, dport: number): void {
   const k = flows.key;
-  k[0] = src; k[1] = dst; k[2] = proto; k[3] = ((sport << 16) | dport) >>> 0;
+  k[0] = src;
+  k[1] = dst;
+  k[2] = proto;
+  k[3] = ((sport << 16) | dport) >>> 0;
 }
 
 function setKey6(flows: FlowTable, src: Uint32Array, dst: Uint32Array, proto: number, sport: number, dport: number): void {
   const k = flows.key;
-  k[0] = src[0]!; k[1] = src[1]!; k[2] = src[2]!; k[3] = src[3]!;
-  k[4] = dst[0]!; k[5] = dst[1]!; k[6] = dst[2]!; k[7] = dst[3]!;
-  k[8] = proto; k[9] = ((sport << 16) | dport) >>> 0;
+  k[0] = src[0]!;
+  k[1] = src[1]!;
+  k[2] = src[2]!;
+  k[3] = src[3]!;
+  k[4] = dst[0]!;
+  k[5] = dst[1]!;
+  k[6] = dst[2]!;
+  k[7] = dst[3]!;
+  k[8] = proto;
+  k[9] = ((sport << 16) | dport) >>> 0;
 }
 
 /**
@@ -315,8 +377,13 @@ function icmpError4(frame: Uint8Array, l3: number, l4: number, end: number, vip:
   const client = q.dst;
   const flowHash = hashFlowV4(client, q.src, proto, cport, fport, 5, ctx.hashSeed);
   setKey4(ctx.flows4, client, q.src, proto, cport, fport);
-  const nic = peekOrHash(ctx, ctx.flows4, rule, flowHash,
-    rule.mode === 5 ? flowHash : hashFlowV4(client, q.src, proto, cport, fport, rule.mode, ctx.hashSeed));
+  const nic = peekOrHash(
+    ctx,
+    ctx.flows4,
+    rule,
+    flowHash,
+    rule.mode === 5 ? flowHash : hashFlowV4(client, q.src, proto, cport, fport, rule.mode, ctx.hashSeed),
+  );
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   ctx.counters.values[C.icmp_errors_forwarded]!++;
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
@@ -344,8 +411,13 @@ function icmpError6(frame: Uint8Array, l3: number, l4: number, end: number, vip:
   if (rule === undefined) return drop(ctx, C.drop_no_rule);
   const flowHash = hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, 5, ctx.hashSeed);
   setKey6(ctx.flows6, q.dst, q.src, proto, cport, fport);
-  const nic = peekOrHash(ctx, ctx.flows6, rule, flowHash,
-    rule.mode === 5 ? flowHash : hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, rule.mode, ctx.hashSeed));
+  const nic = peekOrHash(
+    ctx,
+    ctx.flows6,
+    rule,
+    flowHash,
+    rule.mode === 5 ? flowHash : hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, rule.mode, ctx.hashSeed),
+  );
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   ctx.counters.values[C.icmp_errors_forwarded]!++;
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
@@ -411,8 +483,17 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
     nic = slot === MAGLEV_EMPTY ? undefined : table.members[slot]!;
   } else {
     const now = ctx.nowS;
-    nic = chooseWithFlow(ctx, ctx.flows6, ctx.pending6, rule, flowHash, now, now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS), selectHash,
-      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags));
+    nic = chooseWithFlow(
+      ctx,
+      ctx.flows6,
+      ctx.pending6,
+      rule,
+      flowHash,
+      now,
+      now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS),
+      selectHash,
+      proto === IPPROTO_TCP && isSyn(ctx.ports.tcpFlags),
+    );
   }
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
@@ -424,21 +505,40 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
  * null after counting the drop.
  */
 function findRule(
-  frame: Uint8Array, l4: number, end: number, proto: number, fragment: boolean, laterFragment: boolean, vip: MuxVip, ctx: MuxContext,
+  frame: Uint8Array,
+  l4: number,
+  end: number,
+  proto: number,
+  fragment: boolean,
+  laterFragment: boolean,
+  vip: MuxVip,
+  ctx: MuxContext,
 ): MuxRule | null {
   const C = ctx.counters.index;
   if (laterFragment) {
     ctx.counters.values[C.fragments]!++;
     const rule = vip.fragmentRule.get(proto);
-    if (rule == null) { drop(ctx, C.drop_fragment_no_rule); return null; }
+    if (rule == null) {
+      drop(ctx, C.drop_fragment_no_rule);
+      return null;
+    }
     return rule;
   }
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) { drop(ctx, C.drop_no_rule); return null; }
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) {
+    drop(ctx, C.drop_no_rule);
+    return null;
+  }
   const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
-  if (n < 0) { codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n); return null; }
+  if (n < 0) {
+    codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
+    return null;
+  }
   if (fragment) ctx.counters.values[C.fragments]!++;
   const rule = vip.rules.get((proto << 16) | ctx.ports.dstPort);
-  if (rule === undefined) { drop(ctx, C.drop_no_rule); return null; }
+  if (rule === undefined) {
+    drop(ctx, C.drop_no_rule);
+    return null;
+  }
   return rule;
 }
 
@@ -462,7 +562,14 @@ function isSyn(flags: number): boolean {
  * is needed: a SYN, or a miss of the main table).
  */
 function chooseWithFlow(
-  ctx: MuxContext, flows: FlowTable, pending: FlowTable, rule: MuxRule, flowHash: number, now: number, expires: number, selectHash: number,
+  ctx: MuxContext,
+  flows: FlowTable,
+  pending: FlowTable,
+  rule: MuxRule,
+  flowHash: number,
+  now: number,
+  expires: number,
+  selectHash: number,
   syn: boolean,
 ): MuxNic | undefined {
   const c = ctx.counters.values;
@@ -519,7 +626,15 @@ function copyKey(from: FlowTable, to: FlowTable): void {
 }
 
 /** A flow seen for the first time (or re-placed before its second packet): the hash's slot, recorded as untrusted. */
-function placeNew(ctx: MuxContext, pending: FlowTable, table: MuxRule['table'], flowHash: number, now: number, selectHash: number, replaced: boolean): MuxNic | undefined {
+function placeNew(
+  ctx: MuxContext,
+  pending: FlowTable,
+  table: MuxRule['table'],
+  flowHash: number,
+  now: number,
+  selectHash: number,
+  replaced: boolean,
+): MuxNic | undefined {
   const c = ctx.counters.values;
   const C = ctx.counters.index;
   const slot = table.slots[selectHash % table.size]!;
@@ -530,7 +645,15 @@ function placeNew(ctx: MuxContext, pending: FlowTable, table: MuxRule['table'], 
   return nic;
 }
 
-function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: number, nic: MuxNic, flowHash: number, ctx: MuxContext): number {
+function encapsulate(
+  frame: Uint8Array,
+  l3: number,
+  ipLen: number,
+  innerType: number,
+  nic: MuxNic,
+  flowHash: number,
+  ctx: MuxContext,
+): number {
   const C = ctx.counters.index;
   const host = nic.host;
   if (!host.macKnown) return drop(ctx, C.drop_no_neighbor);
@@ -539,54 +662,108 @@ function encapsulate(frame: Uint8Array, l3: number, ipLen: number, innerType: nu
   const outerIpLen = encap - 14 + ipLen;
   if (outerIpLen > ctx.mtu) return tooBig(frame, l3, ipLen, innerType, ctx);
   const o = ctx.out;
-  o[0] = host.mac[0]!; o[1] = host.mac[1]!; o[2] = host.mac[2]!; o[3] = host.mac[3]!; o[4] = host.mac[4]!; o[5] = host.mac[5]!;
+  o[0] = host.mac[0]!;
+  o[1] = host.mac[1]!;
+  o[2] = host.mac[2]!;
+  o[3] = host.mac[3]!;
+  o[4] = host.mac[4]!;
+  o[5] = host.mac[5]!;
   const m = ctx.localMac;
-  o[6] = m[0]!; o[7] = m[1]!; o[8] = m[2]!; o[9] = m[3]!; o[10] = m[4]!; o[11] = m[5]!;
+  o[6] = m[0]!;
+  o[7] = m[1]!;
+  o[8] = m[2]!;
+  o[9] = m[3]!;
+  o[10] = m[4]!;
+  o[11] = m[5]!;
   const sp = vxlanSourcePort(flowHash);
   const vp = ctx.vxlanPort;
   const udpLen = ipLen + 30;
   let u: number; // offset of the UDP header
   if (!six) {
-    o[12] = 0x08; o[13] = 0x00;
+    o[12] = 0x08;
+    o[13] = 0x00;
     // outer IPv4 (RFC 791): no options, DF clear (the fabric may fragment), TTL 64, UDP
-    o[14] = 0x45; o[15] = 0;
-    o[16] = outerIpLen >>> 8; o[17] = outerIpLen & 0xff;
+    o[14] = 0x45;
+    o[15] = 0;
+    o[16] = outerIpLen >>> 8;
+    o[17] = outerIpLen & 0xff;
     const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
-    o[18] = id >>> 8; o[19] = id & 0xff;
-    o[20] = 0; o[21] = 0; o[22] = 64; o[23] = 17; o[24] = 0; o[25] = 0;
+    o[18] = id >>> 8;
+    o[19] = id & 0xff;
+    o[20] = 0;
+    o[21] = 0;
+    o[22] = 64;
+    o[23] = 17;
+    o[24] = 0;
+    o[25] = 0;
     const s = ctx.localPa4;
     const d = host.pa4;
-    o[26] = s >>> 24; o[27] = (s >>> 16) & 0xff; o[28] = (s >>> 8) & 0xff; o[29] = s & 0xff;
-    o[30] = d >>> 24; o[31] = (d >>> 16) & 0xff; o[32] = (d >>> 8) & 0xff; o[33] = d & 0xff;
+    o[26] = s >>> 24;
+    o[27] = (s >>> 16) & 0xff;
+    o[28] = (s >>> 8) & 0xff;
+    o[29] = s & 0xff;
+    o[30] = d >>> 24;
+    o[31] = (d >>> 16) & 0xff;
+    o[32] = (d >>> 8) & 0xff;
+    o[33] = d & 0xff;
     // RFC 1071: the header's sum is the fixed and per-host shares, summed in advance, plus two words
     const csum = finishChecksum(ctx.outerSum4 + host.outerSum4 + outerIpLen + id);
-    o[24] = csum >>> 8; o[25] = csum & 0xff;
+    o[24] = csum >>> 8;
+    o[25] = csum & 0xff;
     u = 34;
   } else {
     const d6 = host.pa6;
     if (d6 === null) return drop(ctx, C.drop_no_neighbor); // config validation requires address6 on an IPv6 underlay
-    o[12] = 0x86; o[13] = 0xdd;
+    o[12] = 0x86;
+    o[13] = 0xdd;
     // outer IPv6 (RFC 8200): the flow label from the flow hash (RFC 6438), hop limit 64, UDP
     writeU32(o, 14, (0x60000000 | (flowHash & 0xfffff)) >>> 0);
     writeU16(o, 18, udpLen);
-    o[20] = 17; o[21] = 64;
+    o[20] = 17;
+    o[21] = 64;
     const s6 = ctx.localPa6!;
-    for (let i = 0; i < 4; i++) { writeU32(o, 22 + i * 4, s6[i]!); writeU32(o, 38 + i * 4, d6[i]!); }
+    for (let i = 0; i < 4; i++) {
+      writeU32(o, 22 + i * 4, s6[i]!);
+      writeU32(o, 38 + i * 4, d6[i]!);
+    }
     u = 54;
   }
   // UDP: source port from the flow hash (RFC 7348 5)
-  o[u] = sp >>> 8; o[u + 1] = sp & 0xff; o[u + 2] = vp >>> 8; o[u + 3] = vp & 0xff;
-  o[u + 4] = udpLen >>> 8; o[u + 5] = udpLen & 0xff; o[u + 6] = 0; o[u + 7] = 0;
+  o[u] = sp >>> 8;
+  o[u + 1] = sp & 0xff;
+  o[u + 2] = vp >>> 8;
+  o[u + 3] = vp & 0xff;
+  o[u + 4] = udpLen >>> 8;
+  o[u + 5] = udpLen & 0xff;
+  o[u + 6] = 0;
+  o[u + 7] = 0;
   // VXLAN: I flag, VNI
   const vni = nic.vni;
-  o[u + 8] = VXLAN_FLAG_I; o[u + 9] = 0; o[u + 10] = 0; o[u + 11] = 0;
-  o[u + 12] = vni >>> 16; o[u + 13] = (vni >>> 8) & 0xff; o[u + 14] = vni & 0xff; o[u + 15] = 0;
+  o[u + 8] = VXLAN_FLAG_I;
+  o[u + 9] = 0;
+  o[u + 10] = 0;
+  o[u + 11] = 0;
+  o[u + 12] = vni >>> 16;
+  o[u + 13] = (vni >>> 8) & 0xff;
+  o[u + 14] = vni & 0xff;
+  o[u + 15] = 0;
   // inner Ethernet: to the backend's MAC, from ours
   const ie = u + 16;
   const nm = nic.mac;
-  o[ie] = nm[0]!; o[ie + 1] = nm[1]!; o[ie + 2] = nm[2]!; o[ie + 3] = nm[3]!; o[ie + 4] = nm[4]!; o[ie + 5] = nm[5]!;
-  o[ie + 6] = m[0]!; o[ie + 7] = m[1]!; o[ie + 8] = m[2]!; o[ie + 9] = m[3]!; o[ie + 10] = m[4]!; o[ie + 11] = m[5]!;
-  o[ie + 12] = innerType >>> 8; o[ie + 13] = innerType & 0xff;
+  o[ie] = nm[0]!;
+  o[ie + 1] = nm[1]!;
+  o[ie + 2] = nm[2]!;
+  o[ie + 3] = nm[3]!;
+  o[ie + 4] = nm[4]!;
+  o[ie + 5] = nm[5]!;
+  o[ie + 6] = m[0]!;
+  o[ie + 7] = m[1]!;
+  o[ie + 8] = m[2]!;
+  o[ie + 9] = m[3]!;
+  o[ie + 10] = m[4]!;
+  o[ie + 11] = m[5]!;
+  o[ie + 12] = innerType >>> 8;
+  o[ie + 13] = innerType & 0xff;
   copyPayload(frame, l3, o, ctx.outView, encap, ipLen);
   if (six) {
     // RFC 8200 8.1: the UDP checksum is mandatory over IPv6 (a zero result is sent as 0xffff)
@@ -639,26 +816,40 @@ function tooBig(frame: Uint8Array, l3: number, ipLen: number, innerType: number,
   if (v4) {
     const quote = Math.min(ipLen, ICMP4_MAX_LEN - 28);
     const total = 28 + quote;
-    o[e] = 0x45; o[e + 1] = 0; writeU16(o, e + 2, total);
+    o[e] = 0x45;
+    o[e + 1] = 0;
+    writeU16(o, e + 2, total);
     const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
-    writeU16(o, e + 4, id); writeU16(o, e + 6, 0); o[e + 8] = 64; o[e + 9] = IPPROTO_ICMP; writeU16(o, e + 10, 0);
+    writeU16(o, e + 4, id);
+    writeU16(o, e + 6, 0);
+    o[e + 8] = 64;
+    o[e + 9] = IPPROTO_ICMP;
+    writeU16(o, e + 10, 0);
     writeU32(o, e + 12, readU32(frame, l3 + 16)); // from the VIP
     writeU32(o, e + 16, readU32(frame, l3 + 12)); // to the client
     writeU16(o, e + 10, finishChecksum(sumBytes(o, e, 20, 0)));
     const icmp = e + 20;
-    o[icmp] = ICMP_DEST_UNREACH; o[icmp + 1] = ICMP_CODE_FRAG_NEEDED; writeU16(o, icmp + 2, 0);
-    writeU16(o, icmp + 4, 0); writeU16(o, icmp + 6, mtu); // RFC 1191: next-hop MTU in the low 16 bits
+    o[icmp] = ICMP_DEST_UNREACH;
+    o[icmp + 1] = ICMP_CODE_FRAG_NEEDED;
+    writeU16(o, icmp + 2, 0);
+    writeU16(o, icmp + 4, 0);
+    writeU16(o, icmp + 6, mtu); // RFC 1191: next-hop MTU in the low 16 bits
     o.set(frame.subarray(l3, l3 + quote), icmp + 8);
     writeU16(o, icmp + 2, l4Checksum(o, icmp, 8 + quote, 2, 0));
     ctx.outLen = e + total;
   } else {
     const quote = Math.min(ipLen, ICMP6_MAX_LEN - 48);
     const plen = 8 + quote;
-    writeU32(o, e, 0x60000000); writeU16(o, e + 4, plen); o[e + 6] = IPPROTO_ICMPV6; o[e + 7] = 64;
+    writeU32(o, e, 0x60000000);
+    writeU16(o, e + 4, plen);
+    o[e + 6] = IPPROTO_ICMPV6;
+    o[e + 7] = 64;
     copyBytes(frame, l3 + 24, o, e + 8, 16); // from the VIP
     copyBytes(frame, l3 + 8, o, e + 24, 16); // to the client
     const icmp = e + 40;
-    o[icmp] = ICMPV6_PACKET_TOO_BIG; o[icmp + 1] = 0; writeU16(o, icmp + 2, 0);
+    o[icmp] = ICMPV6_PACKET_TOO_BIG;
+    o[icmp + 1] = 0;
+    writeU16(o, icmp + 2, 0);
     writeU32(o, icmp + 4, mtu);
     o.set(frame.subarray(l3, l3 + quote), icmp + 8);
     writeU16(o, icmp + 2, l4Checksum(o, icmp, plen, 2, pseudoSumV6Bytes(o, e + 8, e + 24, IPPROTO_ICMPV6, plen)));

@@ -24,11 +24,23 @@ export function listFlows(ctx: MuxContext, limit: number): ListedFlow[] {
   const nic = (v: number) => ctx.tables.nicsById[v]?.name ?? `#${v}`;
   ctx.flows4.forEach(now, (k, v, e) => {
     if (out.length >= limit) return;
-    out.push({ src: `${formatIpv4(k[0]!)}:${k[3]! >>> 16}`, dst: `${formatIpv4(k[1]!)}:${k[3]! & 0xffff}`, protocol: protocolName(k[2]!), nic: nic(v), idleExpiresInS: e - now });
+    out.push({
+      src: `${formatIpv4(k[0]!)}:${k[3]! >>> 16}`,
+      dst: `${formatIpv4(k[1]!)}:${k[3]! & 0xffff}`,
+      protocol: protocolName(k[2]!),
+      nic: nic(v),
+      idleExpiresInS: e - now,
+    });
   });
   ctx.flows6.forEach(now, (k, v, e) => {
     if (out.length >= limit) return;
-    out.push({ src: `[${formatIpv6(k, 0)}]:${k[9]! >>> 16}`, dst: `[${formatIpv6(k, 4)}]:${k[9]! & 0xffff}`, protocol: protocolName(k[8]!), nic: nic(v), idleExpiresInS: e - now });
+    out.push({
+      src: `[${formatIpv6(k, 0)}]:${k[9]! >>> 16}`,
+      dst: `[${formatIpv6(k, 4)}]:${k[9]! & 0xffff}`,
+      protocol: protocolName(k[8]!),
+      nic: nic(v),
+      idleExpiresInS: e - now,
+    });
   });
   return out;
 }

@@ -176,7 +176,7 @@ export class FlowTable {
   sweep(now: number, maxSlots: number): number {
     let removed = 0;
     const n = Math.min(maxSlots, this.cap);
-    for (let steps = 0; steps < n; ) {
+    for (let steps = 0; steps < n;) {
       const s = this.sweepCursor;
       const e = this.expires[s]!;
       if (e !== 0 && e <= now) {

@@ -12,16 +12,16 @@ export const MUX_PROGRAM: DaemonProgram = {
   program: 'slbx-mux',
   usage: 'slbx-mux --config FILE --name NAME [options]',
   about:
-    'The slbx MUX. Captures the packets sent to the config\'s VIPs on its fabric interface (the kernel of\n' +
+    "The slbx MUX. Captures the packets sent to the config's VIPs on its fabric interface (the kernel of\n" +
     'its namespace neither owns the VIPs nor forwards, so it drops them silently), picks a backend per\n' +
-    'flow (flow table, then the rule\'s Maglev table) and sends each packet VXLAN-encapsulated to the\n' +
-    'backend\'s host. Logs are JSON lines on stdout, state changes only.\n\n' +
+    "flow (flow table, then the rule's Maglev table) and sends each packet VXLAN-encapsulated to the\n" +
+    "backend's host. Logs are JSON lines on stdout, state changes only.\n\n" +
     'Send paths (--send-path; measurements and the choice: docs/io-paths.md):\n' +
     '  cap  the whole frame, injected on the capture handle (libpcap); the outer UDP source port is the\n' +
-    '       flow\'s (RFC 7348 5), Ethernet to the MAC the MUX learned by ARP\n' +
-    '  raw  outer IPv4 onwards on an IPPROTO_RAW socket; the kernel routes by the host\'s PA and does ARP\n' +
+    "       flow's (RFC 7348 5), Ethernet to the MAC the MUX learned by ARP\n" +
+    "  raw  outer IPv4 onwards on an IPPROTO_RAW socket; the kernel routes by the host's PA and does ARP\n" +
     '  udp  VXLAN header onwards on a connected UDP socket per host; the kernel writes IPv4/UDP, so every\n' +
-    '       flow to one host has the same outer source port (the socket\'s): no per-flow fabric entropy',
+    "       flow to one host has the same outer source port (the socket's): no per-flow fabric entropy",
   options: [
     PACKET.interface,
     PACKET.captureBufferMb,
@@ -33,7 +33,7 @@ export const MUX_PROGRAM: DaemonProgram = {
   extraHelp:
     'status: curl -s http://127.0.0.1:9180/status     ready, tables, hosts, flow count, counters\n' +
     '        curl -s http://127.0.0.1:9180/counters   every counter; drops are drop_<reason>\n' +
-    '        curl -s \'http://127.0.0.1:9180/flows?limit=20\'',
+    "        curl -s 'http://127.0.0.1:9180/flows?limit=20'",
   checkArgs(args) {
     const sp = one(args, 'send-path')!;
     const ioError = checkPacketDaemonArgs(args);
@@ -43,12 +43,23 @@ export const MUX_PROGRAM: DaemonProgram = {
   create(args, config, name, cfgPath) {
     const sendPath = one(args, 'send-path') as SendPath; // checked by checkArgs
     const me = config.muxes.find((m) => m.name === name);
-    if (me === undefined) return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
+    if (me === undefined)
+      return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
     const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
     if (typeof packet === 'string') return packet;
     // with a controller, a bootstrap --config knows no health: BGP waits for the first policy (docs/bgp.md)
     const awaitPolicy = one(args, 'controller') !== undefined && one(args, 'config') !== undefined;
-    return new MuxDaemon({ config, name, iface: packet.iface, mac: packet.mac, captureBufferBytes: packet.captureBufferBytes, sendPath, io: packet.io, bgp: !args.flags.has('no-bgp'), awaitPolicy });
+    return new MuxDaemon({
+      config,
+      name,
+      iface: packet.iface,
+      mac: packet.mac,
+      captureBufferBytes: packet.captureBufferBytes,
+      sendPath,
+      io: packet.io,
+      bgp: !args.flags.has('no-bgp'),
+      awaitPolicy,
+    });
   },
   routes(daemon) {
     const d = daemon as MuxDaemon;

@@ -67,9 +67,15 @@ export class NeighborResolver {
     f[20] = IPPROTO_ICMPV6;
     f[21] = 255;
     for (let i = 0; i < 4; i++) writeU32(f, 22 + i * 4, pa6[i]!);
-    writeU32(f, 38, 0xff020000); writeU32(f, 42, 0); writeU32(f, 46, 1); writeU32(f, 50, (0xff000000 | low24) >>> 0);
+    writeU32(f, 38, 0xff020000);
+    writeU32(f, 42, 0);
+    writeU32(f, 46, 1);
+    writeU32(f, 50, (0xff000000 | low24) >>> 0);
     const icmp = 54;
-    f[icmp] = ICMPV6_NEIGHBOR_SOLICIT; f[icmp + 1] = 0; writeU16(f, icmp + 2, 0); writeU32(f, icmp + 4, 0);
+    f[icmp] = ICMPV6_NEIGHBOR_SOLICIT;
+    f[icmp + 1] = 0;
+    writeU16(f, icmp + 2, 0);
+    writeU32(f, icmp + 4, 0);
     writeNdBody(target, ND_OPT_SOURCE_LL, this.mac, f, icmp);
     writeU16(f, icmp + 2, l4Checksum(f, icmp, 32, 2, pseudoSumV6Bytes(f, 22, 38, IPPROTO_ICMPV6, 32)));
     this.send(f, 14 + 40 + 32);

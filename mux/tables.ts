@@ -109,10 +109,20 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const old = prev?.hosts.get(h.name);
     const same = old !== undefined && old.pa4 === h.address.words[0] && old.pa6?.join() === h.address6?.words.join();
     const pa4 = h.address.words[0]!;
-    hosts.set(h.name, same ? old : {
-      name: h.name, pa: h.address, pa4, pa6: h.address6 ? h.address6.words : null, outerSum4: (pa4 >>> 16) + (pa4 & 0xffff),
-      mac: new Uint8Array(6), macKnown: false,
-    });
+    hosts.set(
+      h.name,
+      same
+        ? old
+        : {
+            name: h.name,
+            pa: h.address,
+            pa4,
+            pa6: h.address6 ? h.address6.words : null,
+            outerSum4: (pa4 >>> 16) + (pa4 & 0xffff),
+            mac: new Uint8Array(6),
+            macKnown: false,
+          },
+    );
   }
   // nic ids: stable across generations, never reused
   const nicIds = new Map<string, number>(prev?.nicIds ?? []);
@@ -122,7 +132,10 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
   const nics = new Map<string, MuxNic>();
   for (const n of config.nics) {
     let id = nicIds.get(n.name);
-    if (id === undefined) { id = nextId++; nicIds.set(n.name, id); }
+    if (id === undefined) {
+      id = nextId++;
+      nicIds.set(n.name, id);
+    }
     const nic: MuxNic = { id, name: n.name, vni: networks.get(n.network)!.vni, mac: n.mac, host: hosts.get(n.host)! };
     nicsById[id] = nic;
     nics.set(n.name, nic);
@@ -138,7 +151,11 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const sel: SelectionBackend[] = pool.backends.map((b) => {
       const lat = health.latencyMs?.(b.nic);
       return {
-        id: b.nic, enabled: b.enabled, drained: b.drain, priority: b.priority, weight: b.weight,
+        id: b.nic,
+        enabled: b.enabled,
+        drained: b.drain,
+        priority: b.priority,
+        weight: b.weight,
         healthy: probe === null ? true : health.isHealthy(b.nic, probe),
         ...(lat === undefined ? {} : { latencyMs: lat }),
       };
@@ -149,8 +166,15 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const keepFlow = new Uint8Array(idSpace);
     for (const b of pool.backends) if (b.enabled) keepFlow[nics.get(b.nic)!.id] = 1;
     const t: MuxPoolTable = {
-      key, pool: poolName, vni: networks.get(pool.network)!.vni, size: pt.table.size, slots: pt.table.slots, members,
-      level: pt.level, keepFlow, candidates: pt.selection.candidates.map((i) => pool.backends[i]!.nic),
+      key,
+      pool: poolName,
+      vni: networks.get(pool.network)!.vni,
+      size: pt.table.size,
+      slots: pt.table.slots,
+      members,
+      level: pt.level,
+      keepFlow,
+      candidates: pt.selection.candidates.map((i) => pool.backends[i]!.nic),
     };
     poolTables.set(key, t);
     return t;
@@ -165,8 +189,13 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       const table = tableFor(r.pool, r.probe);
       for (const proto of r.protocols) {
         const rule: MuxRule = {
-          name: r.name, vip: v.address, protocol: proto, frontendPort: r.frontendPort, backendPort: r.backendPort,
-          mode: r.distribution, table,
+          name: r.name,
+          vip: v.address,
+          protocol: proto,
+          frontendPort: r.frontendPort,
+          backendPort: r.backendPort,
+          mode: r.distribution,
+          table,
         };
         rules.set((proto << 16) | r.frontendPort, rule);
         const list = byProto.get(proto) ?? [];

@@ -68,7 +68,11 @@ export function runCommand(spec: CommandSpec, argv: readonly string[], body: (ar
 }
 
 /** runCommand for a program whose body is asynchronous (a daemon, a traffic generator). */
-export async function runCommandAsync(spec: CommandSpec, argv: readonly string[], body: (args: ParsedArgs) => Promise<number>): Promise<number> {
+export async function runCommandAsync(
+  spec: CommandSpec,
+  argv: readonly string[],
+  body: (args: ParsedArgs) => Promise<number>,
+): Promise<number> {
   const args = parseCommand(spec, argv);
   if (typeof args === 'number') return args;
   try {

@@ -75,10 +75,22 @@ export function readConfigFile(path: string): { config: SlbxConfig } | { error: 
 
 export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Promise<number> {
   const options: OptionSpec[] = [
-    { name: 'config', value: 'FILE', help: 'slbx config (YAML or JSON); SIGHUP re-reads it. With --controller: the bootstrap config, used until the controller answers (optional)' },
+    {
+      name: 'config',
+      value: 'FILE',
+      help: 'slbx config (YAML or JSON); SIGHUP re-reads it. With --controller: the bootstrap config, used until the controller answers (optional)',
+    },
     { name: 'name', value: 'NAME', help: `which ${p.program === 'slbx-mux' ? 'mux' : 'host'} of the config this is` },
-    { name: 'controller', value: 'URL', help: 'take policy from the slbx controller (http://ADDR:PORT): watch it, apply and ack each generation, send status heartbeats' },
-    { name: 'controller-token-file', value: 'FILE', help: 'the controller\'s API token (mode 600): sent with every request; policies must be signed with it. Without it the controller must run with --no-token' },
+    {
+      name: 'controller',
+      value: 'URL',
+      help: 'take policy from the slbx controller (http://ADDR:PORT): watch it, apply and ack each generation, send status heartbeats',
+    },
+    {
+      name: 'controller-token-file',
+      value: 'FILE',
+      help: "the controller's API token (mode 600): sent with every request; policies must be signed with it. Without it the controller must run with --no-token",
+    },
     ...p.options,
     { name: 'status', value: 'ADDR:PORT', help: 'status endpoint (read-only JSON over HTTP)', default: p.defaultStatus },
     { name: 'status-any', help: 'allow a non-loopback status address' },
@@ -86,15 +98,21 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
     { name: 'help', help: 'show this help' },
   ];
   const about = `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays; ignored with --controller); SIGTERM/SIGINT stop.`;
-  return runCommandAsync({ program: p.program, usage: p.usage, about, options, extraHelp: p.extraHelp }, argv, (args) => runParsed(p, args));
+  return runCommandAsync({ program: p.program, usage: p.usage, about, options, extraHelp: p.extraHelp }, argv, (args) =>
+    runParsed(p, args),
+  );
 }
 
 async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
-  const err = (m: string, code = 2) => { process.stderr.write(`${p.program}: ${m}\n`); return code; };
+  const err = (m: string, code = 2) => {
+    process.stderr.write(`${p.program}: ${m}\n`);
+    return code;
+  };
   const cfgPath = one(args, 'config');
   const name = one(args, 'name');
   const controllerText = one(args, 'controller');
-  if (!name || (!cfgPath && controllerText === undefined)) return err('--config and --name are required (or --controller URL and --name; see --help)');
+  if (!name || (!cfgPath && controllerText === undefined))
+    return err('--config and --name are required (or --controller URL and --name; see --help)');
   let controllerUrl: URL | null = null;
   if (controllerText !== undefined) {
     const u = parseControllerUrl(controllerText);
@@ -108,13 +126,17 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   configureLog(name, level);
   const listen = parseListen(one(args, 'status')!);
   if (typeof listen === 'string') return err(`--status: ${listen}`);
-  if (!isLoopback(listen.host) && !args.flags.has('status-any')) return err(`--status ${listen.host} is not a loopback address; add --status-any to mean it`);
+  if (!isLoopback(listen.host) && !args.flags.has('status-any'))
+    return err(`--status ${listen.host} is not a loopback address; add --status-any to mean it`);
 
   let daemon: Daemon | null = null;
   let bootstrap: SlbxConfig | null = null;
   if (cfgPath) {
     const loaded = readConfigFile(cfgPath);
-    if ('error' in loaded) { process.stderr.write(`${loaded.error}\n`); return 2; }
+    if ('error' in loaded) {
+      process.stderr.write(`${loaded.error}\n`);
+      return 2;
+    }
     let created: Daemon | string;
     try {
       created = p.create(args, loaded.config, name, cfgPath);
@@ -129,7 +151,11 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     }
     daemon = created;
     bootstrap = loaded.config;
-    logInfo('config_loaded', { path: cfgPath, summary: configSummary(loaded.config), ...(controllerUrl !== null ? { role: 'bootstrap until the controller answers' } : {}) });
+    logInfo('config_loaded', {
+      path: cfgPath,
+      summary: configSummary(loaded.config),
+      ...(controllerUrl !== null ? { role: 'bootstrap until the controller answers' } : {}),
+    });
   }
 
   let client: PolicyClient | null = null;
@@ -137,7 +163,15 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   const kind = p.program === 'slbx-mux' ? 'mux' : 'host';
   const handler: StatusHandler = (path, q) => {
     if (routes === null) {
-      return path === '/status' ? { daemon: kind === 'mux' ? 'mux' : 'host-agent', name, ready: false, waiting: 'for the first policy from the controller', controller: client?.status() } : undefined;
+      return path === '/status'
+        ? {
+            daemon: kind === 'mux' ? 'mux' : 'host-agent',
+            name,
+            ready: false,
+            waiting: 'for the first policy from the controller',
+            controller: client?.status(),
+          }
+        : undefined;
     }
     const body = routes(path, q);
     if (path === '/status' && client !== null && typeof body === 'object' && body !== null) return { ...body, controller: client.status() };
@@ -157,13 +191,20 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     let token: string | null = null;
     if (tokenPath !== undefined) {
       const t = readToken(tokenPath);
-      if (typeof t !== 'string') { daemon?.stop(); return err(t.error, 2); }
+      if (typeof t !== 'string') {
+        daemon?.stop();
+        return err(t.error, 2);
+      }
       token = t;
     } else {
       logWarn('controller_without_token', { note: 'policies are not authenticated; the controller must run with --no-token' });
     }
     const c: PolicyClient = new PolicyClient({
-      url: controllerUrl, kind, name, bootstrap, token,
+      url: controllerUrl,
+      kind,
+      name,
+      bootstrap,
+      token,
       apply: (policy) => {
         if (daemon === null) {
           // no --config: the first policy creates the daemon
@@ -187,13 +228,22 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     client = c;
     daemon?.setHealthReporter?.(c);
     c.start();
-    logInfo('controller_watch', { url: controllerUrl.href, policy: bootstrap !== null ? `bootstrap ${cfgPath}` : 'none until the controller answers' });
+    logInfo('controller_watch', {
+      url: controllerUrl.href,
+      policy: bootstrap !== null ? `bootstrap ${cfgPath}` : 'none until the controller answers',
+    });
   }
 
   process.on('SIGHUP', () => {
-    if (client !== null) { logInfo('sighup_ignored', { reason: 'the policy comes from the controller (--controller)' }); return; }
+    if (client !== null) {
+      logInfo('sighup_ignored', { reason: 'the policy comes from the controller (--controller)' });
+      return;
+    }
     const r = readConfigFile(cfgPath!);
-    if ('error' in r) { logWarn('config_refused', { path: cfgPath, errors: r.error.split('\n') }); return; }
+    if ('error' in r) {
+      logWarn('config_refused', { path: cfgPath, errors: r.error.split('\n') });
+      return;
+    }
     try {
       daemon!.applyConfig(r.config);
       logInfo('config_reloaded', { path: cfgPath, summary: configSummary(r.config) });
@@ -222,8 +272,11 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
 
 /** Runs main and exits with its code; a thrown error is logged as fatal (exit 1). */
 export function exitWith(main: Promise<number>): void {
-  main.then((code) => process.exit(code), (e) => {
-    logError('fatal', { error: (e as Error).stack ?? String(e) });
-    process.exit(1);
-  });
+  main.then(
+    (code) => process.exit(code),
+    (e) => {
+      logError('fatal', { error: (e as Error).stack ?? String(e) });
+      process.exit(1);
+    },
+  );
 }

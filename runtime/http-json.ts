@@ -29,7 +29,10 @@ export interface JsonRequestOptions {
 }
 
 export class HttpJsonError extends Error {
-  constructor(message: string, readonly code: string) {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
     super(message);
   }
 }
@@ -76,8 +79,12 @@ export function requestJson(url: URL, o: JsonRequestOptions = {}): Promise<JsonR
     let req: ReturnType<typeof request>;
     try {
       req = request({
-        host, port: url.port === '' ? 80 : Number(url.port), path: `${url.pathname}${url.search}`,
-        method: o.method ?? 'GET', headers, agent: o.agent ?? false,
+        host,
+        port: url.port === '' ? 80 : Number(url.port),
+        path: `${url.pathname}${url.search}`,
+        method: o.method ?? 'GET',
+        headers,
+        agent: o.agent ?? false,
       });
     } catch (e) {
       fail((e as Error).message, 'EINVAL');
@@ -93,7 +100,10 @@ export function requestJson(url: URL, o: JsonRequestOptions = {}): Promise<JsonR
       req.destroy();
     };
     if (o.signal !== undefined) {
-      if (o.signal.aborted) { onAbort(); return; }
+      if (o.signal.aborted) {
+        onAbort();
+        return;
+      }
       o.signal.addEventListener('abort', onAbort, { once: true });
     }
     req.on('error', (e: NodeJS.ErrnoException) => fail(`${url.host}: ${e.message}`, e.code ?? 'EIO'));
@@ -120,7 +130,11 @@ export function requestJson(url: URL, o: JsonRequestOptions = {}): Promise<JsonR
         const text = Buffer.concat(chunks).toString('utf8');
         let body: unknown = null;
         if (text.trim() !== '') {
-          try { body = JSON.parse(text); } catch { body = null; }
+          try {
+            body = JSON.parse(text);
+          } catch {
+            body = null;
+          }
         }
         resolve({ status: res.statusCode ?? 0, headers: res.headers, body, text });
       });

@@ -45,7 +45,9 @@ export function defaultGateway4(): string | null {
       const g = parseInt(f[2]!, 16); // little-endian hex
       return `${g & 0xff}.${(g >>> 8) & 0xff}.${(g >>> 16) & 0xff}.${(g >>> 24) & 0xff}`;
     }
-  } catch { /* no /proc */ }
+  } catch {
+    /* no /proc */
+  }
   return null;
 }
 
@@ -57,8 +59,14 @@ export function defaultGateway6(): string | null {
       if (f.length < 10 || f[0] !== '00000000000000000000000000000000' || f[1] !== '00') continue;
       const g = f[4]!;
       if (/^0+$/.test(g)) continue;
-      return g.match(/.{4}/g)!.map((h) => h.replace(/^0{1,3}/, '')).join(':').replace(/(^|:)0(:0)+(:|$)/, '::');
+      return g
+        .match(/.{4}/g)!
+        .map((h) => h.replace(/^0{1,3}/, ''))
+        .join(':')
+        .replace(/(^|:)0(:0)+(:|$)/, '::');
     }
-  } catch { /* no /proc */ }
+  } catch {
+    /* no /proc */
+  }
   return null;
 }

@@ -14,8 +14,15 @@ function nft(script: string): string | null {
 
 /** Installs (or replaces) the drop rule for each provider address; returns an error message or null. */
 export function installVxlanDrop(pas: readonly { text: string; family: 4 | 6 }[], port: number): string | null {
-  const rules = pas.map((pa) => `    ${pa.family === 4 ? 'ip' : 'ip6'} daddr ${pa.text} udp dport ${port} counter drop comment "slbx: VXLAN is read by the host agent's capture"`).join('\n');
-  return nft(`table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\ntable inet ${NFT_TABLE} {\n  chain input {\n    type filter hook input priority -10; policy accept;\n${rules}\n  }\n}\n`);
+  const rules = pas
+    .map(
+      (pa) =>
+        `    ${pa.family === 4 ? 'ip' : 'ip6'} daddr ${pa.text} udp dport ${port} counter drop comment "slbx: VXLAN is read by the host agent's capture"`,
+    )
+    .join('\n');
+  return nft(
+    `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\ntable inet ${NFT_TABLE} {\n  chain input {\n    type filter hook input priority -10; policy accept;\n${rules}\n  }\n}\n`,
+  );
 }
 
 export function removeVxlanDrop(): string | null {

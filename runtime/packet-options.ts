@@ -17,18 +17,28 @@ const CAPTURE_BUFFER_MB_MAX = 1024;
 /** The three specs; the help texts say what the option means to that daemon. */
 export function packetDaemonOptions(role: PacketDaemonRole): PacketDaemonOptions {
   return {
-    interface: { name: 'interface', value: 'IF', help: `fabric interface; default: the interface that holds the ${role}'s provider address` },
+    interface: {
+      name: 'interface',
+      value: 'IF',
+      help: `fabric interface; default: the interface that holds the ${role}'s provider address`,
+    },
     captureBufferMb: {
-      name: 'capture-buffer-mb', value: 'N', default: '32',
-      help: role === 'mux'
-        ? `kernel capture buffer, 1..${CAPTURE_BUFFER_MB_MAX}`
-        : `kernel buffer of the fabric capture (or the udp socket's, capped by net.core.rmem_max), 1..${CAPTURE_BUFFER_MB_MAX}`,
+      name: 'capture-buffer-mb',
+      value: 'N',
+      default: '32',
+      help:
+        role === 'mux'
+          ? `kernel capture buffer, 1..${CAPTURE_BUFFER_MB_MAX}`
+          : `kernel buffer of the fabric capture (or the udp socket's, capped by net.core.rmem_max), 1..${CAPTURE_BUFFER_MB_MAX}`,
     },
     io: {
-      name: 'io', value: 'IO', default: DEFAULT_IO_PATH,
-      help: role === 'mux'
-        ? 'capture and injection: pcap (libpcap) or ring (slbx\'s batched packet-socket addon, falls back to pcap when not built; docs/performance.md)'
-        : 'capture, injection and DSR sends: pcap (libpcap, raw-socket) or ring (slbx\'s batched addon, falls back to pcap when not built; docs/performance.md)',
+      name: 'io',
+      value: 'IO',
+      default: DEFAULT_IO_PATH,
+      help:
+        role === 'mux'
+          ? "capture and injection: pcap (libpcap) or ring (slbx's batched packet-socket addon, falls back to pcap when not built; docs/performance.md)"
+          : "capture, injection and DSR sends: pcap (libpcap, raw-socket) or ring (slbx's batched addon, falls back to pcap when not built; docs/performance.md)",
     },
   };
 }
@@ -53,7 +63,8 @@ export interface PacketDaemonSetup {
  */
 export function resolvePacketDaemonArgs(args: ParsedArgs, address: string, name: string, cfgPath: string): PacketDaemonSetup | string {
   const bufMb = Number(one(args, 'capture-buffer-mb'));
-  if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > CAPTURE_BUFFER_MB_MAX) return `--capture-buffer-mb must be an integer 1..${CAPTURE_BUFFER_MB_MAX}`;
+  if (!Number.isInteger(bufMb) || bufMb < 1 || bufMb > CAPTURE_BUFFER_MB_MAX)
+    return `--capture-buffer-mb must be an integer 1..${CAPTURE_BUFFER_MB_MAX}`;
   const ifName = one(args, 'interface');
   const iface = ifName !== undefined ? readInterface(ifName) : findInterfaceByAddress(address);
   if (iface === null) {

@@ -131,8 +131,16 @@ export const BACKOFF_MAX_MS = 5000;
 
 /** The requests whose failures are logged once per outage (see the top of this file). */
 export type ControlRequest = 'ack' | 'heartbeat' | 'health';
-const FAILED_EVENT: Readonly<Record<ControlRequest, string>> = { ack: 'ack_failed', heartbeat: 'heartbeat_failed', health: 'health_send_failed' };
-const RECOVERED_EVENT: Readonly<Record<ControlRequest, string>> = { ack: 'ack_recovered', heartbeat: 'heartbeat_recovered', health: 'health_send_recovered' };
+const FAILED_EVENT: Readonly<Record<ControlRequest, string>> = {
+  ack: 'ack_failed',
+  heartbeat: 'heartbeat_failed',
+  health: 'health_send_failed',
+};
+const RECOVERED_EVENT: Readonly<Record<ControlRequest, string>> = {
+  ack: 'ack_recovered',
+  heartbeat: 'heartbeat_recovered',
+  health: 'health_send_recovered',
+};
 
 interface Outage {
   /** When the first failure of the current outage happened, or null while it works. */
@@ -157,7 +165,10 @@ function configKeyOf(config: SlbxConfig): string {
 }
 
 function downKey(health: Readonly<Record<string, string>>): string {
-  return Object.keys(health).filter((k) => health[k] === 'down').sort().join(',');
+  return Object.keys(health)
+    .filter((k) => health[k] === 'down')
+    .sort()
+    .join(',');
 }
 
 export class PolicyClient implements HealthReporter {
@@ -193,7 +204,9 @@ export class PolicyClient implements HealthReporter {
   private healthRetry: NodeJS.Timeout | null = null;
   private healthBackoffMs = 0;
   private readonly outages: Record<ControlRequest, Outage> = {
-    ack: { sinceMs: null, failures: 0 }, heartbeat: { sinceMs: null, failures: 0 }, health: { sinceMs: null, failures: 0 },
+    ack: { sinceMs: null, failures: 0 },
+    heartbeat: { sinceMs: null, failures: 0 },
+    health: { sinceMs: null, failures: 0 },
   };
 
   constructor(o: PolicyClientOptions) {
@@ -211,7 +224,10 @@ export class PolicyClient implements HealthReporter {
     const hb = setInterval(() => void this.sendHeartbeat(), this.o.heartbeatMs ?? HEARTBEAT_MS);
     hb.unref();
     const hr = setInterval(() => {
-      if (this.healthSet !== null) { this.healthDirty = true; void this.sendHealth(); }
+      if (this.healthSet !== null) {
+        this.healthDirty = true;
+        void this.sendHealth();
+      }
     }, this.o.healthResendMs ?? HEALTH_RESEND_MS);
     hr.unref();
     this.timers.push(hb, hr);
@@ -239,7 +255,8 @@ export class PolicyClient implements HealthReporter {
       lastPolicyAt: iso(this.lastPolicyAtMs),
       lastError: this.lastError,
       lastRefused: this.lastRefused,
-      health: this.healthSet === null ? null : { results: this.healthSet.length, sentAt: iso(this.healthSentAtMs), pending: this.healthDirty },
+      health:
+        this.healthSet === null ? null : { results: this.healthSet.length, sentAt: iso(this.healthSentAtMs), pending: this.healthDirty },
       authenticated: (this.o.token ?? null) !== null,
       policiesUnsigned: this.policiesUnsigned,
     };
@@ -278,19 +295,35 @@ export class PolicyClient implements HealthReporter {
     if (c === 'connected') {
       this.log('info', 'controller_connected', { url: this.o.url.href, generation: this.appliedGeneration });
       // it may have restarted or lost us: tell it again what it may have missed
-      if (this.healthSet !== null) { this.healthDirty = true; void this.sendHealth(); }
+      if (this.healthSet !== null) {
+        this.healthDirty = true;
+        void this.sendHealth();
+      }
       if (this.unsentAck !== null) void this.sendAck(this.unsentAck);
       void this.sendHeartbeat();
     } else if (c === 'unreachable') {
-      this.log('warn', 'controller_unreachable', { url: this.o.url.href, error, policy: this.appliedGeneration === null ? 'bootstrap config' : `generation ${this.appliedGeneration}` });
+      this.log('warn', 'controller_unreachable', {
+        url: this.o.url.href,
+        error,
+        policy: this.appliedGeneration === null ? 'bootstrap config' : `generation ${this.appliedGeneration}`,
+      });
     }
   }
 
   private sleep(ms: number): Promise<void> {
     return new Promise((resolve) => {
-      if (this.stopped) { resolve(); return; }
-      const t = setTimeout(() => { this.abort.signal.removeEventListener('abort', done); resolve(); }, ms);
-      const done = () => { clearTimeout(t); resolve(); };
+      if (this.stopped) {
+        resolve();
+        return;
+      }
+      const t = setTimeout(() => {
+        this.abort.signal.removeEventListener('abort', done);
+        resolve();
+      }, ms);
+      const done = () => {
+        clearTimeout(t);
+        resolve();
+      };
       this.abort.signal.addEventListener('abort', done, { once: true });
     });
   }
@@ -304,9 +337,15 @@ export class PolicyClient implements HealthReporter {
       try {
         // until a watch has been answered, ask without waiting: being connected is known at once
         const wait = this.connection === 'connected' ? waitS : 0;
-        const r = await requestJson(this.url('/policy', {
-          after: this.seenGeneration, applied: this.appliedGeneration, state: this.stateId, waitS: wait,
-        }), { timeoutMs: (wait + 15) * 1000, agent: this.agent, signal: this.abort.signal, headers: this.authHeaders() });
+        const r = await requestJson(
+          this.url('/policy', {
+            after: this.seenGeneration,
+            applied: this.appliedGeneration,
+            state: this.stateId,
+            waitS: wait,
+          }),
+          { timeoutMs: (wait + 15) * 1000, agent: this.agent, signal: this.abort.signal, headers: this.authHeaders() },
+        );
         if (this.stopped) break;
         if (r.status !== 200 && r.status !== 204) throw new Error(answerError(r));
         this.setConnection('connected', null);
@@ -332,8 +371,15 @@ export class PolicyClient implements HealthReporter {
 
   private onPolicy(body: unknown): void {
     const b = body as { stateId?: unknown; generation?: unknown; config?: unknown; health?: unknown } | null;
-    if (b === null || typeof b !== 'object' || typeof b.stateId !== 'string' || !Number.isSafeInteger(b.generation)
-      || typeof b.health !== 'object' || b.health === null || Array.isArray(b.health)) {
+    if (
+      b === null ||
+      typeof b !== 'object' ||
+      typeof b.stateId !== 'string' ||
+      !Number.isSafeInteger(b.generation) ||
+      typeof b.health !== 'object' ||
+      b.health === null ||
+      Array.isArray(b.health)
+    ) {
       throw new Error('the controller sent a malformed policy (expected {stateId, generation, config, health})');
     }
     const generation = b.generation as number;
@@ -355,9 +401,13 @@ export class PolicyClient implements HealthReporter {
     const healthChanged = hk !== this.healthKey;
     const config = configChanged || this.config === null ? v.config : this.config;
     const policy: AppliedPolicy = {
-      stateId, generation, config, health,
+      stateId,
+      generation,
+      config,
+      health,
       healthView: { isHealthy: (nic, probe) => health[`${nic}/${probe}`] !== 'down' },
-      configChanged, healthChanged,
+      configChanged,
+      healthChanged,
     };
     const t0 = process.hrtime.bigint();
     try {
@@ -373,7 +423,12 @@ export class PolicyClient implements HealthReporter {
     this.appliedGeneration = generation;
     this.lastRefused = null;
     this.log('info', 'policy_applied', {
-      generation, stateId, configChanged, healthChanged, down: hk === '' ? [] : hk.split(','), applyMs,
+      generation,
+      stateId,
+      configChanged,
+      healthChanged,
+      down: hk === '' ? [] : hk.split(','),
+      applyMs,
     });
     void this.sendAck({ generation, ok: true, applyMs, stateId });
     void this.sendHeartbeat();
@@ -382,14 +437,21 @@ export class PolicyClient implements HealthReporter {
   private refuse(generation: number, error: string): void {
     this.lastRefused = { generation, error, at: new Date().toISOString() };
     this.log('warn', 'policy_refused', {
-      generation, error: error.split('\n'), inForce: this.appliedGeneration === null ? 'bootstrap config' : `generation ${this.appliedGeneration}`,
+      generation,
+      error: error.split('\n'),
+      inForce: this.appliedGeneration === null ? 'bootstrap config' : `generation ${this.appliedGeneration}`,
     });
     void this.sendAck({ generation, ok: false, error, stateId: this.stateId });
   }
 
   private async post(path: string, body: unknown): Promise<JsonResponse> {
     return requestJson(this.url(path), {
-      method: 'POST', body, agent: this.agent, signal: this.abort.signal, timeoutMs: this.o.requestTimeoutMs ?? 5000, headers: this.authHeaders(),
+      method: 'POST',
+      body,
+      agent: this.agent,
+      signal: this.abort.signal,
+      timeoutMs: this.o.requestTimeoutMs ?? 5000,
+      headers: this.authHeaders(),
     });
   }
 
@@ -403,7 +465,10 @@ export class PolicyClient implements HealthReporter {
     if (this.stopped) return;
     const o = this.outages[what];
     o.failures++;
-    if (o.sinceMs !== null) { this.log('debug', FAILED_EVENT[what], fields); return; }
+    if (o.sinceMs !== null) {
+      this.log('debug', FAILED_EVENT[what], fields);
+      return;
+    }
     o.sinceMs = Date.now();
     this.log('warn', FAILED_EVENT[what], { ...fields, note: 'retried; logged again when it works' });
   }
@@ -439,7 +504,10 @@ export class PolicyClient implements HealthReporter {
       } catch (e) {
         body = { error: `status failed: ${errorText(e)}` };
       }
-      const r = await this.post('/status', { ...(typeof body === 'object' && body !== null ? body : { status: body }), controller: this.status() });
+      const r = await this.post('/status', {
+        ...(typeof body === 'object' && body !== null ? body : { status: body }),
+        controller: this.status(),
+      });
       if (r.status !== 200) throw new Error(answerError(r));
       this.requestWorked('heartbeat');
     } catch (e) {
@@ -451,7 +519,10 @@ export class PolicyClient implements HealthReporter {
 
   private async sendHealth(): Promise<void> {
     if (this.healthBusy || this.stopped || !this.healthDirty || this.healthSet === null) return;
-    if (this.healthRetry !== null) { clearTimeout(this.healthRetry); this.healthRetry = null; }
+    if (this.healthRetry !== null) {
+      clearTimeout(this.healthRetry);
+      this.healthRetry = null;
+    }
     this.healthBusy = true;
     const set = this.healthSet;
     this.healthDirty = false;
@@ -478,7 +549,10 @@ export class PolicyClient implements HealthReporter {
     }
     const min = this.o.backoffMinMs ?? BACKOFF_MIN_MS;
     this.healthBackoffMs = Math.min(this.o.backoffMaxMs ?? BACKOFF_MAX_MS, this.healthBackoffMs === 0 ? min : this.healthBackoffMs * 2);
-    this.healthRetry = setTimeout(() => { this.healthRetry = null; void this.sendHealth(); }, this.healthBackoffMs);
+    this.healthRetry = setTimeout(() => {
+      this.healthRetry = null;
+      void this.sendHealth();
+    }, this.healthBackoffMs);
     this.healthRetry.unref();
   }
 }

@@ -21,7 +21,10 @@ export class RawSender {
   /** `via`: the address send() routes by (the next hop), IPv4 or IPv6 to match `family`; '' if only sendTo is used. */
   constructor(family: 4 | 6, via = '') {
     this.sock = raw.createSocket({ protocol: IPPROTO_RAW, addressFamily: family === 6 ? raw.AddressFamily.IPv6 : raw.AddressFamily.IPv4 });
-    this.sock.on('error', (e: Error) => { this.sendErrors++; this.lastSendError = e.message; });
+    this.sock.on('error', (e: Error) => {
+      this.sendErrors++;
+      this.lastSendError = e.message;
+    });
     this.via = via;
   }
 
@@ -56,6 +59,10 @@ export class RawSender {
   }
 
   close(): void {
-    try { this.sock.close(); } catch { /* already closed */ }
+    try {
+      this.sock.close();
+    } catch {
+      /* already closed */
+    }
   }
 }

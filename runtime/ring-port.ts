@@ -23,8 +23,19 @@ import { fileURLToPath } from 'node:url';
 
 /** What native/slbx_ring.c exports. */
 export interface RingAddon {
-  openPacket(iface: string, filter: string, ringBytes: number, frameBytes: number, batch: number, txSlots: number,
-    ignoreOutgoing: boolean, rx: Buffer, meta: Uint32Array, onBatch: (n: number) => void, spinUs?: number): object;
+  openPacket(
+    iface: string,
+    filter: string,
+    ringBytes: number,
+    frameBytes: number,
+    batch: number,
+    txSlots: number,
+    ignoreOutgoing: boolean,
+    rx: Buffer,
+    meta: Uint32Array,
+    onBatch: (n: number) => void,
+    spinUs?: number,
+  ): object;
   openRaw(family: 4 | 6, via: string, txSlots: number, slotBytes: number): object;
   /**
    * 0 queued (or sent), a negative errno when refused at once. counted: once the kernel takes the frame
@@ -104,7 +115,9 @@ export function ringFrameBytes(iface: string): number {
   try {
     const mtu = Number(readFileSync(`/sys/class/net/${iface}/mtu`, 'utf8').trim());
     if (Number.isInteger(mtu) && mtu > 0) return Math.max(MIN_FRAME_BYTES, mtu + 18);
-  } catch { /* not visible here: the default */ }
+  } catch {
+    /* not visible here: the default */
+  }
   return MIN_FRAME_BYTES;
 }
 
@@ -166,8 +179,19 @@ export class RingPort {
     const onBatch = (n: number): void => {
       for (let i = 0; i < n; i++) onFrame(views[i]!, meta[2 * i]!, (meta[2 * i + 1]! & FLAG_TRUNCATED) !== 0);
     };
-    this.h = this.addon.openPacket(this.iface, filter, bufferBytes, frameBytes, batch, this.opts.txSlots ?? DEFAULT_TX_SLOTS, true, rx, meta, onBatch,
-      this.opts.spinUs ?? envSpinUs());
+    this.h = this.addon.openPacket(
+      this.iface,
+      filter,
+      bufferBytes,
+      frameBytes,
+      batch,
+      this.opts.txSlots ?? DEFAULT_TX_SLOTS,
+      true,
+      rx,
+      meta,
+      onBatch,
+      this.opts.spinUs ?? envSpinUs(),
+    );
     this.last = null;
   }
 

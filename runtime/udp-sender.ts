@@ -101,7 +101,10 @@ export class UdpRingSender {
     this.lens = new Uint32Array(o.slots);
     const block = Buffer.alloc(o.slots * o.slotBytes);
     this.ring = Array.from({ length: o.slots }, (_, i) => block.subarray(i * o.slotBytes, (i + 1) * o.slotBytes));
-    const sock = createSocket({ type: o.family === 6 ? 'udp6' : 'udp4', ...(o.sendBufferBytes ? { sendBufferSize: o.sendBufferBytes } : {}) });
+    const sock = createSocket({
+      type: o.family === 6 ? 'udp6' : 'udp4',
+      ...(o.sendBufferBytes ? { sendBufferSize: o.sendBufferBytes } : {}),
+    });
     this.sock = sock;
     let ready = false;
     const done = (e: Error | null) => {
@@ -124,7 +127,10 @@ export class UdpRingSender {
     sock.bind({ address: o.local || undefined, port: 0 }, () => {
       sock.connect(o.port, o.remote, (e?: Error) => {
         if (this.closed) return;
-        if (e) { done(e); return; }
+        if (e) {
+          done(e);
+          return;
+        }
         this.connected = true;
         this.localPort = sock.address().port;
         done(null);
@@ -134,11 +140,23 @@ export class UdpRingSender {
 
   /** Sends buf[off .. off + len) as one datagram; false (and counted) when it could not be queued. */
   send(buf: Buffer, off: number, len: number): boolean {
-    if (!this.connected) { this.notConnected++; this.refusal = UDP_REFUSED_NOT_CONNECTED; return false; }
+    if (!this.connected) {
+      this.notConnected++;
+      this.refusal = UDP_REFUSED_NOT_CONNECTED;
+      return false;
+    }
     const ring = this.ring;
-    if (this.inFlight >= ring.length) { this.ringFull++; this.refusal = UDP_REFUSED_RING_FULL; return false; }
+    if (this.inFlight >= ring.length) {
+      this.ringFull++;
+      this.refusal = UDP_REFUSED_RING_FULL;
+      return false;
+    }
     const slot = ring[this.head]!;
-    if (len > slot.length) { this.tooBig++; this.refusal = UDP_REFUSED_TOO_BIG; return false; }
+    if (len > slot.length) {
+      this.tooBig++;
+      this.refusal = UDP_REFUSED_TOO_BIG;
+      return false;
+    }
     buf.copy(slot, 0, off, off + len);
     this.lens[this.head] = len;
     this.head = this.head + 1 === ring.length ? 0 : this.head + 1;
@@ -164,6 +182,10 @@ export class UdpRingSender {
     if (this.closed) return;
     this.closed = true;
     this.connected = false;
-    try { this.sock.close(); } catch { /* already closed */ }
+    try {
+      this.sock.close();
+    } catch {
+      /* already closed */
+    }
   }
 }

@@ -27,8 +27,15 @@ const ZERO_MAC = new Uint8Array(6);
  * zero) for a payload of `payloadLen` bytes at buf[VXLAN_CARRIER_LEN]. Returns VXLAN_CARRIER_LEN.
  */
 export function writeVxlanCarrier(
-  buf: Uint8Array, mac: Uint8Array, src: number, srcPort: number, dst: number, dstPort: number, payloadLen: number,
-  ip = newIpv4Header(), udp = newUdpHeader(),
+  buf: Uint8Array,
+  mac: Uint8Array,
+  src: number,
+  srcPort: number,
+  dst: number,
+  dstPort: number,
+  payloadLen: number,
+  ip = newIpv4Header(),
+  udp = newUdpHeader(),
 ): number {
   writeEthernetRaw(mac, ZERO_MAC, ETHERTYPE_IPV4, buf, 0);
   ip.totalLength = IPV4_HEADER_LEN + UDP_HEADER_LEN + payloadLen;
@@ -90,7 +97,11 @@ export class VxlanSocket {
     sock.on('error', (e: Error) => {
       this.errors++;
       this.lastError = e.message;
-      if (!ready) { ready = true; this.bound = false; onReady(e); } else onError(e);
+      if (!ready) {
+        ready = true;
+        this.bound = false;
+        onReady(e);
+      } else onError(e);
     });
     const frame = this.frame;
     sock.on('message', (msg: Buffer, rinfo: { address: string; port: number }) => {
@@ -114,7 +125,11 @@ export class VxlanSocket {
 
   close(): void {
     if (this.sock !== null) {
-      try { this.sock.close(); } catch { /* already closed */ }
+      try {
+        this.sock.close();
+      } catch {
+        /* already closed */
+      }
       this.sock = null;
     }
     this.bound = false;

@@ -50,6 +50,10 @@ if [ "$what" != scenarios ]; then
   step 'type-checking the tests'
   npx tsc -p tsconfig.test.json
   step_done
+  # the pinned formatter (package.json, .prettierrc.json: 140 columns) in check mode; `npm run format` fixes
+  step 'format check (prettier --check, every .ts file)'
+  npx prettier --check '**/*.ts' --log-level warn
+  step_done
   step 'vitest' "$summary_dir/vitest"
   SLBX_SKIP_SUMMARY=$summary_dir/vitest npx vitest run
   step_done

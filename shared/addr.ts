@@ -70,11 +70,17 @@ export function formatIpv6(words: ArrayLike<number>, off = 0): string {
   // longest run of zero groups (length >= 2), first one on ties: RFC 5952 4.2
   let bestStart = -1;
   let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (groups[i] !== 0) { i++; continue; }
+  for (let i = 0; i < 8;) {
+    if (groups[i] !== 0) {
+      i++;
+      continue;
+    }
     let j = i;
     while (j < 8 && groups[j] === 0) j++;
-    if (j - i > bestLen) { bestStart = i; bestLen = j - i; }
+    if (j - i > bestLen) {
+      bestStart = i;
+      bestLen = j - i;
+    }
     i = j;
   }
   const hex = groups.map((g) => g.toString(16));

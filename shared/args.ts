@@ -21,10 +21,16 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[])
   const positional: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
-    if (a === '--') { positional.push(...argv.slice(i + 1)); break; }
+    if (a === '--') {
+      positional.push(...argv.slice(i + 1));
+      break;
+    }
     if (!a.startsWith('--')) {
       if (a.startsWith('-') && a !== '-' && a !== '-h') throw new UsageError(`unknown option ${a} (options are long: --name; see --help)`);
-      if (a === '-h') { flags.add('help'); continue; }
+      if (a === '-h') {
+        flags.add('help');
+        continue;
+      }
       positional.push(a);
       continue;
     }
@@ -54,7 +60,13 @@ export function parseArgs(argv: readonly string[], specs: readonly OptionSpec[])
 }
 
 export function formatHelp(usage: string, about: string, specs: readonly OptionSpec[], extra = ''): string {
-  const rows = specs.map((s) => [`  --${s.name}${s.value ? ` ${s.value}` : ''}`, `${s.help}${s.default !== undefined ? ` (default ${s.default})` : ''}${s.repeat ? ' (repeatable)' : ''}`] as const);
+  const rows = specs.map(
+    (s) =>
+      [
+        `  --${s.name}${s.value ? ` ${s.value}` : ''}`,
+        `${s.help}${s.default !== undefined ? ` (default ${s.default})` : ''}${s.repeat ? ' (repeatable)' : ''}`,
+      ] as const,
+  );
   const w = Math.max(...rows.map((r) => r[0].length)) + 2;
   return `usage: ${usage}\n\n${about}\n\noptions:\n${rows.map(([a, b]) => a.padEnd(w) + b).join('\n')}\n${extra ? `\n${extra}\n` : ''}`;
 }

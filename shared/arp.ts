@@ -11,7 +11,7 @@ const PTYPE_IPV4 = 0x0800;
 export interface ArpPacket {
   op: number;
   readonly senderMac: Uint8Array; // 6 bytes
-  senderIp: number;               // uint32
+  senderIp: number; // uint32
   readonly targetMac: Uint8Array;
   targetIp: number;
 }

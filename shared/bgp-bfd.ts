@@ -44,8 +44,13 @@ export const BFD_ERR_MY_DISCRIMINATOR = -305;
 export const BFD_ERR_AUTH = -306;
 
 const NAMES: Record<number, string> = {
-  [ERR_TRUNCATED]: 'truncated', [BFD_ERR_VERSION]: 'bad_version', [BFD_ERR_LENGTH]: 'bad_length', [BFD_ERR_DETECT_MULT]: 'zero_detect_mult',
-  [BFD_ERR_MULTIPOINT]: 'multipoint', [BFD_ERR_MY_DISCRIMINATOR]: 'zero_my_discriminator', [BFD_ERR_AUTH]: 'authentication_not_configured',
+  [ERR_TRUNCATED]: 'truncated',
+  [BFD_ERR_VERSION]: 'bad_version',
+  [BFD_ERR_LENGTH]: 'bad_length',
+  [BFD_ERR_DETECT_MULT]: 'zero_detect_mult',
+  [BFD_ERR_MULTIPOINT]: 'multipoint',
+  [BFD_ERR_MY_DISCRIMINATOR]: 'zero_my_discriminator',
+  [BFD_ERR_AUTH]: 'authentication_not_configured',
 };
 
 export function bfdErrorName(e: number): string {
@@ -67,7 +72,18 @@ export interface BfdControl {
 }
 
 export function newBfdControl(): BfdControl {
-  return { version: BFD_VERSION, diag: 0, state: BFD_STATE_DOWN, flags: 0, detectMult: 3, myDiscriminator: 0, yourDiscriminator: 0, desiredMinTxUs: 0, requiredMinRxUs: 0, requiredMinEchoRxUs: 0 };
+  return {
+    version: BFD_VERSION,
+    diag: 0,
+    state: BFD_STATE_DOWN,
+    flags: 0,
+    detectMult: 3,
+    myDiscriminator: 0,
+    yourDiscriminator: 0,
+    desiredMinTxUs: 0,
+    requiredMinRxUs: 0,
+    requiredMinEchoRxUs: 0,
+  };
 }
 
 /** Parses a control packet (RFC 5880 4.1) with the reception checks of 6.8.6 that need no session. */
@@ -138,9 +154,7 @@ export interface BfdSession {
 }
 
 export type BfdEvent =
-  | { readonly type: 'rx'; readonly packet: BfdControl }
-  | { readonly type: 'detectionTimeout' }
-  | { readonly type: 'adminDown' };
+  { readonly type: 'rx'; readonly packet: BfdControl } | { readonly type: 'detectionTimeout' } | { readonly type: 'adminDown' };
 
 export interface BfdStep {
   readonly next: BfdSession;
@@ -152,8 +166,17 @@ export interface BfdStep {
 
 export function newBfdSession(config: BfdSessionConfig): BfdSession {
   return {
-    config, state: BFD_STATE_DOWN, remoteState: BFD_STATE_DOWN, remoteDiscriminator: 0, diag: BFD_DIAG_NONE,
-    remoteDesiredMinTxUs: BFD_SLOW_TX_US, remoteRequiredMinRxUs: 1, remoteDetectMult: 3, desiredMinTxUs: BFD_SLOW_TX_US, polling: false, sendFinal: false,
+    config,
+    state: BFD_STATE_DOWN,
+    remoteState: BFD_STATE_DOWN,
+    remoteDiscriminator: 0,
+    diag: BFD_DIAG_NONE,
+    remoteDesiredMinTxUs: BFD_SLOW_TX_US,
+    remoteRequiredMinRxUs: 1,
+    remoteDetectMult: 3,
+    desiredMinTxUs: BFD_SLOW_TX_US,
+    polling: false,
+    sendFinal: false,
   };
 }
 
@@ -170,31 +193,52 @@ export function bfdDetectionTimeUs(s: BfdSession): number {
 /** The packet we send now. */
 export function bfdPacket(s: BfdSession, final = false): BfdControl {
   return {
-    version: BFD_VERSION, diag: s.diag, state: s.state,
+    version: BFD_VERSION,
+    diag: s.diag,
+    state: s.state,
     flags: (s.polling && !final ? BFD_FLAG_POLL : 0) | (final ? BFD_FLAG_FINAL : 0),
-    detectMult: s.config.detectMult, myDiscriminator: s.config.myDiscriminator, yourDiscriminator: s.remoteDiscriminator,
-    desiredMinTxUs: s.desiredMinTxUs, requiredMinRxUs: s.config.intervalUs, requiredMinEchoRxUs: 0,
+    detectMult: s.config.detectMult,
+    myDiscriminator: s.config.myDiscriminator,
+    yourDiscriminator: s.remoteDiscriminator,
+    desiredMinTxUs: s.desiredMinTxUs,
+    requiredMinRxUs: s.config.intervalUs,
+    requiredMinEchoRxUs: 0,
   };
 }
 
 export function stepBfdSession(s: BfdSession, e: BfdEvent): BfdStep {
   if (e.type === 'adminDown') {
-    return { next: { ...s, state: BFD_STATE_ADMIN_DOWN, diag: BFD_DIAG_ADMIN_DOWN, polling: false }, up: s.state === BFD_STATE_UP ? false : null, discarded: null };
+    return {
+      next: { ...s, state: BFD_STATE_ADMIN_DOWN, diag: BFD_DIAG_ADMIN_DOWN, polling: false },
+      up: s.state === BFD_STATE_UP ? false : null,
+      discarded: null,
+    };
   }
   if (e.type === 'detectionTimeout') {
     if (s.state !== BFD_STATE_INIT && s.state !== BFD_STATE_UP) return { next: s, up: null, discarded: null };
-    return { next: slow({ ...s, state: BFD_STATE_DOWN, diag: BFD_DIAG_DETECTION_EXPIRED, remoteDiscriminator: 0 }), up: s.state === BFD_STATE_UP ? false : null, discarded: null };
+    return {
+      next: slow({ ...s, state: BFD_STATE_DOWN, diag: BFD_DIAG_DETECTION_EXPIRED, remoteDiscriminator: 0 }),
+      up: s.state === BFD_STATE_UP ? false : null,
+      discarded: null,
+    };
   }
   const p = e.packet;
   // RFC 5880 6.8.6: a zero Your Discriminator is acceptable only in Down or AdminDown
-  if (p.yourDiscriminator === 0 && p.state !== BFD_STATE_DOWN && p.state !== BFD_STATE_ADMIN_DOWN) return { next: s, up: null, discarded: 'zero_your_discriminator' };
-  if (p.yourDiscriminator !== 0 && p.yourDiscriminator !== s.config.myDiscriminator) return { next: s, up: null, discarded: 'unknown_your_discriminator' };
+  if (p.yourDiscriminator === 0 && p.state !== BFD_STATE_DOWN && p.state !== BFD_STATE_ADMIN_DOWN)
+    return { next: s, up: null, discarded: 'zero_your_discriminator' };
+  if (p.yourDiscriminator !== 0 && p.yourDiscriminator !== s.config.myDiscriminator)
+    return { next: s, up: null, discarded: 'unknown_your_discriminator' };
   if (s.state === BFD_STATE_ADMIN_DOWN) return { next: s, up: null, discarded: 'admin_down' };
   let n: BfdSession = {
-    ...s, remoteDiscriminator: p.myDiscriminator, remoteState: p.state, remoteDesiredMinTxUs: p.desiredMinTxUs,
-    remoteRequiredMinRxUs: p.requiredMinRxUs, remoteDetectMult: p.detectMult,
+    ...s,
+    remoteDiscriminator: p.myDiscriminator,
+    remoteState: p.state,
+    remoteDesiredMinTxUs: p.desiredMinTxUs,
+    remoteRequiredMinRxUs: p.requiredMinRxUs,
+    remoteDetectMult: p.detectMult,
     // a Final ends our poll sequence; a Poll wants a Final at once
-    polling: s.polling && (p.flags & BFD_FLAG_FINAL) === 0, sendFinal: (p.flags & BFD_FLAG_POLL) !== 0,
+    polling: s.polling && (p.flags & BFD_FLAG_FINAL) === 0,
+    sendFinal: (p.flags & BFD_FLAG_POLL) !== 0,
   };
   const was = s.state;
   if (p.state === BFD_STATE_ADMIN_DOWN) {

@@ -20,8 +20,16 @@
 //     (RFC 4486) with a shutdown communication (RFC 9003).
 //   * Unexpected messages send the FSM Error subcodes of RFC 6608.
 import {
-  BGP_CEASE_ADMIN_SHUTDOWN, BGP_CEASE_BFD_DOWN, BGP_ERROR_CEASE, BGP_ERROR_FSM, BGP_ERROR_HOLD_TIMER, BGP_FSM_UNEXPECTED_IN_ESTABLISHED,
-  BGP_FSM_UNEXPECTED_IN_OPENCONFIRM, BGP_FSM_UNEXPECTED_IN_OPENSENT, bgpErrorNotification, bgpShutdownData,
+  BGP_CEASE_ADMIN_SHUTDOWN,
+  BGP_CEASE_BFD_DOWN,
+  BGP_ERROR_CEASE,
+  BGP_ERROR_FSM,
+  BGP_ERROR_HOLD_TIMER,
+  BGP_FSM_UNEXPECTED_IN_ESTABLISHED,
+  BGP_FSM_UNEXPECTED_IN_OPENCONFIRM,
+  BGP_FSM_UNEXPECTED_IN_OPENSENT,
+  bgpErrorNotification,
+  bgpShutdownData,
 } from './bgp-message.js';
 
 export const BGP_STATES = ['Idle', 'Connect', 'Active', 'OpenSent', 'OpenConfirm', 'Established'] as const;
@@ -118,7 +126,12 @@ export function bgpKeepaliveMs(config: BgpFsmConfig, holdTimeS: number): number 
 const stopAll: BgpAction[] = BGP_TIMERS.map((timer) => ({ type: 'stopTimer', timer }));
 const start = (timer: BgpTimer, ms: number): BgpAction => ({ type: 'startTimer', timer, ms });
 const stop = (timer: BgpTimer): BgpAction => ({ type: 'stopTimer', timer });
-const notify = (code: number, subcode: number, data: Uint8Array = new Uint8Array(0)): BgpAction => ({ type: 'sendNotification', code, subcode, data });
+const notify = (code: number, subcode: number, data: Uint8Array = new Uint8Array(0)): BgpAction => ({
+  type: 'sendNotification',
+  code,
+  subcode,
+  data,
+});
 const DROP: BgpAction = { type: 'drop' };
 
 function grow(f: BgpFsm): number {
@@ -128,10 +141,17 @@ function grow(f: BgpFsm): number {
 /** To Idle after a failure: drop, stop every timer, count it, restart after the back-off. */
 function fail(f: BgpFsm, reason: string, first: BgpAction[] = []): BgpStep {
   const wasUp = f.state === 'Established';
-  const actions: BgpAction[] = [...first, DROP, ...stopAll, ...(wasUp ? [{ type: 'down' } as BgpAction] : []), start('idleHold', f.backoffMs)];
+  const actions: BgpAction[] = [
+    ...first,
+    DROP,
+    ...stopAll,
+    ...(wasUp ? [{ type: 'down' } as BgpAction] : []),
+    start('idleHold', f.backoffMs),
+  ];
   return {
     next: { ...f, state: 'Idle', connectRetryCounter: f.connectRetryCounter + 1, backoffMs: grow(f), holdTimeS: 0, keepaliveMs: 0 },
-    actions, reason,
+    actions,
+    reason,
   };
 }
 
@@ -145,7 +165,8 @@ function manualStop(f: BgpFsm): BgpStep {
   if (f.state === 'Established') actions.push({ type: 'down' });
   return {
     next: { ...f, state: 'Idle', stopped: true, connectRetryCounter: 0, backoffMs: f.config.backoffMinMs, holdTimeS: 0, keepaliveMs: 0 },
-    actions, reason: 'manual_stop',
+    actions,
+    reason: 'manual_stop',
   };
 }
 
@@ -161,12 +182,22 @@ const UNEXPECTED: Partial<Record<BgpState, number>> = {
 };
 
 const reasonOf: Record<BgpEvent['type'], string> = {
-  ManualStart: 'manual_start', ManualStop: 'manual_stop', AutomaticStart: 'automatic_start',
-  ConnectRetryTimerExpires: 'connect_retry_timer_expired', HoldTimerExpires: 'hold_timer_expired',
-  KeepaliveTimerExpires: 'keepalive_timer_expired', IdleHoldTimerExpires: 'idle_hold_timer_expired',
-  TcpConnectionAcked: 'tcp_connected', TcpConnectionFails: 'tcp_connection_failed', BgpOpen: 'open_received',
-  BgpHeaderErr: 'message_header_error', BgpOpenMsgErr: 'open_message_error', NotifMsg: 'notification_received',
-  KeepAliveMsg: 'keepalive_received', UpdateMsg: 'update_received', UpdateMsgErr: 'update_message_error',
+  ManualStart: 'manual_start',
+  ManualStop: 'manual_stop',
+  AutomaticStart: 'automatic_start',
+  ConnectRetryTimerExpires: 'connect_retry_timer_expired',
+  HoldTimerExpires: 'hold_timer_expired',
+  KeepaliveTimerExpires: 'keepalive_timer_expired',
+  IdleHoldTimerExpires: 'idle_hold_timer_expired',
+  TcpConnectionAcked: 'tcp_connected',
+  TcpConnectionFails: 'tcp_connection_failed',
+  BgpOpen: 'open_received',
+  BgpHeaderErr: 'message_header_error',
+  BgpOpenMsgErr: 'open_message_error',
+  NotifMsg: 'notification_received',
+  KeepAliveMsg: 'keepalive_received',
+  UpdateMsg: 'update_received',
+  UpdateMsgErr: 'update_message_error',
   BfdDown: 'bfd_down',
 };
 
@@ -177,7 +208,8 @@ export function stepBgpFsm(f: BgpFsm, e: BgpEvent): BgpStep {
   if (e.type === 'ManualStop') return manualStop(f);
   if (e.type === 'BfdDown') {
     // RFC 9384: Cease / BFD Down when the peer can hear it; nothing to take down before that
-    if (f.state === 'OpenSent' || f.state === 'OpenConfirm' || f.state === 'Established') return fail(f, reason, [notify(BGP_ERROR_CEASE, BGP_CEASE_BFD_DOWN)]);
+    if (f.state === 'OpenSent' || f.state === 'OpenConfirm' || f.state === 'Established')
+      return fail(f, reason, [notify(BGP_ERROR_CEASE, BGP_CEASE_BFD_DOWN)]);
     return same([], `${reason}_ignored`);
   }
   const cfg = f.config;
@@ -196,10 +228,16 @@ export function stepBgpFsm(f: BgpFsm, e: BgpEvent): BgpStep {
     case 'Connect':
     case 'Active':
       switch (e.type) {
-        case 'ManualStart': case 'AutomaticStart': return same([], `${reason}_ignored`);
+        case 'ManualStart':
+        case 'AutomaticStart':
+          return same([], `${reason}_ignored`);
         case 'ConnectRetryTimerExpires':
           // Connect: the attempt took too long, start over; Active: the back-off is over, try again
-          return { next: { ...f, state: 'Connect' }, actions: [...(f.state === 'Connect' ? [DROP] : []), start('connectRetry', cfg.connectRetryMs), { type: 'connect' }], reason };
+          return {
+            next: { ...f, state: 'Connect' },
+            actions: [...(f.state === 'Connect' ? [DROP] : []), start('connectRetry', cfg.connectRetryMs), { type: 'connect' }],
+            reason,
+          };
         case 'TcpConnectionAcked':
           return {
             next: { ...f, state: 'OpenSent' },
@@ -221,14 +259,17 @@ export function stepBgpFsm(f: BgpFsm, e: BgpEvent): BgpStep {
 
     case 'OpenSent':
       switch (e.type) {
-        case 'ManualStart': case 'AutomaticStart': return same([], `${reason}_ignored`);
+        case 'ManualStart':
+        case 'AutomaticStart':
+          return same([], `${reason}_ignored`);
         case 'BgpOpen': {
           const hold = Math.min(cfg.holdTimeS, e.peerHoldTimeS);
           const ka = bgpKeepaliveMs(cfg, hold);
           return {
             next: { ...f, state: 'OpenConfirm', holdTimeS: hold, keepaliveMs: ka },
             actions: [
-              stop('connectRetry'), { type: 'sendKeepalive' },
+              stop('connectRetry'),
+              { type: 'sendKeepalive' },
               ...(hold > 0 ? [start('hold', hold * 1000), start('keepalive', ka)] : [stop('hold')]),
             ],
             reason,
@@ -237,42 +278,74 @@ export function stepBgpFsm(f: BgpFsm, e: BgpEvent): BgpStep {
         case 'TcpConnectionFails':
           // RFC 4271 8.2.2: close, restart the ConnectRetryTimer, Active
           return {
-            next: { ...f, state: 'Active', connectRetryCounter: f.connectRetryCounter + 1, backoffMs: grow(f), holdTimeS: 0, keepaliveMs: 0 },
+            next: {
+              ...f,
+              state: 'Active',
+              connectRetryCounter: f.connectRetryCounter + 1,
+              backoffMs: grow(f),
+              holdTimeS: 0,
+              keepaliveMs: 0,
+            },
             actions: [DROP, ...stopAll, start('connectRetry', f.backoffMs)],
             reason,
           };
-        case 'HoldTimerExpires': return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
-        case 'BgpHeaderErr': case 'BgpOpenMsgErr': return fail(f, reason, errorAction(e.error, e.data));
-        case 'NotifMsg': return fail(f, reason);
-        default: return fail(f, `${reason}_unexpected_in_opensent`, [notify(BGP_ERROR_FSM, UNEXPECTED.OpenSent!)]);
+        case 'HoldTimerExpires':
+          return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
+        case 'BgpHeaderErr':
+        case 'BgpOpenMsgErr':
+          return fail(f, reason, errorAction(e.error, e.data));
+        case 'NotifMsg':
+          return fail(f, reason);
+        default:
+          return fail(f, `${reason}_unexpected_in_opensent`, [notify(BGP_ERROR_FSM, UNEXPECTED.OpenSent!)]);
       }
 
     case 'OpenConfirm':
       switch (e.type) {
-        case 'ManualStart': case 'AutomaticStart': return same([], `${reason}_ignored`);
+        case 'ManualStart':
+        case 'AutomaticStart':
+          return same([], `${reason}_ignored`);
         case 'KeepAliveMsg':
           return {
             next: { ...f, state: 'Established', backoffMs: cfg.backoffMinMs },
             actions: [...(f.holdTimeS > 0 ? [start('hold', f.holdTimeS * 1000)] : []), { type: 'established' }],
             reason,
           };
-        case 'KeepaliveTimerExpires': return same([{ type: 'sendKeepalive' }, start('keepalive', f.keepaliveMs)]);
-        case 'HoldTimerExpires': return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
-        case 'TcpConnectionFails': case 'NotifMsg': return fail(f, reason);
-        case 'BgpHeaderErr': case 'BgpOpenMsgErr': return fail(f, reason, errorAction(e.error, e.data));
-        default: return fail(f, `${reason}_unexpected_in_openconfirm`, [notify(BGP_ERROR_FSM, UNEXPECTED.OpenConfirm!)]);
+        case 'KeepaliveTimerExpires':
+          return same([{ type: 'sendKeepalive' }, start('keepalive', f.keepaliveMs)]);
+        case 'HoldTimerExpires':
+          return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
+        case 'TcpConnectionFails':
+        case 'NotifMsg':
+          return fail(f, reason);
+        case 'BgpHeaderErr':
+        case 'BgpOpenMsgErr':
+          return fail(f, reason, errorAction(e.error, e.data));
+        default:
+          return fail(f, `${reason}_unexpected_in_openconfirm`, [notify(BGP_ERROR_FSM, UNEXPECTED.OpenConfirm!)]);
       }
 
     case 'Established':
       switch (e.type) {
-        case 'ManualStart': case 'AutomaticStart': return same([], `${reason}_ignored`);
-        case 'KeepAliveMsg': case 'UpdateMsg':
+        case 'ManualStart':
+        case 'AutomaticStart':
+          return same([], `${reason}_ignored`);
+        case 'KeepAliveMsg':
+        case 'UpdateMsg':
           return same(f.holdTimeS > 0 ? [start('hold', f.holdTimeS * 1000)] : []);
-        case 'KeepaliveTimerExpires': return same([{ type: 'sendKeepalive' }, start('keepalive', f.keepaliveMs)]);
-        case 'HoldTimerExpires': return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
-        case 'TcpConnectionFails': case 'NotifMsg': return fail(f, reason);
-        case 'BgpHeaderErr': case 'BgpOpenMsgErr': case 'UpdateMsgErr': return fail(f, reason, errorAction(e.error, e.data));
-        default: return fail(f, `${reason}_unexpected_in_established`, [notify(BGP_ERROR_FSM, UNEXPECTED.Established!)]);
+        case 'KeepaliveTimerExpires':
+          return same([{ type: 'sendKeepalive' }, start('keepalive', f.keepaliveMs)]);
+        case 'HoldTimerExpires':
+          return fail(f, reason, [notify(BGP_ERROR_HOLD_TIMER, 0)]);
+        case 'TcpConnectionFails':
+        case 'NotifMsg':
+          return fail(f, reason);
+        case 'BgpHeaderErr':
+        case 'BgpOpenMsgErr':
+        case 'UpdateMsgErr':
+          return fail(f, reason, errorAction(e.error, e.data));
+        default:
+          return fail(f, `${reason}_unexpected_in_established`, [notify(BGP_ERROR_FSM, UNEXPECTED.Established!)]);
       }
   }
 }

@@ -110,24 +110,51 @@ export function bgpErrorNotification(e: number): { code: number; subcode: number
 }
 
 const CODE_NAMES: Record<number, string> = {
-  1: 'Message Header Error', 2: 'OPEN Message Error', 3: 'UPDATE Message Error', 4: 'Hold Timer Expired',
-  5: 'Finite State Machine Error', 6: 'Cease',
+  1: 'Message Header Error',
+  2: 'OPEN Message Error',
+  3: 'UPDATE Message Error',
+  4: 'Hold Timer Expired',
+  5: 'Finite State Machine Error',
+  6: 'Cease',
 };
 const SUBCODE_NAMES: Record<number, Record<number, string>> = {
   1: { 1: 'Connection Not Synchronized', 2: 'Bad Message Length', 3: 'Bad Message Type' },
   2: {
-    0: 'Unspecific', 1: 'Unsupported Version Number', 2: 'Bad Peer AS', 3: 'Bad BGP Identifier', 4: 'Unsupported Optional Parameter',
-    6: 'Unacceptable Hold Time', 7: 'Unsupported Capability',
+    0: 'Unspecific',
+    1: 'Unsupported Version Number',
+    2: 'Bad Peer AS',
+    3: 'Bad BGP Identifier',
+    4: 'Unsupported Optional Parameter',
+    6: 'Unacceptable Hold Time',
+    7: 'Unsupported Capability',
   },
   3: {
-    1: 'Malformed Attribute List', 2: 'Unrecognized Well-known Attribute', 3: 'Missing Well-known Attribute', 4: 'Attribute Flags Error',
-    5: 'Attribute Length Error', 6: 'Invalid ORIGIN Attribute', 8: 'Invalid NEXT_HOP Attribute', 9: 'Optional Attribute Error',
-    10: 'Invalid Network Field', 11: 'Malformed AS_PATH',
+    1: 'Malformed Attribute List',
+    2: 'Unrecognized Well-known Attribute',
+    3: 'Missing Well-known Attribute',
+    4: 'Attribute Flags Error',
+    5: 'Attribute Length Error',
+    6: 'Invalid ORIGIN Attribute',
+    8: 'Invalid NEXT_HOP Attribute',
+    9: 'Optional Attribute Error',
+    10: 'Invalid Network Field',
+    11: 'Malformed AS_PATH',
   },
-  5: { 0: 'Unspecified Error', 1: 'Receive Unexpected Message in OpenSent State', 2: 'Receive Unexpected Message in OpenConfirm State', 3: 'Receive Unexpected Message in Established State' },
+  5: {
+    0: 'Unspecified Error',
+    1: 'Receive Unexpected Message in OpenSent State',
+    2: 'Receive Unexpected Message in OpenConfirm State',
+    3: 'Receive Unexpected Message in Established State',
+  },
   6: {
-    1: 'Maximum Number of Prefixes Reached', 2: 'Administrative Shutdown', 3: 'Peer De-configured', 4: 'Administrative Reset',
-    5: 'Connection Rejected', 6: 'Other Configuration Change', 7: 'Connection Collision Resolution', 8: 'Out of Resources',
+    1: 'Maximum Number of Prefixes Reached',
+    2: 'Administrative Shutdown',
+    3: 'Peer De-configured',
+    4: 'Administrative Reset',
+    5: 'Connection Rejected',
+    6: 'Other Configuration Change',
+    7: 'Connection Collision Resolution',
+    8: 'Out of Resources',
     10: 'BFD Down',
   },
 };
@@ -167,11 +194,20 @@ export function parseBgpHeader(buf: Uint8Array, off: number, out: BgpHeader, end
   out.type = type;
   if (length < BGP_HEADER_LEN || length > BGP_MAX_MESSAGE_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH;
   switch (type) {
-    case BGP_TYPE_OPEN: if (length < BGP_OPEN_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH; break;
-    case BGP_TYPE_UPDATE: if (length < BGP_UPDATE_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH; break;
-    case BGP_TYPE_NOTIFICATION: if (length < BGP_NOTIFICATION_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH; break;
-    case BGP_TYPE_KEEPALIVE: if (length !== BGP_KEEPALIVE_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH; break;
-    default: return BGP_ERR_BAD_MESSAGE_TYPE;
+    case BGP_TYPE_OPEN:
+      if (length < BGP_OPEN_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH;
+      break;
+    case BGP_TYPE_UPDATE:
+      if (length < BGP_UPDATE_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH;
+      break;
+    case BGP_TYPE_NOTIFICATION:
+      if (length < BGP_NOTIFICATION_MIN_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH;
+      break;
+    case BGP_TYPE_KEEPALIVE:
+      if (length !== BGP_KEEPALIVE_LEN) return BGP_ERR_BAD_MESSAGE_LENGTH;
+      break;
+    default:
+      return BGP_ERR_BAD_MESSAGE_TYPE;
   }
   return BGP_HEADER_LEN;
 }

@@ -5,9 +5,21 @@
 import { readU16, readU32, writeU16, writeU32 } from './bytes.js';
 import { ERR_TRUNCATED } from './codec-error.js';
 import {
-  BGP_ERR_BAD_BGP_ID, BGP_ERR_BAD_MESSAGE_TYPE, BGP_ERR_BAD_PEER_AS, BGP_ERR_OPEN_MALFORMED, BGP_ERR_UNACCEPTABLE_HOLD_TIME,
-  BGP_ERR_UNSUPPORTED_OPT_PARAM, BGP_ERR_UNSUPPORTED_VERSION, BGP_HEADER_LEN, BGP_MAX_MESSAGE_LEN, BGP_OPEN_MIN_LEN,
-  BGP_TYPE_OPEN, BGP_VERSION, newBgpHeader, parseBgpHeader, writeBgpHeader,
+  BGP_ERR_BAD_BGP_ID,
+  BGP_ERR_BAD_MESSAGE_TYPE,
+  BGP_ERR_BAD_PEER_AS,
+  BGP_ERR_OPEN_MALFORMED,
+  BGP_ERR_UNACCEPTABLE_HOLD_TIME,
+  BGP_ERR_UNSUPPORTED_OPT_PARAM,
+  BGP_ERR_UNSUPPORTED_VERSION,
+  BGP_HEADER_LEN,
+  BGP_MAX_MESSAGE_LEN,
+  BGP_OPEN_MIN_LEN,
+  BGP_TYPE_OPEN,
+  BGP_VERSION,
+  newBgpHeader,
+  parseBgpHeader,
+  writeBgpHeader,
 } from './bgp-message.js';
 
 /** RFC 6793 9: the 2-octet stand-in for a 4-octet AS number. */
@@ -81,8 +93,14 @@ export function newBgpOpen(o: { asn: number; holdTimeS: number; bgpId: number; f
   caps.push({ code: BGP_CAP_AS4, value: as4 });
   const value = encodeCapabilities(caps);
   return {
-    version: BGP_VERSION, myAs: o.asn > 0xffff ? BGP_AS_TRANS : o.asn, holdTimeS: o.holdTimeS, bgpId: o.bgpId >>> 0,
-    params: [{ type: BGP_OPT_PARAM_CAPABILITIES, value, capabilities: caps }], capabilities: caps, as4: o.asn >>> 0, families: o.families.map((f) => ({ ...f })),
+    version: BGP_VERSION,
+    myAs: o.asn > 0xffff ? BGP_AS_TRANS : o.asn,
+    holdTimeS: o.holdTimeS,
+    bgpId: o.bgpId >>> 0,
+    params: [{ type: BGP_OPT_PARAM_CAPABILITIES, value, capabilities: caps }],
+    capabilities: caps,
+    as4: o.asn >>> 0,
+    families: o.families.map((f) => ({ ...f })),
   };
 }
 

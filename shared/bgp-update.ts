@@ -19,9 +19,23 @@ import { formatIpv4, formatIpv6, type IpAddr } from './addr.js';
 import { readU16, readU32, writeU16, writeU32 } from './bytes.js';
 import { ERR_TRUNCATED } from './codec-error.js';
 import {
-  BGP_ERR_ATTRIBUTE_FLAGS, BGP_ERR_ATTRIBUTE_LENGTH, BGP_ERR_BAD_MESSAGE_TYPE, BGP_ERR_INVALID_NETWORK_FIELD, BGP_ERR_INVALID_NEXT_HOP,
-  BGP_ERR_INVALID_ORIGIN, BGP_ERR_MALFORMED_AS_PATH, BGP_ERR_MALFORMED_ATTRIBUTE_LIST, BGP_ERR_MISSING_WELL_KNOWN, BGP_ERR_OPTIONAL_ATTRIBUTE,
-  BGP_ERR_UNRECOGNIZED_WELL_KNOWN, BGP_HEADER_LEN, BGP_MAX_MESSAGE_LEN, BGP_TYPE_UPDATE, BGP_UPDATE_MIN_LEN, newBgpHeader, parseBgpHeader,
+  BGP_ERR_ATTRIBUTE_FLAGS,
+  BGP_ERR_ATTRIBUTE_LENGTH,
+  BGP_ERR_BAD_MESSAGE_TYPE,
+  BGP_ERR_INVALID_NETWORK_FIELD,
+  BGP_ERR_INVALID_NEXT_HOP,
+  BGP_ERR_INVALID_ORIGIN,
+  BGP_ERR_MALFORMED_AS_PATH,
+  BGP_ERR_MALFORMED_ATTRIBUTE_LIST,
+  BGP_ERR_MISSING_WELL_KNOWN,
+  BGP_ERR_OPTIONAL_ATTRIBUTE,
+  BGP_ERR_UNRECOGNIZED_WELL_KNOWN,
+  BGP_HEADER_LEN,
+  BGP_MAX_MESSAGE_LEN,
+  BGP_TYPE_UPDATE,
+  BGP_UPDATE_MIN_LEN,
+  newBgpHeader,
+  parseBgpHeader,
   writeBgpHeader,
 } from './bgp-message.js';
 import { BGP_AFI_IPV4, BGP_AFI_IPV6, BGP_AS_TRANS, BGP_SAFI_UNICAST } from './bgp-open.js';
@@ -133,8 +147,17 @@ export interface BgpUpdateOptions {
 
 export function newBgpUpdate(): BgpUpdate {
   return {
-    withdrawn: [], attributes: [], nlri: [], origin: null, asPath: null, nextHop: null, med: null, localPref: null,
-    mpReach: null, mpUnreach: null, error: null,
+    withdrawn: [],
+    attributes: [],
+    nlri: [],
+    origin: null,
+    asPath: null,
+    nextHop: null,
+    med: null,
+    localPref: null,
+    mpReach: null,
+    mpUnreach: null,
+    error: null,
   };
 }
 
@@ -206,9 +229,13 @@ function noteError(out: BgpUpdate, error: number, handling: BgpErrorHandling, at
 /** What a malformed attribute of this type gets (RFC 7606 7; RFC 6793 6 for the AS4_ attributes). */
 function malformedHandling(type: number): BgpErrorHandling {
   switch (type) {
-    case BGP_ATTR_ATOMIC_AGGREGATE: case BGP_ATTR_AGGREGATOR: case BGP_ATTR_AS4_PATH: case BGP_ATTR_AS4_AGGREGATOR:
+    case BGP_ATTR_ATOMIC_AGGREGATE:
+    case BGP_ATTR_AGGREGATOR:
+    case BGP_ATTR_AS4_PATH:
+    case BGP_ATTR_AS4_AGGREGATOR:
       return 'attribute-discard';
-    case BGP_ATTR_MP_REACH_NLRI: case BGP_ATTR_MP_UNREACH_NLRI:
+    case BGP_ATTR_MP_REACH_NLRI:
+    case BGP_ATTR_MP_UNREACH_NLRI:
       return 'session-reset';
     default:
       return 'treat-as-withdraw';
@@ -217,12 +244,20 @@ function malformedHandling(type: number): BgpErrorHandling {
 
 /** The Optional and Transitive bits each known attribute must carry (RFC 4271 5, RFC 4760, RFC 6793, RFC 8092). */
 const EXPECTED_FLAGS: Record<number, number> = {
-  [BGP_ATTR_ORIGIN]: WELL_KNOWN, [BGP_ATTR_AS_PATH]: WELL_KNOWN, [BGP_ATTR_NEXT_HOP]: WELL_KNOWN,
-  [BGP_ATTR_MED]: OPTIONAL_NON_TRANSITIVE, [BGP_ATTR_LOCAL_PREF]: WELL_KNOWN, [BGP_ATTR_ATOMIC_AGGREGATE]: WELL_KNOWN,
-  [BGP_ATTR_AGGREGATOR]: OPTIONAL_TRANSITIVE, [BGP_ATTR_COMMUNITIES]: OPTIONAL_TRANSITIVE,
-  [BGP_ATTR_MP_REACH_NLRI]: OPTIONAL_NON_TRANSITIVE, [BGP_ATTR_MP_UNREACH_NLRI]: OPTIONAL_NON_TRANSITIVE,
-  [BGP_ATTR_EXT_COMMUNITIES]: OPTIONAL_TRANSITIVE, [BGP_ATTR_AS4_PATH]: OPTIONAL_TRANSITIVE,
-  [BGP_ATTR_AS4_AGGREGATOR]: OPTIONAL_TRANSITIVE, [BGP_ATTR_LARGE_COMMUNITIES]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_ORIGIN]: WELL_KNOWN,
+  [BGP_ATTR_AS_PATH]: WELL_KNOWN,
+  [BGP_ATTR_NEXT_HOP]: WELL_KNOWN,
+  [BGP_ATTR_MED]: OPTIONAL_NON_TRANSITIVE,
+  [BGP_ATTR_LOCAL_PREF]: WELL_KNOWN,
+  [BGP_ATTR_ATOMIC_AGGREGATE]: WELL_KNOWN,
+  [BGP_ATTR_AGGREGATOR]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_COMMUNITIES]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_MP_REACH_NLRI]: OPTIONAL_NON_TRANSITIVE,
+  [BGP_ATTR_MP_UNREACH_NLRI]: OPTIONAL_NON_TRANSITIVE,
+  [BGP_ATTR_EXT_COMMUNITIES]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_AS4_PATH]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_AS4_AGGREGATOR]: OPTIONAL_TRANSITIVE,
+  [BGP_ATTR_LARGE_COMMUNITIES]: OPTIONAL_TRANSITIVE,
 };
 
 /** Parses AS_PATH segments (asnLen 2 or 4); null when malformed (RFC 7606 7.2: overrun, zero length, unknown type). */
@@ -291,7 +326,13 @@ function parseMpUnreach(v: Uint8Array): BgpMpUnreach | null {
  * when RFC 7606 leaves only a session reset (out.error then holds the NOTIFICATION's data). A
  * successful parse may still carry out.error: treat-as-withdraw or attribute discard.
  */
-export function parseBgpUpdate(buf: Uint8Array, off: number, out: BgpUpdate, end = buf.length, opts: BgpUpdateOptions = { as4: true }): number {
+export function parseBgpUpdate(
+  buf: Uint8Array,
+  off: number,
+  out: BgpUpdate,
+  end = buf.length,
+  opts: BgpUpdateOptions = { as4: true },
+): number {
   const h = newBgpHeader();
   const r = parseBgpHeader(buf, off, h, end);
   if (r < 0) return r;
@@ -323,15 +364,22 @@ export function parseBgpUpdate(buf: Uint8Array, off: number, out: BgpUpdate, end
     const start = p;
     // RFC 7606 4: an attribute header or value that overruns the list: treat-as-withdraw, and the
     // Total Attribute Length still locates the NLRI
-    if (attrEnd - p < 3) { noteError(out, BGP_ERR_MALFORMED_ATTRIBUTE_LIST, 'treat-as-withdraw', null, new Uint8Array(0)); break; }
+    if (attrEnd - p < 3) {
+      noteError(out, BGP_ERR_MALFORMED_ATTRIBUTE_LIST, 'treat-as-withdraw', null, new Uint8Array(0));
+      break;
+    }
     const flags = buf[p]!;
     const type = buf[p + 1]!;
     const ext = (flags & BGP_FLAG_EXTENDED_LENGTH) !== 0;
     const hdr = ext ? 4 : 3;
-    if (attrEnd - p < hdr) { noteError(out, BGP_ERR_MALFORMED_ATTRIBUTE_LIST, 'treat-as-withdraw', type, new Uint8Array(0)); break; }
+    if (attrEnd - p < hdr) {
+      noteError(out, BGP_ERR_MALFORMED_ATTRIBUTE_LIST, 'treat-as-withdraw', type, new Uint8Array(0));
+      break;
+    }
     const len = ext ? readU16(buf, p + 2) : buf[p + 2]!;
     if (p + hdr + len > attrEnd) {
-      if (type === BGP_ATTR_MP_REACH_NLRI || type === BGP_ATTR_MP_UNREACH_NLRI) return fatal(BGP_ERR_ATTRIBUTE_LENGTH, type, buf.slice(start, attrEnd));
+      if (type === BGP_ATTR_MP_REACH_NLRI || type === BGP_ATTR_MP_UNREACH_NLRI)
+        return fatal(BGP_ERR_ATTRIBUTE_LENGTH, type, buf.slice(start, attrEnd));
       noteError(out, BGP_ERR_ATTRIBUTE_LENGTH, 'treat-as-withdraw', type, buf.slice(start, attrEnd));
       break;
     }
@@ -365,49 +413,91 @@ export function parseBgpUpdate(buf: Uint8Array, off: number, out: BgpUpdate, end
     };
     switch (type) {
       case BGP_ATTR_ORIGIN:
-        if (len !== 1) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
-        if (value[0]! > BGP_ORIGIN_INCOMPLETE) { bad(BGP_ERR_INVALID_ORIGIN); continue; }
+        if (len !== 1) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
+        if (value[0]! > BGP_ORIGIN_INCOMPLETE) {
+          bad(BGP_ERR_INVALID_ORIGIN);
+          continue;
+        }
         out.origin = value[0]!;
         break;
       case BGP_ATTR_AS_PATH: {
         const segs = parseAsPath(value, asnLen);
-        if (segs === null) { bad(BGP_ERR_MALFORMED_AS_PATH); continue; }
+        if (segs === null) {
+          bad(BGP_ERR_MALFORMED_AS_PATH);
+          continue;
+        }
         out.asPath = segs;
         break;
       }
       case BGP_ATTR_NEXT_HOP:
-        if (len !== 4) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
-        if (badNextHop4(readU32(value, 0))) { bad(BGP_ERR_INVALID_NEXT_HOP); continue; }
+        if (len !== 4) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
+        if (badNextHop4(readU32(value, 0))) {
+          bad(BGP_ERR_INVALID_NEXT_HOP);
+          continue;
+        }
         out.nextHop = ipFromBytes(4, value);
         break;
       case BGP_ATTR_MED:
-        if (len !== 4) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
+        if (len !== 4) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
         out.med = readU32(value, 0);
         break;
       case BGP_ATTR_LOCAL_PREF:
-        if (len !== 4) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
+        if (len !== 4) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
         out.localPref = readU32(value, 0);
         break;
       case BGP_ATTR_ATOMIC_AGGREGATE:
-        if (len !== 0) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
+        if (len !== 0) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
         break;
       case BGP_ATTR_AGGREGATOR:
-        if (len !== asnLen + 4) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
+        if (len !== asnLen + 4) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
         break;
       case BGP_ATTR_AS4_AGGREGATOR:
-        if (len !== 8) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; }
+        if (len !== 8) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        }
         break;
       case BGP_ATTR_AS4_PATH:
-        if (parseAsPath(value, 4) === null) { bad(BGP_ERR_MALFORMED_AS_PATH); continue; }
+        if (parseAsPath(value, 4) === null) {
+          bad(BGP_ERR_MALFORMED_AS_PATH);
+          continue;
+        }
         break;
       case BGP_ATTR_COMMUNITIES:
-        if (len === 0 || len % 4 !== 0) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; } // RFC 7606 7.8
+        if (len === 0 || len % 4 !== 0) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        } // RFC 7606 7.8
         break;
       case BGP_ATTR_EXT_COMMUNITIES:
-        if (len === 0 || len % 8 !== 0) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; } // RFC 7606 7.14
+        if (len === 0 || len % 8 !== 0) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        } // RFC 7606 7.14
         break;
       case BGP_ATTR_LARGE_COMMUNITIES:
-        if (len === 0 || len % 12 !== 0) { bad(BGP_ERR_ATTRIBUTE_LENGTH); continue; } // RFC 8092 6
+        if (len === 0 || len % 12 !== 0) {
+          bad(BGP_ERR_ATTRIBUTE_LENGTH);
+          continue;
+        } // RFC 8092 6
         break;
       case BGP_ATTR_MP_REACH_NLRI: {
         const mp = parseMpReach(value); // RFC 4760 7, RFC 7606 7.11: session reset
@@ -444,14 +534,25 @@ function attrLength(a: BgpAttribute): number {
   return (ext ? 4 : 3) + a.value.length;
 }
 
-export function bgpUpdateLength(u: { withdrawn: readonly BgpPrefix[]; attributes: readonly BgpAttribute[]; nlri: readonly BgpPrefix[] }): number {
-  return BGP_UPDATE_MIN_LEN + bgpPrefixesLength(u.withdrawn) + u.attributes.reduce((n, a) => n + attrLength(a), 0) + bgpPrefixesLength(u.nlri);
+export function bgpUpdateLength(u: {
+  withdrawn: readonly BgpPrefix[];
+  attributes: readonly BgpAttribute[];
+  nlri: readonly BgpPrefix[];
+}): number {
+  return (
+    BGP_UPDATE_MIN_LEN + bgpPrefixesLength(u.withdrawn) + u.attributes.reduce((n, a) => n + attrLength(a), 0) + bgpPrefixesLength(u.nlri)
+  );
 }
 
 /** Writes an UPDATE from its withdrawn prefixes, raw attributes (flags kept; extended length when set or needed) and NLRI. */
-export function writeBgpUpdate(u: { withdrawn: readonly BgpPrefix[]; attributes: readonly BgpAttribute[]; nlri: readonly BgpPrefix[] }, buf: Uint8Array, off: number): number {
+export function writeBgpUpdate(
+  u: { withdrawn: readonly BgpPrefix[]; attributes: readonly BgpAttribute[]; nlri: readonly BgpPrefix[] },
+  buf: Uint8Array,
+  off: number,
+): number {
   const len = bgpUpdateLength(u);
-  if (len > BGP_MAX_MESSAGE_LEN) throw new RangeError(`UPDATE of ${len} bytes is longer than ${BGP_MAX_MESSAGE_LEN}; split it (buildBgpAnnouncements does)`);
+  if (len > BGP_MAX_MESSAGE_LEN)
+    throw new RangeError(`UPDATE of ${len} bytes is longer than ${BGP_MAX_MESSAGE_LEN}; split it (buildBgpAnnouncements does)`);
   writeBgpHeader({ length: len, type: BGP_TYPE_UPDATE }, buf, off);
   let p = off + BGP_HEADER_LEN;
   const wlen = bgpPrefixesLength(u.withdrawn);
@@ -464,7 +565,13 @@ export function writeBgpUpdate(u: { withdrawn: readonly BgpPrefix[]; attributes:
     const ext = (a.flags & BGP_FLAG_EXTENDED_LENGTH) !== 0 || a.value.length > 255;
     buf[p] = ext ? a.flags | BGP_FLAG_EXTENDED_LENGTH : a.flags;
     buf[p + 1] = a.type;
-    if (ext) { writeU16(buf, p + 2, a.value.length); p += 4; } else { buf[p + 2] = a.value.length; p += 3; }
+    if (ext) {
+      writeU16(buf, p + 2, a.value.length);
+      p += 4;
+    } else {
+      buf[p + 2] = a.value.length;
+      p += 3;
+    }
     buf.set(a.value, p);
     p += a.value.length;
   }
@@ -473,7 +580,11 @@ export function writeBgpUpdate(u: { withdrawn: readonly BgpPrefix[]; attributes:
   return len;
 }
 
-export function encodeBgpUpdate(u: { withdrawn: readonly BgpPrefix[]; attributes: readonly BgpAttribute[]; nlri: readonly BgpPrefix[] }): Uint8Array {
+export function encodeBgpUpdate(u: {
+  withdrawn: readonly BgpPrefix[];
+  attributes: readonly BgpAttribute[];
+  nlri: readonly BgpPrefix[];
+}): Uint8Array {
   const b = new Uint8Array(bgpUpdateLength(u));
   writeBgpUpdate(u, b, 0);
   return b;
@@ -580,13 +691,19 @@ function chunk<T>(list: readonly T[], fits: (part: readonly T[]) => boolean): T[
  * UPDATE messages announcing `prefixes` (all of one family) with the given next hops and attributes:
  * IPv4 in the NLRI field with NEXT_HOP, IPv6 in MP_REACH_NLRI, which goes first (RFC 7606 5.1).
  */
-export function buildBgpAnnouncements(family: 4 | 6, prefixes: readonly BgpPrefix[], nextHops: readonly IpAddr[], attrs: BgpRouteAttributes): Uint8Array[] {
+export function buildBgpAnnouncements(
+  family: 4 | 6,
+  prefixes: readonly BgpPrefix[],
+  nextHops: readonly IpAddr[],
+  attrs: BgpRouteAttributes,
+): Uint8Array[] {
   if (prefixes.length === 0) return [];
   const path = pathAttributes(attrs);
   if (family === 4) {
     const attributes = [...path, bgpNextHopAttr(nextHops[0]!)];
-    return chunk(prefixes, (part) => bgpUpdateLength({ withdrawn: [], attributes, nlri: part }) <= BGP_MAX_MESSAGE_LEN)
-      .map((part) => encodeBgpUpdate({ withdrawn: [], attributes, nlri: part }));
+    return chunk(prefixes, (part) => bgpUpdateLength({ withdrawn: [], attributes, nlri: part }) <= BGP_MAX_MESSAGE_LEN).map((part) =>
+      encodeBgpUpdate({ withdrawn: [], attributes, nlri: part }),
+    );
   }
   const make = (part: readonly BgpPrefix[]) => ({ withdrawn: [], attributes: [bgpMpReachAttr(6, nextHops, part), ...path], nlri: [] });
   return chunk(prefixes, (part) => bgpUpdateLength(make(part)) <= BGP_MAX_MESSAGE_LEN).map((part) => encodeBgpUpdate(make(part)));
@@ -596,8 +713,9 @@ export function buildBgpAnnouncements(family: 4 | 6, prefixes: readonly BgpPrefi
 export function buildBgpWithdrawals(family: 4 | 6, prefixes: readonly BgpPrefix[]): Uint8Array[] {
   if (prefixes.length === 0) return [];
   if (family === 4) {
-    return chunk(prefixes, (part) => bgpUpdateLength({ withdrawn: part, attributes: [], nlri: [] }) <= BGP_MAX_MESSAGE_LEN)
-      .map((part) => encodeBgpUpdate({ withdrawn: part, attributes: [], nlri: [] }));
+    return chunk(prefixes, (part) => bgpUpdateLength({ withdrawn: part, attributes: [], nlri: [] }) <= BGP_MAX_MESSAGE_LEN).map((part) =>
+      encodeBgpUpdate({ withdrawn: part, attributes: [], nlri: [] }),
+    );
   }
   const make = (part: readonly BgpPrefix[]) => ({ withdrawn: [], attributes: [bgpMpUnreachAttr(6, part)], nlri: [] });
   return chunk(prefixes, (part) => bgpUpdateLength(make(part)) <= BGP_MAX_MESSAGE_LEN).map((part) => encodeBgpUpdate(make(part)));

@@ -14,7 +14,11 @@ export function sumBytes(buf: Uint8Array, off: number, len: number, acc: number)
     hi += buf[i]! + buf[i + 2]!;
     lo += buf[i + 1]! + buf[i + 3]!;
   }
-  if (len & 2) { hi += buf[i]!; lo += buf[i + 1]!; i += 2; }
+  if (len & 2) {
+    hi += buf[i]!;
+    lo += buf[i + 1]!;
+    i += 2;
+  }
   if (len & 1) hi += buf[i]!;
   return acc + hi * 256 + lo;
 }
@@ -99,7 +103,12 @@ export function updateChecksum32(csum: number, oldValue: number, newValue: numbe
  * newBuf[newOff]; used for IPv6 addresses (16 bytes). Call before the bytes are overwritten.
  */
 export function updateChecksumBytes(
-  csum: number, oldBuf: Uint8Array, oldOff: number, newBuf: Uint8Array, newOff: number, len: number,
+  csum: number,
+  oldBuf: Uint8Array,
+  oldOff: number,
+  newBuf: Uint8Array,
+  newOff: number,
+  len: number,
 ): number {
   let s = ~csum & 0xffff;
   for (let i = 0; i < len; i += 2) {

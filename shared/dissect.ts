@@ -4,9 +4,7 @@
 // the replay command and the golden-vector tests read captures through it.
 import { formatIpv4, formatIpv6, formatMac } from './addr.js';
 import { codecErrorName } from './codec-error.js';
-import {
-  verifyIpv4HeaderChecksum, verifyL4Checksum, pseudoSumV4, pseudoSumV6Bytes,
-} from './checksum.js';
+import { verifyIpv4HeaderChecksum, verifyL4Checksum, pseudoSumV4, pseudoSumV6Bytes } from './checksum.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, VLAN_NONE } from './ethernet.js';
 import { newArpPacket, parseArp } from './arp.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, isIpv4Fragment, newIpv4Header, parseIpv4 } from './ipv4.js';
@@ -21,21 +19,73 @@ import { LINKTYPE_ETHERNET, LINKTYPE_RAW } from './pcap-file.js';
 /** true: verified; false: wrong; null: not checkable (quoted packet cut short, UDP checksum zero, fragment). */
 export type ChecksumStatus = boolean | null;
 
-interface IcmpFields { off: number; type: number; code: number; rest: number; checksumOk: ChecksumStatus }
+interface IcmpFields {
+  off: number;
+  type: number;
+  code: number;
+  rest: number;
+  checksumOk: ChecksumStatus;
+}
 
 export type DissectedLayer =
   | { layer: 'eth'; off: number; src: string; dst: string; type: number; vlan: number }
   | { layer: 'arp'; off: number; op: number; senderMac: string; senderIp: string; targetMac: string; targetIp: string }
   | {
-      layer: 'ipv4'; off: number; src: string; dst: string; protocol: number; headerLen: number; totalLength: number;
-      ttl: number; id: number; flags: number; fragOffset: number; tos: number; checksumOk: ChecksumStatus; quoted: boolean;
+      layer: 'ipv4';
+      off: number;
+      src: string;
+      dst: string;
+      protocol: number;
+      headerLen: number;
+      totalLength: number;
+      ttl: number;
+      id: number;
+      flags: number;
+      fragOffset: number;
+      tos: number;
+      checksumOk: ChecksumStatus;
+      quoted: boolean;
     }
   | {
-      layer: 'ipv6'; off: number; src: string; dst: string; nextHeader: number; protocol: number; payloadLength: number;
-      hopLimit: number; headerLen: number; extCount: number; fragment: boolean; fragOffset: number; quoted: boolean;
+      layer: 'ipv6';
+      off: number;
+      src: string;
+      dst: string;
+      nextHeader: number;
+      protocol: number;
+      payloadLength: number;
+      hopLimit: number;
+      headerLen: number;
+      extCount: number;
+      fragment: boolean;
+      fragOffset: number;
+      quoted: boolean;
     }
-  | { layer: 'tcp'; off: number; srcPort: number; dstPort: number; seq: number; ack: number; flags: number; headerLen: number; window: number; payloadOff: number; payloadLen: number; checksumOk: ChecksumStatus }
-  | { layer: 'udp'; off: number; srcPort: number; dstPort: number; length: number; checksum: number; payloadOff: number; payloadLen: number; checksumOk: ChecksumStatus }
+  | {
+      layer: 'tcp';
+      off: number;
+      srcPort: number;
+      dstPort: number;
+      seq: number;
+      ack: number;
+      flags: number;
+      headerLen: number;
+      window: number;
+      payloadOff: number;
+      payloadLen: number;
+      checksumOk: ChecksumStatus;
+    }
+  | {
+      layer: 'udp';
+      off: number;
+      srcPort: number;
+      dstPort: number;
+      length: number;
+      checksum: number;
+      payloadOff: number;
+      payloadLen: number;
+      checksumOk: ChecksumStatus;
+    }
   | ({ layer: 'icmp' } & IcmpFields)
   | ({ layer: 'icmpv6' } & IcmpFields)
   | { layer: 'vxlan'; off: number; flags: number; vni: number }
@@ -86,7 +136,14 @@ function walkEthernet(buf: Uint8Array, off: number, end: number, layers: Dissect
   const h = newEthernetHeader();
   const n = parseEthernet(buf.subarray(0, end), off, h);
   if (n < 0) return err(layers, off, 'eth', n);
-  layers.push({ layer: 'eth', off, src: formatMac(h.src), dst: formatMac(h.dst), type: h.etherType, vlan: h.vlanId === VLAN_NONE ? -1 : h.vlanId });
+  layers.push({
+    layer: 'eth',
+    off,
+    src: formatMac(h.src),
+    dst: formatMac(h.dst),
+    type: h.etherType,
+    vlan: h.vlanId === VLAN_NONE ? -1 : h.vlanId,
+  });
   const p = off + n;
   if (h.etherType === ETHERTYPE_IPV4) walkIpv4(buf, p, end, false, layers, vx);
   else if (h.etherType === ETHERTYPE_IPV6) walkIpv6(buf, p, end, false, layers, vx);
@@ -95,8 +152,13 @@ function walkEthernet(buf: Uint8Array, off: number, end: number, layers: Dissect
     const r = parseArp(buf.subarray(0, end), p, a);
     if (r < 0) return err(layers, p, 'arp', r);
     layers.push({
-      layer: 'arp', off: p, op: a.op, senderMac: formatMac(a.senderMac), senderIp: formatIpv4(a.senderIp),
-      targetMac: formatMac(a.targetMac), targetIp: formatIpv4(a.targetIp),
+      layer: 'arp',
+      off: p,
+      op: a.op,
+      senderMac: formatMac(a.senderMac),
+      senderIp: formatIpv4(a.senderIp),
+      targetMac: formatMac(a.targetMac),
+      targetIp: formatIpv4(a.targetIp),
     });
   }
 }
@@ -112,9 +174,20 @@ function walkIpv4(buf: Uint8Array, off: number, end: number, quoted: boolean, la
   const cut = quoted && off + h.totalLength > end;
   if (n < 0) return err(layers, off, 'ipv4', n);
   layers.push({
-    layer: 'ipv4', off, src: formatIpv4(h.src), dst: formatIpv4(h.dst), protocol: h.protocol, headerLen: h.headerLen,
-    totalLength: h.totalLength, ttl: h.ttl, id: h.id, flags: h.flags, fragOffset: h.fragOffset, tos: h.tos,
-    checksumOk: verifyIpv4HeaderChecksum(buf, off, h.headerLen), quoted,
+    layer: 'ipv4',
+    off,
+    src: formatIpv4(h.src),
+    dst: formatIpv4(h.dst),
+    protocol: h.protocol,
+    headerLen: h.headerLen,
+    totalLength: h.totalLength,
+    ttl: h.ttl,
+    id: h.id,
+    flags: h.flags,
+    fragOffset: h.fragOffset,
+    tos: h.tos,
+    checksumOk: verifyIpv4HeaderChecksum(buf, off, h.headerLen),
+    quoted,
   });
   if (h.fragOffset !== 0) return; // later fragments carry no upper-layer header
   const l4 = off + n;
@@ -130,9 +203,19 @@ function walkIpv6(buf: Uint8Array, off: number, end: number, quoted: boolean, la
   const cut = quoted && off + 40 + h.payloadLength > end;
   if (n < 0) return err(layers, off, 'ipv6', n);
   layers.push({
-    layer: 'ipv6', off, src: formatIpv6(h.src), dst: formatIpv6(h.dst), nextHeader: h.nextHeader, protocol: h.protocol,
-    payloadLength: h.payloadLength, hopLimit: h.hopLimit, headerLen: h.headerLen, extCount: h.extCount,
-    fragment: isIpv6Fragment(h), fragOffset: h.fragOffset, quoted,
+    layer: 'ipv6',
+    off,
+    src: formatIpv6(h.src),
+    dst: formatIpv6(h.dst),
+    nextHeader: h.nextHeader,
+    protocol: h.protocol,
+    payloadLength: h.payloadLength,
+    hopLimit: h.hopLimit,
+    headerLen: h.headerLen,
+    extCount: h.extCount,
+    fragment: isIpv6Fragment(h),
+    fragOffset: h.fragOffset,
+    quoted,
   });
   if (h.hasFragment && h.fragOffset !== 0) return;
   const l4 = off + n;
@@ -143,8 +226,16 @@ function walkIpv6(buf: Uint8Array, off: number, end: number, quoted: boolean, la
 }
 
 function walkL4(
-  buf: Uint8Array, off: number, end: number, proto: number, pseudo: number, complete: boolean, family: 4 | 6,
-  layers: DissectedLayer[], vx: readonly number[], fullLen: number,
+  buf: Uint8Array,
+  off: number,
+  end: number,
+  proto: number,
+  pseudo: number,
+  complete: boolean,
+  family: 4 | 6,
+  layers: DissectedLayer[],
+  vx: readonly number[],
+  fullLen: number,
 ): void {
   const view = buf.subarray(0, end);
   const canSum = complete && end - off === fullLen;
@@ -154,26 +245,61 @@ function walkL4(
     if (n < 0) {
       // an ICMP error may quote only the first 8 bytes of TCP: ports, sequence number
       if (!complete && end - off >= 8) {
-        layers.push({ layer: 'tcp', off, srcPort: (buf[off]! << 8) | buf[off + 1]!, dstPort: (buf[off + 2]! << 8) | buf[off + 3]!, seq: 0, ack: 0, flags: 0, headerLen: 0, window: 0, payloadOff: end, payloadLen: 0, checksumOk: null });
+        layers.push({
+          layer: 'tcp',
+          off,
+          srcPort: (buf[off]! << 8) | buf[off + 1]!,
+          dstPort: (buf[off + 2]! << 8) | buf[off + 3]!,
+          seq: 0,
+          ack: 0,
+          flags: 0,
+          headerLen: 0,
+          window: 0,
+          payloadOff: end,
+          payloadLen: 0,
+          checksumOk: null,
+        });
         return;
       }
       return err(layers, off, 'tcp', n);
     }
     layers.push({
-      layer: 'tcp', off, srcPort: t.srcPort, dstPort: t.dstPort, seq: t.seq, ack: t.ack, flags: t.flags, headerLen: t.headerLen,
-      window: t.window, payloadOff: off + n, payloadLen: end - off - n, checksumOk: canSum ? verifyL4Checksum(buf, off, fullLen, pseudo) : null,
+      layer: 'tcp',
+      off,
+      srcPort: t.srcPort,
+      dstPort: t.dstPort,
+      seq: t.seq,
+      ack: t.ack,
+      flags: t.flags,
+      headerLen: t.headerLen,
+      window: t.window,
+      payloadOff: off + n,
+      payloadLen: end - off - n,
+      checksumOk: canSum ? verifyL4Checksum(buf, off, fullLen, pseudo) : null,
     });
   } else if (proto === IPPROTO_UDP) {
     const u = newUdpHeader();
     let n = parseUdp(view, off, u);
     if (n < 0 && !complete && end - off >= 8) {
-      u.srcPort = (buf[off]! << 8) | buf[off + 1]!; u.dstPort = (buf[off + 2]! << 8) | buf[off + 3]!;
-      u.length = (buf[off + 4]! << 8) | buf[off + 5]!; u.checksum = (buf[off + 6]! << 8) | buf[off + 7]!;
+      u.srcPort = (buf[off]! << 8) | buf[off + 1]!;
+      u.dstPort = (buf[off + 2]! << 8) | buf[off + 3]!;
+      u.length = (buf[off + 4]! << 8) | buf[off + 5]!;
+      u.checksum = (buf[off + 6]! << 8) | buf[off + 7]!;
       n = 8;
     }
     if (n < 0) return err(layers, off, 'udp', n);
     const ok = !canSum ? null : u.checksum === 0 ? (family === 4 ? null : false) : verifyL4Checksum(buf, off, u.length, pseudo);
-    layers.push({ layer: 'udp', off, srcPort: u.srcPort, dstPort: u.dstPort, length: u.length, checksum: u.checksum, payloadOff: off + 8, payloadLen: Math.min(u.length, end - off) - 8, checksumOk: ok });
+    layers.push({
+      layer: 'udp',
+      off,
+      srcPort: u.srcPort,
+      dstPort: u.dstPort,
+      length: u.length,
+      checksum: u.checksum,
+      payloadOff: off + 8,
+      payloadLen: Math.min(u.length, end - off) - 8,
+      checksumOk: ok,
+    });
     if (vx.includes(u.dstPort)) {
       const v = newVxlanHeader();
       const r = parseVxlan(view, off + 8, v);

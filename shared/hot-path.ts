@@ -68,8 +68,17 @@ export function ipv4ChecksumOk(buf: Uint8Array, off: number, h: Ipv4Header): boo
   const hl = h.headerLen;
   const src = h.src;
   const dst = h.dst;
-  let s = (((0x40 | (hl >>> 2)) << 8) | h.tos) + h.totalLength + h.id + ((h.flags << 13) | h.fragOffset) + ((h.ttl << 8) | h.protocol)
-    + h.checksum + (src >>> 16) + (src & 0xffff) + (dst >>> 16) + (dst & 0xffff);
+  let s =
+    (((0x40 | (hl >>> 2)) << 8) | h.tos) +
+    h.totalLength +
+    h.id +
+    ((h.flags << 13) | h.fragOffset) +
+    ((h.ttl << 8) | h.protocol) +
+    h.checksum +
+    (src >>> 16) +
+    (src & 0xffff) +
+    (dst >>> 16) +
+    (dst & 0xffff);
   if (hl > IPV4_HEADER_LEN) s = sumBytes(buf, off + IPV4_HEADER_LEN, hl - IPV4_HEADER_LEN, s);
   return finishChecksum(s) === 0;
 }

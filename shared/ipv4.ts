@@ -36,7 +36,19 @@ export interface Ipv4Header {
 }
 
 export function newIpv4Header(): Ipv4Header {
-  return { headerLen: IPV4_HEADER_LEN, tos: 0, totalLength: 0, id: 0, flags: 0, fragOffset: 0, ttl: 64, protocol: 0, checksum: 0, src: 0, dst: 0 };
+  return {
+    headerLen: IPV4_HEADER_LEN,
+    tos: 0,
+    totalLength: 0,
+    id: 0,
+    flags: 0,
+    fragOffset: 0,
+    ttl: 64,
+    protocol: 0,
+    checksum: 0,
+    src: 0,
+    dst: 0,
+  };
 }
 
 /**

@@ -1,8 +1,6 @@
 // IPv6 header (RFC 8200) with a walk over extension headers to the upper-layer header.
 import { readU16, readU32, writeU16, writeU32 } from './bytes.js';
-import {
-  ERR_TRUNCATED, ERR_BAD_VERSION, ERR_BAD_PAYLOAD_LENGTH, ERR_BAD_EXT_HEADER, ERR_TOO_MANY_EXT_HEADERS,
-} from './codec-error.js';
+import { ERR_TRUNCATED, ERR_BAD_VERSION, ERR_BAD_PAYLOAD_LENGTH, ERR_BAD_EXT_HEADER, ERR_TOO_MANY_EXT_HEADERS } from './codec-error.js';
 
 export const IPV6_HEADER_LEN = 40;
 export const IPV6_FRAGMENT_HEADER_LEN = 8;
@@ -46,9 +44,21 @@ export interface Ipv6Header {
 
 export function newIpv6Header(): Ipv6Header {
   return {
-    trafficClass: 0, flowLabel: 0, payloadLength: 0, nextHeader: 0, hopLimit: 64,
-    src: new Uint32Array(4), dst: new Uint32Array(4), protocol: 0, headerLen: IPV6_HEADER_LEN, extCount: 0,
-    hasFragment: false, fragOffset: 0, moreFragments: false, fragId: 0, fragHeaderOff: -1,
+    trafficClass: 0,
+    flowLabel: 0,
+    payloadLength: 0,
+    nextHeader: 0,
+    hopLimit: 64,
+    src: new Uint32Array(4),
+    dst: new Uint32Array(4),
+    protocol: 0,
+    headerLen: IPV6_HEADER_LEN,
+    extCount: 0,
+    hasFragment: false,
+    fragOffset: 0,
+    moreFragments: false,
+    fragId: 0,
+    fragHeaderOff: -1,
   };
 }
 

@@ -7,14 +7,18 @@
 import { ip, mac, type IpAddr } from './addr.js';
 import { writeU16 } from './bytes.js';
 import { ipv4HeaderChecksum, l4Checksum, pseudoSumV4, pseudoSumV6Bytes, udpChecksumOnWire } from './checksum.js';
-import {
-  ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, writeEthernet, newEthernetHeader,
-} from './ethernet.js';
+import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, writeEthernet, newEthernetHeader } from './ethernet.js';
 import { ARP_OP_REQUEST, newArpPacket, writeArp, ARP_LEN } from './arp.js';
 import { IPPROTO_ICMP, IPPROTO_ICMPV6, IPPROTO_TCP, IPPROTO_UDP, IPV4_HEADER_LEN, newIpv4Header, writeIpv4 } from './ipv4.js';
 import {
-  IPV6_HEADER_LEN, IPV6_NH_DEST_OPTS, IPV6_NH_FRAGMENT, IPV6_NH_HOP_BY_HOP, IPV6_NH_NONE, IPV6_NH_ROUTING,
-  newIpv6Header, writeIpv6,
+  IPV6_HEADER_LEN,
+  IPV6_NH_DEST_OPTS,
+  IPV6_NH_FRAGMENT,
+  IPV6_NH_HOP_BY_HOP,
+  IPV6_NH_NONE,
+  IPV6_NH_ROUTING,
+  newIpv6Header,
+  writeIpv6,
 } from './ipv6.js';
 import { TCP_HEADER_LEN, TCP_ACK, newTcpHeader, writeTcp } from './tcp.js';
 import { UDP_HEADER_LEN, newUdpHeader, writeUdp } from './udp.js';
@@ -24,29 +28,78 @@ import { VXLAN_HEADER_LEN, VXLAN_PORT, writeVxlan } from './vxlan.js';
 export const DEFAULT_SRC_MAC = '02:00:00:00:00:01';
 export const DEFAULT_DST_MAC = '02:00:00:00:00:02';
 
-export interface EthOpts { src?: string; dst?: string; type?: number; vlan?: number; pcp?: number }
-export interface ArpOpts { op?: number; senderMac?: string; senderIp: string; targetMac?: string; targetIp: string }
+export interface EthOpts {
+  src?: string;
+  dst?: string;
+  type?: number;
+  vlan?: number;
+  pcp?: number;
+}
+export interface ArpOpts {
+  op?: number;
+  senderMac?: string;
+  senderIp: string;
+  targetMac?: string;
+  targetIp: string;
+}
 export interface Ipv4Opts {
-  src: string; dst: string; ttl?: number; id?: number; flags?: number; fragOffset?: number; tos?: number;
-  protocol?: number; options?: Uint8Array;
+  src: string;
+  dst: string;
+  ttl?: number;
+  id?: number;
+  flags?: number;
+  fragOffset?: number;
+  tos?: number;
+  protocol?: number;
+  options?: Uint8Array;
   /** Overrides for malformed packets. */
-  totalLength?: number; ihl?: number; checksum?: number; version?: number;
+  totalLength?: number;
+  ihl?: number;
+  checksum?: number;
+  version?: number;
 }
 export interface Ipv6Opts {
-  src: string; dst: string; hopLimit?: number; flowLabel?: number; trafficClass?: number; nextHeader?: number;
-  payloadLength?: number; version?: number;
+  src: string;
+  dst: string;
+  hopLimit?: number;
+  flowLabel?: number;
+  trafficClass?: number;
+  nextHeader?: number;
+  payloadLength?: number;
+  version?: number;
 }
 export type Ext6Opts =
   | { type: 'hop' | 'dest' | 'routing'; len8?: number /* length in 8-octet units beyond the first */ }
   | { type: 'fragment'; offset8?: number; more?: boolean; id?: number };
 export interface TcpOpts {
-  sport: number; dport: number; seq?: number; ack?: number; flags?: number; window?: number; urgent?: number;
+  sport: number;
+  dport: number;
+  seq?: number;
+  ack?: number;
+  flags?: number;
+  window?: number;
+  urgent?: number;
   /** A number to force, or 'bad' for a deliberately wrong checksum. */
-  checksum?: number | 'bad'; dataOffset?: number; options?: Uint8Array;
+  checksum?: number | 'bad';
+  dataOffset?: number;
+  options?: Uint8Array;
 }
-export interface UdpOpts { sport: number; dport: number; length?: number; checksum?: number | 'bad' | 'zero' }
-export interface IcmpOpts { type: number; code?: number; rest?: number; checksum?: number | 'bad' }
-export interface VxlanOpts { vni: number; flags?: number }
+export interface UdpOpts {
+  sport: number;
+  dport: number;
+  length?: number;
+  checksum?: number | 'bad' | 'zero';
+}
+export interface IcmpOpts {
+  type: number;
+  code?: number;
+  rest?: number;
+  checksum?: number | 'bad';
+}
+export interface VxlanOpts {
+  vni: number;
+  flags?: number;
+}
 
 type Layer =
   | { kind: 'eth'; o: EthOpts }
@@ -63,46 +116,93 @@ type Layer =
 
 function protoOf(l: Layer | undefined): number {
   switch (l?.kind) {
-    case 'tcp': return IPPROTO_TCP;
-    case 'udp': return IPPROTO_UDP;
-    case 'icmp': return IPPROTO_ICMP;
-    case 'icmpv6': return IPPROTO_ICMPV6;
-    case 'ipv4': return 4;
-    case 'ipv6': return 41;
-    case 'ext6': return l.o.type === 'hop' ? IPV6_NH_HOP_BY_HOP : l.o.type === 'dest' ? IPV6_NH_DEST_OPTS
-      : l.o.type === 'routing' ? IPV6_NH_ROUTING : IPV6_NH_FRAGMENT;
-    default: return IPV6_NH_NONE;
+    case 'tcp':
+      return IPPROTO_TCP;
+    case 'udp':
+      return IPPROTO_UDP;
+    case 'icmp':
+      return IPPROTO_ICMP;
+    case 'icmpv6':
+      return IPPROTO_ICMPV6;
+    case 'ipv4':
+      return 4;
+    case 'ipv6':
+      return 41;
+    case 'ext6':
+      return l.o.type === 'hop'
+        ? IPV6_NH_HOP_BY_HOP
+        : l.o.type === 'dest'
+          ? IPV6_NH_DEST_OPTS
+          : l.o.type === 'routing'
+            ? IPV6_NH_ROUTING
+            : IPV6_NH_FRAGMENT;
+    default:
+      return IPV6_NH_NONE;
   }
 }
 
 function etherTypeOf(l: Layer | undefined): number {
   switch (l?.kind) {
-    case 'ipv4': return ETHERTYPE_IPV4;
-    case 'ipv6': return ETHERTYPE_IPV6;
-    case 'arp': return ETHERTYPE_ARP;
-    default: return 0x88b5; // IEEE local experimental
+    case 'ipv4':
+      return ETHERTYPE_IPV4;
+    case 'ipv6':
+      return ETHERTYPE_IPV6;
+    case 'arp':
+      return ETHERTYPE_ARP;
+    default:
+      return 0x88b5; // IEEE local experimental
   }
 }
 
 export class PacketBuilder {
   private readonly layers: Layer[] = [];
 
-  eth(o: EthOpts = {}): this { this.layers.push({ kind: 'eth', o }); return this; }
-  arp(o: ArpOpts): this { this.layers.push({ kind: 'arp', o }); return this; }
-  ipv4(o: Ipv4Opts): this { this.layers.push({ kind: 'ipv4', o, src: ip(o.src), dst: ip(o.dst) }); return this; }
-  ipv6(o: Ipv6Opts): this { this.layers.push({ kind: 'ipv6', o, src: ip(o.src), dst: ip(o.dst) }); return this; }
+  eth(o: EthOpts = {}): this {
+    this.layers.push({ kind: 'eth', o });
+    return this;
+  }
+  arp(o: ArpOpts): this {
+    this.layers.push({ kind: 'arp', o });
+    return this;
+  }
+  ipv4(o: Ipv4Opts): this {
+    this.layers.push({ kind: 'ipv4', o, src: ip(o.src), dst: ip(o.dst) });
+    return this;
+  }
+  ipv6(o: Ipv6Opts): this {
+    this.layers.push({ kind: 'ipv6', o, src: ip(o.src), dst: ip(o.dst) });
+    return this;
+  }
   /** An IPv6 extension header, placed after ipv6() and before the upper layer. */
-  ext6(o: Ext6Opts): this { this.layers.push({ kind: 'ext6', o }); return this; }
-  tcp(o: TcpOpts): this { this.layers.push({ kind: 'tcp', o }); return this; }
-  udp(o: UdpOpts): this { this.layers.push({ kind: 'udp', o }); return this; }
-  icmp(o: IcmpOpts): this { this.layers.push({ kind: 'icmp', o }); return this; }
-  icmpv6(o: IcmpOpts): this { this.layers.push({ kind: 'icmpv6', o }); return this; }
+  ext6(o: Ext6Opts): this {
+    this.layers.push({ kind: 'ext6', o });
+    return this;
+  }
+  tcp(o: TcpOpts): this {
+    this.layers.push({ kind: 'tcp', o });
+    return this;
+  }
+  udp(o: UdpOpts): this {
+    this.layers.push({ kind: 'udp', o });
+    return this;
+  }
+  icmp(o: IcmpOpts): this {
+    this.layers.push({ kind: 'icmp', o });
+    return this;
+  }
+  icmpv6(o: IcmpOpts): this {
+    this.layers.push({ kind: 'icmpv6', o });
+    return this;
+  }
   /** VXLAN header (RFC 7348); put a udp({ dport: VXLAN_PORT }) layer before it. */
-  vxlan(o: VxlanOpts): this { this.layers.push({ kind: 'vxlan', o }); return this; }
+  vxlan(o: VxlanOpts): this {
+    this.layers.push({ kind: 'vxlan', o });
+    return this;
+  }
   /** Payload bytes: a string (UTF-8), bytes, or a length of a repeating 0..255 pattern. */
   payload(p: string | Uint8Array | number): this {
-    const data = typeof p === 'string' ? new TextEncoder().encode(p)
-      : typeof p === 'number' ? Uint8Array.from({ length: p }, (_, i) => i & 0xff) : p;
+    const data =
+      typeof p === 'string' ? new TextEncoder().encode(p) : typeof p === 'number' ? Uint8Array.from({ length: p }, (_, i) => i & 0xff) : p;
     this.layers.push({ kind: 'payload', data });
     return this;
   }
@@ -132,8 +232,10 @@ export class PacketBuilder {
     if (l?.kind === 'ipv6') {
       const tmp = new Uint8Array(32);
       for (let w = 0; w < 4; w++) {
-        writeU16(tmp, w * 4, l.src.words[w]! >>> 16); writeU16(tmp, w * 4 + 2, l.src.words[w]! & 0xffff);
-        writeU16(tmp, 16 + w * 4, l.dst.words[w]! >>> 16); writeU16(tmp, 16 + w * 4 + 2, l.dst.words[w]! & 0xffff);
+        writeU16(tmp, w * 4, l.src.words[w]! >>> 16);
+        writeU16(tmp, w * 4 + 2, l.src.words[w]! & 0xffff);
+        writeU16(tmp, 16 + w * 4, l.dst.words[w]! >>> 16);
+        writeU16(tmp, 16 + w * 4 + 2, l.dst.words[w]! & 0xffff);
       }
       return pseudoSumV6Bytes(tmp, 0, 16, proto, len);
     }
@@ -146,7 +248,8 @@ export class PacketBuilder {
     switch (l.kind) {
       case 'payload': {
         const out = new Uint8Array(l.data.length + inner.length);
-        out.set(l.data, 0); out.set(inner, l.data.length);
+        out.set(l.data, 0);
+        out.set(inner, l.data.length);
         return out;
       }
       case 'eth': {
@@ -170,7 +273,8 @@ export class PacketBuilder {
         p.targetMac.set(mac(l.o.targetMac ?? '00:00:00:00:00:00'));
         p.targetIp = ip(l.o.targetIp).words[0]!;
         const out = new Uint8Array(ARP_LEN + inner.length);
-        writeArp(p, out, 0); out.set(inner, ARP_LEN);
+        writeArp(p, out, 0);
+        out.set(inner, ARP_LEN);
         return out;
       }
       case 'ipv4': {
@@ -204,7 +308,8 @@ export class PacketBuilder {
         h.payloadLength = l.o.payloadLength ?? inner.length;
         h.nextHeader = l.o.nextHeader ?? protoOf(next);
         h.hopLimit = l.o.hopLimit ?? 64;
-        h.src.set(l.src.words); h.dst.set(l.dst.words);
+        h.src.set(l.src.words);
+        h.dst.set(l.dst.words);
         writeIpv6(h, out, 0);
         if (l.o.version !== undefined) out[0] = (l.o.version << 4) | (out[0]! & 0x0f);
         out.set(inner, IPV6_HEADER_LEN);
@@ -217,7 +322,10 @@ export class PacketBuilder {
           out[0] = nh;
           writeU16(out, 2, ((l.o.offset8 ?? 0) << 3) | (l.o.more ? 1 : 0));
           const id = l.o.id ?? 0xabcd;
-          out[4] = id >>> 24; out[5] = (id >>> 16) & 0xff; out[6] = (id >>> 8) & 0xff; out[7] = id & 0xff;
+          out[4] = id >>> 24;
+          out[5] = (id >>> 16) & 0xff;
+          out[6] = (id >>> 8) & 0xff;
+          out[7] = id & 0xff;
           out.set(inner, 8);
           return out;
         }
@@ -225,8 +333,14 @@ export class PacketBuilder {
         const out = new Uint8Array(len + inner.length);
         out[0] = nh;
         out[1] = l.o.len8 ?? 0;
-        if (l.o.type === 'routing') { out[2] = 0; out[3] = 0; } // type 0 with segments left 0: ignorable
-        else { out[2] = 1; out[3] = len - 4; } // one PadN option filling the header
+        if (l.o.type === 'routing') {
+          out[2] = 0;
+          out[3] = 0;
+        } // type 0 with segments left 0: ignorable
+        else {
+          out[2] = 1;
+          out[3] = len - 4;
+        } // one PadN option filling the header
         out.set(inner, len);
         return out;
       }
@@ -235,15 +349,19 @@ export class PacketBuilder {
         const hl = TCP_HEADER_LEN + opts.length;
         const out = new Uint8Array(hl + inner.length);
         const h = newTcpHeader();
-        h.srcPort = l.o.sport; h.dstPort = l.o.dport;
-        h.seq = l.o.seq ?? 1000; h.ack = l.o.ack ?? 0;
-        h.flags = l.o.flags ?? TCP_ACK; h.window = l.o.window ?? 65535; h.urgent = l.o.urgent ?? 0;
+        h.srcPort = l.o.sport;
+        h.dstPort = l.o.dport;
+        h.seq = l.o.seq ?? 1000;
+        h.ack = l.o.ack ?? 0;
+        h.flags = l.o.flags ?? TCP_ACK;
+        h.window = l.o.window ?? 65535;
+        h.urgent = l.o.urgent ?? 0;
         writeTcp(h, out, 0);
         out[12] = ((l.o.dataOffset ?? hl / 4) & 0x0f) << 4;
         out.set(opts, TCP_HEADER_LEN);
         out.set(inner, hl);
         const c = l4Checksum(out, 0, out.length, 16, this.pseudo(i, IPPROTO_TCP, out.length));
-        writeU16(out, 16, l.o.checksum === 'bad' ? c ^ 0x5555 : l.o.checksum ?? c);
+        writeU16(out, 16, l.o.checksum === 'bad' ? c ^ 0x5555 : (l.o.checksum ?? c));
         return out;
       }
       case 'udp': {
@@ -257,19 +375,22 @@ export class PacketBuilder {
         out.set(inner, UDP_HEADER_LEN);
         const c = udpChecksumOnWire(l4Checksum(out, 0, out.length, 6, this.pseudo(i, IPPROTO_UDP, out.length)));
         const ck = l.o.checksum;
-        writeU16(out, 6, ck === 'zero' ? 0 : ck === 'bad' ? c ^ 0x5555 : ck ?? c);
+        writeU16(out, 6, ck === 'zero' ? 0 : ck === 'bad' ? c ^ 0x5555 : (ck ?? c));
         return out;
       }
       case 'icmp':
       case 'icmpv6': {
         const out = new Uint8Array(ICMP_HEADER_LEN + inner.length);
         const h = newIcmpHeader();
-        h.type = l.o.type; h.code = l.o.code ?? 0; h.rest = l.o.rest ?? 0; h.checksum = 0;
+        h.type = l.o.type;
+        h.code = l.o.code ?? 0;
+        h.rest = l.o.rest ?? 0;
+        h.checksum = 0;
         writeIcmp(h, out, 0);
         out.set(inner, ICMP_HEADER_LEN);
         const pseudo = l.kind === 'icmpv6' ? this.pseudo(i, IPPROTO_ICMPV6, out.length) : 0;
         const c = l4Checksum(out, 0, out.length, 2, pseudo);
-        writeU16(out, 2, l.o.checksum === 'bad' ? c ^ 0x5555 : l.o.checksum ?? c);
+        writeU16(out, 2, l.o.checksum === 'bad' ? c ^ 0x5555 : (l.o.checksum ?? c));
         return out;
       }
       case 'vxlan': {

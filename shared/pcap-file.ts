@@ -33,7 +33,14 @@ export interface PcapRecord {
 }
 
 export function newPcapHeader(): PcapHeader {
-  return { littleEndian: true, nanoseconds: false, versionMajor: 2, versionMinor: 4, snaplen: PCAP_DEFAULT_SNAPLEN, linkType: LINKTYPE_ETHERNET };
+  return {
+    littleEndian: true,
+    nanoseconds: false,
+    versionMajor: 2,
+    versionMinor: 4,
+    snaplen: PCAP_DEFAULT_SNAPLEN,
+    linkType: LINKTYPE_ETHERNET,
+  };
 }
 
 export function newPcapRecord(): PcapRecord {
@@ -63,13 +70,21 @@ export function parsePcapHeader(buf: Uint8Array, off: number, out: PcapHeader): 
   const be = u32(buf, off, false);
   let le: boolean;
   let ns: boolean;
-  if (be === PCAP_MAGIC_US) { le = false; ns = false; }
-  else if (be === PCAP_MAGIC_NS) { le = false; ns = true; }
-  else {
+  if (be === PCAP_MAGIC_US) {
+    le = false;
+    ns = false;
+  } else if (be === PCAP_MAGIC_NS) {
+    le = false;
+    ns = true;
+  } else {
     const l = u32(buf, off, true);
-    if (l === PCAP_MAGIC_US) { le = true; ns = false; }
-    else if (l === PCAP_MAGIC_NS) { le = true; ns = true; }
-    else return ERR_BAD_PCAP;
+    if (l === PCAP_MAGIC_US) {
+      le = true;
+      ns = false;
+    } else if (l === PCAP_MAGIC_NS) {
+      le = true;
+      ns = true;
+    } else return ERR_BAD_PCAP;
   }
   out.littleEndian = le;
   out.nanoseconds = ns;
@@ -99,8 +114,10 @@ export function parsePcapRecord(buf: Uint8Array, off: number, h: PcapHeader, out
 /** Writes a little-endian microsecond global header; returns 24. */
 export function writePcapHeader(linkType: number, snaplen: number, buf: Uint8Array, off: number): number {
   putU32le(buf, off, PCAP_MAGIC_US);
-  buf[off + 4] = 2; buf[off + 5] = 0;
-  buf[off + 6] = 4; buf[off + 7] = 0;
+  buf[off + 4] = 2;
+  buf[off + 5] = 0;
+  buf[off + 6] = 4;
+  buf[off + 7] = 0;
   putU32le(buf, off + 8, 0);
   putU32le(buf, off + 12, 0);
   putU32le(buf, off + 16, snaplen);
@@ -138,7 +155,10 @@ export function readPcap(buf: Uint8Array): { linkType: number; packets: PcapPack
   let truncated = false;
   while (off < buf.length) {
     const r = parsePcapRecord(buf, off, h, rec);
-    if (r < 0) { truncated = true; break; }
+    if (r < 0) {
+      truncated = true;
+      break;
+    }
     packets.push({ tsUs: rec.tsUs, data: buf.subarray(rec.dataOff, rec.dataOff + rec.capLen), origLen: rec.origLen });
     off += r;
   }

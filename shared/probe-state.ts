@@ -60,20 +60,30 @@ export function stepProbeState(s: ProbeFsm, event: ProbeEvent, t: ProbeThreshold
       return { next: { state: 'up', successes, failures: 0 }, changed: true, reason: 'first probe succeeded' };
     }
     if (s.state === 'down' && successes >= t.upThreshold) {
-      return { next: { state: 'up', successes, failures: 0 }, changed: true, reason: `${plural(successes, 'success')} (upThreshold ${t.upThreshold})` };
+      return {
+        next: { state: 'up', successes, failures: 0 },
+        changed: true,
+        reason: `${plural(successes, 'success')} (upThreshold ${t.upThreshold})`,
+      };
     }
-    const reason = s.state === 'up'
-      ? `probe succeeded (${plural(successes, 'success')})`
-      : `${plural(successes, 'success')} of ${t.upThreshold} needed to come up`;
+    const reason =
+      s.state === 'up'
+        ? `probe succeeded (${plural(successes, 'success')})`
+        : `${plural(successes, 'success')} of ${t.upThreshold} needed to come up`;
     return { next: { state: s.state, successes, failures: 0 }, changed: false, reason };
   }
   const failures = Math.min(s.failures + 1, PROBE_COUNT_MAX);
   if (s.state !== 'down' && failures >= t.downThreshold) {
-    return { next: { state: 'down', successes: 0, failures }, changed: true, reason: `${plural(failures, 'failure')} (downThreshold ${t.downThreshold})` };
+    return {
+      next: { state: 'down', successes: 0, failures },
+      changed: true,
+      reason: `${plural(failures, 'failure')} (downThreshold ${t.downThreshold})`,
+    };
   }
-  const reason = s.state === 'down'
-    ? `probe failed (${plural(failures, 'failure')})`
-    : `${plural(failures, 'failure')} of ${t.downThreshold} needed to go down`;
+  const reason =
+    s.state === 'down'
+      ? `probe failed (${plural(failures, 'failure')})`
+      : `${plural(failures, 'failure')} of ${t.downThreshold} needed to go down`;
   return { next: { state: s.state, successes: 0, failures }, changed: false, reason };
 }
 
@@ -125,7 +135,8 @@ export function aggregateByNicProbe(results: readonly ProbeStatus[]): NicProbeHe
   for (const r of results) {
     const k = `${r.nic}/${r.probe}`;
     const g = groups.get(k);
-    if (g === undefined) groups.set(k, [r]); else g.push(r);
+    if (g === undefined) groups.set(k, [r]);
+    else g.push(r);
   }
   const out: NicProbeHealth[] = [];
   for (const g of groups.values()) {

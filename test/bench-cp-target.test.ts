@@ -8,7 +8,9 @@ import { join } from 'node:path';
 import { benchReport, CP_MEDIAN_BOUND_MS } from '../scripts/bench/report-lib.js';
 
 const made: string[] = [];
-afterAll(() => { for (const d of made) rmSync(d, { recursive: true, force: true }); });
+afterAll(() => {
+  for (const d of made) rmSync(d, { recursive: true, force: true });
+});
 
 function reportWithCp(medians: number[]): { met: boolean | null; target: string; measured: string } {
   const d = mkdtempSync(join(tmpdir(), 'slbx-bench-cp-'));
@@ -18,11 +20,18 @@ function reportWithCp(medians: number[]): { met: boolean | null; target: string;
   const head = ['variant', 'round', 'changes', 'ack_ms_median', 'ack_ms_p90', 'ack_ms_max', 'client_ms_median', 'loadavg_1m'];
   const rows = medians.map((m, i) => ['cp-propagation', i + 1, 20, m, m * 2, m * 3, m + 5, 0.5]);
   writeFileSync(join(netns, 'cp.tsv'), `${[head.join('\t'), ...rows.map((r) => r.join('\t'))].join('\n')}\n`);
-  writeFileSync(join(netns, 'newflows.tsv'), `${['variant', 'rate', 'round', 'seconds', 'offered', 'offered_pps', 'delivered', 'delivered_pps', 'flow_new', 'flow_new_per_s', 'flow_table_full', 'mux_rx', 'dut_cpu_usr_sys_sirq_idle_steal', 'mux_cpu_pct', 'loadavg_1m', 'total_offered', 'total_delivered', 'lost'].join('\t')}\n`);
+  writeFileSync(
+    join(netns, 'newflows.tsv'),
+    `${['variant', 'rate', 'round', 'seconds', 'offered', 'offered_pps', 'delivered', 'delivered_pps', 'flow_new', 'flow_new_per_s', 'flow_table_full', 'mux_rx', 'dut_cpu_usr_sys_sirq_idle_steal', 'mux_cpu_pct', 'loadavg_1m', 'total_offered', 'total_delivered', 'lost'].join('\t')}\n`,
+  );
   writeFileSync(join(d, 'machine.json'), JSON.stringify({ started: 'T', mode: 'full', cpu: 'test', cpus: 2 }));
   const w = process.stdout.write.bind(process.stdout);
   process.stdout.write = (() => true) as typeof process.stdout.write;
-  try { benchReport(d); } finally { process.stdout.write = w; }
+  try {
+    benchReport(d);
+  } finally {
+    process.stdout.write = w;
+  }
   const r = JSON.parse(readFileSync(join(d, 'results.json'), 'utf8'));
   return r.targets.find((x: { name: string }) => x.name.startsWith('policy change'));
 }
@@ -30,7 +39,9 @@ function reportWithCp(medians: number[]): { met: boolean | null; target: string;
 it('the bound is the one the docs name', () => {
   expect(CP_MEDIAN_BOUND_MS).toBe(300);
   expect(readFileSync(new URL('../docs/controller.md', import.meta.url), 'utf8')).toContain('the bench report judges it against 300 ms');
-  expect(readFileSync(new URL('../scripts/scenarios/09-controller-restart.sh', import.meta.url), 'utf8')).toContain('the bench report judges it (cp-propagation, 300 ms)');
+  expect(readFileSync(new URL('../scripts/scenarios/09-controller-restart.sh', import.meta.url), 'utf8')).toContain(
+    'the bench report judges it (cp-propagation, 300 ms)',
+  );
 });
 
 it('a median under the bound meets the target; over it does not', () => {

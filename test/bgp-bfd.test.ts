@@ -8,10 +8,34 @@ import { readPcap } from '../shared/pcap-file.js';
 import { dissect } from '../shared/dissect.js';
 import { ERR_TRUNCATED } from '../shared/codec-error.js';
 import {
-  BFD_CONTROL_LEN, BFD_DIAG_DETECTION_EXPIRED, BFD_DIAG_NEIGHBOR_DOWN, BFD_ERR_AUTH, BFD_ERR_DETECT_MULT, BFD_ERR_LENGTH, BFD_ERR_MULTIPOINT,
-  BFD_ERR_MY_DISCRIMINATOR, BFD_ERR_VERSION, BFD_FLAG_FINAL, BFD_FLAG_POLL, BFD_PORT, BFD_SLOW_TX_US, BFD_STATE_ADMIN_DOWN, BFD_STATE_DOWN,
-  BFD_STATE_INIT, BFD_STATE_UP, bfdDetectionTimeUs, bfdErrorName, bfdPacket, bfdTxIntervalUs, newBfdControl, newBfdSession,
-  parseBfdControl, stepBfdSession, writeBfdControl, type BfdControl, type BfdSession,
+  BFD_CONTROL_LEN,
+  BFD_DIAG_DETECTION_EXPIRED,
+  BFD_DIAG_NEIGHBOR_DOWN,
+  BFD_ERR_AUTH,
+  BFD_ERR_DETECT_MULT,
+  BFD_ERR_LENGTH,
+  BFD_ERR_MULTIPOINT,
+  BFD_ERR_MY_DISCRIMINATOR,
+  BFD_ERR_VERSION,
+  BFD_FLAG_FINAL,
+  BFD_FLAG_POLL,
+  BFD_PORT,
+  BFD_SLOW_TX_US,
+  BFD_STATE_ADMIN_DOWN,
+  BFD_STATE_DOWN,
+  BFD_STATE_INIT,
+  BFD_STATE_UP,
+  bfdDetectionTimeUs,
+  bfdErrorName,
+  bfdPacket,
+  bfdTxIntervalUs,
+  newBfdControl,
+  newBfdSession,
+  parseBfdControl,
+  stepBfdSession,
+  writeBfdControl,
+  type BfdControl,
+  type BfdSession,
 } from '../shared/bgp-bfd.js';
 import { Rng, mutate } from './helpers/random.js';
 
@@ -32,13 +56,16 @@ function golden(): { src: string; sport: number; dport: number; ttl: number; byt
 function tsv(): Record<string, string>[] {
   const lines = readFileSync(fixture('bfd-golden.tsv'), 'utf8').trimEnd().split('\n');
   const cols = lines[0]!.split('\t');
-  return lines.slice(1).map((l) => { const f = l.split('\t'); return Object.fromEntries(cols.map((c, i) => [c, f[i] ?? ''])); });
+  return lines.slice(1).map((l) => {
+    const f = l.split('\t');
+    return Object.fromEntries(cols.map((c, i) => [c, f[i] ?? '']));
+  });
 }
 
 describe('BFD golden: a BIRD 2 session, as tshark decodes it', () => {
   const pk = golden();
   const rows = tsv();
-  it('decodes every control packet to tshark\'s fields (RFC 5881: port 3784, TTL 255, source port 49152-65535)', () => {
+  it("decodes every control packet to tshark's fields (RFC 5881: port 3784, TTL 255, source port 49152-65535)", () => {
     expect(pk.length).toBe(rows.length);
     const states = new Set<number>();
     pk.forEach((p, i) => {
@@ -64,13 +91,27 @@ describe('BFD golden: a BIRD 2 session, as tshark decodes it', () => {
     expect([...states].sort()).toEqual([BFD_STATE_DOWN, BFD_STATE_INIT, BFD_STATE_UP]);
   });
 
-  it('replayed: slbx\'s session, in the place of one BIRD, goes Down -> Init -> Up, polls, answers polls, and sends what that BIRD sent', () => {
-    const a = pk.filter((p) => p.src === '198.18.0.1').map((p) => { const c = newBfdControl(); parseBfdControl(p.bytes, 0, c); return c; });
-    const b = pk.filter((p) => p.src === '198.18.0.11').map((p) => { const c = newBfdControl(); parseBfdControl(p.bytes, 0, c); return c; });
+  it("replayed: slbx's session, in the place of one BIRD, goes Down -> Init -> Up, polls, answers polls, and sends what that BIRD sent", () => {
+    const a = pk
+      .filter((p) => p.src === '198.18.0.1')
+      .map((p) => {
+        const c = newBfdControl();
+        parseBfdControl(p.bytes, 0, c);
+        return c;
+      });
+    const b = pk
+      .filter((p) => p.src === '198.18.0.11')
+      .map((p) => {
+        const c = newBfdControl();
+        parseBfdControl(p.bytes, 0, c);
+        return c;
+      });
     let s = newBfdSession({ intervalUs: 100_000, detectMult: 3, myDiscriminator: b[0]!.myDiscriminator });
     expect(bfdPacket(s)).toEqual({ ...b[0]!, diag: 0 });
     const seen: string[] = [];
-    let sentUpPoll = false; let answeredPoll = false; let timers: number[] = [];
+    let sentUpPoll = false;
+    let answeredPoll = false;
+    let timers: number[] = [];
     for (const p of a) {
       const step = stepBfdSession(s, { type: 'rx', packet: p });
       if ((p.flags & BFD_FLAG_FINAL) !== 0) timers = [bfdTxIntervalUs(step.next), bfdDetectionTimeUs(step.next), step.next.polling ? 1 : 0];
@@ -83,7 +124,10 @@ describe('BFD golden: a BIRD 2 session, as tshark decodes it', () => {
         const theirs = b.find((x) => x.state === BFD_STATE_UP && (x.flags & BFD_FLAG_POLL) !== 0)!;
         expect(mine).toEqual(theirs); // Up, P, 100 ms, 100 ms, x3, both discriminators: what BIRD sent
       }
-      if (s.sendFinal) { answeredPoll = true; expect(bfdPacket(s, true).flags).toBe(BFD_FLAG_FINAL); }
+      if (s.sendFinal) {
+        answeredPoll = true;
+        expect(bfdPacket(s, true).flags).toBe(BFD_FLAG_FINAL);
+      }
     }
     expect(seen.slice(0, 2)).toEqual(['Init', 'Up']);
     expect(answeredPoll).toBe(true);
@@ -93,10 +137,20 @@ describe('BFD golden: a BIRD 2 session, as tshark decodes it', () => {
   });
 });
 
-const ctl = (o: Partial<BfdControl>): BfdControl => ({ ...newBfdControl(), myDiscriminator: 77, detectMult: 3, desiredMinTxUs: 100_000, requiredMinRxUs: 100_000, ...o });
+const ctl = (o: Partial<BfdControl>): BfdControl => ({
+  ...newBfdControl(),
+  myDiscriminator: 77,
+  detectMult: 3,
+  desiredMinTxUs: 100_000,
+  requiredMinRxUs: 100_000,
+  ...o,
+});
 const at = (state: number, o: Partial<BfdSession> = {}): BfdSession => ({
-  ...newBfdSession({ intervalUs: 100_000, detectMult: 3, myDiscriminator: 5 }), state, remoteDiscriminator: state === BFD_STATE_DOWN ? 0 : 77,
-  ...(state === BFD_STATE_UP ? { desiredMinTxUs: 100_000 } : {}), ...o,
+  ...newBfdSession({ intervalUs: 100_000, detectMult: 3, myDiscriminator: 5 }),
+  state,
+  remoteDiscriminator: state === BFD_STATE_DOWN ? 0 : 77,
+  ...(state === BFD_STATE_UP ? { desiredMinTxUs: 100_000 } : {}),
+  ...o,
 });
 
 describe('BFD session (RFC 5880 6.2, 6.8.6) as a table', () => {
@@ -119,9 +173,13 @@ describe('BFD session (RFC 5880 6.2, 6.8.6) as a table', () => {
     expect([r.next.state, r.next.diag, r.up]).toEqual([to, diag, up]);
     expect(r.next.desiredMinTxUs).toBe(to === BFD_STATE_UP ? 100_000 : BFD_SLOW_TX_US); // 1 s until Up (6.8.3)
   });
-  it('discards a packet with a zero Your Discriminator outside Down, or someone else\'s', () => {
-    expect(stepBfdSession(at(BFD_STATE_UP), { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 0 }) }).discarded).toBe('zero_your_discriminator');
-    expect(stepBfdSession(at(BFD_STATE_UP), { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 6 }) }).discarded).toBe('unknown_your_discriminator');
+  it("discards a packet with a zero Your Discriminator outside Down, or someone else's", () => {
+    expect(stepBfdSession(at(BFD_STATE_UP), { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 0 }) }).discarded).toBe(
+      'zero_your_discriminator',
+    );
+    expect(stepBfdSession(at(BFD_STATE_UP), { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 6 }) }).discarded).toBe(
+      'unknown_your_discriminator',
+    );
   });
   it('the detection time: Up and Init go Down with diag 1; Down stays', () => {
     const r = stepBfdSession(at(BFD_STATE_UP), { type: 'detectionTimeout' });
@@ -132,26 +190,78 @@ describe('BFD session (RFC 5880 6.2, 6.8.6) as a table', () => {
     const up = stepBfdSession(at(BFD_STATE_INIT), { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5 }) }).next;
     expect(up.polling).toBe(true);
     expect(bfdPacket(up).flags).toBe(BFD_FLAG_POLL);
-    const polled = stepBfdSession(up, { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5, flags: BFD_FLAG_POLL }) }).next;
+    const polled = stepBfdSession(up, {
+      type: 'rx',
+      packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5, flags: BFD_FLAG_POLL }),
+    }).next;
     expect(polled.sendFinal).toBe(true);
     const fin = stepBfdSession(up, { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5, flags: BFD_FLAG_FINAL }) }).next;
     expect(fin.polling).toBe(false);
     const ad = stepBfdSession(fin, { type: 'adminDown' });
     expect([ad.next.state, ad.up, bfdPacket(ad.next).state]).toEqual([BFD_STATE_ADMIN_DOWN, false, BFD_STATE_ADMIN_DOWN]);
-    expect(stepBfdSession(ad.next, { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5 }) }).discarded).toBe('admin_down');
+    expect(stepBfdSession(ad.next, { type: 'rx', packet: ctl({ state: BFD_STATE_UP, yourDiscriminator: 5 }) }).discarded).toBe(
+      'admin_down',
+    );
   });
 });
 
 describe('BFD codec: malformed packets are discarded by name (RFC 5880 6.8.6), random bytes never throw', () => {
-  const base = () => { const b = new Uint8Array(24); writeBfdControl(ctl({}), b, 0); return b; };
+  const base = () => {
+    const b = new Uint8Array(24);
+    writeBfdControl(ctl({}), b, 0);
+    return b;
+  };
   it.each([
-    ['version 2', (b: Uint8Array) => { b[0] = 0x40; }, BFD_ERR_VERSION],
-    ['length 23', (b: Uint8Array) => { b[3] = 23; }, BFD_ERR_LENGTH],
-    ['length beyond the datagram', (b: Uint8Array) => { b[3] = 40; }, BFD_ERR_LENGTH],
-    ['detect multiplier 0', (b: Uint8Array) => { b[2] = 0; }, BFD_ERR_DETECT_MULT],
-    ['multipoint bit', (b: Uint8Array) => { b[1] = b[1]! | 1; }, BFD_ERR_MULTIPOINT],
-    ['my discriminator 0', (b: Uint8Array) => { b.fill(0, 4, 8); }, BFD_ERR_MY_DISCRIMINATOR],
-    ['authentication bit without authentication', (b: Uint8Array) => { b[1] = b[1]! | 4; b[3] = 24; }, BFD_ERR_LENGTH],
+    [
+      'version 2',
+      (b: Uint8Array) => {
+        b[0] = 0x40;
+      },
+      BFD_ERR_VERSION,
+    ],
+    [
+      'length 23',
+      (b: Uint8Array) => {
+        b[3] = 23;
+      },
+      BFD_ERR_LENGTH,
+    ],
+    [
+      'length beyond the datagram',
+      (b: Uint8Array) => {
+        b[3] = 40;
+      },
+      BFD_ERR_LENGTH,
+    ],
+    [
+      'detect multiplier 0',
+      (b: Uint8Array) => {
+        b[2] = 0;
+      },
+      BFD_ERR_DETECT_MULT,
+    ],
+    [
+      'multipoint bit',
+      (b: Uint8Array) => {
+        b[1] = b[1]! | 1;
+      },
+      BFD_ERR_MULTIPOINT,
+    ],
+    [
+      'my discriminator 0',
+      (b: Uint8Array) => {
+        b.fill(0, 4, 8);
+      },
+      BFD_ERR_MY_DISCRIMINATOR,
+    ],
+    [
+      'authentication bit without authentication',
+      (b: Uint8Array) => {
+        b[1] = b[1]! | 4;
+        b[3] = 24;
+      },
+      BFD_ERR_LENGTH,
+    ],
   ] as [string, (b: Uint8Array) => void, number][])('%s', (_w, edit, err) => {
     const b = base();
     edit(b);
@@ -159,7 +269,10 @@ describe('BFD codec: malformed packets are discarded by name (RFC 5880 6.8.6), r
     expect(bfdErrorName(err)).not.toMatch(/^bfd_error_/);
   });
   it('an authenticated packet is refused (no authentication configured); a short one is truncated', () => {
-    const b = new Uint8Array(28); writeBfdControl(ctl({}), b, 0); b[1] = b[1]! | 4; b[3] = 28;
+    const b = new Uint8Array(28);
+    writeBfdControl(ctl({}), b, 0);
+    b[1] = b[1]! | 4;
+    b[3] = 28;
     expect(parseBfdControl(b, 0, newBfdControl())).toBe(BFD_ERR_AUTH);
     expect(parseBfdControl(base().subarray(0, 23), 0, newBfdControl())).toBe(ERR_TRUNCATED);
   });
@@ -183,9 +296,24 @@ describe('BFD runtime (mux/bgp/bfd.ts) on loopback', () => {
     const { BfdPeer } = await import('../mux/bgp/bfd.js');
     const downs: string[] = [];
     const log = () => {};
-    const a = new BfdPeer({ local: '127.0.0.1', peer: '127.0.0.2', intervalMs: 100, multiplier: 3, log, onDown: (r) => downs.push(`a ${r}`) });
-    const b = new BfdPeer({ local: '127.0.0.2', peer: '127.0.0.1', intervalMs: 100, multiplier: 3, log, onDown: (r) => downs.push(`b ${r}`) });
-    a.start(); b.start();
+    const a = new BfdPeer({
+      local: '127.0.0.1',
+      peer: '127.0.0.2',
+      intervalMs: 100,
+      multiplier: 3,
+      log,
+      onDown: (r) => downs.push(`a ${r}`),
+    });
+    const b = new BfdPeer({
+      local: '127.0.0.2',
+      peer: '127.0.0.1',
+      intervalMs: 100,
+      multiplier: 3,
+      log,
+      onDown: (r) => downs.push(`b ${r}`),
+    });
+    a.start();
+    b.start();
     try {
       const t0 = Date.now();
       while ((a.state !== 'Up' || b.state !== 'Up') && Date.now() - t0 < 4000) await new Promise((r) => setTimeout(r, 20));
@@ -198,7 +326,8 @@ describe('BFD runtime (mux/bgp/bfd.ts) on loopback', () => {
       expect(a.state).toBe('Down');
       expect(downs).toEqual([]);
     } finally {
-      a.stop(); b.stop();
+      a.stop();
+      b.stop();
     }
   }, 10_000);
 });

@@ -16,7 +16,16 @@ import { stringify as stringifyYaml } from 'yaml';
 import { parseConfig } from '../shared/config.js';
 import { readPcap } from '../shared/pcap-file.js';
 import { dissect } from '../shared/dissect.js';
-import { BGP_TYPE_NOTIFICATION, BGP_TYPE_OPEN, BGP_TYPE_UPDATE, newBgpHeader, newBgpNotification, parseBgpHeader, parseBgpNotification, parseBgpShutdownData } from '../shared/bgp-message.js';
+import {
+  BGP_TYPE_NOTIFICATION,
+  BGP_TYPE_OPEN,
+  BGP_TYPE_UPDATE,
+  newBgpHeader,
+  newBgpNotification,
+  parseBgpHeader,
+  parseBgpNotification,
+  parseBgpShutdownData,
+} from '../shared/bgp-message.js';
 import { newBgpOpenRecord, parseBgpOpen } from '../shared/bgp-open.js';
 import { newBgpUpdate, parseBgpUpdate } from '../shared/bgp-update.js';
 import { buildLabPlan } from '../scripts/lab/plan.js';
@@ -68,7 +77,10 @@ function configRaw(drain6 = false): Record<string, unknown> {
     muxes: [{ name: 'mux1', address: '198.18.0.11', address6: '2001:db8:f::11' }],
     hosts: [{ name: 'host1', address: '198.18.0.21' }],
     nics: [{ name: 'vm1', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0a', addresses: ['192.0.2.10', '2001:db8:d::10'] }],
-    pools: [{ name: 'web', backends: [{ nic: 'vm1' }] }, { name: 'web6', backends: [{ nic: 'vm1', drain: drain6 }] }],
+    pools: [
+      { name: 'web', backends: [{ nic: 'vm1' }] },
+      { name: 'web6', backends: [{ nic: 'vm1', drain: drain6 }] },
+    ],
     vipRanges: ['203.0.113.0/24', '2001:db8:ff::/48'],
     vips: [
       { address: '203.0.113.10', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'web' }] },
@@ -96,7 +108,17 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     sh(['ip', 'netns', 'add', R]);
     sh(['ip', 'netns', 'add', M]);
     for (const ns of [R, M]) {
-      sh(['ip', 'netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.accept_dad=0', 'net.ipv6.conf.default.accept_dad=0', 'net.ipv6.conf.all.keep_addr_on_down=1']);
+      sh([
+        'ip',
+        'netns',
+        'exec',
+        ns,
+        'sysctl',
+        '-qw',
+        'net.ipv6.conf.all.accept_dad=0',
+        'net.ipv6.conf.default.accept_dad=0',
+        'net.ipv6.conf.all.keep_addr_on_down=1',
+      ]);
       sh(['ip', '-n', ns, 'link', 'set', 'lo', 'up']);
     }
     sh(['ip', '-n', R, 'link', 'add', 'fab0', 'type', 'veth', 'peer', 'name', 'fab0', 'netns', M]);
@@ -117,22 +139,60 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     const plan = buildLabPlan(parsed.config);
     if (!plan.ok) throw new Error(plan.errors.join('\n'));
     writeFileSync(join(dir, 'bird.conf'), birdConfig(parsed.config, plan.plan, 'test/bgp-bird.test.ts'));
-    tcpdump = spawn('ip', ['netns', 'exec', R, 'tcpdump', '-i', 'fab0', '-w', join(dir, 'bgp.pcap'), '-U', '--immediate-mode', '-s', '0', '-n', 'tcp port 179'], { stdio: ['ignore', 'ignore', 'pipe'] });
+    tcpdump = spawn(
+      'ip',
+      ['netns', 'exec', R, 'tcpdump', '-i', 'fab0', '-w', join(dir, 'bgp.pcap'), '-U', '--immediate-mode', '-s', '0', '-n', 'tcp port 179'],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     let tdErr = '';
-    tcpdump.stderr!.on('data', (d) => { tdErr += d; });
+    tcpdump.stderr!.on('data', (d) => {
+      tdErr += d;
+    });
     await until(() => tdErr.includes('listening on'), 5000, 'tcpdump');
-    bird = spawn('ip', ['netns', 'exec', R, 'bird', '-f', '-c', join(dir, 'bird.conf'), '-s', join(dir, 'bird.ctl'), '-P', join(dir, 'bird.pid')], { stdio: ['ignore', 'pipe', 'pipe'] });
-    bird.stdout!.on('data', (d) => { birdLog += d; });
-    bird.stderr!.on('data', (d) => { birdLog += d; });
+    bird = spawn(
+      'ip',
+      ['netns', 'exec', R, 'bird', '-f', '-c', join(dir, 'bird.conf'), '-s', join(dir, 'bird.ctl'), '-P', join(dir, 'bird.pid')],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    bird.stdout!.on('data', (d) => {
+      birdLog += d;
+    });
+    bird.stderr!.on('data', (d) => {
+      birdLog += d;
+    });
     await until(() => existsSync(join(dir, 'bird.ctl')) && birdc('show', 'status').includes('Daemon is up'), 5000, 'BIRD');
-    mux = spawn('ip', ['netns', 'exec', M, 'node', join(ROOT, 'dist/mux/main.js'), '--config', join(dir, 'config.yaml'), '--name', 'mux1', '--status', '127.0.0.1:9180'], { stdio: ['ignore', 'pipe', 'pipe'] });
-    mux.stdout!.on('data', (d) => { muxLog += d; });
-    mux.stderr!.on('data', (d) => { muxLog += d; });
-    mux.on('close', (code) => { muxExit = code ?? -1; }); // after its output has all been read
+    mux = spawn(
+      'ip',
+      [
+        'netns',
+        'exec',
+        M,
+        'node',
+        join(ROOT, 'dist/mux/main.js'),
+        '--config',
+        join(dir, 'config.yaml'),
+        '--name',
+        'mux1',
+        '--status',
+        '127.0.0.1:9180',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    mux.stdout!.on('data', (d) => {
+      muxLog += d;
+    });
+    mux.stderr!.on('data', (d) => {
+      muxLog += d;
+    });
+    mux.on('close', (code) => {
+      muxExit = code ?? -1;
+    }); // after its output has all been read
   }, 30_000);
 
   let failures = 0;
-  afterEach((ctx) => { if (ctx.task.result?.state === 'fail') failures++; });
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail') failures++;
+  });
   afterAll(async () => {
     if (failures > 0) process.stderr.write(`--- mux log ---\n${muxLog}\n--- bird log ---\n${birdLog}\n`);
     for (const p of [mux, bird, tcpdump]) if (p !== null && p.exitCode === null && p.signalCode === null) p.kill('SIGTERM');
@@ -140,25 +200,40 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     for (const p of [mux, bird, tcpdump]) if (p !== null && p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
     for (const ns of [R, M]) spawnSync('ip', ['netns', 'del', ns]);
     rmSync(dir, { recursive: true, force: true });
-    const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout.split('\n').filter((l) => l.startsWith(P));
+    const left = spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' })
+      .stdout.split('\n')
+      .filter((l) => l.startsWith(P));
     expect(left).toEqual([]);
   });
 
   it('the session comes up and BIRD installs both VIPs with the MUX as next hop, AS path [65001], ORIGIN IGP', async () => {
     await until(() => birdc('show', 'protocols', 'mux1').includes('Established'), 8000, 'Established');
-    await until(() => kroute('-4', '203.0.113.10').includes('via 198.18.0.11') && kroute('-6', '2001:db8:ff::10').includes('via 2001:db8:f::11'), 8000, 'kernel routes');
+    await until(
+      () => kroute('-4', '203.0.113.10').includes('via 198.18.0.11') && kroute('-6', '2001:db8:ff::10').includes('via 2001:db8:f::11'),
+      8000,
+      'kernel routes',
+    );
     const all = birdc('show', 'route', 'all');
     expect(all).toMatch(/203\.0\.113\.10\/32\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
     expect(all).toMatch(/2001:db8:ff::10\/128\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
     expect(all).toContain('BGP.next_hop: 2001:db8:f::11');
     const st = JSON.parse(inNs(M, 'curl', '-s', '127.0.0.1:9180/status').stdout);
     expect(st.bgp.peers[0]).toMatchObject({ state: 'Established', holdTimeS: 3, families: ['ipv4-unicast', 'ipv6-unicast'] });
-    expect(st.bgp.peers[0].announced.sort()).toEqual(['2001:db8:ff:8000::10/128', '2001:db8:ff::10/128', '203.0.113.10/32', '203.0.113.200/32']);
+    expect(st.bgp.peers[0].announced.sort()).toEqual([
+      '2001:db8:ff:8000::10/128',
+      '2001:db8:ff::10/128',
+      '203.0.113.10/32',
+      '203.0.113.200/32',
+    ]);
   }, 20_000);
 
   it('refuses the host routes outside its vipRanges: received, kept as filtered, never in its table or the kernel', async () => {
     // the UPDATEs carrying them arrive with the others (one session); wait until BIRD has filed them
-    await until(() => OUTSIDE.every((a) => birdc('show', 'route', 'filtered').includes(`${a}/${a.includes(':') ? 128 : 32}`)), 8000, 'the filtered routes');
+    await until(
+      () => OUTSIDE.every((a) => birdc('show', 'route', 'filtered').includes(`${a}/${a.includes(':') ? 128 : 32}`)),
+      8000,
+      'the filtered routes',
+    );
     const filtered = birdc('show', 'route', 'filtered', 'all');
     expect(filtered).toMatch(/203\.0\.113\.200\/32\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
     expect(filtered).toMatch(/2001:db8:ff:8000::10\/128\s+unicast \[mux1 [^\]]*\] \* \(100\) \[AS65001i\]/);
@@ -180,7 +255,7 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     await until(() => kroute('-6', '2001:db8:ff::10').includes('via 2001:db8:f::11'), 3000, 'the IPv6 VIP back');
   }, 10_000);
 
-  it('survives BIRD\'s own Cease and comes back when BIRD takes it again', async () => {
+  it("survives BIRD's own Cease and comes back when BIRD takes it again", async () => {
     birdc('disable', 'mux1');
     await until(() => muxLog.includes('"event":"bgp_notification_received"'), 3000, 'the Cease at the MUX');
     expect(kroute('-4', '203.0.113.10')).toBe('');
@@ -201,12 +276,14 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     const p = birdc('show', 'protocols', 'all', 'mux1');
     expect(p).toContain('Received: Administrative shutdown');
     expect(p).toContain('slbx mux1 stopping');
-    const order = ['"event":"bgp_withdrawn"', '"event":"bgp_notification_sent"', '"event":"bgp_shutdown"', '"event":"mux_stopped"'].map((e) => muxLog.indexOf(e, from));
+    const order = ['"event":"bgp_withdrawn"', '"event":"bgp_notification_sent"', '"event":"bgp_shutdown"', '"event":"mux_stopped"'].map(
+      (e) => muxLog.indexOf(e, from),
+    );
     expect(order.every((x) => x >= 0)).toBe(true);
     expect([...order].sort((a, b) => a - b)).toEqual(order);
   }, 10_000);
 
-  it('the capture: every BGP message decodes with slbx\'s codec, and tshark finds nothing malformed', async () => {
+  it("the capture: every BGP message decodes with slbx's codec, and tshark finds nothing malformed", async () => {
     tcpdump!.kill('SIGINT');
     await until(() => tcpdump!.exitCode !== null || tcpdump!.signalCode !== null, 5000, 'tcpdump');
     const file = readPcap(readFileSync(join(dir, 'bgp.pcap')));
@@ -222,7 +299,11 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
       // one stream per direction of each connection: BIRD's side is 198.18.0.1:179 in every session
       // (the test ends and opens several), so the key is the whole 4-tuple and a SYN starts it afresh
       const k = `${ipl.src}:${tcp.srcPort}>${ipl.dst}:${tcp.dstPort}`;
-      if ((tcp.flags & 0x02) !== 0) { nextSeq.set(k, (tcp.seq + 1) >>> 0); streams.delete(k); continue; }
+      if ((tcp.flags & 0x02) !== 0) {
+        nextSeq.set(k, (tcp.seq + 1) >>> 0);
+        streams.delete(k);
+        continue;
+      }
       if (tcp.payloadLen === 0) continue;
       // a busy machine retransmits: take each byte of the stream once, by sequence number
       const next = nextSeq.get(k) ?? tcp.seq;
@@ -237,7 +318,11 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
         if (r < 0 || b.length < h.length) break;
         const m = b.subarray(0, h.length);
         if (h.type === BGP_TYPE_OPEN) expect(parseBgpOpen(m, 0, newBgpOpenRecord())).toBe(m.length);
-        if (h.type === BGP_TYPE_UPDATE) { const u = newBgpUpdate(); expect(parseBgpUpdate(m, 0, u)).toBe(m.length); expect(u.error).toBeNull(); }
+        if (h.type === BGP_TYPE_UPDATE) {
+          const u = newBgpUpdate();
+          expect(parseBgpUpdate(m, 0, u)).toBe(m.length);
+          expect(u.error).toBeNull();
+        }
         if (h.type === BGP_TYPE_NOTIFICATION) {
           const n = newBgpNotification();
           parseBgpNotification(m, 0, n);
@@ -251,23 +336,45 @@ describe.skipIf(unmet(why, 'speaker vs BIRD'))('MUX BGP speaker against BIRD 2 i
     expect([...kinds.keys()].sort()).toEqual([1, 2, 3, 4]);
     // two sessions (BIRD's disable/enable ends the first): an OPEN from each side in each, decoded
     expect(kinds.get(BGP_TYPE_OPEN)).toBeGreaterThanOrEqual(4);
-    const ts = spawnSync('tshark', ['-r', join(dir, 'bgp.pcap'), '-d', 'tcp.port==179,bgp', '-Y', '_ws.malformed || _ws.expert.severity >= "warning"', '-T', 'fields', '-e', 'frame.number', '-e', '_ws.expert.message'], { encoding: 'utf8' });
+    const ts = spawnSync(
+      'tshark',
+      [
+        '-r',
+        join(dir, 'bgp.pcap'),
+        '-d',
+        'tcp.port==179,bgp',
+        '-Y',
+        '_ws.malformed || _ws.expert.severity >= "warning"',
+        '-T',
+        'fields',
+        '-e',
+        'frame.number',
+        '-e',
+        '_ws.expert.message',
+      ],
+      { encoding: 'utf8' },
+    );
     if (ts.error === undefined) {
       // BIRD's and our TTL-1 remarks are chats, and TCP's sequence analysis (a retransmission or D-SACK
       // on a busy machine) is about the transport, not BGP: every other note of warning level, or a
       // malformed packet, is a failure
-      const tcpAnalysis = /^(D-SACK Sequence|This frame is a \(suspected\) (spurious )?retransmission|Duplicate ACK.*|Previous segment(s)? not captured.*|ACKed segment that wasn't captured.*|This frame is a \(suspected\) out-of-order segment)$/;
-      const faults = ts.stdout.trim().split('\n').filter((l) => l !== '').flatMap((line) => {
-        const [frame, messages = ''] = line.split('\t');
-        const left = messages.split(',').filter((m) => m !== '"Time To Live" only 1' && !tcpAnalysis.test(m));
-        return left.length > 0 || messages === '' ? [`frame ${frame}: ${messages || 'malformed'}`] : [];
-      });
+      const tcpAnalysis =
+        /^(D-SACK Sequence|This frame is a \(suspected\) (spurious )?retransmission|Duplicate ACK.*|Previous segment(s)? not captured.*|ACKed segment that wasn't captured.*|This frame is a \(suspected\) out-of-order segment)$/;
+      const faults = ts.stdout
+        .trim()
+        .split('\n')
+        .filter((l) => l !== '')
+        .flatMap((line) => {
+          const [frame, messages = ''] = line.split('\t');
+          const left = messages.split(',').filter((m) => m !== '"Time To Live" only 1' && !tcpAnalysis.test(m));
+          return left.length > 0 || messages === '' ? [`frame ${frame}: ${messages || 'malformed'}`] : [];
+        });
       expect(faults).toEqual([]);
     }
   }, 20_000);
 });
 
-describe('the router\'s import policy in bird.conf, from vipRanges (no namespaces)', () => {
+describe("the router's import policy in bird.conf, from vipRanges (no namespaces)", () => {
   const conf = (edit: (raw: Record<string, unknown>) => void) => {
     const raw = configRaw();
     raw['vips'] = (raw['vips'] as { address: string }[]).filter((v) => !OUTSIDE.includes(v.address));
@@ -280,15 +387,19 @@ describe('the router\'s import policy in bird.conf, from vipRanges (no namespace
   };
 
   it('host routes inside each range, per family; refused routes kept', () => {
-    const c = conf((raw) => { raw['vipRanges'] = ['203.0.113.0/25', '198.51.100.128/26', '2001:db8:ff::/49']; });
+    const c = conf((raw) => {
+      raw['vipRanges'] = ['203.0.113.0/25', '198.51.100.128/26', '2001:db8:ff::/49'];
+    });
     expect(c).toContain('define SLBX_VIP_RANGES4 = [ 203.0.113.0/25{32,32}, 198.51.100.128/26{32,32} ];');
     expect(c).toContain('define SLBX_VIP_RANGES6 = [ 2001:db8:ff::/49{128,128} ];');
     expect(c).toContain('filter slbx_vips4 { if net ~ SLBX_VIP_RANGES4 then accept; reject; }');
     expect(c).toContain('ipv4 { import filter slbx_vips4; import keep filtered on; export none; };');
   });
 
-  it('without vipRanges: exactly the VIPs\' own host routes, as before the ranges existed', () => {
-    const c = conf((raw) => { delete raw['vipRanges']; });
+  it("without vipRanges: exactly the VIPs' own host routes, as before the ranges existed", () => {
+    const c = conf((raw) => {
+      delete raw['vipRanges'];
+    });
     expect(c).toContain('define SLBX_VIP_RANGES4 = [ 203.0.113.10/32{32,32} ];');
     expect(c).toContain('define SLBX_VIP_RANGES6 = [ 2001:db8:ff::10/128{128,128} ];');
   });

@@ -1,12 +1,32 @@
 // The BGP session FSM (shared/bgp-fsm.ts) as a table: (state, event) -> next state, actions, reason.
 import { describe, expect, it } from 'vitest';
 import {
-  BGP_OPEN_HOLD_TIME_MS, BGP_STATES, bgpKeepaliveMs, newBgpFsm, stepBgpFsm, type BgpAction, type BgpEvent, type BgpFsm, type BgpFsmConfig,
+  BGP_OPEN_HOLD_TIME_MS,
+  BGP_STATES,
+  bgpKeepaliveMs,
+  newBgpFsm,
+  stepBgpFsm,
+  type BgpAction,
+  type BgpEvent,
+  type BgpFsm,
+  type BgpFsmConfig,
   type BgpState,
 } from '../shared/bgp-fsm.js';
-import { BGP_ERR_BAD_MESSAGE_LENGTH, BGP_ERR_BAD_PEER_AS, BGP_ERR_INVALID_NETWORK_FIELD, parseBgpShutdownData } from '../shared/bgp-message.js';
+import {
+  BGP_ERR_BAD_MESSAGE_LENGTH,
+  BGP_ERR_BAD_PEER_AS,
+  BGP_ERR_INVALID_NETWORK_FIELD,
+  parseBgpShutdownData,
+} from '../shared/bgp-message.js';
 
-const CFG: BgpFsmConfig = { holdTimeS: 3, keepaliveS: 1, connectRetryMs: 2000, backoffMinMs: 500, backoffMaxMs: 8000, shutdownMessage: 'test stop' };
+const CFG: BgpFsmConfig = {
+  holdTimeS: 3,
+  keepaliveS: 1,
+  connectRetryMs: 2000,
+  backoffMinMs: 500,
+  backoffMaxMs: 8000,
+  shutdownMessage: 'test stop',
+};
 
 function at(state: BgpState, over: Partial<BgpFsm> = {}): BgpFsm {
   const base = newBgpFsm(CFG);
@@ -18,10 +38,14 @@ function at(state: BgpState, over: Partial<BgpFsm> = {}): BgpFsm {
 function fmt(actions: readonly BgpAction[]): string[] {
   return actions.map((a) => {
     switch (a.type) {
-      case 'sendNotification': return `notify ${a.code}/${a.subcode}`;
-      case 'startTimer': return `start ${a.timer} ${a.ms}`;
-      case 'stopTimer': return `stop ${a.timer}`;
-      default: return a.type;
+      case 'sendNotification':
+        return `notify ${a.code}/${a.subcode}`;
+      case 'startTimer':
+        return `start ${a.timer} ${a.ms}`;
+      case 'stopTimer':
+        return `stop ${a.timer}`;
+      default:
+        return a.type;
     }
   });
 }
@@ -41,28 +65,58 @@ const TABLE: [BgpState, BgpEvent, BgpState, string[], string][] = [
   ['Idle', E('TcpConnectionFails'), 'Idle', [], 'tcp_connection_failed_ignored_in_idle'],
   ['Idle', E('ManualStop'), 'Idle', STOP_ALL, 'manual_stop'],
   // Connect
-  ['Connect', E('TcpConnectionAcked'), 'OpenSent', ['stop connectRetry', 'sendOpen', `start hold ${BGP_OPEN_HOLD_TIME_MS}`], 'tcp_connected'],
+  [
+    'Connect',
+    E('TcpConnectionAcked'),
+    'OpenSent',
+    ['stop connectRetry', 'sendOpen', `start hold ${BGP_OPEN_HOLD_TIME_MS}`],
+    'tcp_connected',
+  ],
   ['Connect', E('TcpConnectionFails'), 'Active', ['drop', 'start connectRetry 500'], 'tcp_connection_failed'],
   ['Connect', E('ConnectRetryTimerExpires'), 'Connect', ['drop', 'start connectRetry 2000', 'connect'], 'connect_retry_timer_expired'],
   ['Connect', E('ManualStop'), 'Idle', ['drop', ...STOP_ALL], 'manual_stop'],
   ['Connect', E('ManualStart'), 'Connect', [], 'manual_start_ignored'],
-  ['Connect', E('BgpOpen', { peerHoldTimeS: 3 }), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'open_received_unexpected_in_connect'],
+  [
+    'Connect',
+    E('BgpOpen', { peerHoldTimeS: 3 }),
+    'Idle',
+    ['drop', ...STOP_ALL, 'start idleHold 500'],
+    'open_received_unexpected_in_connect',
+  ],
   ['Connect', E('HoldTimerExpires'), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'hold_timer_expired_unexpected_in_connect'],
   // Active: waiting out the back-off before the next attempt
   ['Active', E('ConnectRetryTimerExpires'), 'Connect', ['start connectRetry 2000', 'connect'], 'connect_retry_timer_expired'],
-  ['Active', E('TcpConnectionAcked'), 'OpenSent', ['stop connectRetry', 'sendOpen', `start hold ${BGP_OPEN_HOLD_TIME_MS}`], 'tcp_connected'],
+  [
+    'Active',
+    E('TcpConnectionAcked'),
+    'OpenSent',
+    ['stop connectRetry', 'sendOpen', `start hold ${BGP_OPEN_HOLD_TIME_MS}`],
+    'tcp_connected',
+  ],
   ['Active', E('TcpConnectionFails'), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'tcp_connection_failed'],
   ['Active', E('ManualStop'), 'Idle', ['drop', ...STOP_ALL], 'manual_stop'],
   ['Active', E('KeepAliveMsg'), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'keepalive_received_unexpected_in_active'],
   // OpenSent
-  ['OpenSent', E('BgpOpen', { peerHoldTimeS: 90 }), 'OpenConfirm', ['stop connectRetry', 'sendKeepalive', 'start hold 3000', 'start keepalive 1000'], 'open_received'],
+  [
+    'OpenSent',
+    E('BgpOpen', { peerHoldTimeS: 90 }),
+    'OpenConfirm',
+    ['stop connectRetry', 'sendKeepalive', 'start hold 3000', 'start keepalive 1000'],
+    'open_received',
+  ],
   ['OpenSent', E('BgpOpen', { peerHoldTimeS: 0 }), 'OpenConfirm', ['stop connectRetry', 'sendKeepalive', 'stop hold'], 'open_received'],
   ['OpenSent', E('TcpConnectionFails'), 'Active', ['drop', ...STOP_ALL, 'start connectRetry 500'], 'tcp_connection_failed'],
   ['OpenSent', E('HoldTimerExpires'), 'Idle', ['notify 4/0', 'drop', ...STOP_ALL, 'start idleHold 500'], 'hold_timer_expired'],
   ['OpenSent', hdrErr, 'Idle', ['notify 1/2', 'drop', ...STOP_ALL, 'start idleHold 500'], 'message_header_error'],
   ['OpenSent', openErr, 'Idle', ['notify 2/2', 'drop', ...STOP_ALL, 'start idleHold 500'], 'open_message_error'],
   ['OpenSent', E('NotifMsg', { code: 6, subcode: 5 }), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'notification_received'],
-  ['OpenSent', E('KeepAliveMsg'), 'Idle', ['notify 5/1', 'drop', ...STOP_ALL, 'start idleHold 500'], 'keepalive_received_unexpected_in_opensent'],
+  [
+    'OpenSent',
+    E('KeepAliveMsg'),
+    'Idle',
+    ['notify 5/1', 'drop', ...STOP_ALL, 'start idleHold 500'],
+    'keepalive_received_unexpected_in_opensent',
+  ],
   ['OpenSent', E('UpdateMsg'), 'Idle', ['notify 5/1', 'drop', ...STOP_ALL, 'start idleHold 500'], 'update_received_unexpected_in_opensent'],
   ['OpenSent', E('ManualStop'), 'Idle', ['notify 6/2', 'drop', ...STOP_ALL], 'manual_stop'],
   // OpenConfirm
@@ -71,8 +125,20 @@ const TABLE: [BgpState, BgpEvent, BgpState, string[], string][] = [
   ['OpenConfirm', E('HoldTimerExpires'), 'Idle', ['notify 4/0', 'drop', ...STOP_ALL, 'start idleHold 500'], 'hold_timer_expired'],
   ['OpenConfirm', E('TcpConnectionFails'), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'tcp_connection_failed'],
   ['OpenConfirm', E('NotifMsg', { code: 2, subcode: 2 }), 'Idle', ['drop', ...STOP_ALL, 'start idleHold 500'], 'notification_received'],
-  ['OpenConfirm', E('BgpOpen', { peerHoldTimeS: 3 }), 'Idle', ['notify 5/2', 'drop', ...STOP_ALL, 'start idleHold 500'], 'open_received_unexpected_in_openconfirm'],
-  ['OpenConfirm', E('UpdateMsg'), 'Idle', ['notify 5/2', 'drop', ...STOP_ALL, 'start idleHold 500'], 'update_received_unexpected_in_openconfirm'],
+  [
+    'OpenConfirm',
+    E('BgpOpen', { peerHoldTimeS: 3 }),
+    'Idle',
+    ['notify 5/2', 'drop', ...STOP_ALL, 'start idleHold 500'],
+    'open_received_unexpected_in_openconfirm',
+  ],
+  [
+    'OpenConfirm',
+    E('UpdateMsg'),
+    'Idle',
+    ['notify 5/2', 'drop', ...STOP_ALL, 'start idleHold 500'],
+    'update_received_unexpected_in_openconfirm',
+  ],
   ['OpenConfirm', hdrErr, 'Idle', ['notify 1/2', 'drop', ...STOP_ALL, 'start idleHold 500'], 'message_header_error'],
   ['OpenConfirm', E('ManualStop'), 'Idle', ['notify 6/2', 'drop', ...STOP_ALL], 'manual_stop'],
   // Established
@@ -83,9 +149,27 @@ const TABLE: [BgpState, BgpEvent, BgpState, string[], string][] = [
   ['Established', updErr, 'Idle', ['notify 3/10', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'update_message_error'],
   ['Established', hdrErr, 'Idle', ['notify 1/2', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'message_header_error'],
   ['Established', E('TcpConnectionFails'), 'Idle', ['drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'tcp_connection_failed'],
-  ['Established', E('NotifMsg', { code: 6, subcode: 2 }), 'Idle', ['drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'notification_received'],
-  ['Established', E('BgpOpen', { peerHoldTimeS: 3 }), 'Idle', ['notify 5/3', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'open_received_unexpected_in_established'],
-  ['Established', E('ConnectRetryTimerExpires'), 'Idle', ['notify 5/3', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'], 'connect_retry_timer_expired_unexpected_in_established'],
+  [
+    'Established',
+    E('NotifMsg', { code: 6, subcode: 2 }),
+    'Idle',
+    ['drop', ...STOP_ALL, 'down', 'start idleHold 500'],
+    'notification_received',
+  ],
+  [
+    'Established',
+    E('BgpOpen', { peerHoldTimeS: 3 }),
+    'Idle',
+    ['notify 5/3', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'],
+    'open_received_unexpected_in_established',
+  ],
+  [
+    'Established',
+    E('ConnectRetryTimerExpires'),
+    'Idle',
+    ['notify 5/3', 'drop', ...STOP_ALL, 'down', 'start idleHold 500'],
+    'connect_retry_timer_expired_unexpected_in_established',
+  ],
   ['Established', E('ManualStart'), 'Established', [], 'manual_start_ignored'],
   ['Established', E('ManualStop'), 'Idle', ['notify 6/2', 'drop', ...STOP_ALL, 'down'], 'manual_stop'],
   // BFD down (RFC 5882): Cease / BFD Down (RFC 9384) on a connection that is up; nothing before
@@ -109,9 +193,23 @@ describe('BGP FSM (RFC 4271 8) as a table', () => {
 
   it('never throws and always lands in a state, for every (state, event) pair', () => {
     const events: BgpEvent[] = [
-      E('ManualStart'), E('ManualStop'), E('AutomaticStart'), E('ConnectRetryTimerExpires'), E('HoldTimerExpires'), E('KeepaliveTimerExpires'),
-      E('IdleHoldTimerExpires'), E('TcpConnectionAcked'), E('TcpConnectionFails'), E('BgpOpen', { peerHoldTimeS: 3 }), hdrErr, openErr,
-      E('NotifMsg', { code: 6, subcode: 2 }), E('KeepAliveMsg'), E('UpdateMsg'), updErr, E('BfdDown'),
+      E('ManualStart'),
+      E('ManualStop'),
+      E('AutomaticStart'),
+      E('ConnectRetryTimerExpires'),
+      E('HoldTimerExpires'),
+      E('KeepaliveTimerExpires'),
+      E('IdleHoldTimerExpires'),
+      E('TcpConnectionAcked'),
+      E('TcpConnectionFails'),
+      E('BgpOpen', { peerHoldTimeS: 3 }),
+      hdrErr,
+      openErr,
+      E('NotifMsg', { code: 6, subcode: 2 }),
+      E('KeepAliveMsg'),
+      E('UpdateMsg'),
+      updErr,
+      E('BfdDown'),
     ];
     for (const s of BGP_STATES) {
       for (const e of events) {

@@ -22,16 +22,35 @@ const planOf = (config = labConfig()) => {
 describe('lab plan with a bgp section', () => {
   it('says who peers with whom, with which timers', () => {
     const p = planOf();
-    expect(p.bgp).toEqual({ muxAsn: 65001, routerAsn: 65000, holdTimeS: 3, keepaliveS: 1, bfd: { enabled: false, intervalMs: 100, multiplier: 3 }, peer4: '198.18.0.1', peer6: null });
+    expect(p.bgp).toEqual({
+      muxAsn: 65001,
+      routerAsn: 65000,
+      holdTimeS: 3,
+      keepaliveS: 1,
+      bfd: { enabled: false, intervalMs: 100, multiplier: 3 },
+      peer4: '198.18.0.1',
+      peer6: null,
+    });
     expect(formatLabPlan(p)).toContain('\nbgp 65001 65000 3 1 off 100 3 198.18.0.1 -\n');
-    expect(planOf(labConfig((raw) => { delete raw.bgp; })).bgp).toBeNull();
+    expect(
+      planOf(
+        labConfig((raw) => {
+          delete raw.bgp;
+        }),
+      ).bgp,
+    ).toBeNull();
   });
 
   it('refuses peers that are not the lab router, public or equal ASNs, another port, all at once', () => {
-    const r = buildLabPlan(labConfig((raw) => {
-      raw.bgp.asn = 3320;
-      raw.bgp.peers = [{ address: '198.18.0.2', asn: 3320 }, { address: '2001:db8:f::1', asn: 65000, port: 1179 }];
-    }));
+    const r = buildLabPlan(
+      labConfig((raw) => {
+        raw.bgp.asn = 3320;
+        raw.bgp.peers = [
+          { address: '198.18.0.2', asn: 3320 },
+          { address: '2001:db8:f::1', asn: 65000, port: 1179 },
+        ];
+      }),
+    );
     expect(r.ok).toBe(false);
     const text = r.ok ? '' : r.errors.join('\n');
     expect(text).toMatch(/bgp\.asn: 3320 is not a private 2-octet ASN/);
@@ -81,11 +100,22 @@ describe('BIRD configuration of the lab router', () => {
   });
 
   const bird = spawnSync('bird', ['--version'], { encoding: 'utf8' });
-  const noBird = bird.error === undefined ? null : `BIRD cannot be run (${(bird.error as NodeJS.ErrnoException).code ?? bird.error.message}; apt-get install bird2)`;
+  const noBird =
+    bird.error === undefined
+      ? null
+      : `BIRD cannot be run (${(bird.error as NodeJS.ErrnoException).code ?? bird.error.message}; apt-get install bird2)`;
   it.skipIf(unmet(noBird, 'bird -p on the generated configuration'))('BIRD itself accepts the configuration (bird -p)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'slbx-bird-'));
     try {
-      for (const [name, cfg] of [['plain', labConfig()], ['bfd', labConfig((x) => { x.bgp.bfd.enabled = true; })]] as const) {
+      for (const [name, cfg] of [
+        ['plain', labConfig()],
+        [
+          'bfd',
+          labConfig((x) => {
+            x.bgp.bfd.enabled = true;
+          }),
+        ],
+      ] as const) {
         const f = join(dir, `${name}.conf`);
         writeFileSync(f, birdConfig(cfg, planOf(cfg)));
         const r = spawnSync('bird', ['-p', '-c', f], { encoding: 'utf8' });
@@ -105,11 +135,14 @@ describe('lab MUX count (derive-config)', () => {
     const c = parseConfig(r.text);
     if (!c.ok) throw new Error('invalid');
     expect(c.config.muxes.map((m) => `${m.name} ${m.address.text} ${m.address6?.text}`)).toEqual([
-      'mux1 198.18.0.11 2001:db8:f::11', 'mux2 198.18.0.12 2001:db8:f::12', 'mux3 198.18.0.13 2001:db8:f::13', 'mux4 198.18.0.14 2001:db8:f::14',
+      'mux1 198.18.0.11 2001:db8:f::11',
+      'mux2 198.18.0.12 2001:db8:f::12',
+      'mux3 198.18.0.13 2001:db8:f::13',
+      'mux4 198.18.0.14 2001:db8:f::14',
     ]);
     const orig = labConfig();
     expect({ ...c.config, muxes: [] }).toEqual({ ...orig, muxes: [] });
-    expect(r.text).toContain('# The backends\' interfaces.');
+    expect(r.text).toContain("# The backends' interfaces.");
     expect(planOf(c.config).vips[0]!.nexthops).toEqual(['198.18.0.11', '198.18.0.12', '198.18.0.13', '198.18.0.14']);
   });
   it('1..8 only', () => {

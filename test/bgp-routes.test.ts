@@ -11,14 +11,19 @@ import { labConfig } from './helpers/lab-config.js';
 
 const facts = { ready: true, hasAddress4: true, hasAddress6: true };
 const plan = (config = labConfig(), health: HealthView = ALL_HEALTHY, f = facts, mux = 'mux1') =>
-  planVipRoutes(compileMuxTables(config, health, null, 1), config.muxes.find((m) => m.name === mux)!, f);
+  planVipRoutes(
+    compileMuxTables(config, health, null, 1),
+    config.muxes.find((m) => m.name === mux)!,
+    f,
+  );
 const held = (p: ReturnType<typeof plan>) => Object.fromEntries(p.vips.map((v) => [v.vip.text, v.held]));
 
 describe('which VIPs a MUX announces', () => {
-  it('every VIP, /32 and /128, next hop the MUX\'s own address and address6', () => {
+  it("every VIP, /32 and /128, next hop the MUX's own address and address6", () => {
     const p = plan();
     expect(p.routes.map((r) => `${formatBgpPrefix(r.prefix)} via ${r.nextHop.text}`)).toEqual([
-      '203.0.113.10/32 via 198.18.0.11', '2001:db8:ff::10/128 via 2001:db8:f::11',
+      '203.0.113.10/32 via 198.18.0.11',
+      '2001:db8:ff::10/128 via 2001:db8:f::11',
     ]);
     expect(plan(labConfig(), ALL_HEALTHY, facts, 'mux2').routes.map((r) => r.nextHop.text)).toEqual(['198.18.0.12', '2001:db8:f::12']);
   });
@@ -38,14 +43,27 @@ describe('which VIPs a MUX announces', () => {
     });
     expect(held(plan(config))).toEqual({ '203.0.113.10': null, '2001:db8:ff::10': 'no_healthy_backend' });
     const allDown: HealthView = { isHealthy: () => false };
-    expect(held(plan(labConfig((raw) => { for (const v of raw.vips) for (const r of v.rules) r.probe = 'tcp80'; }), allDown)))
-      .toEqual({ '203.0.113.10': 'no_healthy_backend', '2001:db8:ff::10': 'no_healthy_backend' });
+    expect(
+      held(
+        plan(
+          labConfig((raw) => {
+            for (const v of raw.vips) for (const r of v.rules) r.probe = 'tcp80';
+          }),
+          allDown,
+        ),
+      ),
+    ).toEqual({ '203.0.113.10': 'no_healthy_backend', '2001:db8:ff::10': 'no_healthy_backend' });
   });
 
   it('no IPv6 VIP without an IPv6 next hop; no route whose next hop is not on an interface; none before the data plane is ready', () => {
-    const no6 = labConfig((raw) => { delete raw.muxes[0].address6; });
+    const no6 = labConfig((raw) => {
+      delete raw.muxes[0].address6;
+    });
     expect(held(plan(no6))).toEqual({ '203.0.113.10': null, '2001:db8:ff::10': 'no_address6' });
-    expect(held(plan(labConfig(), ALL_HEALTHY, { ...facts, hasAddress6: false }))).toEqual({ '203.0.113.10': null, '2001:db8:ff::10': 'next_hop_missing' });
+    expect(held(plan(labConfig(), ALL_HEALTHY, { ...facts, hasAddress6: false }))).toEqual({
+      '203.0.113.10': null,
+      '2001:db8:ff::10': 'next_hop_missing',
+    });
     expect(held(plan(labConfig(), ALL_HEALTHY, { ...facts, hasAddress4: false }))['203.0.113.10']).toBe('next_hop_missing');
     const p = plan(labConfig(), ALL_HEALTHY, { ...facts, ready: false });
     expect(p.routes).toEqual([]);

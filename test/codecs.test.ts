@@ -5,12 +5,38 @@ import { ip, mac, formatIpv4, formatIpv6, inPrefix, parseIpAddr, formatMac } fro
 import { BlockList } from 'node:net';
 import * as E from '../shared/codec-error.js';
 import {
-  sumBytes, finishChecksum, ipv4HeaderChecksum, verifyIpv4HeaderChecksum, l4Checksum, verifyL4Checksum,
-  updateChecksum16, updateChecksum32, updateChecksumBytes, pseudoSumV4, pseudoSumV6Bytes,
+  sumBytes,
+  finishChecksum,
+  ipv4HeaderChecksum,
+  verifyIpv4HeaderChecksum,
+  l4Checksum,
+  verifyL4Checksum,
+  updateChecksum16,
+  updateChecksum32,
+  updateChecksumBytes,
+  pseudoSumV4,
+  pseudoSumV6Bytes,
 } from '../shared/checksum.js';
-import { parseEthernet, writeEthernet, newEthernetHeader, ETHERTYPE_IPV4, ETHERTYPE_VLAN, VLAN_NONE, ETH_HEADER_LEN } from '../shared/ethernet.js';
+import {
+  parseEthernet,
+  writeEthernet,
+  newEthernetHeader,
+  ETHERTYPE_IPV4,
+  ETHERTYPE_VLAN,
+  VLAN_NONE,
+  ETH_HEADER_LEN,
+} from '../shared/ethernet.js';
 import { parseArp, writeArp, newArpPacket, ARP_OP_REPLY, ARP_LEN } from '../shared/arp.js';
-import { parseIpv4, writeIpv4, newIpv4Header, IPV4_FLAG_DF, IPV4_FLAG_MF, isIpv4Fragment, IPPROTO_UDP, IPPROTO_TCP } from '../shared/ipv4.js';
+import {
+  parseIpv4,
+  writeIpv4,
+  newIpv4Header,
+  IPV4_FLAG_DF,
+  IPV4_FLAG_MF,
+  isIpv4Fragment,
+  IPPROTO_UDP,
+  IPPROTO_TCP,
+} from '../shared/ipv4.js';
 import { parseIpv6, writeIpv6, newIpv6Header, IPV6_MAX_EXT_HEADERS, isIpv6Fragment } from '../shared/ipv6.js';
 import { parseTcp, writeTcp, newTcpHeader, TCP_SYN, TCP_ACK } from '../shared/tcp.js';
 import { parseUdp, writeUdp, newUdpHeader } from '../shared/udp.js';
@@ -23,7 +49,13 @@ import { pkt } from '../shared/packet-builder.js';
 import { Rng } from './helpers/random.js';
 
 const fixture = (name: string) => fileURLToPath(new URL(`./fixtures/${name}`, import.meta.url));
-const hex = (s: string) => Uint8Array.from(s.replace(/\s+/g, '').match(/../g)!.map((h) => parseInt(h, 16)));
+const hex = (s: string) =>
+  Uint8Array.from(
+    s
+      .replace(/\s+/g, '')
+      .match(/../g)!
+      .map((h) => parseInt(h, 16)),
+  );
 
 describe('golden capture written by the Linux kernel, decoded like tshark does', () => {
   const file = readPcap(readFileSync(fixture('golden.pcap')));
@@ -80,42 +112,78 @@ describe('golden capture written by the Linux kernel, decoded like tshark does',
     for (const p of file.packets) {
       for (const l of dissect(p.data).layers) {
         if ('checksumOk' in l && !('quoted' in l && l.quoted)) {
-          if (l.checksumOk !== null) { expect(l.checksumOk).toBe(true); checked++; }
+          if (l.checksumOk !== null) {
+            expect(l.checksumOk).toBe(true);
+            checked++;
+          }
         }
       }
     }
     expect(checked).toBeGreaterThan(40);
   });
 
-  it('re-encodes the kernel\'s UDP, TCP SYN, ARP and VXLAN frames byte for byte with the builder', () => {
+  it("re-encodes the kernel's UDP, TCP SYN, ARP and VXLAN frames byte for byte with the builder", () => {
     const find = (pred: (d: ReturnType<typeof dissect>) => boolean) => file.packets.map((p) => p.data).find((b) => pred(dissect(b)))!;
     // UDP over IPv4 ("hello" to port 7)
     const udp = find((d) => d.all('ipv4').length === 1 && d.first('udp')?.dstPort === 7);
     const du = dissect(udp);
-    const i4 = du.first('ipv4')!; const eth = du.first('eth')!; const u = du.first('udp')!;
-    expect(pkt().eth({ src: eth.src, dst: eth.dst }).ipv4({ src: i4.src, dst: i4.dst, id: i4.id, flags: i4.flags, ttl: i4.ttl })
-      .udp({ sport: u.srcPort, dport: u.dstPort }).payload('hello').build()).toEqual(Buffer.from(udp));
+    const i4 = du.first('ipv4')!;
+    const eth = du.first('eth')!;
+    const u = du.first('udp')!;
+    expect(
+      pkt()
+        .eth({ src: eth.src, dst: eth.dst })
+        .ipv4({ src: i4.src, dst: i4.dst, id: i4.id, flags: i4.flags, ttl: i4.ttl })
+        .udp({ sport: u.srcPort, dport: u.dstPort })
+        .payload('hello')
+        .build(),
+    ).toEqual(Buffer.from(udp));
     // TCP SYN with options
     const syn = find((d) => d.first('tcp')?.flags === TCP_SYN);
-    const ds = dissect(syn); const t = ds.first('tcp')!; const s4 = ds.first('ipv4')!;
+    const ds = dissect(syn);
+    const t = ds.first('tcp')!;
+    const s4 = ds.first('ipv4')!;
     const tcpOff = t.off;
-    expect(pkt().eth({ src: ds.first('eth')!.src, dst: ds.first('eth')!.dst })
-      .ipv4({ src: s4.src, dst: s4.dst, id: s4.id, flags: s4.flags, ttl: s4.ttl, tos: s4.tos })
-      .tcp({ sport: t.srcPort, dport: t.dstPort, seq: t.seq, ack: t.ack, flags: t.flags, window: t.window, options: syn.subarray(tcpOff + 20, tcpOff + t.headerLen) })
-      .build()).toEqual(Buffer.from(syn));
+    expect(
+      pkt()
+        .eth({ src: ds.first('eth')!.src, dst: ds.first('eth')!.dst })
+        .ipv4({ src: s4.src, dst: s4.dst, id: s4.id, flags: s4.flags, ttl: s4.ttl, tos: s4.tos })
+        .tcp({
+          sport: t.srcPort,
+          dport: t.dstPort,
+          seq: t.seq,
+          ack: t.ack,
+          flags: t.flags,
+          window: t.window,
+          options: syn.subarray(tcpOff + 20, tcpOff + t.headerLen),
+        })
+        .build(),
+    ).toEqual(Buffer.from(syn));
     // ARP request
     const arp = find((d) => d.first('arp')?.op === 1);
     const a = dissect(arp).first('arp')!;
-    expect(pkt().eth({ src: a.senderMac, dst: 'ff:ff:ff:ff:ff:ff' }).arp({ op: 1, senderMac: a.senderMac, senderIp: a.senderIp, targetMac: a.targetMac, targetIp: a.targetIp })
-      .build()).toEqual(Buffer.from(arp));
+    expect(
+      pkt()
+        .eth({ src: a.senderMac, dst: 'ff:ff:ff:ff:ff:ff' })
+        .arp({ op: 1, senderMac: a.senderMac, senderIp: a.senderIp, targetMac: a.targetMac, targetIp: a.targetIp })
+        .build(),
+    ).toEqual(Buffer.from(arp));
     // VXLAN from the kernel's vxlan device, inner UDP "vxlan-inner"
     const vx = find((d) => d.all('ipv4').length === 2 && d.first('vxlan') !== undefined && d.all('icmp').length === 0);
     const dv = dissect(vx);
-    const [o4, n4] = dv.all('ipv4'); const [ou, nu] = dv.all('udp'); const [oe, ne] = dv.all('eth');
-    const rebuilt = pkt().eth({ src: oe!.src, dst: oe!.dst }).ipv4({ src: o4!.src, dst: o4!.dst, id: o4!.id, flags: o4!.flags, ttl: o4!.ttl, tos: o4!.tos })
-      .udp({ sport: ou!.srcPort, dport: ou!.dstPort }).vxlan({ vni: dv.first('vxlan')!.vni })
-      .eth({ src: ne!.src, dst: ne!.dst }).ipv4({ src: n4!.src, dst: n4!.dst, id: n4!.id, flags: n4!.flags, ttl: n4!.ttl, tos: n4!.tos })
-      .udp({ sport: nu!.srcPort, dport: nu!.dstPort }).payload('vxlan-inner').build();
+    const [o4, n4] = dv.all('ipv4');
+    const [ou, nu] = dv.all('udp');
+    const [oe, ne] = dv.all('eth');
+    const rebuilt = pkt()
+      .eth({ src: oe!.src, dst: oe!.dst })
+      .ipv4({ src: o4!.src, dst: o4!.dst, id: o4!.id, flags: o4!.flags, ttl: o4!.ttl, tos: o4!.tos })
+      .udp({ sport: ou!.srcPort, dport: ou!.dstPort })
+      .vxlan({ vni: dv.first('vxlan')!.vni })
+      .eth({ src: ne!.src, dst: ne!.dst })
+      .ipv4({ src: n4!.src, dst: n4!.dst, id: n4!.id, flags: n4!.flags, ttl: n4!.ttl, tos: n4!.tos })
+      .udp({ sport: nu!.srcPort, dport: nu!.dstPort })
+      .payload('vxlan-inner')
+      .build();
     expect(rebuilt).toEqual(Buffer.from(vx));
     expect(dv.first('vxlan')!.vni).toBe(5001);
   });
@@ -125,7 +193,8 @@ describe('checksum', () => {
   it('computes the classic IPv4 header example (checksum 0xb861)', () => {
     const h = hex('4500 0073 0000 4000 4011 0000 c0a8 0001 c0a8 00c7');
     expect(ipv4HeaderChecksum(h, 0, 20)).toBe(0xb861);
-    h[10] = 0xb8; h[11] = 0x61;
+    h[10] = 0xb8;
+    h[11] = 0x61;
     expect(verifyIpv4HeaderChecksum(h, 0, 20)).toBe(true);
     h[15] = h[15]! ^ 1;
     expect(verifyIpv4HeaderChecksum(h, 0, 20)).toBe(false);
@@ -145,9 +214,16 @@ describe('checksum', () => {
     for (let k = 0; k < 2000; k++) {
       const v6 = k % 2 === 1;
       const b = v6
-        ? pkt().ipv6({ src: formatIpv6(Uint32Array.from([rng.u32(), rng.u32(), rng.u32(), rng.u32()])), dst: '2001:db8:ff::10' })
-          .tcp({ sport: rng.int(65536), dport: 80 }).payload(rng.int(200)).build()
-        : pkt().ipv4({ src: formatIpv4(rng.u32()), dst: '203.0.113.10' }).tcp({ sport: rng.int(65536), dport: 80 }).payload(rng.int(200)).build();
+        ? pkt()
+            .ipv6({ src: formatIpv6(Uint32Array.from([rng.u32(), rng.u32(), rng.u32(), rng.u32()])), dst: '2001:db8:ff::10' })
+            .tcp({ sport: rng.int(65536), dport: 80 })
+            .payload(rng.int(200))
+            .build()
+        : pkt()
+            .ipv4({ src: formatIpv4(rng.u32()), dst: '203.0.113.10' })
+            .tcp({ sport: rng.int(65536), dport: 80 })
+            .payload(rng.int(200))
+            .build();
       const l4 = v6 ? 40 : 20;
       const csumOff = l4 + 16;
       let csum = (b[csumOff]! << 8) | b[csumOff + 1]!;
@@ -162,17 +238,23 @@ describe('checksum', () => {
         const old = ((b[16]! << 24) | (b[17]! << 16) | (b[18]! << 8) | b[19]!) >>> 0;
         const nw = rng.u32();
         csum = updateChecksum32(csum, old, nw);
-        b[16] = nw >>> 24; b[17] = (nw >>> 16) & 0xff; b[18] = (nw >>> 8) & 0xff; b[19] = nw & 0xff;
+        b[16] = nw >>> 24;
+        b[17] = (nw >>> 16) & 0xff;
+        b[18] = (nw >>> 8) & 0xff;
+        b[19] = nw & 0xff;
         let ic = (b[10]! << 8) | b[11]!;
         ic = updateChecksum32(ic, old, nw);
-        b[10] = ic >>> 8; b[11] = ic & 0xff;
+        b[10] = ic >>> 8;
+        b[11] = ic & 0xff;
         expect(verifyIpv4HeaderChecksum(b, 0, 20)).toBe(true);
       }
       const oldPort = (b[l4 + 2]! << 8) | b[l4 + 3]!;
       const np = rng.int(65536);
       csum = updateChecksum16(csum, oldPort, np);
-      b[l4 + 2] = np >>> 8; b[l4 + 3] = np & 0xff;
-      b[csumOff] = csum >>> 8; b[csumOff + 1] = csum & 0xff;
+      b[l4 + 2] = np >>> 8;
+      b[l4 + 3] = np & 0xff;
+      b[csumOff] = csum >>> 8;
+      b[csumOff + 1] = csum & 0xff;
       const len = b.length - l4;
       const pseudo = v6 ? pseudoSumV6Bytes(b, 8, 24, IPPROTO_TCP, len) : pseudoSumV4Bytes4(b, len);
       expect(verifyL4Checksum(b, l4, len, pseudo)).toBe(true);
@@ -191,8 +273,11 @@ describe('ethernet', () => {
   it('round-trips untagged and 802.1Q-tagged headers at a non-zero offset', () => {
     for (const vlan of [VLAN_NONE, 0, 100, 4095]) {
       const h = newEthernetHeader();
-      h.dst.set(mac('02:00:00:00:00:02')); h.src.set(mac('02:00:00:00:00:01'));
-      h.etherType = ETHERTYPE_IPV4; h.vlanId = vlan; h.vlanPcp = vlan === VLAN_NONE ? 0 : 5;
+      h.dst.set(mac('02:00:00:00:00:02'));
+      h.src.set(mac('02:00:00:00:00:01'));
+      h.etherType = ETHERTYPE_IPV4;
+      h.vlanId = vlan;
+      h.vlanPcp = vlan === VLAN_NONE ? 0 : 5;
       const buf = new Uint8Array(40);
       const w = writeEthernet(h, buf, 7);
       const out = newEthernetHeader();
@@ -202,7 +287,10 @@ describe('ethernet', () => {
     }
   });
   it('golden: tagged frame bytes', () => {
-    const b = pkt().eth({ src: '02:00:00:00:00:01', dst: 'ff:ff:ff:ff:ff:ff', vlan: 10, pcp: 3 }).ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).build();
+    const b = pkt()
+      .eth({ src: '02:00:00:00:00:01', dst: 'ff:ff:ff:ff:ff:ff', vlan: 10, pcp: 3 })
+      .ipv4({ src: '192.0.2.1', dst: '192.0.2.2' })
+      .build();
     expect([...b.subarray(12, 18)]).toEqual([0x81, 0x00, 0x60, 0x0a, 0x08, 0x00]);
   });
   it('refuses short frames and double tags', () => {
@@ -217,14 +305,18 @@ describe('ethernet', () => {
 describe('arp', () => {
   it('round-trips at an offset and refuses non-Ethernet/IPv4 ARP', () => {
     const p = newArpPacket();
-    p.op = ARP_OP_REPLY; p.senderMac.set(mac('02:00:00:00:00:0b')); p.senderIp = ip('198.18.0.2').words[0]!;
-    p.targetMac.set(mac('02:00:00:00:00:0a')); p.targetIp = ip('198.18.0.1').words[0]!;
+    p.op = ARP_OP_REPLY;
+    p.senderMac.set(mac('02:00:00:00:00:0b'));
+    p.senderIp = ip('198.18.0.2').words[0]!;
+    p.targetMac.set(mac('02:00:00:00:00:0a'));
+    p.targetIp = ip('198.18.0.1').words[0]!;
     const buf = new Uint8Array(ARP_LEN + 3);
     expect(writeArp(p, buf, 3)).toBe(ARP_LEN);
     const out = newArpPacket();
     expect(parseArp(buf, 3, out)).toBe(ARP_LEN);
     expect(out).toEqual(p);
-    const bad = Uint8Array.from(buf.subarray(3)); bad[1] = 6; // hardware type 6
+    const bad = Uint8Array.from(buf.subarray(3));
+    bad[1] = 6; // hardware type 6
     expect(parseArp(bad, 0, out)).toBe(E.ERR_BAD_ARP);
     expect(parseArp(buf, 4, out)).toBe(E.ERR_TRUNCATED);
   });
@@ -233,7 +325,17 @@ describe('arp', () => {
 describe('ipv4', () => {
   it('round-trips a header at an offset and reads the fragment fields', () => {
     const h = newIpv4Header();
-    Object.assign(h, { tos: 0xb8, totalLength: 60, id: 0xbeef, flags: IPV4_FLAG_MF, fragOffset: 185, ttl: 7, protocol: IPPROTO_UDP, src: ip('198.51.100.10').words[0]!, dst: ip('203.0.113.10').words[0]! });
+    Object.assign(h, {
+      tos: 0xb8,
+      totalLength: 60,
+      id: 0xbeef,
+      flags: IPV4_FLAG_MF,
+      fragOffset: 185,
+      ttl: 7,
+      protocol: IPPROTO_UDP,
+      src: ip('198.51.100.10').words[0]!,
+      dst: ip('203.0.113.10').words[0]!,
+    });
     const buf = new Uint8Array(80);
     expect(writeIpv4(h, buf, 5)).toBe(20);
     const out = newIpv4Header();
@@ -243,7 +345,10 @@ describe('ipv4', () => {
     expect(isIpv4Fragment(out)).toBe(true);
   });
   it('skips options by IHL', () => {
-    const b = pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', options: Uint8Array.of(0x94, 4, 0, 0, 1, 1, 1, 0) }).udp({ sport: 1, dport: 2 }).build();
+    const b = pkt()
+      .ipv4({ src: '192.0.2.1', dst: '192.0.2.2', options: Uint8Array.of(0x94, 4, 0, 0, 1, 1, 1, 0) })
+      .udp({ sport: 1, dport: 2 })
+      .build();
     const out = newIpv4Header();
     expect(parseIpv4(b, 0, out)).toBe(28);
     const u = newUdpHeader();
@@ -256,14 +361,23 @@ describe('ipv4', () => {
     ['version 6 in an IPv4 parser', pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', version: 6 }).build(), E.ERR_BAD_VERSION],
     ['IHL 4', pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', ihl: 4 }).payload(8).build(), E.ERR_BAD_IHL],
     ['IHL 15 beyond the buffer', pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', ihl: 15 }).payload(8).build(), E.ERR_BAD_IHL],
-    ['total length beyond the buffer', pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', totalLength: 100 }).payload(8).build(), E.ERR_BAD_TOTAL_LENGTH],
-    ['total length below IHL', pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', totalLength: 19 }).payload(8).build(), E.ERR_BAD_TOTAL_LENGTH],
+    [
+      'total length beyond the buffer',
+      pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', totalLength: 100 }).payload(8).build(),
+      E.ERR_BAD_TOTAL_LENGTH,
+    ],
+    [
+      'total length below IHL',
+      pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2', totalLength: 19 }).payload(8).build(),
+      E.ERR_BAD_TOTAL_LENGTH,
+    ],
   ])('refuses %s', (_n, b, code) => {
     expect(parseIpv4(b, 0, newIpv4Header())).toBe(code);
   });
   it('accepts Ethernet padding after the packet', () => {
     const b = pkt().ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).build();
-    const padded = new Uint8Array(b.length + 18); padded.set(b);
+    const padded = new Uint8Array(b.length + 18);
+    padded.set(b);
     const out = newIpv4Header();
     expect(parseIpv4(padded, 0, out)).toBe(20);
     expect(out.totalLength).toBe(28);
@@ -273,8 +387,13 @@ describe('ipv4', () => {
 describe('ipv6', () => {
   it('round-trips the fixed header at an offset', () => {
     const h = newIpv6Header();
-    h.trafficClass = 0x2e; h.flowLabel = 0xabcde; h.payloadLength = 0; h.nextHeader = 59; h.hopLimit = 3;
-    h.src.set(ip('2001:db8:c::10').words); h.dst.set(ip('2001:db8:ff::10').words);
+    h.trafficClass = 0x2e;
+    h.flowLabel = 0xabcde;
+    h.payloadLength = 0;
+    h.nextHeader = 59;
+    h.hopLimit = 3;
+    h.src.set(ip('2001:db8:c::10').words);
+    h.dst.set(ip('2001:db8:ff::10').words);
     const buf = new Uint8Array(50);
     expect(writeIpv6(h, buf, 9)).toBe(40);
     const out = newIpv6Header();
@@ -282,9 +401,15 @@ describe('ipv6', () => {
     expect(out).toEqual({ ...h, protocol: 59, headerLen: 40, extCount: 0 });
   });
   it('walks hop-by-hop, routing, destination options and fragment headers to the upper layer', () => {
-    const b = pkt().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' })
-      .ext6({ type: 'hop' }).ext6({ type: 'routing', len8: 1 }).ext6({ type: 'fragment', offset8: 0, more: true, id: 77 }).ext6({ type: 'dest', len8: 2 })
-      .tcp({ sport: 40000, dport: 80 }).payload(10).build();
+    const b = pkt()
+      .ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' })
+      .ext6({ type: 'hop' })
+      .ext6({ type: 'routing', len8: 1 })
+      .ext6({ type: 'fragment', offset8: 0, more: true, id: 77 })
+      .ext6({ type: 'dest', len8: 2 })
+      .tcp({ sport: 40000, dport: 80 })
+      .payload(10)
+      .build();
     const out = newIpv6Header();
     const n = parseIpv6(b, 0, out);
     expect(n).toBe(40 + 8 + 16 + 8 + 24);
@@ -299,7 +424,11 @@ describe('ipv6', () => {
     expect(dissect(b, 101).first('tcp')!.checksumOk).toBe(null); // a fragment: not checkable alone
   });
   it('stops at the fragment header of a later fragment', () => {
-    const b = pkt().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).ext6({ type: 'fragment', offset8: 100 }).udp({ sport: 1, dport: 2 }).build();
+    const b = pkt()
+      .ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' })
+      .ext6({ type: 'fragment', offset8: 100 })
+      .udp({ sport: 1, dport: 2 })
+      .build();
     const out = newIpv6Header();
     expect(parseIpv6(b, 0, out)).toBe(48);
     expect(out.protocol).toBe(IPPROTO_UDP);
@@ -308,10 +437,31 @@ describe('ipv6', () => {
   it.each([
     ['truncated', new Uint8Array(39), E.ERR_TRUNCATED],
     ['version 4', pkt().ipv6({ src: '::1', dst: '::2', version: 4 }).build(), E.ERR_BAD_VERSION],
-    ['payload length beyond the buffer', pkt().ipv6({ src: '::1', dst: '::2', payloadLength: 9 }).payload(8).build(), E.ERR_BAD_PAYLOAD_LENGTH],
-    ['hop-by-hop not first', pkt().ipv6({ src: '::1', dst: '::2' }).ext6({ type: 'dest' }).ext6({ type: 'hop' }).udp({ sport: 1, dport: 2 }).build(), E.ERR_BAD_EXT_HEADER],
-    ['two fragment headers', pkt().ipv6({ src: '::1', dst: '::2' }).ext6({ type: 'fragment', more: true }).ext6({ type: 'fragment', more: true }).udp({ sport: 1, dport: 2 }).build(), E.ERR_BAD_EXT_HEADER],
-    ['an extension header cut short', pkt().ipv6({ src: '::1', dst: '::2', payloadLength: 8 }).ext6({ type: 'dest', len8: 3 }).build().subarray(0, 48), E.ERR_TRUNCATED],
+    [
+      'payload length beyond the buffer',
+      pkt().ipv6({ src: '::1', dst: '::2', payloadLength: 9 }).payload(8).build(),
+      E.ERR_BAD_PAYLOAD_LENGTH,
+    ],
+    [
+      'hop-by-hop not first',
+      pkt().ipv6({ src: '::1', dst: '::2' }).ext6({ type: 'dest' }).ext6({ type: 'hop' }).udp({ sport: 1, dport: 2 }).build(),
+      E.ERR_BAD_EXT_HEADER,
+    ],
+    [
+      'two fragment headers',
+      pkt()
+        .ipv6({ src: '::1', dst: '::2' })
+        .ext6({ type: 'fragment', more: true })
+        .ext6({ type: 'fragment', more: true })
+        .udp({ sport: 1, dport: 2 })
+        .build(),
+      E.ERR_BAD_EXT_HEADER,
+    ],
+    [
+      'an extension header cut short',
+      pkt().ipv6({ src: '::1', dst: '::2', payloadLength: 8 }).ext6({ type: 'dest', len8: 3 }).build().subarray(0, 48),
+      E.ERR_TRUNCATED,
+    ],
   ])('refuses %s', (_n, b, code) => {
     expect(parseIpv6(b, 0, newIpv6Header())).toBe(code);
   });
@@ -325,7 +475,16 @@ describe('ipv6', () => {
 describe('tcp, udp, icmp, vxlan', () => {
   it('tcp round-trips at an offset; refuses bad data offsets', () => {
     const h = newTcpHeader();
-    Object.assign(h, { srcPort: 40000, dstPort: 80, seq: 0xdeadbeef, ack: 0x01020304, flags: TCP_SYN | TCP_ACK, window: 1024, checksum: 0x1234, urgent: 0 });
+    Object.assign(h, {
+      srcPort: 40000,
+      dstPort: 80,
+      seq: 0xdeadbeef,
+      ack: 0x01020304,
+      flags: TCP_SYN | TCP_ACK,
+      window: 1024,
+      checksum: 0x1234,
+      urgent: 0,
+    });
     const buf = new Uint8Array(30);
     expect(writeTcp(h, buf, 4)).toBe(20);
     const out = newTcpHeader();
@@ -345,7 +504,8 @@ describe('tcp, udp, icmp, vxlan', () => {
     const out = newUdpHeader();
     expect(parseUdp(buf, 2, out)).toBe(8);
     expect(out).toEqual(h);
-    buf[6] = 0; buf[7] = 7;
+    buf[6] = 0;
+    buf[7] = 7;
     expect(parseUdp(buf, 2, out)).toBe(E.ERR_BAD_UDP_LENGTH);
     buf[7] = 13;
     expect(parseUdp(buf, 2, out)).toBe(E.ERR_BAD_UDP_LENGTH);
@@ -394,10 +554,21 @@ describe('tcp, udp, icmp, vxlan', () => {
 });
 
 describe('addresses', () => {
-  it('inPrefix agrees with the kernel-style prefix match of Node\'s net.BlockList', () => {
+  it("inPrefix agrees with the kernel-style prefix match of Node's net.BlockList", () => {
     const rng = new Rng(7);
-    const nets: [string, number][] = [['203.0.113.0', 24], ['198.18.0.0', 15], ['0.0.0.0', 0], ['192.0.2.10', 32], ['192.0.2.8', 29],
-      ['2001:db8:ff::', 48], ['2001:db8::', 32], ['2001:db8:f::11', 128], ['2001:db8:c::', 63], ['::', 0], ['2001:db8:ff:8000::', 49]];
+    const nets: [string, number][] = [
+      ['203.0.113.0', 24],
+      ['198.18.0.0', 15],
+      ['0.0.0.0', 0],
+      ['192.0.2.10', 32],
+      ['192.0.2.8', 29],
+      ['2001:db8:ff::', 48],
+      ['2001:db8::', 32],
+      ['2001:db8:f::11', 128],
+      ['2001:db8:c::', 63],
+      ['::', 0],
+      ['2001:db8:ff:8000::', 49],
+    ];
     let inside = 0;
     for (const [n, len] of nets) {
       const family = n.includes(':') ? 'ipv6' : 'ipv4';
@@ -437,7 +608,10 @@ describe('addresses', () => {
 describe('pcap files', () => {
   it('round-trip and refuse pcapng', () => {
     const frames = [pkt().eth().ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).payload(5).build()];
-    const file = buildPcap(LINKTYPE_ETHERNET, frames.map((d, i) => ({ tsUs: 1_700_000_000_123_456 + i, data: d, origLen: d.length })));
+    const file = buildPcap(
+      LINKTYPE_ETHERNET,
+      frames.map((d, i) => ({ tsUs: 1_700_000_000_123_456 + i, data: d, origLen: d.length })),
+    );
     const r = readPcap(file);
     if (typeof r === 'number') throw new Error('bad');
     expect(r.packets[0]!.tsUs).toBe(1_700_000_000_123_456);
@@ -464,7 +638,8 @@ describe('random bytes never make a parser throw', () => {
     ['dissect', (b) => (dissect(b).layers.length >= 0 ? 0 : -1)],
   ];
   it('each error code has the name its constant says (the drop counters carry these names)', () => {
-    const byConstant = Object.entries(E).filter(([k, v]) => k.startsWith('ERR_') && typeof v === 'number')
+    const byConstant = Object.entries(E)
+      .filter(([k, v]) => k.startsWith('ERR_') && typeof v === 'number')
       .map(([k, v]) => [E.codecErrorName(v as number), k.slice(4).toLowerCase()]);
     expect(byConstant.length).toBe(13);
     for (const [name, fromConstant] of byConstant) expect(name).toBe(fromConstant);

@@ -17,9 +17,16 @@ const SPEC: CommandSpec = { program: 'demo', usage: 'demo --count N', about: 'A 
 let out = '';
 let err = '';
 function capture(): void {
-  out = ''; err = '';
-  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => { out += String(s); return true; });
-  vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => { err += String(s); return true; });
+  out = '';
+  err = '';
+  vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => {
+    out += String(s);
+    return true;
+  });
+  vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => {
+    err += String(s);
+    return true;
+  });
 }
 afterEach(() => vi.restoreAllMocks());
 
@@ -52,9 +59,17 @@ describe('runCommand', () => {
   it('the body gets the arguments; its UsageError is refused the same way; other errors go through', () => {
     capture();
     expect(runCommand(SPEC, [], (a) => Number(a.values.get('count')![0]))).toBe(3);
-    expect(runCommand(SPEC, [], () => { throw new UsageError('--count must be odd'); })).toBe(2);
+    expect(
+      runCommand(SPEC, [], () => {
+        throw new UsageError('--count must be odd');
+      }),
+    ).toBe(2);
     expect(err).toBe('demo: --count must be odd\n');
-    expect(() => runCommand(SPEC, [], () => { throw new RangeError('boom'); })).toThrow('boom');
+    expect(() =>
+      runCommand(SPEC, [], () => {
+        throw new RangeError('boom');
+      }),
+    ).toThrow('boom');
   });
 
   it('runCommandAsync: the same, always as a promise', async () => {
@@ -62,7 +77,11 @@ describe('runCommand', () => {
     await expect(runCommandAsync(SPEC, ['--help'], async () => 5)).resolves.toBe(0);
     await expect(runCommandAsync(SPEC, ['-x'], async () => 5)).resolves.toBe(2);
     expect(err).toBe('demo: unknown option -x (options are long: --name; see --help)\n');
-    await expect(runCommandAsync(SPEC, [], async () => { throw new UsageError('later'); })).resolves.toBe(2);
+    await expect(
+      runCommandAsync(SPEC, [], async () => {
+        throw new UsageError('later');
+      }),
+    ).resolves.toBe(2);
     expect(err).toContain('demo: later\n');
     await expect(runCommandAsync(SPEC, [], async () => 5)).resolves.toBe(5);
   });
@@ -82,13 +101,17 @@ describe('the daemons and the controller go through it', () => {
     expect(err).toBe(`${program}: --log-level needs a value: --log-level LEVEL\n`);
   });
 
-  it('the packet daemons\' shared options: the same names, values and defaults in both helps', async () => {
+  it("the packet daemons' shared options: the same names, values and defaults in both helps", async () => {
     capture();
     await runDaemon(MUX_PROGRAM, ['--help']);
     const mux = out;
     capture();
     await runDaemon(HOST_AGENT_PROGRAM, ['--help']);
-    for (const [flag, dflt] of [['--interface IF', null], ['--capture-buffer-mb N', '(default 32)'], ['--io IO', '(default pcap)']] as const) {
+    for (const [flag, dflt] of [
+      ['--interface IF', null],
+      ['--capture-buffer-mb N', '(default 32)'],
+      ['--io IO', '(default pcap)'],
+    ] as const) {
       for (const help of [mux, out]) {
         const line = help.split('\n').find((l) => l.trimStart().startsWith(flag));
         expect(line, `${flag} in\n${help}`).toBeDefined();

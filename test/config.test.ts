@@ -46,7 +46,10 @@ function errorsOf(r: ConfigResult): ConfigError[] {
 /** Asserts exactly one error, at `path`, whose message contains `fragment`. */
 function expectOneError(raw: Raw, path: string, fragment: string): ConfigError {
   const errors = errorsOf(validateConfig(raw));
-  expect(errors.map((e) => `${e.path}: ${e.message}`), formatConfigErrors(errors, 'test')).toHaveLength(1);
+  expect(
+    errors.map((e) => `${e.path}: ${e.message}`),
+    formatConfigErrors(errors, 'test'),
+  ).toHaveLength(1);
   expect(errors[0]!.path).toBe(path);
   expect(errors[0]!.message).toContain(fragment);
   return errors[0]!;
@@ -153,13 +156,25 @@ describe('defaults', () => {
     expect(c.hashSeed).toBe(CONFIG_DEFAULTS.hashSeed);
     expect(c.maglevTableSize).toBe(65537);
     expect(c.fabric).toEqual({ mtu: 1500, vxlanPort: 4789, underlay: 'ipv4' });
-    expect(c.flowTable).toEqual({ maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30, untrustedMaxFlows: 100_000, untrustedTimeoutS: 5 });
+    expect(c.flowTable).toEqual({
+      maxFlows: 1_000_000,
+      tcpIdleTimeoutS: 240,
+      udpIdleTimeoutS: 30,
+      otherIdleTimeoutS: 30,
+      untrustedMaxFlows: 100_000,
+      untrustedTimeoutS: 5,
+    });
     expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();
     expect(c.nics[0]!.port).toBe('n1');
     expect(c.nics[0]!.address6).toBeNull();
     expect(c.probes).toEqual([]);
-    expect(c.pools[0]).toEqual({ name: 'p', network: 'net', latencySensitivityMs: 0, backends: [{ nic: 'n1', priority: 1, weight: 50, enabled: true, drain: false }] });
+    expect(c.pools[0]).toEqual({
+      name: 'p',
+      network: 'net',
+      latencySensitivityMs: 0,
+      backends: [{ nic: 'n1', priority: 1, weight: 50, enabled: true, drain: false }],
+    });
     expect(c.vips[0]!.rules[0]).toEqual({
       name: 'tcp-80',
       protocols: [6],
@@ -179,7 +194,10 @@ describe('defaults', () => {
       { name: 'b', protocol: 'http', port: 80, intervalMs: 10000 },
     ];
     const c = okConfig(validateConfig(raw));
-    expect(c.probes.map((p) => [p.timeoutMs, p.path])).toEqual([[500, '/'], [2000, '/']]);
+    expect(c.probes.map((p) => [p.timeoutMs, p.path])).toEqual([
+      [500, '/'],
+      [2000, '/'],
+    ]);
   });
 
   it('null sections and null optional fields mean "not set"', () => {
@@ -191,7 +209,12 @@ describe('defaults', () => {
     const c = okConfig(validateConfig(raw));
     expect(c.fabric.mtu).toBe(1500);
     expect(c.networks[0]!.gateway).toBeNull();
-    const y = okConfig(parseConfig('fabric:\nflowTable:\nprobes:\n' + serializeConfig(okConfig(validateConfig(minimal()))).replace(/^(fabric|flowTable|probes):.*\n(  .*\n)*/gm, '')));
+    const y = okConfig(
+      parseConfig(
+        'fabric:\nflowTable:\nprobes:\n' +
+          serializeConfig(okConfig(validateConfig(minimal()))).replace(/^(fabric|flowTable|probes):.*\n(  .*\n)*/gm, ''),
+      ),
+    );
     expect(y.fabric.mtu).toBe(1500);
   });
 
@@ -206,14 +229,38 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['unknown top-level field', (c) => (c.hashseed = 1), 'hashseed', "did you mean 'hashSeed'?"],
   ['version other than 1', (c) => (c.version = 2), 'version', 'only version 1'],
   ['fabric.underlay not a family', (c) => (c.fabric.underlay = 'ipv5'), 'fabric.underlay', 'ipv4'],
-  ['ipv6 underlay with a host without address6', (c) => { c.fabric.underlay = 'ipv6'; delete c.hosts[1].address6; }, 'hosts[1].address6', 'needs an IPv6 provider address'],
+  [
+    'ipv6 underlay with a host without address6',
+    (c) => {
+      c.fabric.underlay = 'ipv6';
+      delete c.hosts[1].address6;
+    },
+    'hosts[1].address6',
+    'needs an IPv6 provider address',
+  ],
   ['hashSeed negative', (c) => (c.hashSeed = -1), 'hashSeed', 'integer 0..4294967295'],
   ['hashSeed above uint32', (c) => (c.hashSeed = 2 ** 32), 'hashSeed', 'integer 0..4294967295'],
   ['hashSeed as a string', (c) => (c.hashSeed = '0x736c6278'), 'hashSeed', 'without quotes'],
   ['maglevTableSize not prime', (c) => (c.maglevTableSize = 65536), 'maglevTableSize', 'nearest primes are 65521 or 65537'],
   ['maglevTableSize too small', (c) => (c.maglevTableSize = 5), 'maglevTableSize', 'integer 7..16777213'],
   ['maglevTableSize too large', (c) => (c.maglevTableSize = 16777259), 'maglevTableSize', 'integer 7..16777213'],
-  ['maglevTableSize below pool size', (c) => (c.maglevTableSize = 7) && c.pools[0].backends.push(...[1, 2, 3, 4].map((i) => ({ nic: `x${i}` }))) && c.nics.push(...[1, 2, 3, 4].map((i) => ({ name: `x${i}`, host: 'host2', network: 'tenant-a', mac: `02:00:00:00:01:0${i}`, addresses: [`192.0.2.${100 + i}`, `2001:db8:d::${100 + i}`] }))), 'pools[0].backends', 'raise maglevTableSize to a prime >= 8'],
+  [
+    'maglevTableSize below pool size',
+    (c) =>
+      (c.maglevTableSize = 7) &&
+      c.pools[0].backends.push(...[1, 2, 3, 4].map((i) => ({ nic: `x${i}` }))) &&
+      c.nics.push(
+        ...[1, 2, 3, 4].map((i) => ({
+          name: `x${i}`,
+          host: 'host2',
+          network: 'tenant-a',
+          mac: `02:00:00:00:01:0${i}`,
+          addresses: [`192.0.2.${100 + i}`, `2001:db8:d::${100 + i}`],
+        })),
+      ),
+    'pools[0].backends',
+    'raise maglevTableSize to a prime >= 8',
+  ],
   ['fabric not a mapping', (c) => (c.fabric = [1600]), 'fabric', 'must be a mapping'],
   ['fabric.mtu too small', (c) => (c.fabric.mtu = 1279), 'fabric.mtu', 'integer 1280..9216'],
   ['fabric.mtu too large', (c) => (c.fabric.mtu = 9217), 'fabric.mtu', 'integer 1280..9216'],
@@ -222,8 +269,18 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['flowTable.maxFlows zero', (c) => (c.flowTable = { maxFlows: 0 }), 'flowTable.maxFlows', 'integer 1..100000000'],
   ['flowTable.maxFlows too large', (c) => (c.flowTable = { maxFlows: 100_000_001 }), 'flowTable.maxFlows', 'integer 1..100000000'],
   ['flowTable.tcpIdleTimeoutS zero', (c) => (c.flowTable = { tcpIdleTimeoutS: 0 }), 'flowTable.tcpIdleTimeoutS', 'integer 1..86400'],
-  ['flowTable.udpIdleTimeoutS too large', (c) => (c.flowTable = { udpIdleTimeoutS: 86401 }), 'flowTable.udpIdleTimeoutS', 'integer 1..86400'],
-  ['flowTable.otherIdleTimeoutS fractional', (c) => (c.flowTable = { otherIdleTimeoutS: 1.5 }), 'flowTable.otherIdleTimeoutS', 'integer 1..86400'],
+  [
+    'flowTable.udpIdleTimeoutS too large',
+    (c) => (c.flowTable = { udpIdleTimeoutS: 86401 }),
+    'flowTable.udpIdleTimeoutS',
+    'integer 1..86400',
+  ],
+  [
+    'flowTable.otherIdleTimeoutS fractional',
+    (c) => (c.flowTable = { otherIdleTimeoutS: 1.5 }),
+    'flowTable.otherIdleTimeoutS',
+    'integer 1..86400',
+  ],
   // networks
   ['networks missing', (c) => delete c.networks, 'networks', 'required'],
   ['nothing in networks', (c) => (c.networks = []), 'networks', 'at least one network'],
@@ -234,7 +291,12 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['network name starting with -', (c) => c.networks.push({ name: '-b', vni: 2 }), 'networks[1].name', 'starting with a letter or digit'],
   ['network name is a number', (c) => c.networks.push({ name: 5, vni: 2 }), 'networks[1].name', 'put it in quotes'],
   ['network name missing', (c) => c.networks.push({ vni: 2 }), 'networks[1].name', 'required'],
-  ['duplicate network name', (c) => c.networks.push({ name: 'tenant-a', vni: 2 }), 'networks[1].name', "duplicate network name 'tenant-a', also networks[0]"],
+  [
+    'duplicate network name',
+    (c) => c.networks.push({ name: 'tenant-a', vni: 2 }),
+    'networks[1].name',
+    "duplicate network name 'tenant-a', also networks[0]",
+  ],
   ['vni zero', (c) => (c.networks[0].vni = 0), 'networks[0].vni', 'integer 1..16777215'],
   ['vni above 24 bits', (c) => (c.networks[0].vni = 16777216), 'networks[0].vni', 'integer 1..16777215'],
   ['vni missing', (c) => delete c.networks[0].vni, 'networks[0].vni', 'required'],
@@ -242,7 +304,12 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['IPv6 gateway in gateway', (c) => (c.networks[0].gateway = '2001:db8:d::1'), 'networks[0].gateway', "put it in 'gateway6'"],
   ['IPv4 gateway in gateway6', (c) => (c.networks[0].gateway6 = '192.0.2.1'), 'networks[0].gateway6', "put it in 'gateway'"],
   ['gateway with prefix length', (c) => (c.networks[0].gateway = '192.0.2.1/24'), 'networks[0].gateway', 'without a prefix length'],
-  ['gateway that is a nic address', (c) => (c.networks[0].gateway = '192.0.2.12'), 'networks[0].gateway', 'also the address of nic h2vm1 (nics[2].addresses[0])'],
+  [
+    'gateway that is a nic address',
+    (c) => (c.networks[0].gateway = '192.0.2.12'),
+    'networks[0].gateway',
+    'also the address of nic h2vm1 (nics[2].addresses[0])',
+  ],
   // muxes and hosts
   ['muxes missing', (c) => delete c.muxes, 'muxes', 'required'],
   ['mux address missing', (c) => delete c.muxes[0].address, 'muxes[0].address', 'required: an IPv4 address'],
@@ -256,13 +323,38 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['duplicate mux name', (c) => (c.muxes[1].name = 'mux1'), 'muxes[1].name', "duplicate mux name 'mux1'"],
   ['mux unknown field', (c) => (c.muxes[0].adress6 = '2001:db8:f::99'), 'muxes[0].adress6', "did you mean 'address6'?"],
   ['hosts empty', (c) => (c.hosts = []), 'hosts', 'at least one host'],
-  ['duplicate host name', (c) => c.hosts.push({ name: 'host1', address: '198.18.0.23' }), 'hosts[2].name', "duplicate host name 'host1', also hosts[0]"],
-  ['host and mux share a provider address', (c) => (c.hosts[0].address = '198.18.0.12'), 'hosts[0].address', 'already used by mux mux2 (muxes[1].address)'],
-  ['two muxes share address6', (c) => (c.muxes[1].address6 = '2001:db8:f::11'), 'muxes[1].address6', 'already used by mux mux1 (muxes[0].address6)'],
+  [
+    'duplicate host name',
+    (c) => c.hosts.push({ name: 'host1', address: '198.18.0.23' }),
+    'hosts[2].name',
+    "duplicate host name 'host1', also hosts[0]",
+  ],
+  [
+    'host and mux share a provider address',
+    (c) => (c.hosts[0].address = '198.18.0.12'),
+    'hosts[0].address',
+    'already used by mux mux2 (muxes[1].address)',
+  ],
+  [
+    'two muxes share address6',
+    (c) => (c.muxes[1].address6 = '2001:db8:f::11'),
+    'muxes[1].address6',
+    'already used by mux mux1 (muxes[0].address6)',
+  ],
   // nics
   ['nics missing', (c) => delete c.nics, 'nics', 'required'],
-  ['duplicate nic name', (c) => c.nics.push({ ...c.nics[0], port: 'x', mac: '02:00:00:00:00:99', addresses: ['192.0.2.99'] }), 'nics[4].name', "duplicate nic name 'h1vm1', also nics[0]"],
-  ['nic on an unknown host', (c) => (c.nics[0].host = 'hots1'), 'nics[0].host', "unknown host 'hots1' (did you mean 'host1'?); defined hosts: host1, host2"],
+  [
+    'duplicate nic name',
+    (c) => c.nics.push({ ...c.nics[0], port: 'x', mac: '02:00:00:00:00:99', addresses: ['192.0.2.99'] }),
+    'nics[4].name',
+    "duplicate nic name 'h1vm1', also nics[0]",
+  ],
+  [
+    'nic on an unknown host',
+    (c) => (c.nics[0].host = 'hots1'),
+    'nics[0].host',
+    "unknown host 'hots1' (did you mean 'host1'?); defined hosts: host1, host2",
+  ],
   ['nic in an unknown network', (c) => (c.nics[0].network = 'tenant-b'), 'nics[0].network', "unknown network 'tenant-b'"],
   ['nic host missing', (c) => delete c.nics[0].host, 'nics[0].host', 'required'],
   ['port too long', (c) => (c.nics[0].port = 'abcdefghijklmnop'), 'nics[0].port', 'at most 15'],
@@ -271,21 +363,36 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['port .', (c) => (c.nics[0].port = '..'), 'nics[0].port', "'.' or '..'"],
   ['port empty', (c) => (c.nics[0].port = ''), 'nics[0].port', 'empty'],
   ['port not a string', (c) => (c.nics[0].port = 7), 'nics[0].port', 'as a string'],
-  ['default port from a long name', (c) => (c.nics[0].name = 'a-very-long-nic-name') && delete c.nics[0].port && (c.pools[0].backends[0].nic = 'a-very-long-nic-name'), 'nics[0].port', "set 'port'"],
+  [
+    'default port from a long name',
+    (c) => (c.nics[0].name = 'a-very-long-nic-name') && delete c.nics[0].port && (c.pools[0].backends[0].nic = 'a-very-long-nic-name'),
+    'nics[0].port',
+    "set 'port'",
+  ],
   ['two nics on one port', (c) => (c.nics[1].port = 'h1vm1'), 'nics[1].port', 'port h1vm1 on host host1 is already the port of nic h1vm1'],
   ['mac not a MAC', (c) => (c.nics[0].mac = '02:00:c0:00:02'), 'nics[0].mac', 'must be a MAC address'],
   ['mac multicast', (c) => (c.nics[0].mac = '01:00:5e:00:00:01'), 'nics[0].mac', 'unicast'],
   ['mac broadcast', (c) => (c.nics[0].mac = 'ff:ff:ff:ff:ff:ff'), 'nics[0].mac', 'unicast'],
   ['mac all zero', (c) => (c.nics[0].mac = '00:00:00:00:00:00'), 'nics[0].mac', 'all zero'],
   ['mac missing', (c) => delete c.nics[0].mac, 'nics[0].mac', 'required'],
-  ['duplicate mac in a network', (c) => (c.nics[3].mac = '02:00:C0:00:02:0A'), 'nics[3].mac', 'MAC 02:00:c0:00:02:0a in network tenant-a already belongs to nic h1vm1 (nics[0].mac)'],
+  [
+    'duplicate mac in a network',
+    (c) => (c.nics[3].mac = '02:00:C0:00:02:0A'),
+    'nics[3].mac',
+    'MAC 02:00:c0:00:02:0a in network tenant-a already belongs to nic h1vm1 (nics[0].mac)',
+  ],
   ['addresses empty', (c) => (c.nics[0].addresses = []), 'nics[0].addresses', '1 or 2 addresses'],
   ['three addresses', (c) => c.nics[0].addresses.push('2001:db8:d::99'), 'nics[0].addresses', '1 or 2 addresses'],
   ['addresses a string', (c) => (c.nics[0].addresses = '192.0.2.10'), 'nics[0].addresses', 'must be a list'],
   ['two IPv4 addresses', (c) => (c.nics[0].addresses = ['192.0.2.10', '192.0.2.99']), 'nics[0].addresses[1]', 'at most one IPv4 address'],
   ['address not an address', (c) => (c.nics[0].addresses[1] = '2001:db8:d::10::1'), 'nics[0].addresses[1]', 'IPv4 or IPv6 address'],
   ['address IPv4-mapped', (c) => (c.nics[0].addresses[1] = '::ffff:192.0.2.77'), 'nics[0].addresses[1]', 'IPv4-mapped'],
-  ['duplicate address in a network', (c) => (c.nics[2].addresses[1] = '2001:db8:d::10'), 'nics[2].addresses[1]', 'address 2001:db8:d::10 in network tenant-a already belongs to nic h1vm1 (nics[0].addresses[1])'],
+  [
+    'duplicate address in a network',
+    (c) => (c.nics[2].addresses[1] = '2001:db8:d::10'),
+    'nics[2].addresses[1]',
+    'address 2001:db8:d::10 in network tenant-a already belongs to nic h1vm1 (nics[0].addresses[1])',
+  ],
   // probes
   ['probes not a list', (c) => (c.probes = 'http80'), 'probes', 'must be a list'],
   ['duplicate probe name', (c) => (c.probes[1].name = 'http80'), 'probes[1].name', "duplicate probe name 'http80'"],
@@ -317,12 +424,23 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['weight fractional', (c) => (c.pools[0].backends[0].weight = 2.5), 'pools[0].backends[0].weight', 'integer 1..1000'],
   ['enabled as yes', (c) => (c.pools[0].backends[0].enabled = 'yes'), 'pools[0].backends[0].enabled', 'write true or false'],
   ['drain as 1', (c) => (c.pools[0].backends[0].drain = 1), 'pools[0].backends[0].drain', 'must be true or false'],
-  ['backend unknown field', (c) => (c.pools[0].backends[2].weigth = 5), 'pools[0].backends[2].weigth', "unknown field 'weigth' (did you mean 'weight'?); allowed: nic, priority, weight, enabled, drain"],
+  [
+    'backend unknown field',
+    (c) => (c.pools[0].backends[2].weigth = 5),
+    'pools[0].backends[2].weigth',
+    "unknown field 'weigth' (did you mean 'weight'?); allowed: nic, priority, weight, enabled, drain",
+  ],
   [
     'pool over two networks',
     (c) => {
       c.networks.push({ name: 'tenant-b', vni: 5002, gateway: '192.0.2.1', gateway6: '2001:db8:d::1' });
-      c.nics.push({ name: 'b1', host: 'host2', network: 'tenant-b', mac: '02:00:00:00:0b:01', addresses: ['192.0.2.10', '2001:db8:d::10'] });
+      c.nics.push({
+        name: 'b1',
+        host: 'host2',
+        network: 'tenant-b',
+        mac: '02:00:00:00:0b:01',
+        addresses: ['192.0.2.10', '2001:db8:d::10'],
+      });
       c.pools[0].backends.push({ nic: 'b1' });
     },
     'pools[0].backends[4].nic',
@@ -330,13 +448,17 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ],
   [
     'probed IPv6 VIP over a network without gateway6',
-    (c) => { delete c.networks[0].gateway6; },
+    (c) => {
+      delete c.networks[0].gateway6;
+    },
     'vips[1].rules[0].probe',
     'probe http80 of an IPv6 VIP cannot reach nic h1vm1: network tenant-a has no gateway6, the address probes are sent from (add gateway6 to network tenant-a',
   ],
   [
     'probed IPv4 VIP over a network without gateway',
-    (c) => { delete c.networks[0].gateway; },
+    (c) => {
+      delete c.networks[0].gateway;
+    },
     'vips[0].rules[0].probe',
     'probe http80 of an IPv4 VIP cannot reach nic h1vm1: network tenant-a has no gateway, the address probes are sent from',
   ],
@@ -345,26 +467,86 @@ const RULES: [string, (c: Raw) => void, string, string][] = [
   ['vip address missing', (c) => delete c.vips[0].address, 'vips[0].address', 'required'],
   ['vip address not an address', (c) => (c.vips[0].address = '203.0.113.300'), 'vips[0].address', 'IPv4 or IPv6 address'],
   ['duplicate vip', (c) => (c.vips[1].address = '203.0.113.10'), 'vips[1].address', 'already vips[0]'],
-  ['duplicate vip in another form', (c) => (c.vips[0].address = '2001:DB8:FF:0::10'), 'vips[1].address', 'VIP 2001:db8:ff::10 is already vips[0]'],
-  ['vip is a mux address', (c) => (c.vips[0].address = '198.18.0.11'), 'vips[0].address', 'VIP 198.18.0.11 is the provider address of mux mux1 (muxes[0].address)'],
-  ['vip is a host address6', (c) => (c.vips[1].address = '2001:db8:f::22'), 'vips[1].address', 'the provider address of host host2 (hosts[1].address6)'],
-  ['vip is a nic address', (c) => (c.vips[0].address = '192.0.2.13'), 'vips[0].address', 'the address of nic h2vm2 in network tenant-a (nics[3].addresses[0])'],
-  ['vip is a gateway', (c) => (c.vips[1].address = '2001:db8:d::1'), 'vips[1].address', 'the gateway of network tenant-a (networks[0].gateway6)'],
+  [
+    'duplicate vip in another form',
+    (c) => (c.vips[0].address = '2001:DB8:FF:0::10'),
+    'vips[1].address',
+    'VIP 2001:db8:ff::10 is already vips[0]',
+  ],
+  [
+    'vip is a mux address',
+    (c) => (c.vips[0].address = '198.18.0.11'),
+    'vips[0].address',
+    'VIP 198.18.0.11 is the provider address of mux mux1 (muxes[0].address)',
+  ],
+  [
+    'vip is a host address6',
+    (c) => (c.vips[1].address = '2001:db8:f::22'),
+    'vips[1].address',
+    'the provider address of host host2 (hosts[1].address6)',
+  ],
+  [
+    'vip is a nic address',
+    (c) => (c.vips[0].address = '192.0.2.13'),
+    'vips[0].address',
+    'the address of nic h2vm2 in network tenant-a (nics[3].addresses[0])',
+  ],
+  [
+    'vip is a gateway',
+    (c) => (c.vips[1].address = '2001:db8:d::1'),
+    'vips[1].address',
+    'the gateway of network tenant-a (networks[0].gateway6)',
+  ],
   ['vip without rules', (c) => (c.vips[0].rules = []), 'vips[0].rules', 'at least one rule'],
-  ['rule protocol in capitals', (c) => (c.vips[0].rules[0].protocol = 'TCP'), 'vips[0].rules[0].protocol', "one of tcp, udp, all (did you mean 'tcp'?)"],
+  [
+    'rule protocol in capitals',
+    (c) => (c.vips[0].rules[0].protocol = 'TCP'),
+    'vips[0].rules[0].protocol',
+    "one of tcp, udp, all (did you mean 'tcp'?)",
+  ],
   ['rule protocol missing', (c) => delete c.vips[0].rules[1].protocol, 'vips[0].rules[1].protocol', 'required'],
   ['frontendPort zero', (c) => (c.vips[0].rules[2].frontendPort = 0), 'vips[0].rules[2].frontendPort', 'integer 1..65535'],
   ['frontendPort missing', (c) => delete c.vips[0].rules[2].frontendPort, 'vips[0].rules[2].frontendPort', 'required'],
   ['backendPort too large', (c) => (c.vips[0].rules[2].backendPort = 65536), 'vips[0].rules[2].backendPort', 'integer 1..65535'],
-  ['rule on an unknown pool', (c) => (c.vips[0].rules[0].pool = 'wbe'), 'vips[0].rules[0].pool', "unknown pool 'wbe' (did you mean 'web'?)"],
+  [
+    'rule on an unknown pool',
+    (c) => (c.vips[0].rules[0].pool = 'wbe'),
+    'vips[0].rules[0].pool',
+    "unknown pool 'wbe' (did you mean 'web'?)",
+  ],
   ['rule with an unknown probe', (c) => (c.vips[0].rules[0].probe = 'http8080'), 'vips[0].rules[0].probe', "unknown probe 'http8080'"],
-  ['distribution unknown', (c) => (c.vips[0].rules[0].distribution = '4-tuple'), 'vips[0].rules[0].distribution', 'one of 5-tuple, 3-tuple, 2-tuple'],
+  [
+    'distribution unknown',
+    (c) => (c.vips[0].rules[0].distribution = '4-tuple'),
+    'vips[0].rules[0].distribution',
+    'one of 5-tuple, 3-tuple, 2-tuple',
+  ],
   ['distribution as a number', (c) => (c.vips[0].rules[0].distribution = 3), 'vips[0].rules[0].distribution', "write '3-tuple'"],
   ['rule name invalid', (c) => (c.vips[0].rules[0].name = 'web http'), 'vips[0].rules[0].name', 'must be a name'],
-  ['duplicate rule name', (c) => (c.vips[0].rules[1].name = 'web-http'), 'vips[0].rules[1].name', "rule name 'web-http' is already rules[0] of this VIP"],
-  ['rule name equal to a default name', (c) => (c.vips[0].rules[0].name = 'udp-7') && delete c.vips[0].rules[1].name, 'vips[0].rules[1].name', 'the default protocol-frontendPort'],
-  ['duplicate frontend', (c) => (c.vips[0].rules[2].frontendPort = 80), 'vips[0].rules[2].frontendPort', 'tcp port 80 of this VIP is already taken by rules[0]'],
-  ['all overlaps udp', (c) => c.vips[0].rules.push({ protocol: 'all', frontendPort: 7, backendPort: 9, pool: 'web' }), 'vips[0].rules[5].frontendPort', "udp port 7 of this VIP is already taken by rules[1] ('all' is both tcp and udp)"],
+  [
+    'duplicate rule name',
+    (c) => (c.vips[0].rules[1].name = 'web-http'),
+    'vips[0].rules[1].name',
+    "rule name 'web-http' is already rules[0] of this VIP",
+  ],
+  [
+    'rule name equal to a default name',
+    (c) => (c.vips[0].rules[0].name = 'udp-7') && delete c.vips[0].rules[1].name,
+    'vips[0].rules[1].name',
+    'the default protocol-frontendPort',
+  ],
+  [
+    'duplicate frontend',
+    (c) => (c.vips[0].rules[2].frontendPort = 80),
+    'vips[0].rules[2].frontendPort',
+    'tcp port 80 of this VIP is already taken by rules[0]',
+  ],
+  [
+    'all overlaps udp',
+    (c) => c.vips[0].rules.push({ protocol: 'all', frontendPort: 7, backendPort: 9, pool: 'web' }),
+    'vips[0].rules[5].frontendPort',
+    "udp port 7 of this VIP is already taken by rules[1] ('all' is both tcp and udp)",
+  ],
   ['rule unknown field', (c) => (c.vips[0].rules[0].frontend_port = 80), 'vips[0].rules[0].frontend_port', "did you mean 'frontendPort'?"],
   [
     'mixed families',
@@ -423,11 +605,19 @@ describe('every validation rule', () => {
   });
 
   it('a wrong-typed section does not cascade', () => {
-    expectOneError(mutated((c) => (c.nics = 'h1vm1')), 'nics', 'must be a list');
+    expectOneError(
+      mutated((c) => (c.nics = 'h1vm1')),
+      'nics',
+      'must be a list',
+    );
   });
 
   it('an invalid name is reported once, not again where it is used', () => {
-    expectOneError(mutated((c) => (c.networks[0].name = 'Tenant-A') && c.nics.forEach((n: Raw) => (n.network = 'Tenant-A'))), 'networks[0].name', 'must be a name');
+    expectOneError(
+      mutated((c) => (c.networks[0].name = 'Tenant-A') && c.nics.forEach((n: Raw) => (n.network = 'Tenant-A'))),
+      'networks[0].name',
+      'must be a name',
+    );
   });
 });
 
@@ -533,7 +723,10 @@ vips:
       [68, 'vips[1].address'],
       [69, 'vips[1].rules'],
     ];
-    expect(errors.map((e) => [e.line, e.path]), formatConfigErrors(errors, 'bad.yaml')).toEqual(expected);
+    expect(
+      errors.map((e) => [e.line, e.path]),
+      formatConfigErrors(errors, 'bad.yaml'),
+    ).toEqual(expected);
     expect(errors).toHaveLength(27);
     // the same object through validateConfig gives the same errors, without positions
     const again = errorsOf(validateConfig(parseYaml(text)));
@@ -552,7 +745,9 @@ describe('error reporting', () => {
     );
     // without positions (validateConfig), and a missing value prints no "(got ...)"
     const e2 = errorsOf(validateConfig(mutated((c) => delete c.vips[0].rules[0].pool)));
-    expect(formatConfigErrors(e2, 'api')).toMatch(/^api: vips\[0\]\.rules\[0\]\.pool: required: the name of a pool \(defined pools: web\)$/);
+    expect(formatConfigErrors(e2, 'api')).toMatch(
+      /^api: vips\[0\]\.rules\[0\]\.pool: required: the name of a pool \(defined pools: web\)$/,
+    );
   });
 
   it('reports YAML syntax errors with line and column', () => {
@@ -567,10 +762,20 @@ describe('error reporting', () => {
   });
 
   it('unknown keys: did you mean, and the allowed list', () => {
-    const e = expectOneError(mutated((c) => (c.nics[0].adresses = c.nics[0].addresses)), 'nics[0].adresses', "unknown field 'adresses' (did you mean 'addresses'?); allowed: name, host, network, port, mac, addresses");
+    const e = expectOneError(
+      mutated((c) => (c.nics[0].adresses = c.nics[0].addresses)),
+      'nics[0].adresses',
+      "unknown field 'adresses' (did you mean 'addresses'?); allowed: name, host, network, port, mac, addresses",
+    );
     expect(e.value).toEqual(['192.0.2.10', '2001:db8:d::10']);
     // no suggestion when nothing is close
-    expect(expectOneError(mutated((c) => (c.fabric.colour = 'blue')), 'fabric.colour', 'allowed: mtu, vxlanPort').message).not.toContain('did you mean');
+    expect(
+      expectOneError(
+        mutated((c) => (c.fabric.colour = 'blue')),
+        'fabric.colour',
+        'allowed: mtu, vxlanPort',
+      ).message,
+    ).not.toContain('did you mean');
   });
 
   it('points unknown keys at the key and missing keys at their mapping', () => {
@@ -585,12 +790,26 @@ describe('error reporting', () => {
   });
 
   it('quoted numbers and YAML 1.1 booleans get a hint', () => {
-    expect(expectOneError(mutated((c) => (c.vips[0].rules[0].frontendPort = '80')), 'vips[0].rules[0].frontendPort', 'without quotes').value).toBe('80');
-    expectOneError(mutated((c) => (c.pools[0].backends[0].drain = 'no')), 'pools[0].backends[0].drain', 'YAML 1.2 reads yes/no/on/off as strings');
+    expect(
+      expectOneError(
+        mutated((c) => (c.vips[0].rules[0].frontendPort = '80')),
+        'vips[0].rules[0].frontendPort',
+        'without quotes',
+      ).value,
+    ).toBe('80');
+    expectOneError(
+      mutated((c) => (c.pools[0].backends[0].drain = 'no')),
+      'pools[0].backends[0].drain',
+      'YAML 1.2 reads yes/no/on/off as strings',
+    );
   });
 
   it('values in messages are short and one line', () => {
-    const e = expectOneError(mutated((c) => (c.fabric = { mtu: 'x'.repeat(500) + '\n' })), 'fabric.mtu', 'integer');
+    const e = expectOneError(
+      mutated((c) => (c.fabric = { mtu: 'x'.repeat(500) + '\n' })),
+      'fabric.mtu',
+      'integer',
+    );
     const line = formatConfigErrors([e], 's');
     expect(line).not.toContain('\n');
     expect(line.length).toBeLessThan(200);
@@ -630,7 +849,9 @@ describe('normalization', () => {
   });
 
   it('accepts YAML hex and octal integers', () => {
-    const c = okConfig(parseConfig(LAB_TEXT.replace('hashSeed: 0x736c6278', 'hashSeed: 0xffffffff').replace('vxlanPort: 4789', 'vxlanPort: 0o11265')));
+    const c = okConfig(
+      parseConfig(LAB_TEXT.replace('hashSeed: 0x736c6278', 'hashSeed: 0xffffffff').replace('vxlanPort: 4789', 'vxlanPort: 0o11265')),
+    );
     expect(c.hashSeed).toBe(0xffffffff);
     expect(c.fabric.vxlanPort).toBe(4789);
   });
@@ -685,7 +906,12 @@ describe('serializeConfig', () => {
     raw.nics[0].addresses = ['2001:db8::10'];
     raw.pools[0].latencySensitivityMs = 10000;
     raw.pools[0].backends[0] = { nic: 'n1', priority: 5, weight: 1000, enabled: false, drain: true };
-    raw.vips = [{ address: '2001:db8:ff::1', rules: [{ name: '0', protocol: 'all', frontendPort: 65535, backendPort: 1, pool: 'p', distribution: '2-tuple', probe: '123' }] }];
+    raw.vips = [
+      {
+        address: '2001:db8:ff::1',
+        rules: [{ name: '0', protocol: 'all', frontendPort: 65535, backendPort: 1, pool: 'p', distribution: '2-tuple', probe: '123' }],
+      },
+    ];
     const c = okConfig(validateConfig(raw));
     const again = okConfig(parseConfig(serializeConfig(c)));
     expect(again).toEqual(c);
@@ -708,19 +934,61 @@ function rng(seed: number): () => number {
   };
 }
 
-const KEYS = ['name', 'vni', 'address', 'address6', 'nic', 'pool', 'rules', 'backends', 'weight', 'port', 'mac', 'addresses', 'protocol', 'x', '__proto__', 'constructor', 'toString', ''];
-const STRINGS = ['', 'web', 'tenant-a', 'h1vm1', 'tcp', 'all', '5-tuple', '192.0.2.10', '2001:db8:d::10', '::', '02:00:c0:00:02:0a', '80', '\u0000', 'é'.repeat(20), '/health'];
+const KEYS = [
+  'name',
+  'vni',
+  'address',
+  'address6',
+  'nic',
+  'pool',
+  'rules',
+  'backends',
+  'weight',
+  'port',
+  'mac',
+  'addresses',
+  'protocol',
+  'x',
+  '__proto__',
+  'constructor',
+  'toString',
+  '',
+];
+const STRINGS = [
+  '',
+  'web',
+  'tenant-a',
+  'h1vm1',
+  'tcp',
+  'all',
+  '5-tuple',
+  '192.0.2.10',
+  '2001:db8:d::10',
+  '::',
+  '02:00:c0:00:02:0a',
+  '80',
+  '\u0000',
+  'é'.repeat(20),
+  '/health',
+];
 
 function randomValue(r: () => number, depth: number): unknown {
   const k = Math.floor(r() * (depth > 3 ? 7 : 10));
   switch (k) {
-    case 0: return null;
-    case 1: return r() < 0.5;
-    case 2: return [0, 1, -1, 80, 65536, 2 ** 32, 1.5, NaN, Infinity, -0, 5001, 7][Math.floor(r() * 12)];
-    case 3: return STRINGS[Math.floor(r() * STRINGS.length)];
-    case 4: return undefined;
-    case 5: return Math.floor(r() * 100000);
-    case 6: return String(Math.floor(r() * 1000));
+    case 0:
+      return null;
+    case 1:
+      return r() < 0.5;
+    case 2:
+      return [0, 1, -1, 80, 65536, 2 ** 32, 1.5, NaN, Infinity, -0, 5001, 7][Math.floor(r() * 12)];
+    case 3:
+      return STRINGS[Math.floor(r() * STRINGS.length)];
+    case 4:
+      return undefined;
+    case 5:
+      return Math.floor(r() * 100000);
+    case 6:
+      return String(Math.floor(r() * 1000));
     case 7: {
       const n = Math.floor(r() * 4);
       return Array.from({ length: n }, () => randomValue(r, depth + 1));
@@ -751,8 +1019,10 @@ function mutate(root: Raw, r: () => number): Raw {
     if (op < 0.5) node[key] = randomValue(r, 2);
     else if (op < 0.7) {
       // (copyWithin, not splice: splice builds its result from node.constructor, which a mutation may have replaced)
-      if (Array.isArray(node) && /^\d+$/.test(key)) { node.copyWithin(Number(key), Number(key) + 1); node.length -= 1; }
-      else delete node[key];
+      if (Array.isArray(node) && /^\d+$/.test(key)) {
+        node.copyWithin(Number(key), Number(key) + 1);
+        node.length -= 1;
+      } else delete node[key];
     } else if (op < 0.85 && Array.isArray(node)) node.push(structuredClone(node[Number(key)]));
     else node[KEYS[Math.floor(r() * KEYS.length)]!] = randomValue(r, 2);
     break;
@@ -790,7 +1060,8 @@ describe('random input', () => {
       } else {
         if (res.errors.length === 0) fail('not ok, but no errors');
         for (const e of res.errors) {
-          if (typeof e.path !== 'string' || typeof e.message !== 'string' || e.message.length === 0) fail(`malformed error ${JSON.stringify(e)}`);
+          if (typeof e.path !== 'string' || typeof e.message !== 'string' || e.message.length === 0)
+            fail(`malformed error ${JSON.stringify(e)}`);
           if (e.message.includes('internal error')) fail(e.message);
         }
         if (formatConfigErrors(res.errors, 'fuzz').split('\n').length !== res.errors.length) fail('an error message spans lines');
@@ -838,7 +1109,9 @@ describe('docs/config.md', () => {
     const errors = errorsOf(parseConfig(blocks[at]!.body, 'broken.yaml'));
     expect(`${formatConfigErrors(errors, 'broken.yaml')}\n`).toBe(blocks[at + 1]!.body);
     const syntax = blocks.findIndex((b) => b.lang === 'yaml' && b.body.includes('   gateway: 192.0.2.1'));
-    expect(`${formatConfigErrors(errorsOf(parseConfig(blocks[syntax]!.body, 'syntax.yaml')), 'syntax.yaml')}\n`).toBe(blocks[syntax + 1]!.body);
+    expect(`${formatConfigErrors(errorsOf(parseConfig(blocks[syntax]!.body, 'syntax.yaml')), 'syntax.yaml')}\n`).toBe(
+      blocks[syntax + 1]!.body,
+    );
   });
 
   it('the short example is the lab', () => {
@@ -847,7 +1120,12 @@ describe('docs/config.md', () => {
   });
 
   it('the summary shown is the real one', () => {
-    expect(doc).toContain(configSummary(okConfig(parseConfig(LAB_TEXT))).split('\n').map((l) => `  ${l}`).join('\n'));
+    expect(doc).toContain(
+      configSummary(okConfig(parseConfig(LAB_TEXT)))
+        .split('\n')
+        .map((l) => `  ${l}`)
+        .join('\n'),
+    );
   });
 
   it('merge keys are unknown fields, as documented', () => {
@@ -859,17 +1137,40 @@ describe('docs/config.md', () => {
 describe('bgp (docs/config.md, docs/bgp.md)', () => {
   it('the lab has it; absent or null means no BGP; defaults fill the rest', () => {
     const c = okConfig(parseConfig(LAB_TEXT));
-    expect(c.bgp).toMatchObject({ asn: 65001, holdTimeS: 3, keepaliveS: 1, reconnectMinMs: 500, reconnectMaxMs: 8000, shutdownGraceMs: 300, bfd: { enabled: false, intervalMs: 100, multiplier: 3 } });
+    expect(c.bgp).toMatchObject({
+      asn: 65001,
+      holdTimeS: 3,
+      keepaliveS: 1,
+      reconnectMinMs: 500,
+      reconnectMaxMs: 8000,
+      shutdownGraceMs: 300,
+      bfd: { enabled: false, intervalMs: 100, multiplier: 3 },
+    });
     expect(c.bgp!.peers.map((p) => [p.address.text, p.asn, p.port])).toEqual([['198.18.0.1', 65000, 179]]);
     expect(okConfig(validateConfig(minimal())).bgp).toBeNull();
     expect(okConfig(validateConfig({ ...minimal(), bgp: null })).bgp).toBeNull();
     const d = okConfig(validateConfig({ ...minimal(), bgp: { asn: 64512, peers: [{ address: '198.18.0.1', asn: 64513 }], bfd: null } }));
     expect(d.bgp).toMatchObject({ holdTimeS: CONFIG_DEFAULTS.bgp.holdTimeS, keepaliveS: 3, bfd: CONFIG_DEFAULTS.bgp.bfd });
-    expect(okConfig(validateConfig({ ...minimal(), bgp: { asn: 64512, holdTimeS: 0, peers: [{ address: '198.18.0.1', asn: 64513 }] } })).bgp!.holdTimeS).toBe(0);
+    expect(
+      okConfig(validateConfig({ ...minimal(), bgp: { asn: 64512, holdTimeS: 0, peers: [{ address: '198.18.0.1', asn: 64513 }] } })).bgp!
+        .holdTimeS,
+    ).toBe(0);
   });
 
   it('round trips through serializeConfig', () => {
-    const c = okConfig(validateConfig({ ...minimal(), bgp: { asn: 4200000001, holdTimeS: 30, keepaliveS: 10, shutdownGraceMs: 0, peers: [{ address: '198.18.0.1', asn: 64513, port: 1179 }], bfd: { enabled: true, intervalMs: 50, multiplier: 5 } } }));
+    const c = okConfig(
+      validateConfig({
+        ...minimal(),
+        bgp: {
+          asn: 4200000001,
+          holdTimeS: 30,
+          keepaliveS: 10,
+          shutdownGraceMs: 0,
+          peers: [{ address: '198.18.0.1', asn: 64513, port: 1179 }],
+          bfd: { enabled: true, intervalMs: 50, multiplier: 5 },
+        },
+      }),
+    );
     expect(okConfig(parseConfig(serializeConfig(c)))).toEqual(c);
   });
 
@@ -887,7 +1188,12 @@ describe('bgp (docs/config.md, docs/bgp.md)', () => {
     ['a peer without an address', { peers: [{ asn: 65000 }] }, 'bgp.peers[0].address', 'required'],
     ['a peer that is a mux', { peers: [{ address: '198.18.0.11', asn: 65000 }] }, 'bgp.peers[0].address', 'the provider address of mux m'],
     ['a peer that is the VIP', { peers: [{ address: '203.0.113.10', asn: 65000 }] }, 'bgp.peers[0].address', 'is a VIP'],
-    ['an IPv6 peer while a mux has no address6', { peers: [{ address: '2001:db8:f::1', asn: 65000 }] }, 'bgp.peers[0].address', 'needs every mux to have an IPv6 provider address'],
+    [
+      'an IPv6 peer while a mux has no address6',
+      { peers: [{ address: '2001:db8:f::1', asn: 65000 }] },
+      'bgp.peers[0].address',
+      'needs every mux to have an IPv6 provider address',
+    ],
     ['a typo', { holdTime: 3 }, 'bgp.holdTime', "did you mean 'holdTimeS'?"],
     ['bfd enabled: yes', { bfd: { enabled: 'yes' } }, 'bgp.bfd.enabled', 'write true or false'],
     ['bfd interval 5 ms', { bfd: { intervalMs: 5 } }, 'bgp.bfd.intervalMs', 'must be an integer 10..10000'],
@@ -913,14 +1219,17 @@ describe('vipRanges (docs/config.md)', () => {
     return raw;
   };
 
-  it('the lab declares 203.0.113.0/24 and 2001:db8:ff::/48; absent, the VIPs\' own host routes, written out', () => {
+  it("the lab declares 203.0.113.0/24 and 2001:db8:ff::/48; absent, the VIPs' own host routes, written out", () => {
     expect(okConfig(parseConfig(LAB_TEXT)).vipRanges.map((r) => r.text)).toEqual(['203.0.113.0/24', '2001:db8:ff::/48']);
     const raw = minimal();
     raw.vips.push({ address: '2001:DB8:FF:0::10', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'p6' }] });
     raw.nics[0].addresses.push('2001:db8:d::10');
     raw.pools.push({ name: 'p6', backends: [{ nic: 'n1' }] });
     const c = okConfig(validateConfig(raw));
-    expect(c.vipRanges.map((r) => [r.text, r.prefixLen])).toEqual([['203.0.113.10/32', 32], ['2001:db8:ff::10/128', 128]]);
+    expect(c.vipRanges.map((r) => [r.text, r.prefixLen])).toEqual([
+      ['203.0.113.10/32', 32],
+      ['2001:db8:ff::10/128', 128],
+    ]);
     expect(okConfig(validateConfig({ ...minimal(), vipRanges: null })).vipRanges.map((r) => r.text)).toEqual(['203.0.113.10/32']);
     // written out, so a controller seeded from it keeps them (a VIP added later needs a declared range)
     const y = serializeConfig(c);
@@ -933,14 +1242,20 @@ describe('vipRanges (docs/config.md)', () => {
 
   it('a VIP inside a range is accepted at both edges, one outside is refused with the ranges and the fix', () => {
     // boundaries worked out by hand: 203.0.113.128/25 is .128-.255; 2001:db8:8000::/33 starts where bit 32 is set
-    for (const vip of ['203.0.113.128', '203.0.113.255']) expect(validateConfig(withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = vip))).ok).toBe(true);
-    const e = expectOneError(withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = '203.0.113.127')), 'vips[0].address', 'VIP 203.0.113.127 is outside vipRanges (203.0.113.128/25)');
+    for (const vip of ['203.0.113.128', '203.0.113.255'])
+      expect(validateConfig(withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = vip))).ok).toBe(true);
+    const e = expectOneError(
+      withRanges(['203.0.113.128/25'], (c) => (c.vips[0].address = '203.0.113.127')),
+      'vips[0].address',
+      'VIP 203.0.113.127 is outside vipRanges (203.0.113.128/25)',
+    );
     expect(e.message).toContain('take an address inside one, or add a prefix that holds it to vipRanges');
-    const six = (vip: string) => withRanges(['203.0.113.0/24', '2001:db8:8000::/33'], (c) => {
-      c.nics[0].addresses.push('2001:db8:d::10');
-      c.pools.push({ name: 'p6', backends: [{ nic: 'n1' }] });
-      c.vips.push({ address: vip, rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'p6' }] });
-    });
+    const six = (vip: string) =>
+      withRanges(['203.0.113.0/24', '2001:db8:8000::/33'], (c) => {
+        c.nics[0].addresses.push('2001:db8:d::10');
+        c.pools.push({ name: 'p6', backends: [{ nic: 'n1' }] });
+        c.vips.push({ address: vip, rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'p6' }] });
+      });
     expect(validateConfig(six('2001:db8:8000::1')).ok).toBe(true);
     expect(validateConfig(six('2001:db8:ffff:ffff::1')).ok).toBe(true);
     expectOneError(six('2001:db8:7fff:ffff::1'), 'vips[1].address', 'is outside vipRanges (203.0.113.0/24, 2001:db8:8000::/33)');
@@ -959,13 +1274,22 @@ describe('vipRanges (docs/config.md)', () => {
     ['a number', [24], 'vipRanges[0]', 'must be a prefix written as a string'],
     ['multicast', ['203.0.113.0/24', '224.0.0.0/4'], 'vipRanges[1]', 'is a multicast address'],
     ['twice', ['203.0.113.0/24', '203.0.113.0/24'], 'vipRanges[1]', 'is already vipRanges[0]'],
-    ['holds the fabric', ['203.0.113.0/24', '198.18.0.0/24'], 'vipRanges[1]', 'holds the provider addresses 198.18.0.11 (m), 198.18.0.21 (h)'],
+    [
+      'holds the fabric',
+      ['203.0.113.0/24', '198.18.0.0/24'],
+      'vipRanges[1]',
+      'holds the provider addresses 198.18.0.11 (m), 198.18.0.21 (h)',
+    ],
   ] as [string, unknown, string, string][])('refused: %s', (_what, ranges, path, fragment) => {
     expectOneError(withRanges(ranges), path, fragment);
   });
 
   it('a BGP peer inside a range is refused; overlapping ranges and canonical forms are fine', () => {
-    expectOneError(withRanges(['203.0.113.0/24'], (c) => (c.bgp = { asn: 65001, peers: [{ address: '203.0.113.1', asn: 65000 }] })), 'bgp.peers[0].address', 'is inside vipRanges (203.0.113.0/24)');
+    expectOneError(
+      withRanges(['203.0.113.0/24'], (c) => (c.bgp = { asn: 65001, peers: [{ address: '203.0.113.1', asn: 65000 }] })),
+      'bgp.peers[0].address',
+      'is inside vipRanges (203.0.113.0/24)',
+    );
     const c = okConfig(validateConfig(withRanges(['203.0.113.0/24', '203.0.113.10/32', '2001:DB8:FF:0::/48'])));
     expect(c.vipRanges.map((r) => r.text)).toEqual(['203.0.113.0/24', '203.0.113.10/32', '2001:db8:ff::/48']);
   });

@@ -9,13 +9,22 @@ import { labConfig } from './helpers/lab-config.js';
 import { startTestController, type TestController } from './helpers/controller.js';
 
 let ctl: TestController;
-beforeEach(async () => { ctl = await startTestController(); });
-afterEach(async () => { await ctl.cleanup(); });
+beforeEach(async () => {
+  ctl = await startTestController();
+});
+afterEach(async () => {
+  await ctl.cleanup();
+});
 
 const gen = async () => ((await ctl.req('GET', '/v1/state')).body as { generation: number }).generation;
 const stateBody = async () => (await ctl.req('GET', '/v1/state')).body;
 
-interface FieldError { path: string; configPath: string; value?: unknown; message: string }
+interface FieldError {
+  path: string;
+  configPath: string;
+  value?: unknown;
+  message: string;
+}
 const errorsOf = (body: unknown) => (body as { errors: FieldError[] }).errors;
 
 /** A write that must be refused: status, the field named, and nothing changed. */
@@ -52,7 +61,11 @@ describe('controller API: state', () => {
   });
 
   it('PUT /v1/state replaces the whole config, validated, optionally only at a given generation', async () => {
-    const cfg = toPlainConfig(labConfig((raw) => { raw.pools[0].backends[0].weight = 10; }));
+    const cfg = toPlainConfig(
+      labConfig((raw) => {
+        raw.pools[0].backends[0].weight = 10;
+      }),
+    );
     const stale = await ctl.req('PUT', '/v1/state', { config: cfg, generation: 7 });
     expect(stale.status).toBe(409);
     const r = await ctl.req('PUT', '/v1/state', { config: cfg, generation: 1 });
@@ -101,16 +114,37 @@ describe('controller API: every collection', () => {
   });
 
   it('nics and probes, and references that keep them', async () => {
-    let r = await ctl.req('POST', '/v1/nics', { name: 'h1vm3', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0e', addresses: ['192.0.2.14'] });
+    let r = await ctl.req('POST', '/v1/nics', {
+      name: 'h1vm3',
+      host: 'host1',
+      network: 'tenant-a',
+      mac: '02:00:c0:00:02:0e',
+      addresses: ['192.0.2.14'],
+    });
     expect(r.status).toBe(201);
-    expect((r.body as { item: unknown }).item).toEqual({ name: 'h1vm3', host: 'host1', network: 'tenant-a', port: 'h1vm3', mac: '02:00:c0:00:02:0e', addresses: ['192.0.2.14'] });
+    expect((r.body as { item: unknown }).item).toEqual({
+      name: 'h1vm3',
+      host: 'host1',
+      network: 'tenant-a',
+      port: 'h1vm3',
+      mac: '02:00:c0:00:02:0e',
+      addresses: ['192.0.2.14'],
+    });
     r = await ctl.req('PATCH', '/v1/nics/h1vm3', { addresses: ['192.0.2.14', '2001:db8:d::14'] });
     expect(r.status).toBe(200);
     // a host with nics cannot be deleted
     const b = await refused('DELETE', '/v1/hosts/host1', undefined, 409);
     expect(b.error).toMatch(/host host1 is still used by nic h1vm1/);
     r = await ctl.req('POST', '/v1/probes', { name: 'tcp8000', protocol: 'tcp', port: 8000 });
-    expect((r.body as { item: unknown }).item).toEqual({ name: 'tcp8000', protocol: 'tcp', port: 8000, intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 });
+    expect((r.body as { item: unknown }).item).toEqual({
+      name: 'tcp8000',
+      protocol: 'tcp',
+      port: 8000,
+      intervalMs: 5000,
+      timeoutMs: 2000,
+      upThreshold: 2,
+      downThreshold: 2,
+    });
     // the stored probe has its defaults written out (timeoutMs 2000): a shorter interval needs a timeout too
     await refused('PATCH', '/v1/probes/tcp8000', { intervalMs: 500 }, 400, 'timeoutMs', /intervalMs/);
     r = await ctl.req('PATCH', '/v1/probes/tcp8000', { intervalMs: 500, timeoutMs: 400 });
@@ -124,7 +158,11 @@ describe('controller API: every collection', () => {
   it('pools and their backends', async () => {
     let r = await ctl.req('POST', '/v1/pools', { name: 'alt', backends: [{ nic: 'h1vm1' }] });
     expect(r.status).toBe(201);
-    expect((r.body as { item: unknown }).item).toEqual({ name: 'alt', latencySensitivityMs: 0, backends: [{ nic: 'h1vm1', priority: 1, weight: 50, enabled: true, drain: false }] });
+    expect((r.body as { item: unknown }).item).toEqual({
+      name: 'alt',
+      latencySensitivityMs: 0,
+      backends: [{ nic: 'h1vm1', priority: 1, weight: 50, enabled: true, drain: false }],
+    });
     r = await ctl.req('POST', '/v1/pools/alt/backends', { nic: 'h2vm1', weight: 7, priority: 2 });
     expect(r.status).toBe(201);
     expect((r.body as { item: unknown }).item).toEqual({ nic: 'h2vm1', priority: 2, weight: 7, enabled: true, drain: false });
@@ -144,26 +182,55 @@ describe('controller API: every collection', () => {
   });
 
   it('vips and their rules, IPv6 addresses in any text form', async () => {
-    let r = await ctl.req('POST', '/v1/vips', { address: '203.0.113.20', rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web' }] });
+    let r = await ctl.req('POST', '/v1/vips', {
+      address: '203.0.113.20',
+      rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web' }],
+    });
     expect(r.status).toBe(201);
     expect((r.body as { item: unknown }).item).toEqual({
-      address: '203.0.113.20', rules: [{ name: 'tcp-80', protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web', distribution: '5-tuple' }],
+      address: '203.0.113.20',
+      rules: [{ name: 'tcp-80', protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web', distribution: '5-tuple' }],
     });
-    r = await ctl.req('POST', '/v1/vips/203.0.113.20/rules', { name: 'dns', protocol: 'udp', frontendPort: 53, pool: 'web', distribution: '2-tuple' });
+    r = await ctl.req('POST', '/v1/vips/203.0.113.20/rules', {
+      name: 'dns',
+      protocol: 'udp',
+      frontendPort: 53,
+      pool: 'web',
+      distribution: '2-tuple',
+    });
     expect(r.status).toBe(201);
     r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { distribution: '3-tuple', probe: 'tcp80' });
-    expect((r.body as { item: unknown }).item).toEqual({ name: 'dns', protocol: 'udp', frontendPort: 53, backendPort: 53, pool: 'web', distribution: '3-tuple', probe: 'tcp80' });
+    expect((r.body as { item: unknown }).item).toEqual({
+      name: 'dns',
+      protocol: 'udp',
+      frontendPort: 53,
+      backendPort: 53,
+      pool: 'web',
+      distribution: '3-tuple',
+      probe: 'tcp80',
+    });
     r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { probe: null });
     expect((r.body as { item: Record<string, unknown> }).item['probe']).toBeUndefined();
     r = await ctl.req('PUT', '/v1/vips/203.0.113.20/rules/dns', { protocol: 'udp', frontendPort: 5353, pool: 'web' });
-    expect((r.body as { item: unknown }).item).toEqual({ name: 'dns', protocol: 'udp', frontendPort: 5353, backendPort: 5353, pool: 'web', distribution: '5-tuple' });
+    expect((r.body as { item: unknown }).item).toEqual({
+      name: 'dns',
+      protocol: 'udp',
+      frontendPort: 5353,
+      backendPort: 5353,
+      pool: 'web',
+      distribution: '5-tuple',
+    });
     expect((await ctl.req('GET', '/v1/vips/203.0.113.20/rules')).body).toHaveLength(2);
     expect((await ctl.req('DELETE', '/v1/vips/203.0.113.20/rules/dns')).status).toBe(200);
     expect((await ctl.req('GET', '/v1/vips/203.0.113.20/rules/dns')).status).toBe(404);
     // IPv6: the URL may use any form of the address
     expect((await ctl.req('GET', '/v1/vips/2001:DB8:FF:0:0::10')).body).toMatchObject({ address: '2001:db8:ff::10' });
-    expect((await ctl.req('GET', `/v1/vips/${encodeURIComponent('2001:db8:ff::10')}/rules/web-http`)).body).toMatchObject({ frontendPort: 80 });
-    r = await ctl.req('PATCH', '/v1/vips/203.0.113.20', { rules: [{ name: 'only', protocol: 'tcp', frontendPort: 81, backendPort: 8081, pool: 'web' }] });
+    expect((await ctl.req('GET', `/v1/vips/${encodeURIComponent('2001:db8:ff::10')}/rules/web-http`)).body).toMatchObject({
+      frontendPort: 80,
+    });
+    r = await ctl.req('PATCH', '/v1/vips/203.0.113.20', {
+      rules: [{ name: 'only', protocol: 'tcp', frontendPort: 81, backendPort: 8081, pool: 'web' }],
+    });
     expect((r.body as { item: { rules: unknown[] } }).item.rules).toHaveLength(1);
     expect((await ctl.req('DELETE', '/v1/vips/203.0.113.20')).status).toBe(200);
     expect((await ctl.req('GET', '/v1/vips')).body).toHaveLength(2);
@@ -187,11 +254,31 @@ describe('controller API: rejections name the field and change nothing', () => {
   });
 
   it('port out of range', async () => {
-    await refused('POST', '/v1/vips/203.0.113.10/rules', { protocol: 'tcp', frontendPort: 70000, pool: 'web' }, 400, 'frontendPort', /1\.\.65535/);
-    await refused('POST', '/v1/vips/203.0.113.10/rules', { protocol: 'tcp', frontendPort: 81, backendPort: 0, pool: 'web' }, 400, 'backendPort', /1\.\.65535/);
+    await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { protocol: 'tcp', frontendPort: 70000, pool: 'web' },
+      400,
+      'frontendPort',
+      /1\.\.65535/,
+    );
+    await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { protocol: 'tcp', frontendPort: 81, backendPort: 0, pool: 'web' },
+      400,
+      'backendPort',
+      /1\.\.65535/,
+    );
     await refused('PATCH', '/v1/vips/203.0.113.10/rules/web-http', { frontendPort: -1 }, 400, 'frontendPort');
     await refused('POST', '/v1/probes', { name: 'p', protocol: 'tcp', port: 65536 }, 400, 'port', /1\.\.65535/);
-    const b = await refused('POST', '/v1/vips/203.0.113.10/rules', { protocol: 'tcp', frontendPort: '81', pool: 'web' }, 400, 'frontendPort');
+    const b = await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { protocol: 'tcp', frontendPort: '81', pool: 'web' },
+      400,
+      'frontendPort',
+    );
     expect(b.errors![0]!.configPath).toBe('vips[0].rules[5].frontendPort');
     expect(b.errors![0]!.value).toBe('81');
   });
@@ -201,45 +288,129 @@ describe('controller API: rejections name the field and change nothing', () => {
     expect(w0.errors![0]).toMatchObject({ configPath: 'pools[0].backends[0].weight', value: 0 });
     await refused('PATCH', '/v1/pools/web/backends/h1vm1', { weight: 1001 }, 400, 'weight', /1\.\.1000/);
     await refused('PATCH', '/v1/pools/web/backends/h2vm2', { priority: 6 }, 400, 'priority', /1\.\.5/);
-    await refused('POST', '/v1/pools', { name: 'p2', backends: [{ nic: 'h1vm1', weight: 1001 }, { nic: 'h1vm2', priority: 6 }] }, 400, 'backends[0].weight');
-    const both = errorsOf((await ctl.req('POST', '/v1/pools', { name: 'p2', backends: [{ nic: 'h1vm1', weight: 1001 }, { nic: 'h1vm2', priority: 6 }] })).body);
+    await refused(
+      'POST',
+      '/v1/pools',
+      {
+        name: 'p2',
+        backends: [
+          { nic: 'h1vm1', weight: 1001 },
+          { nic: 'h1vm2', priority: 6 },
+        ],
+      },
+      400,
+      'backends[0].weight',
+    );
+    const both = errorsOf(
+      (
+        await ctl.req('POST', '/v1/pools', {
+          name: 'p2',
+          backends: [
+            { nic: 'h1vm1', weight: 1001 },
+            { nic: 'h1vm2', priority: 6 },
+          ],
+        })
+      ).body,
+    );
     expect(both.map((e) => e.path).sort()).toEqual(['backends[0].weight', 'backends[1].priority']);
   });
 
   it('address of the wrong family', async () => {
     await refused('POST', '/v1/muxes', { name: 'mux3', address: '2001:db8:f::13' }, 400, 'address', /IPv4.*address6/);
     await refused('PATCH', '/v1/networks/tenant-a', { gateway6: '192.0.2.1' }, 400, 'gateway6', /IPv6/);
-    await refused('POST', '/v1/nics', { name: 'x', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0f', addresses: ['192.0.2.15', '192.0.2.16'] }, 400, 'addresses[1]');
+    await refused(
+      'POST',
+      '/v1/nics',
+      { name: 'x', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0f', addresses: ['192.0.2.15', '192.0.2.16'] },
+      400,
+      'addresses[1]',
+    );
     // an IPv6 VIP over a pool whose nic has no IPv6 address
-    expect((await ctl.req('POST', '/v1/nics', { name: 'v4only', host: 'host1', network: 'tenant-a', mac: '02:00:c0:00:02:0f', addresses: ['192.0.2.15'] })).status).toBe(201);
+    expect(
+      (
+        await ctl.req('POST', '/v1/nics', {
+          name: 'v4only',
+          host: 'host1',
+          network: 'tenant-a',
+          mac: '02:00:c0:00:02:0f',
+          addresses: ['192.0.2.15'],
+        })
+      ).status,
+    ).toBe(201);
     expect((await ctl.req('POST', '/v1/pools', { name: 'p4', backends: [{ nic: 'v4only' }] })).status).toBe(201);
-    await refused('POST', '/v1/vips', { address: '2001:db8:ff::20', rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 9000, pool: 'p4' }] }, 400, 'rules[0].pool', /mixed families/);
+    await refused(
+      'POST',
+      '/v1/vips',
+      { address: '2001:db8:ff::20', rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 9000, pool: 'p4' }] },
+      400,
+      'rules[0].pool',
+      /mixed families/,
+    );
   });
 
   it('duplicate rule, VIP, pool and backend', async () => {
     // the same (protocol, frontendPort) under another name
-    await refused('POST', '/v1/vips/203.0.113.10/rules', { name: 'again', protocol: 'tcp', frontendPort: 80, pool: 'web' }, 400, 'frontendPort', /already taken by rules\[0\]/);
+    await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { name: 'again', protocol: 'tcp', frontendPort: 80, pool: 'web' },
+      400,
+      'frontendPort',
+      /already taken by rules\[0\]/,
+    );
     // the same name
-    const dupName = await refused('POST', '/v1/vips/203.0.113.10/rules', { name: 'web-http', protocol: 'tcp', frontendPort: 81, pool: 'web' }, 409);
+    const dupName = await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { name: 'web-http', protocol: 'tcp', frontendPort: 81, pool: 'web' },
+      409,
+    );
     expect(dupName.error).toBe('rule web-http already exists in vip 203.0.113.10');
     // 'all' overlaps tcp/80
-    await refused('POST', '/v1/vips/203.0.113.10/rules', { name: 'both', protocol: 'all', frontendPort: 80, pool: 'web' }, 400, 'frontendPort');
+    await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { name: 'both', protocol: 'all', frontendPort: 80, pool: 'web' },
+      400,
+      'frontendPort',
+    );
     expect((await refused('POST', '/v1/vips', { address: '203.0.113.10', rules: [] }, 409)).error).toBe('vip 203.0.113.10 already exists');
     expect((await refused('POST', '/v1/pools', { name: 'web', backends: [{ nic: 'h1vm1' }] }, 409)).error).toBe('pool web already exists');
     expect((await refused('POST', '/v1/pools/web/backends', { nic: 'h1vm1' }, 409)).error).toBe('backend h1vm1 already exists in pool web');
   });
 
   it('unknown references, unknown fields, renames, references that block a delete', async () => {
-    await refused('POST', '/v1/vips/203.0.113.10/rules', { protocol: 'tcp', frontendPort: 81, pool: 'wbe' }, 400, 'pool', /unknown pool 'wbe' \(did you mean 'web'\?\)/);
+    await refused(
+      'POST',
+      '/v1/vips/203.0.113.10/rules',
+      { protocol: 'tcp', frontendPort: 81, pool: 'wbe' },
+      400,
+      'pool',
+      /unknown pool 'wbe' \(did you mean 'web'\?\)/,
+    );
     await refused('PATCH', '/v1/pools/web/backends/h1vm1', { weigth: 10 }, 400, 'weigth', /did you mean 'weight'/);
     await refused('PUT', '/v1/pools/web', { name: 'www', backends: [{ nic: 'h1vm1' }] }, 400, 'name', /renaming is not supported/);
     await refused('PATCH', '/v1/vips/203.0.113.10', { address: '203.0.113.11' }, 400, 'address');
     const b = await refused('DELETE', '/v1/pools/web', undefined, 409);
     expect(b.error).toMatch(/^pool web is still used by rule web-http of vip 203\.0\.113\.10/);
     // a VIP that is another thing's address
-    await refused('POST', '/v1/vips', { address: '198.18.0.11', rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 9000, pool: 'web' }] }, 400, 'address', /provider address of mux mux1/);
+    await refused(
+      'POST',
+      '/v1/vips',
+      { address: '198.18.0.11', rules: [{ protocol: 'tcp', frontendPort: 80, backendPort: 9000, pool: 'web' }] },
+      400,
+      'address',
+      /provider address of mux mux1/,
+    );
     // the stateless DSR rule: backend port 80 already serves 203.0.113.10:80
-    await refused('POST', '/v1/vips', { address: '203.0.113.21', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'web' }] }, 400, 'rules[0].backendPort', /direct server return/);
+    await refused(
+      'POST',
+      '/v1/vips',
+      { address: '203.0.113.21', rules: [{ protocol: 'tcp', frontendPort: 80, pool: 'web' }] },
+      400,
+      'rules[0].backendPort',
+      /direct server return/,
+    );
     expect(await gen()).toBe(1);
   });
 
@@ -256,7 +427,13 @@ describe('controller API: rejections name the field and change nothing', () => {
     // a raw, malformed JSON body
     const { request } = await import('node:http');
     const bad = await new Promise<number>((resolve, reject) => {
-      const rq = request({ host: '127.0.0.1', port: ctl.port, path: '/v1/pools', method: 'POST', headers: { 'content-type': 'application/json' } }, (res) => { res.resume(); resolve(res.statusCode ?? 0); });
+      const rq = request(
+        { host: '127.0.0.1', port: ctl.port, path: '/v1/pools', method: 'POST', headers: { 'content-type': 'application/json' } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
       rq.on('error', reject);
       rq.end('{"name": ');
     });
@@ -276,8 +453,14 @@ describe('controller API: vipRanges (every VIP inside a prefix delegated to the 
 
   it('a VIP outside the ranges is refused, naming the ranges and the fix; inside, it is created', async () => {
     // examples/lab.yaml delegates 203.0.113.0/24 and 2001:db8:ff::/48
-    const b = await refused('POST', '/v1/vips', { address: '198.51.100.200', rules: [rule] }, 400, 'address',
-      /^VIP 198\.51\.100\.200 is outside vipRanges \(203\.0\.113\.0\/24, 2001:db8:ff::\/48\), the prefixes the router accepts from the MUXes, so no client could reach it: take an address inside one, or add a prefix that holds it to vipRanges/);
+    const b = await refused(
+      'POST',
+      '/v1/vips',
+      { address: '198.51.100.200', rules: [rule] },
+      400,
+      'address',
+      /^VIP 198\.51\.100\.200 is outside vipRanges \(203\.0\.113\.0\/24, 2001:db8:ff::\/48\), the prefixes the router accepts from the MUXes, so no client could reach it: take an address inside one, or add a prefix that holds it to vipRanges/,
+    );
     expect(errorsOf(b)).toHaveLength(1);
     expect(errorsOf(b)[0]).toMatchObject({ configPath: 'vips[2].address', value: '198.51.100.200' });
     // one bit outside the IPv6 /48
@@ -289,17 +472,47 @@ describe('controller API: vipRanges (every VIP inside a prefix delegated to the 
 
   it('the ranges change only with the whole document (PUT /v1/state), checked against every VIP', async () => {
     const doc = toPlainConfig(labConfig()) as { vipRanges: string[] };
-    await refused('PUT', '/v1/state', { config: { ...doc, vipRanges: ['203.0.113.128/25', '2001:db8:ff::/48'] } }, 400, 'vips[0].address', /VIP 203\.0\.113\.10 is outside vipRanges \(203\.0\.113\.128\/25/);
-    await refused('PUT', '/v1/state', { config: { ...doc, vipRanges: ['203.0.113.1/24'] } }, 400, 'vipRanges[0]', /write 203\.0\.113\.0\/24/);
-    expect((await ctl.req('PUT', '/v1/state', { config: { ...doc, vipRanges: [...doc.vipRanges, '198.51.100.192/26'] } })).status).toBe(200);
+    await refused(
+      'PUT',
+      '/v1/state',
+      { config: { ...doc, vipRanges: ['203.0.113.128/25', '2001:db8:ff::/48'] } },
+      400,
+      'vips[0].address',
+      /VIP 203\.0\.113\.10 is outside vipRanges \(203\.0\.113\.128\/25/,
+    );
+    await refused(
+      'PUT',
+      '/v1/state',
+      { config: { ...doc, vipRanges: ['203.0.113.1/24'] } },
+      400,
+      'vipRanges[0]',
+      /write 203\.0\.113\.0\/24/,
+    );
+    expect((await ctl.req('PUT', '/v1/state', { config: { ...doc, vipRanges: [...doc.vipRanges, '198.51.100.192/26'] } })).status).toBe(
+      200,
+    );
     expect((await ctl.req('POST', '/v1/vips', { address: '198.51.100.200', rules: [rule] })).status).toBe(201);
   });
 
-  it('seeded from a config without vipRanges: the VIPs\' own host routes are kept, so a new VIP needs a declared range', async () => {
+  it("seeded from a config without vipRanges: the VIPs' own host routes are kept, so a new VIP needs a declared range", async () => {
     await ctl.cleanup();
-    ctl = await startTestController({ init: labConfig((raw) => { delete raw.vipRanges; }) });
-    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual(['203.0.113.10/32', '2001:db8:ff::10/128']);
-    await refused('POST', '/v1/vips', { address: '203.0.113.20', rules: [rule] }, 400, 'address', /outside vipRanges \(203\.0\.113\.10\/32, 2001:db8:ff::10\/128\)/);
+    ctl = await startTestController({
+      init: labConfig((raw) => {
+        delete raw.vipRanges;
+      }),
+    });
+    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual([
+      '203.0.113.10/32',
+      '2001:db8:ff::10/128',
+    ]);
+    await refused(
+      'POST',
+      '/v1/vips',
+      { address: '203.0.113.20', rules: [rule] },
+      400,
+      'address',
+      /outside vipRanges \(203\.0\.113\.10\/32, 2001:db8:ff::10\/128\)/,
+    );
   });
 
   it('a state file saved before vipRanges existed gets the ranges of its VIPs when it is opened', async () => {
@@ -309,7 +522,10 @@ describe('controller API: vipRanges (every VIP inside a prefix delegated to the 
     delete saved.config['vipRanges'];
     writeFileSync(ctl.statePath, JSON.stringify(saved));
     await ctl.restart();
-    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual(['203.0.113.10/32', '2001:db8:ff::10/128']);
+    expect(((await stateBody()) as { config: { vipRanges: string[] } }).config.vipRanges).toEqual([
+      '203.0.113.10/32',
+      '2001:db8:ff::10/128',
+    ]);
     await refused('POST', '/v1/vips', { address: '203.0.113.20', rules: [rule] }, 400, 'address', /outside vipRanges/);
   });
 });

@@ -22,7 +22,9 @@ const until = async (what: string, f: () => boolean | Promise<boolean>, ms = 500
 
 describe('the token file', () => {
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(join(tmpdir(), 'slbx-token-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(join(tmpdir(), 'slbx-token-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   it('is made once, 64 hex digits, mode 600, and read back the same', () => {
@@ -58,8 +60,12 @@ describe('the token file', () => {
 
 describe('a controller with a token', () => {
   let ctl: TestController;
-  beforeEach(async () => { ctl = await startTestController({ token: TOKEN }); });
-  afterEach(async () => { await ctl.cleanup(); });
+  beforeEach(async () => {
+    ctl = await startTestController({ token: TOKEN });
+  });
+  afterEach(async () => {
+    await ctl.cleanup();
+  });
 
   it('refuses every change without the token (401, counted) and changes nothing', async () => {
     const before = (await ctl.req('GET', '/v1/state')).body as any;
@@ -89,7 +95,9 @@ describe('a controller with a token', () => {
   it('lets anyone read the desired state, but not act as an agent', async () => {
     expect((await ctl.req('GET', '/v1/vips')).status).toBe(200);
     expect((await ctl.req('GET', '/v1/agents/mux/mux1/policy?after=0&waitS=0')).status).toBe(401);
-    expect((await ctl.req('POST', '/v1/agents/host/host1/health', { results: [{ nic: 'h1vm1', probe: 'http80', state: 'down' }] })).status).toBe(401);
+    expect(
+      (await ctl.req('POST', '/v1/agents/host/host1/health', { results: [{ nic: 'h1vm1', probe: 'http80', state: 'down' }] })).status,
+    ).toBe(401);
     expect((await ctl.req('POST', '/v1/agents/mux/mux1/ack', { generation: 1, ok: true })).status).toBe(401);
     const h = (await ctl.req('GET', '/v1/health')).body as any;
     expect(JSON.stringify(h)).not.toMatch(/"down"/); // the forged health report changed nothing
@@ -100,12 +108,26 @@ describe('a controller with a token', () => {
     expect(r.status).toBe(200);
     expect(signatureValid(TOKEN, r.text, r.headers[SIGNATURE_HEADER])).toBe(true);
     const applied: AppliedPolicy[] = [];
-    const c = new PolicyClient({ url: new URL(ctl.url), kind: 'mux', name: 'mux1', token: TOKEN, bootstrap: labConfig(), apply: (p) => { applied.push(p); }, waitS: 1, backoffMinMs: 20, log: () => {} });
+    const c = new PolicyClient({
+      url: new URL(ctl.url),
+      kind: 'mux',
+      name: 'mux1',
+      token: TOKEN,
+      bootstrap: labConfig(),
+      apply: (p) => {
+        applied.push(p);
+      },
+      waitS: 1,
+      backoffMinMs: 20,
+      log: () => {},
+    });
     c.start();
     try {
       await until('policy', () => applied.length === 1);
       expect(c.status()).toMatchObject({ authenticated: true, policiesUnsigned: 0, appliedGeneration: 1 });
-    } finally { c.stop(); }
+    } finally {
+      c.stop();
+    }
   });
 
   it('slbctl changes state with --token-file and is refused without', async () => {
@@ -113,13 +135,23 @@ describe('a controller with a token', () => {
     const tf = join(dir, 'tok');
     writeFileSync(tf, `${TOKEN}\n`, { mode: 0o600 });
     const out: string[] = [];
-    const io = { out: (t: string) => { out.push(t); }, err: (t: string) => { out.push(t); }, env: {} as NodeJS.ProcessEnv };
+    const io = {
+      out: (t: string) => {
+        out.push(t);
+      },
+      err: (t: string) => {
+        out.push(t);
+      },
+      env: {} as NodeJS.ProcessEnv,
+    };
     try {
       expect(await runSlbctl(['--controller', ctl.url, 'backend', 'drain', 'web', 'h1vm1'], io)).toBe(1);
       expect(out.join('')).toMatch(/401.*needs the API token/);
       expect(await runSlbctl(['--controller', ctl.url, '--token-file', tf, 'backend', 'drain', 'web', 'h1vm1'], io)).toBe(0);
       expect(await runSlbctl(['--controller', ctl.url, 'vip', 'list'], io)).toBe(0); // reading needs none
-    } finally { rmSync(dir, { recursive: true, force: true }); }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 
@@ -135,7 +167,10 @@ describe('a policy client with a token', () => {
       if (req.url?.includes('/policy')) {
         n++;
         const body = JSON.stringify({ ...ctlState, config: readFileSync(new URL('../examples/lab.yaml', import.meta.url), 'utf8') });
-        res.writeHead(200, { 'content-type': 'application/json', ...(n % 2 === 0 ? { [SIGNATURE_HEADER]: sign('cd'.repeat(32), body) } : {}) });
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          ...(n % 2 === 0 ? { [SIGNATURE_HEADER]: sign('cd'.repeat(32), body) } : {}),
+        });
         res.end(body);
         return;
       }
@@ -145,13 +180,28 @@ describe('a policy client with a token', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const port = (server.address() as any).port as number;
     const applied: AppliedPolicy[] = [];
-    const c = new PolicyClient({ url: new URL(`http://127.0.0.1:${port}`), kind: 'host', name: 'host1', token: TOKEN, bootstrap: labConfig(), apply: (p) => { applied.push(p); }, waitS: 0, backoffMinMs: 10, backoffMaxMs: 20, log: () => {} });
+    const c = new PolicyClient({
+      url: new URL(`http://127.0.0.1:${port}`),
+      kind: 'host',
+      name: 'host1',
+      token: TOKEN,
+      bootstrap: labConfig(),
+      apply: (p) => {
+        applied.push(p);
+      },
+      waitS: 0,
+      backoffMinMs: 10,
+      backoffMaxMs: 20,
+      log: () => {},
+    });
     c.start();
     try {
       await until('several forged policies', () => c.status().policiesUnsigned >= 4);
       expect(applied).toHaveLength(0);
       expect(c.status().appliedGeneration).toBe(null);
       expect(c.status().lastError).toMatch(/without a valid signature/);
-    } finally { c.stop(); }
+    } finally {
+      c.stop();
+    }
   });
 });

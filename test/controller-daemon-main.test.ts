@@ -13,18 +13,34 @@ class FakeDaemon implements Daemon {
   stopped = 0;
   applied: SlbxConfig[] = [];
   constructor(readonly config: SlbxConfig) {}
-  start(): void { this.started++; }
-  stop(): void { this.stopped++; }
-  applyConfig(config: SlbxConfig): void { this.applied.push(config); }
+  start(): void {
+    this.started++;
+  }
+  stop(): void {
+    this.stopped++;
+  }
+  applyConfig(config: SlbxConfig): void {
+    this.applied.push(config);
+  }
 }
 
 function fakeProgram(created: FakeDaemon[]): DaemonProgram {
   return {
-    program: 'slbx-mux', usage: 'fake', about: 'a stand-in MUX', options: [], defaultStatus: '127.0.0.1:9180', extraHelp: '',
-    create(_args, config) { const d = new FakeDaemon(config); created.push(d); return d; },
+    program: 'slbx-mux',
+    usage: 'fake',
+    about: 'a stand-in MUX',
+    options: [],
+    defaultStatus: '127.0.0.1:9180',
+    extraHelp: '',
+    create(_args, config) {
+      const d = new FakeDaemon(config);
+      created.push(d);
+      return d;
+    },
     routes(daemon) {
       const d = daemon as FakeDaemon;
-      return (path) => (path === '/status' ? { daemon: 'mux', ready: true, applied: d.applied.length } : path === '/flows' ? [] : undefined);
+      return (path) =>
+        path === '/status' ? { daemon: 'mux', ready: true, applied: d.applied.length } : path === '/flows' ? [] : undefined;
     },
   };
 }
@@ -83,7 +99,10 @@ describe('daemon main with --controller', () => {
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { drain: true });
     await until('applied', () => created[0]!.applied.length === 1);
     expect(created[0]!.applied[0]!.pools[0]!.backends[0]!.drain).toBe(true);
-    await until('acked', async () => ((await ctl.req('GET', '/v1/agents')).body as any[]).find((a) => a.name === 'mux1').appliedGeneration === 2);
+    await until(
+      'acked',
+      async () => ((await ctl.req('GET', '/v1/agents')).body as any[]).find((a) => a.name === 'mux1').appliedGeneration === 2,
+    );
     // the heartbeat carries the daemon's status
     await until('heartbeat', async () => (await ctl.req('GET', '/v1/agents/mux/mux1/status')).status === 200);
     const hb = (await ctl.req('GET', '/v1/agents/mux/mux1/status')).body as any;
@@ -97,7 +116,10 @@ describe('daemon main with --controller', () => {
     ctl = await startTestController();
     const created: FakeDaemon[] = [];
     let err = '';
-    vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => { err += String(s); return true; });
+    vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => {
+      err += String(s);
+      return true;
+    });
     expect(await runDaemon(fakeProgram(created), ['--name', 'mux1'])).toBe(2);
     expect(err).toContain('--config and --name are required (or --controller URL and --name');
     expect(await runDaemon(fakeProgram(created), ['--name', 'mux1', '--controller', 'https://198.18.0.5:8480'])).toBe(2);

@@ -23,19 +23,35 @@ const until = async (what: string, f: () => boolean | Promise<boolean>, ms = 500
 describe('policy client', () => {
   let ctl: TestController;
   const clients: PolicyClient[] = [];
-  beforeEach(async () => { ctl = await startTestController(); });
+  beforeEach(async () => {
+    ctl = await startTestController();
+  });
   afterEach(async () => {
     for (const c of clients.splice(0)) c.stop();
     await ctl.cleanup();
   });
 
-  function client(kind: 'mux' | 'host', name: string, o: { bootstrap?: boolean; apply?: (p: AppliedPolicy) => void; heartbeat?: () => unknown } = {}) {
+  function client(
+    kind: 'mux' | 'host',
+    name: string,
+    o: { bootstrap?: boolean; apply?: (p: AppliedPolicy) => void; heartbeat?: () => unknown } = {},
+  ) {
     const applied: AppliedPolicy[] = [];
     const c = new PolicyClient({
-      url: new URL(ctl.url), kind, name, bootstrap: o.bootstrap === false ? null : labConfig(),
-      apply: (p) => { o.apply?.(p); applied.push(p); },
+      url: new URL(ctl.url),
+      kind,
+      name,
+      bootstrap: o.bootstrap === false ? null : labConfig(),
+      apply: (p) => {
+        o.apply?.(p);
+        applied.push(p);
+      },
       heartbeat: o.heartbeat ?? (() => ({ status: { name, counters: { rx_packets: 1 } } })),
-      waitS: 5, heartbeatMs: 200, backoffMinMs: 50, backoffMaxMs: 200, log: quiet,
+      waitS: 5,
+      heartbeatMs: 200,
+      backoffMinMs: 50,
+      backoffMaxMs: 200,
+      log: quiet,
     });
     clients.push(c);
     c.start();
@@ -77,10 +93,18 @@ describe('policy client', () => {
     const mux = client('mux', 'mux1');
     const host = client('host', 'host1');
     await until('both applied', () => mux.applied.length === 1 && host.applied.length === 1);
-    host.c.reportHealth([{ nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'refused' }, { nic: 'h1vm2', probe: 'http80', state: 'up' }]);
+    host.c.reportHealth([
+      { nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'refused' },
+      { nic: 'h1vm2', probe: 'http80', state: 'up' },
+    ]);
     await until('health policy', () => mux.applied.length === 2);
     const p = mux.applied[1]!;
-    expect(p).toMatchObject({ generation: 2, configChanged: false, healthChanged: true, health: { 'h1vm1/http80': 'down', 'h1vm2/http80': 'up' } });
+    expect(p).toMatchObject({
+      generation: 2,
+      configChanged: false,
+      healthChanged: true,
+      health: { 'h1vm1/http80': 'down', 'h1vm2/http80': 'up' },
+    });
     expect(p.config).toBe(mux.applied[0]!.config); // the same frozen config object: nothing to recompile but health
     expect(p.healthView.isHealthy('h1vm1', 'http80')).toBe(false);
     expect(p.healthView.isHealthy('h1vm2', 'http80')).toBe(true);
@@ -88,7 +112,10 @@ describe('policy client', () => {
     // the host got generation 2 too: no config change for it
     await until('host gen 2', () => host.applied.length === 2);
     expect(host.applied[1]).toMatchObject({ configChanged: false, healthChanged: true });
-    host.c.reportHealth([{ nic: 'h1vm1', probe: 'http80', state: 'up' }, { nic: 'h1vm2', probe: 'http80', state: 'up' }]);
+    host.c.reportHealth([
+      { nic: 'h1vm1', probe: 'http80', state: 'up' },
+      { nic: 'h1vm2', probe: 'http80', state: 'up' },
+    ]);
     await until('health back', () => mux.applied.length === 3);
     expect(mux.applied[2]!.healthView.isHealthy('h1vm1', 'http80')).toBe(true);
     expect(host.c.status().health).toMatchObject({ results: 2, pending: false });
@@ -98,13 +125,21 @@ describe('policy client', () => {
 
   it('an apply that throws is refused and acked with the error; the next generation is tried again', async () => {
     let fail = false;
-    const { c, applied } = client('mux', 'mux2', { apply: () => { if (fail) throw new Error('mux "mux2" is not in the new config'); } });
+    const { c, applied } = client('mux', 'mux2', {
+      apply: () => {
+        if (fail) throw new Error('mux "mux2" is not in the new config');
+      },
+    });
     await until('first', () => applied.length === 1);
     fail = true;
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { weight: 10 });
     await until('refusal', async () => (await agents()).find((a) => a.name === 'mux2').lastError !== null);
     const a = (await agents()).find((x) => x.name === 'mux2');
-    expect(a).toMatchObject({ appliedGeneration: 1, behind: true, lastError: { generation: 2, message: 'could not apply it: mux "mux2" is not in the new config' } });
+    expect(a).toMatchObject({
+      appliedGeneration: 1,
+      behind: true,
+      lastError: { generation: 2, message: 'could not apply it: mux "mux2" is not in the new config' },
+    });
     expect(c.status()).toMatchObject({ appliedGeneration: 1, seenGeneration: 2, lastRefused: { generation: 2 } });
     fail = false;
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { weight: 11 });
@@ -126,7 +161,9 @@ describe('policy client', () => {
     await until('agents resynced', async () => (await agents()).every((a) => a.name === 'mux2' || a.name === 'host2' || !a.behind));
     expect((await ctl.req('GET', '/v1/state')).body).toEqual(before);
     // the host resent its health: the same, so no new generation
-    await until('health resent', async () => ((await ctl.req('GET', '/v1/health')).body as any[]).some((x) => x.nic === 'h1vm1' && x.reported));
+    await until('health resent', async () =>
+      ((await ctl.req('GET', '/v1/health')).body as any[]).some((x) => x.nic === 'h1vm1' && x.reported),
+    );
     await new Promise((r) => setTimeout(r, 300));
     expect(applied.length).toBe(2);
     expect(((await ctl.req('GET', '/v1/state')).body as any).generation).toBe(2);
@@ -143,15 +180,20 @@ describe('policy client against a controller that sends a bad policy', () => {
     server = createServer((req, res) => {
       if (req.method === 'POST') {
         let t = '';
-        req.on('data', (d) => (t += d)).on('end', () => {
-          if (req.url!.endsWith('/ack')) acks.push(JSON.parse(t));
-          res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-        });
+        req
+          .on('data', (d) => (t += d))
+          .on('end', () => {
+            if (req.url!.endsWith('/ack')) acks.push(JSON.parse(t));
+            res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+          });
         return;
       }
       const after = new URL(req.url!, 'http://x').searchParams.get('after');
       const gen = (policy as { generation: number }).generation;
-      if (after !== null && Number(after) >= gen) { setTimeout(() => res.writeHead(204).end(), 200); return; }
+      if (after !== null && Number(after) >= gen) {
+        setTimeout(() => res.writeHead(204).end(), 200);
+        return;
+      }
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(policy));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -166,7 +208,17 @@ describe('policy client against a controller that sends a bad policy', () => {
     const good = toPlainConfig(labConfig());
     policy = { stateId: 'aaaaaaaaaaaaaaaa', generation: 1, config: good, health: {} };
     const applied: AppliedPolicy[] = [];
-    const c = new PolicyClient({ url: new URL(`http://127.0.0.1:${port}`), kind: 'mux', name: 'mux1', apply: (p) => { applied.push(p); }, waitS: 1, backoffMinMs: 50, log: quiet });
+    const c = new PolicyClient({
+      url: new URL(`http://127.0.0.1:${port}`),
+      kind: 'mux',
+      name: 'mux1',
+      apply: (p) => {
+        applied.push(p);
+      },
+      waitS: 1,
+      backoffMinMs: 50,
+      log: quiet,
+    });
     c.start();
     try {
       await until('good ack', () => acks.length === 1);
@@ -206,11 +258,21 @@ describe('host agent: which policy changes it applies', () => {
     });
     expect(hostPolicyKey(muxOnly)).toBe(base);
     for (const edit of [
-      (r: any) => { r.vips[0].rules[2].backendPort = 8001; },
-      (r: any) => { r.pools[0].backends.pop(); },
-      (r: any) => { r.probes[0].intervalMs = 2000; },
-      (r: any) => { r.vips[0].rules[0].probe = 'tcp80'; },
-      (r: any) => { r.networks[0].gateway = '192.0.2.254'; },
+      (r: any) => {
+        r.vips[0].rules[2].backendPort = 8001;
+      },
+      (r: any) => {
+        r.pools[0].backends.pop();
+      },
+      (r: any) => {
+        r.probes[0].intervalMs = 2000;
+      },
+      (r: any) => {
+        r.vips[0].rules[0].probe = 'tcp80';
+      },
+      (r: any) => {
+        r.networks[0].gateway = '192.0.2.254';
+      },
     ]) {
       expect(hostPolicyKey(labConfig(edit))).not.toBe(base);
     }

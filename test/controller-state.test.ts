@@ -15,15 +15,23 @@ import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 import { startTestController, type TestController } from './helpers/controller.js';
 
 let tmp: string;
-beforeEach(() => { tmp = mkdtempSync(join(tmpdir(), 'slbx-state-test-')); });
-afterEach(() => { rmSync(tmp, { recursive: true, force: true }); });
+beforeEach(() => {
+  tmp = mkdtempSync(join(tmpdir(), 'slbx-state-test-'));
+});
+afterEach(() => {
+  rmSync(tmp, { recursive: true, force: true });
+});
 
 /** node:fs with a crash injected at one step of the write. */
 function crashingFs(step: 'write' | 'fsync' | 'rename'): StoreFs {
   let fd = -1;
   return {
     ...NODE_STORE_FS,
-    openSync: (p, f, m) => { const x = NODE_STORE_FS.openSync(p, f, m); if (p.endsWith('.tmp')) fd = x; return x; },
+    openSync: (p, f, m) => {
+      const x = NODE_STORE_FS.openSync(p, f, m);
+      if (p.endsWith('.tmp')) fd = x;
+      return x;
+    },
     writeSync: (d, data) => {
       if (step === 'write' && d === fd) {
         fs.writeSync(d, data.subarray(0, Math.floor(data.length / 2))); // half the bytes reach the file
@@ -31,8 +39,14 @@ function crashingFs(step: 'write' | 'fsync' | 'rename'): StoreFs {
       }
       return NODE_STORE_FS.writeSync(d, data);
     },
-    fsyncSync: (d) => { if (step === 'fsync' && d === fd) throw new Error('simulated crash at fsync'); NODE_STORE_FS.fsyncSync(d); },
-    renameSync: (a, b) => { if (step === 'rename') throw new Error('simulated crash before rename'); NODE_STORE_FS.renameSync(a, b); },
+    fsyncSync: (d) => {
+      if (step === 'fsync' && d === fd) throw new Error('simulated crash at fsync');
+      NODE_STORE_FS.fsyncSync(d);
+    },
+    renameSync: (a, b) => {
+      if (step === 'rename') throw new Error('simulated crash before rename');
+      NODE_STORE_FS.renameSync(a, b);
+    },
   };
 }
 
@@ -45,7 +59,12 @@ describe('state file', () => {
     expect(a.seeded).toBe(true);
     const raw = JSON.parse(readFileSync(path, 'utf8')) as StoredState;
     expect(raw).toMatchObject({ format: 'slbx-controller-state', version: 1, generation: 1, stateId: a.state.stateId });
-    const b = ControllerState.open(path, labConfig((r) => { r.pools[0].backends[0].weight = 1; }));
+    const b = ControllerState.open(
+      path,
+      labConfig((r) => {
+        r.pools[0].backends[0].weight = 1;
+      }),
+    );
     expect(b.ok && !b.seeded && b.state.stateId === a.state.stateId && b.state.document).toEqual(a.state.document);
     // no file and no --init: refused; a corrupt file: refused and left alone
     expect(ControllerState.open(join(tmp, 'none.json'), null)).toMatchObject({ ok: false, error: expect.stringMatching(/--init/) });
@@ -71,7 +90,9 @@ describe('state file', () => {
       let err: unknown;
       try {
         s.write('PATCH', { coll: 'pools', key: 'web', sub: 'backends', subKey: 'h1vm1' }, { drain: true }, 'test');
-      } catch (e) { err = e; }
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(ApiError);
       expect((err as ApiError).status).toBe(500);
       expect(s.generation).toBe(1);
@@ -106,8 +127,14 @@ describe('state file', () => {
     const out: string[] = [];
     const w1 = process.stdout.write;
     const w2 = process.stderr.write;
-    process.stdout.write = ((s: string) => { out.push(s); return true; }) as typeof process.stdout.write;
-    process.stderr.write = ((s: string) => { out.push(s); return true; }) as typeof process.stderr.write;
+    process.stdout.write = ((s: string) => {
+      out.push(s);
+      return true;
+    }) as typeof process.stdout.write;
+    process.stderr.write = ((s: string) => {
+      out.push(s);
+      return true;
+    }) as typeof process.stderr.write;
     try {
       expect(await controllerMain(['--help'])).toBe(0);
       expect(out.join('')).toContain('usage: slbx-controller --state FILE');
@@ -132,15 +159,27 @@ describe('state file', () => {
 
 describe('controller: restart, watch, acks, health', () => {
   let ctl: TestController;
-  beforeEach(async () => { ctl = await startTestController(); });
-  afterEach(async () => { await ctl.cleanup(); });
+  beforeEach(async () => {
+    ctl = await startTestController();
+  });
+  afterEach(async () => {
+    await ctl.cleanup();
+  });
 
   const get = async (p: string) => (await ctl.req('GET', p)).body as any;
 
   it('a restart from the state file keeps the state, the generation, the history and the health', async () => {
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { drain: true });
-    await ctl.req('POST', '/v1/vips/203.0.113.10/rules', { name: 'extra', protocol: 'tcp', frontendPort: 81, backendPort: 8081, pool: 'web' });
-    await ctl.req('POST', '/v1/agents/host/host1/health', { results: [{ nic: 'h1vm2', probe: 'http80', state: 'down', detail: 'http 503' }] });
+    await ctl.req('POST', '/v1/vips/203.0.113.10/rules', {
+      name: 'extra',
+      protocol: 'tcp',
+      frontendPort: 81,
+      backendPort: 8081,
+      pool: 'web',
+    });
+    await ctl.req('POST', '/v1/agents/host/host1/health', {
+      results: [{ nic: 'h1vm2', probe: 'http80', state: 'down', detail: 'http 503' }],
+    });
     const state = await get('/v1/state');
     const health = await get('/v1/health');
     const policy = await get('/v1/agents/mux/mux1/policy');
@@ -195,19 +234,35 @@ describe('controller: restart, watch, acks, health', () => {
   it('acks, refusals and the report of who is behind; generation ack times', async () => {
     let agents = await get('/v1/agents');
     expect(agents.map((a: any) => [a.kind, a.name, a.behind, a.appliedGeneration])).toEqual([
-      ['mux', 'mux1', true, null], ['mux', 'mux2', true, null], ['host', 'host1', true, null], ['host', 'host2', true, null],
+      ['mux', 'mux1', true, null],
+      ['mux', 'mux2', true, null],
+      ['host', 'host1', true, null],
+      ['host', 'host2', true, null],
     ]);
     const stateId = (await get('/v1/state')).stateId;
     const beforePatch = Date.now();
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { drain: true });
-    for (const [k, n] of [['mux', 'mux1'], ['host', 'host1'], ['host', 'host2']]) {
+    for (const [k, n] of [
+      ['mux', 'mux1'],
+      ['host', 'host1'],
+      ['host', 'host2'],
+    ]) {
       expect((await ctl.req('POST', `/v1/agents/${k}/${n}/ack`, { generation: 2, ok: true, applyMs: 1.5, stateId })).status).toBe(200);
     }
-    const refused = await ctl.req('POST', '/v1/agents/mux/mux2/ack', { generation: 2, ok: false, error: 'mux "mux2" is not in the new config', stateId });
+    const refused = await ctl.req('POST', '/v1/agents/mux/mux2/ack', {
+      generation: 2,
+      ok: false,
+      error: 'mux "mux2" is not in the new config',
+      stateId,
+    });
     expect(refused.status).toBe(200);
     agents = await get('/v1/agents');
     const m2 = agents.find((a: any) => a.name === 'mux2');
-    expect(m2).toMatchObject({ behind: true, appliedGeneration: null, lastError: { generation: 2, message: 'mux "mux2" is not in the new config' } });
+    expect(m2).toMatchObject({
+      behind: true,
+      appliedGeneration: null,
+      lastError: { generation: 2, message: 'mux "mux2" is not in the new config' },
+    });
     expect(agents.filter((a: any) => a.behind).map((a: any) => a.name)).toEqual(['mux2']);
     let rep = await get('/v1/generations/2');
     expect(rep).toMatchObject({ generation: 2, complete: false, pending: ['mux/mux2'], cause: 'PATCH /v1/pools/web/backends/h1vm1' });
@@ -233,7 +288,11 @@ describe('controller: restart, watch, acks, health', () => {
     expect(rep.lastMuxAckMs).toBeGreaterThanOrEqual(beforeAck - createdMs);
     expect(rep.lastMuxAckMs).toBeLessThanOrEqual(afterAck - createdMs);
     expect(rep.lastHostAckMs).toBeNull();
-    expect((await get('/v1/agents')).find((a: any) => a.name === 'mux2')).toMatchObject({ behind: false, lastError: null, appliedGeneration: 2 });
+    expect((await get('/v1/agents')).find((a: any) => a.name === 'mux2')).toMatchObject({
+      behind: false,
+      lastError: null,
+      appliedGeneration: 2,
+    });
     // a wait that times out says who is missing
     await ctl.req('PATCH', '/v1/pools/web/backends/h1vm1', { drain: false });
     rep = (await ctl.req('GET', '/v1/generations/3?waitS=0.3')).body;
@@ -261,21 +320,39 @@ describe('controller: restart, watch, acks, health', () => {
   it('health reports: a change of what is down bumps the generation and reaches the policy; the rest does not', async () => {
     const post = (host: string, results: unknown) => ctl.req('POST', `/v1/agents/host/${host}/health`, { results });
     // first reports, all up: no new generation (unknown already counts as up)
-    let r = await post('host1', [{ nic: 'h1vm1', probe: 'http80', state: 'up', detail: 'http 200' }, { nic: 'h1vm2', probe: 'http80', state: 'up' }]);
+    let r = await post('host1', [
+      { nic: 'h1vm1', probe: 'http80', state: 'up', detail: 'http 200' },
+      { nic: 'h1vm2', probe: 'http80', state: 'up' },
+    ]);
     expect(r.body).toMatchObject({ generation: 1, changed: false, accepted: 2, ignored: [] });
-    r = await post('host1', [{ nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'refused' }, { nic: 'h1vm2', probe: 'http80', state: 'up' }]);
+    r = await post('host1', [
+      { nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'refused' },
+      { nic: 'h1vm2', probe: 'http80', state: 'up' },
+    ]);
     expect(r.body).toMatchObject({ generation: 2, changed: true });
     expect((await get('/v1/generations/2')).cause).toBe('health h1vm1/http80 down (host1)');
     const pol = await get('/v1/agents/mux/mux1/policy');
     expect(pol).toMatchObject({ generation: 2, health: { 'h1vm1/http80': 'down', 'h1vm2/http80': 'up' } });
     // the same again: nothing new
-    r = await post('host1', [{ nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'timeout' }, { nic: 'h1vm2', probe: 'http80', state: 'up' }]);
+    r = await post('host1', [
+      { nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'timeout' },
+      { nic: 'h1vm2', probe: 'http80', state: 'up' },
+    ]);
     expect(r.body).toMatchObject({ generation: 2, changed: false });
     const h = (await get('/v1/health')).find((x: any) => x.nic === 'h1vm1');
     expect(h).toMatchObject({ state: 'down', effective: 'down', host: 'host1', detail: 'timeout', reported: true });
     // a nic of another host, an unknown nic or probe: ignored and listed
-    r = await post('host1', [{ nic: 'h2vm1', probe: 'http80', state: 'down' }, { nic: 'zz', probe: 'http80', state: 'down' }, { nic: 'h1vm1', probe: 'nope', state: 'down' }, { nic: 'h1vm1', probe: 'http80', state: 'down' }]);
-    expect((r.body as any).ignored.map((i: any) => i.reason)).toEqual(['nic h2vm1 is on host host2, not host1', 'no nic zz', 'no probe nope']);
+    r = await post('host1', [
+      { nic: 'h2vm1', probe: 'http80', state: 'down' },
+      { nic: 'zz', probe: 'http80', state: 'down' },
+      { nic: 'h1vm1', probe: 'nope', state: 'down' },
+      { nic: 'h1vm1', probe: 'http80', state: 'down' },
+    ]);
+    expect((r.body as any).ignored.map((i: any) => i.reason)).toEqual([
+      'nic h2vm1 is on host host2, not host1',
+      'no nic zz',
+      'no probe nope',
+    ]);
     // left out of the full set = forgotten (unknown = up): h1vm1 comes back
     r = await post('host1', []);
     expect(r.body).toMatchObject({ generation: 3, changed: true });

@@ -27,8 +27,14 @@ import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 async function run(program: typeof MUX_PROGRAM, argv: string[]): Promise<{ code: number; stderr: string; stdout: string }> {
   let stderr = '';
   let stdout = '';
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => { stderr += String(s); return true; });
-  const o = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => { stdout += String(s); return true; });
+  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => {
+    stderr += String(s);
+    return true;
+  });
+  const o = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => {
+    stdout += String(s);
+    return true;
+  });
   try {
     const code = await runDaemon(program, argv);
     return { code, stderr, stdout };
@@ -102,18 +108,35 @@ describe('MUX send offsets: what each path hands to the kernel', () => {
   it('raw starts at the outer IPv4 header, udp at the VXLAN header, of the frame the data plane wrote', () => {
     const config = labConfig();
     const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-    for (const h of tables.hosts.values()) { h.mac.set(mac('02:00:00:00:00:21')); h.macKnown = true; }
+    for (const h of tables.hosts.values()) {
+      h.mac.set(mac('02:00:00:00:00:21'));
+      h.macKnown = true;
+    }
     const ctx = newMuxContext({
-      tables, localMac: mac('02:00:00:00:00:11'), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed,
-      mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+      tables,
+      localMac: mac('02:00:00:00:00:11'),
+      localPa4: config.muxes[0]!.address.words[0]!,
+      hashSeed: config.hashSeed,
+      mtu: config.fabric.mtu,
+      vxlanPort: config.fabric.vxlanPort,
+      flowTable: config.flowTable,
     });
-    const frame = pkt().eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:11' }).ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
-      .udp({ sport: 40000, dport: 7 }).payload('ping').build();
+    const frame = pkt()
+      .eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:11' })
+      .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+      .udp({ sport: 40000, dport: 7 })
+      .payload('ping')
+      .build();
     expect(processPacket(frame, frame.length, ctx)).toBe(VERDICT_FORWARD);
     expect(SEND_PATH_OFFSET.cap).toBe(0);
     const raw = dissect(ctx.out.subarray(SEND_PATH_OFFSET.raw, ctx.outLen), LINKTYPE_RAW);
     expect(raw.error).toBeUndefined();
-    expect(raw.first('ipv4')).toMatchObject({ src: '198.18.0.11', dst: ctx.lastNic!.host.pa.text, checksumOk: true, totalLength: ctx.outLen - 14 });
+    expect(raw.first('ipv4')).toMatchObject({
+      src: '198.18.0.11',
+      dst: ctx.lastNic!.host.pa.text,
+      checksumOk: true,
+      totalLength: ctx.outLen - 14,
+    });
     expect(raw.first('vxlan')!.vni).toBe(5001);
     // udp: VXLAN flags (I) and VNI, then the inner Ethernet to the chosen nic
     const vx = ctx.out.subarray(SEND_PATH_OFFSET.udp, ctx.outLen);
@@ -215,10 +238,17 @@ describe('the host agent udp receive path: datagram -> synthesized frame -> unch
   const config = labConfig();
   const PORT_MACS = [mac('02:00:00:01:00:01'), mac('02:00:00:01:00:02')];
   const newCtx = (vxlanPort = config.fabric.vxlanPort) => newHostContext(compileHostTables(config, 'host1', 1), vxlanPort, PORT_MACS);
-  const wire = () => pkt().eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' }).ipv4({ src: '198.18.0.11', dst: '198.18.0.21', id: 0 })
-    .udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 })
-    .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
-    .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 40000, dport: 7 }).payload('ping').build();
+  const wire = () =>
+    pkt()
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21', id: 0 })
+      .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: 5001 })
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
+      .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+      .udp({ sport: 40000, dport: 7 })
+      .payload('ping')
+      .build();
   const pa4 = config.hosts[0]!.address.words[0]!;
   const mux4 = config.muxes[0]!.address.words[0]!;
 
@@ -259,10 +289,20 @@ describe('the host agent udp receive path: datagram -> synthesized frame -> unch
     vxSockets.push(vs);
     const seen: { verdict: number; drop: string | null; src: string }[] = [];
     const ctx = newCtx(port); // an unprivileged stand-in for 4789
-    await new Promise<void>((resolve, reject) => vs.open((f, len) => {
-      const v = processInbound(f, len, ctx);
-      seen.push({ verdict: v, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop]! : null, src: dissect(f.subarray(0, len)).first('ipv4')?.src ?? '?' });
-    }, (e) => (e ? reject(e) : resolve()), () => {}));
+    await new Promise<void>((resolve, reject) =>
+      vs.open(
+        (f, len) => {
+          const v = processInbound(f, len, ctx);
+          seen.push({
+            verdict: v,
+            drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop]! : null,
+            src: dissect(f.subarray(0, len)).first('ipv4')?.src ?? '?',
+          });
+        },
+        (e) => (e ? reject(e) : resolve()),
+        () => {},
+      ),
+    );
     const payload = wire().subarray(42);
     const from1 = createSocket('udp4');
     const from2 = createSocket('udp4');

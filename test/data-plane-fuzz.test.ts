@@ -23,37 +23,94 @@ const config = labConfig();
 const clientSeeds = [
   pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build(),
   pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 5000, dport: 7 }).payload(20).build(),
-  pkt().eth({ vlan: 3 }).ipv4({ src: '198.51.100.10', dst: '203.0.113.10', options: new Uint8Array(4) }).udp({ sport: 5000, dport: 7003 }).build(),
-  pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', flags: IPV4_FLAG_MF }).udp({ sport: 5000, dport: 7, length: 900 }).payload(100).build(),
+  pkt()
+    .eth({ vlan: 3 })
+    .ipv4({ src: '198.51.100.10', dst: '203.0.113.10', options: new Uint8Array(4) })
+    .udp({ sport: 5000, dport: 7003 })
+    .build(),
+  pkt()
+    .eth()
+    .ipv4({ src: '198.51.100.10', dst: '203.0.113.10', flags: IPV4_FLAG_MF })
+    .udp({ sport: 5000, dport: 7, length: 900 })
+    .payload(100)
+    .build(),
   pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', fragOffset: 20, protocol: 17 }).payload(60).build(),
-  pkt().eth().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).ext6({ type: 'hop' }).ext6({ type: 'fragment', more: true }).tcp({ sport: 1, dport: 80 }).build(),
+  pkt()
+    .eth()
+    .ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' })
+    .ext6({ type: 'hop' })
+    .ext6({ type: 'fragment', more: true })
+    .tcp({ sport: 1, dport: 80 })
+    .build(),
   pkt().eth().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).udp({ sport: 1, dport: 7 }).payload(8).build(),
   pkt().eth().arp({ senderIp: '198.18.0.21', targetIp: '198.18.0.11' }).build(),
-  pkt().eth().ipv4({ src: '198.51.100.1', dst: '203.0.113.10' }).icmp({ type: 3, code: 4, rest: 1300 })
-    .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 80, dport: 4000 }).payload(20).build()).build(),
-  pkt().eth().ipv6({ src: '2001:db8:c::1', dst: '2001:db8:ff::10' }).icmpv6({ type: 2, rest: 1280 })
-    .payload(pkt().ipv6({ src: '2001:db8:ff::10', dst: '2001:db8:c::10' }).udp({ sport: 7, dport: 4000 }).payload(20).build()).build(),
+  pkt()
+    .eth()
+    .ipv4({ src: '198.51.100.1', dst: '203.0.113.10' })
+    .icmp({ type: 3, code: 4, rest: 1300 })
+    .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 80, dport: 4000 }).payload(20).build())
+    .build(),
+  pkt()
+    .eth()
+    .ipv6({ src: '2001:db8:c::1', dst: '2001:db8:ff::10' })
+    .icmpv6({ type: 2, rest: 1280 })
+    .payload(pkt().ipv6({ src: '2001:db8:ff::10', dst: '2001:db8:c::10' }).udp({ sport: 7, dport: 4000 }).payload(20).build())
+    .build(),
   pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', flags: 2 }).tcp({ sport: 1, dport: 80 }).payload(1580).build(),
 ];
-const vx = (inner: Buffer) => pkt().eth().ipv4({ src: '198.18.0.11', dst: '198.18.0.21' }).udp({ sport: 50000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 })
-  .eth({ dst: '02:00:c0:00:02:0a', type: inner[0]! >>> 4 === 6 ? 0x86dd : 0x0800 }).payload(inner).build();
+const vx = (inner: Buffer) =>
+  pkt()
+    .eth()
+    .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+    .udp({ sport: 50000, dport: 4789, checksum: 'zero' })
+    .vxlan({ vni: 5001 })
+    .eth({ dst: '02:00:c0:00:02:0a', type: inner[0]! >>> 4 === 6 ? 0x86dd : 0x0800 })
+    .payload(inner)
+    .build();
 const inboundSeeds = [
   vx(pkt().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).tcp({ sport: 4, dport: 80 }).payload(10).build()),
   vx(pkt().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 4, dport: 7 }).build()),
   vx(pkt().ipv4({ src: '198.51.100.10', dst: '203.0.113.10', fragOffset: 9, protocol: 6 }).payload(24).build()),
   vx(pkt().ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' }).tcp({ sport: 4, dport: 80 }).build()),
-  vx(pkt().ipv4({ src: '198.51.100.1', dst: '203.0.113.10' }).icmp({ type: 3, code: 4 })
-    .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 8080, dport: 4000 }).payload(20).build()).build()),
-  pkt().eth().ipv6({ src: '2001:db8:f::11', dst: '2001:db8:f::21' }).udp({ sport: 50000, dport: 4789 }).vxlan({ vni: 5001 })
-    .eth({ dst: '02:00:c0:00:02:0a' }).ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 4, dport: 7 }).build(),
+  vx(
+    pkt()
+      .ipv4({ src: '198.51.100.1', dst: '203.0.113.10' })
+      .icmp({ type: 3, code: 4 })
+      .payload(pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).tcp({ sport: 8080, dport: 4000 }).payload(20).build())
+      .build(),
+  ),
+  pkt()
+    .eth()
+    .ipv6({ src: '2001:db8:f::11', dst: '2001:db8:f::21' })
+    .udp({ sport: 50000, dport: 4789 })
+    .vxlan({ vni: 5001 })
+    .eth({ dst: '02:00:c0:00:02:0a' })
+    .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+    .udp({ sport: 4, dport: 7 })
+    .build(),
 ];
 const outboundSeeds = [
-  pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10' }).tcp({ sport: 80, dport: 4 }).payload(30).build(),
+  pkt()
+    .eth({ src: '02:00:c0:00:02:0a' })
+    .ipv4({ src: '192.0.2.10', dst: '198.51.100.10' })
+    .tcp({ sport: 80, dport: 4 })
+    .payload(30)
+    .build(),
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10' }).udp({ sport: 7, dport: 4 }).build(),
   pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv6({ src: '2001:db8:d::10', dst: '2001:db8:c::10' }).udp({ sport: 7, dport: 4 }).build(),
   pkt().eth({ src: '02:00:c0:00:02:0a', dst: 'ff:ff:ff:ff:ff:ff' }).arp({ senderIp: '192.0.2.10', targetIp: '192.0.2.1' }).build(),
-  pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv6({ src: '2001:db8:d::10', dst: 'ff02::1:ff00:1' }).icmpv6({ type: 135 }).payload(new Uint8Array(24)).build(),
-  pkt().eth({ src: '02:00:c0:00:02:0a' }).ipv4({ src: '192.0.2.10', dst: '198.51.100.10', flags: 2 }).tcp({ sport: 80, dport: 4 }).payload(1460).build(),
+  pkt()
+    .eth({ src: '02:00:c0:00:02:0a' })
+    .ipv6({ src: '2001:db8:d::10', dst: 'ff02::1:ff00:1' })
+    .icmpv6({ type: 135 })
+    .payload(new Uint8Array(24))
+    .build(),
+  pkt()
+    .eth({ src: '02:00:c0:00:02:0a' })
+    .ipv4({ src: '192.0.2.10', dst: '198.51.100.10', flags: 2 })
+    .tcp({ sport: 80, dport: 4 })
+    .payload(1460)
+    .build(),
 ];
 
 /** A value lastDrop never holds: set before each call, so a verdict must set lastDrop for THIS frame. */
@@ -64,7 +121,11 @@ const STALE = 0x7fff;
  * counter, by one, the one lastDrop names (set for this frame), never the catch-all internal_error; any
  * other verdict bumps no drop counter and leaves lastDrop at -1. Returns the drop reason or null.
  */
-function judged(ctx: { lastDrop: number; counters: { names: readonly string[]; values: Float64Array } }, isDrop: (v: number) => boolean, run: () => number): string | null {
+function judged(
+  ctx: { lastDrop: number; counters: { names: readonly string[]; values: Float64Array } },
+  isDrop: (v: number) => boolean,
+  run: () => number,
+): string | null {
   const before = ctx.counters.values.slice();
   ctx.lastDrop = STALE;
   const v = run();
@@ -95,20 +156,34 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
   it('mux processPacket', () => {
     const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
     for (const h of tables.hosts.values()) h.macKnown = true;
-    const ctx = newMuxContext({ tables, localMac: mac('02:00:00:00:00:11'), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed, mtu: 1600, vxlanPort: 4789, flowTable: config.flowTable });
+    const ctx = newMuxContext({
+      tables,
+      localMac: mac('02:00:00:00:00:11'),
+      localPa4: config.muxes[0]!.address.words[0]!,
+      hashSeed: config.hashSeed,
+      mtu: 1600,
+      vxlanPort: 4789,
+      flowTable: config.flowTable,
+    });
     ctx.icmpTokens = 1e9; // the rate limit is tested elsewhere; here every too-big frame is answered
     const outcomes = [0, 0, 0, 0];
     const reasons = new Set<string>();
     frames(1, clientSeeds, FRAMES_PER_PLANE, (b) => {
       let v = -1;
-      const reason = judged(ctx, (x) => x === VERDICT_DROP, () => (v = processPacket(b, b.length, ctx)));
+      const reason = judged(
+        ctx,
+        (x) => x === VERDICT_DROP,
+        () => (v = processPacket(b, b.length, ctx)),
+      );
       outcomes[v]!++;
       if (reason !== null) reasons.add(reason);
     });
     expect(reasons.size).toBe(Object.keys(ctx.counters.drops()).length); // every reason counted was named by a verdict
     const c = ctx.counters;
     expect(c.get('rx_packets')).toBe(FRAMES_PER_PLANE);
-    expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]! + outcomes[VERDICT_REPLY]!).toBe(FRAMES_PER_PLANE);
+    expect(outcomes[VERDICT_DROP]! + outcomes[VERDICT_FORWARD]! + outcomes[VERDICT_CONTROL]! + outcomes[VERDICT_REPLY]!).toBe(
+      FRAMES_PER_PLANE,
+    );
     expect(c.totalDrops()).toBe(outcomes[VERDICT_DROP]);
     expect(c.get('tx_packets')).toBe(0); // counted by the daemon after the send, never by the data plane
     expect(outcomes[VERDICT_REPLY]).toBeGreaterThan(0);
@@ -122,7 +197,11 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     let fwd = 0;
     frames(2, inboundSeeds, FRAMES_PER_PLANE, (b) => {
       let v = -1;
-      judged(ctx, (x) => x !== VERDICT_FORWARD, () => (v = processInbound(b, b.length, ctx)));
+      judged(
+        ctx,
+        (x) => x !== VERDICT_FORWARD,
+        () => (v = processInbound(b, b.length, ctx)),
+      );
       if (v === VERDICT_FORWARD) fwd++;
     });
     const c = ctx.counters;
@@ -138,7 +217,11 @@ describe(`data planes under ${FRAMES_PER_PLANE.toLocaleString('en')} random and 
     let fwd = 0;
     frames(3, outboundSeeds, FRAMES_PER_PLANE, (b) => {
       let v = -1;
-      judged(ctx, (x) => x === VERDICT_DROP, () => (v = processOutbound(b, b.length, 0, ctx)));
+      judged(
+        ctx,
+        (x) => x === VERDICT_DROP,
+        () => (v = processOutbound(b, b.length, 0, ctx)),
+      );
       if (v !== VERDICT_DROP) fwd++;
     });
     const c = ctx.counters;

@@ -7,7 +7,16 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { join } from 'node:path';
 import {
-  CHECKS, DOC_FILES, EXCLUDED, extractCommands, labCommand, planDocs, rewriteForLab, runOrder, splitComment, unusedChecks,
+  CHECKS,
+  DOC_FILES,
+  EXCLUDED,
+  extractCommands,
+  labCommand,
+  planDocs,
+  rewriteForLab,
+  runOrder,
+  splitComment,
+  unusedChecks,
 } from '../scripts/scenarios/lib/docs-examples.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -20,7 +29,10 @@ const checkOf = (doc: string) => {
 
 describe('docs examples: extraction', () => {
   it('splits a trailing comment off, but not a # inside quotes or inside a word', () => {
-    expect(splitComment('scripts/lab.sh up   # examples/lab.yaml; --name N')).toEqual({ text: 'scripts/lab.sh up', comment: 'examples/lab.yaml; --name N' });
+    expect(splitComment('scripts/lab.sh up   # examples/lab.yaml; --name N')).toEqual({
+      text: 'scripts/lab.sh up',
+      comment: 'examples/lab.yaml; --name N',
+    });
     expect(splitComment("curl -s 'http://x/#frag' # c")).toEqual({ text: "curl -s 'http://x/#frag'", comment: 'c' });
     expect(splitComment('echo "a # b"')).toEqual({ text: 'echo "a # b"', comment: '' });
     expect(splitComment('echo a#b')).toEqual({ text: 'echo a#b', comment: '' });
@@ -58,18 +70,26 @@ describe('docs examples: extraction', () => {
     ]);
   });
 
-  it('points each scripts/lab.sh command at the scenario\'s lab, a --name X at LAB-X, runs/lab/default/ and /tmp/ at its own', () => {
+  it("points each scripts/lab.sh command at the scenario's lab, a --name X at LAB-X, runs/lab/default/ and /tmp/ at its own", () => {
     const r = (t: string) => rewriteForLab(t, 'sc21-7', '/w');
     expect(r('scripts/lab.sh up')).toBe('scripts/lab.sh up --name sc21-7');
     expect(r('scripts/lab.sh up --name big --muxes 8')).toBe('scripts/lab.sh up --name sc21-7-big --muxes 8');
     expect(r('scripts/lab.sh up --muxes 8 --name=big')).toBe('scripts/lab.sh up --muxes 8 --name=sc21-7-big');
     expect(r('scripts/lab.sh status')).toBe('scripts/lab.sh status --name sc21-7');
-    expect(r('scripts/lab.sh birdc show route all 203.0.113.10/32')).toBe('scripts/lab.sh birdc --name sc21-7 show route all 203.0.113.10/32');
-    expect(r("scripts/lab.sh exec client1 curl -s 'http://[2001:db8:ff::10]/'")).toBe("scripts/lab.sh exec --name sc21-7 client1 curl -s 'http://[2001:db8:ff::10]/'");
-    expect(r('scripts/lab.sh exec router birdc -s runs/lab/default/bird.ctl show route')).toBe('scripts/lab.sh exec --name sc21-7 router birdc -s runs/lab/sc21-7/bird.ctl show route');
+    expect(r('scripts/lab.sh birdc show route all 203.0.113.10/32')).toBe(
+      'scripts/lab.sh birdc --name sc21-7 show route all 203.0.113.10/32',
+    );
+    expect(r("scripts/lab.sh exec client1 curl -s 'http://[2001:db8:ff::10]/'")).toBe(
+      "scripts/lab.sh exec --name sc21-7 client1 curl -s 'http://[2001:db8:ff::10]/'",
+    );
+    expect(r('scripts/lab.sh exec router birdc -s runs/lab/default/bird.ctl show route')).toBe(
+      'scripts/lab.sh exec --name sc21-7 router birdc -s runs/lab/sc21-7/bird.ctl show route',
+    );
     expect(r('scripts/lab.sh down')).toBe('scripts/lab.sh down --name sc21-7');
     expect(r('scripts/lab.sh list')).toBe('scripts/lab.sh list');
-    expect(r('node dist/cli/replay.js --in /tmp/client.pcap --out /tmp/fabric.pcap')).toBe('node dist/cli/replay.js --in /w/client.pcap --out /w/fabric.pcap');
+    expect(r('node dist/cli/replay.js --in /tmp/client.pcap --out /tmp/fabric.pcap')).toBe(
+      'node dist/cli/replay.js --in /w/client.pcap --out /w/fabric.pcap',
+    );
     expect(labCommand('scripts/lab.sh up --name big --muxes 8')).toEqual({ sub: 'up', name: 'big' });
     expect(labCommand('node dist/cli/slbctl.js agents')).toBeNull();
   });
@@ -88,24 +108,33 @@ describe('docs examples: the plan over README.md and docs/lab.md', () => {
     expect(order.length + plan.filter((e) => e.excluded !== null).length).toBe(plan.length);
     expect(unusedChecks(plan).map((k) => k.what)).toEqual([]);
     // the commands of issue 11 point 9 are run, with a check of what they show
-    for (const doc of ['scripts/lab.sh exec controller node dist/cli/slbctl.js backend drain web h1vm1 --wait', 'scripts/lab.sh exec controller node dist/cli/slbctl.js counters']) {
+    for (const doc of [
+      'scripts/lab.sh exec controller node dist/cli/slbctl.js backend drain web h1vm1 --wait',
+      'scripts/lab.sh exec controller node dist/cli/slbctl.js counters',
+    ]) {
       const e = plan.find((x) => x.doc === doc);
       expect(e?.excluded, doc).toBeNull();
       expect(e!.checks.length, doc).toBeGreaterThan(0);
     }
     // the long ones are excluded, each by an explicit entry
-    for (const doc of ['scripts/demo.sh', 'scripts/test.sh', 'scripts/bench.sh']) expect(plan.find((x) => x.doc === doc)?.excluded, doc).toMatch(/\w/);
+    for (const doc of ['scripts/demo.sh', 'scripts/test.sh', 'scripts/bench.sh'])
+      expect(plan.find((x) => x.doc === doc)?.excluded, doc).toMatch(/\w/);
     expect(EXCLUDED.length).toBeGreaterThanOrEqual(5);
   });
 
   it('a new example in the docs is in the plan the day it is written: run if it can, excluded only by an explicit entry', () => {
     const docs = realDocs();
-    docs[1] = { ...docs[1]!, text: `${docs[1]!.text}\n\`\`\`sh\nscripts/lab.sh exec client1 curl -s http://203.0.113.10:8080/   # a new example\nscripts/soak.sh 60\n\`\`\`\n` };
+    docs[1] = {
+      ...docs[1]!,
+      text: `${docs[1]!.text}\n\`\`\`sh\nscripts/lab.sh exec client1 curl -s http://203.0.113.10:8080/   # a new example\nscripts/soak.sh 60\n\`\`\`\n`,
+    };
     const p = planDocs(docs, 'L', '/w');
     const added = p.find((e) => e.doc === 'scripts/lab.sh exec client1 curl -s http://203.0.113.10:8080/')!;
     expect(added.excluded).toBeNull();
     expect(added.run).toBe('scripts/lab.sh exec --name L client1 curl -s http://203.0.113.10:8080/');
-    expect(added.sources).toEqual([`docs/lab.md:${docs[1]!.text.split('\n').findIndex((l) => l.startsWith('scripts/lab.sh exec client1 curl -s http://203.0.113.10:8080/')) + 1}`]);
+    expect(added.sources).toEqual([
+      `docs/lab.md:${docs[1]!.text.split('\n').findIndex((l) => l.startsWith('scripts/lab.sh exec client1 curl -s http://203.0.113.10:8080/')) + 1}`,
+    ]);
     expect(runOrder(p).order).toContain(added);
     expect(p.find((e) => e.doc === 'scripts/soak.sh 60')?.excluded).toMatch(/soak/);
     // a second `scripts/lab.sh up` of the default lab is a problem with the plan, not silently run
@@ -117,43 +146,69 @@ describe('docs examples: the plan over README.md and docs/lab.md', () => {
 describe('docs examples: the checks fail on the outputs they must refuse', () => {
   it('slbctl counters: a table of heartbeats passes; the table of dashes (no token) and the 401 message fail', () => {
     const k = checkOf('scripts/lab.sh exec controller node dist/cli/slbctl.js counters');
-    expect(k.test(
-      'KIND  NAME   HEARTBEAT  TABLES-GEN  PKTS-IN  PKTS-OUT  DROPS  FLOWS\n' +
-      'mux   mux1   2s ago     1           9        0         0      0\nmux   mux2   now        1           27       6         0      1\n' +
-      'host  host1  2s ago     1           0        63        0      -\nhost  host2  2s ago     1           0        60        0      -\n')).toBeNull();
-    expect(k.test(
-      'KIND  NAME   HEARTBEAT  TABLES-GEN  PKTS-IN  PKTS-OUT  DROPS  FLOWS\n' +
-      'mux   mux1   -          -           -        -         -      -\nmux   mux2   -          -           -        -         -      -\n' +
-      'host  host1  -          -           -        -         -      -\nhost  host2  -          -           -        -         -      -\n')).toMatch(/0 of 4/);
-    expect(k.test("slbctl: 401: GET /v1/agents/mux/mux1/status needs the API token, and none was given\n")).toMatch(/0 of 0/);
+    expect(
+      k.test(
+        'KIND  NAME   HEARTBEAT  TABLES-GEN  PKTS-IN  PKTS-OUT  DROPS  FLOWS\n' +
+          'mux   mux1   2s ago     1           9        0         0      0\nmux   mux2   now        1           27       6         0      1\n' +
+          'host  host1  2s ago     1           0        63        0      -\nhost  host2  2s ago     1           0        60        0      -\n',
+      ),
+    ).toBeNull();
+    expect(
+      k.test(
+        'KIND  NAME   HEARTBEAT  TABLES-GEN  PKTS-IN  PKTS-OUT  DROPS  FLOWS\n' +
+          'mux   mux1   -          -           -        -         -      -\nmux   mux2   -          -           -        -         -      -\n' +
+          'host  host1  -          -           -        -         -      -\nhost  host2  -          -           -        -         -      -\n',
+      ),
+    ).toMatch(/0 of 4/);
+    expect(k.test('slbctl: 401: GET /v1/agents/mux/mux1/status needs the API token, and none was given\n')).toMatch(/0 of 0/);
   });
 
   it('backend drain --wait: applied by every agent passes; a 401 or a partial apply fails', () => {
     const k = checkOf('scripts/lab.sh exec controller node dist/cli/slbctl.js backend drain web h1vm1 --wait');
-    expect(k.test('generation 2: backend h1vm1 of pool web drained (no new flows)\ngeneration 2 (PATCH /v1/pools/web/backends/h1vm1): applied by 4/4 agents within 48 ms of the change (last mux: 40 ms; slowest: host host2)\n')).toBeNull();
-    expect(k.test('slbctl: 401: PATCH /v1/pools/web/backends/h1vm1 needs the API token: Authorization: Bearer <the token in the controller\'s token file>\n')).toMatch(/the change/);
-    expect(k.test('generation 2: backend h1vm1 of pool web drained (no new flows)\ngeneration 2 (x): applied by 3/4 agents; still waiting for host/host2\n')).toMatch(/applied by all/);
+    expect(
+      k.test(
+        'generation 2: backend h1vm1 of pool web drained (no new flows)\ngeneration 2 (PATCH /v1/pools/web/backends/h1vm1): applied by 4/4 agents within 48 ms of the change (last mux: 40 ms; slowest: host host2)\n',
+      ),
+    ).toBeNull();
+    expect(
+      k.test(
+        "slbctl: 401: PATCH /v1/pools/web/backends/h1vm1 needs the API token: Authorization: Bearer <the token in the controller's token file>\n",
+      ),
+    ).toMatch(/the change/);
+    expect(
+      k.test(
+        'generation 2: backend h1vm1 of pool web drained (no new flows)\ngeneration 2 (x): applied by 3/4 agents; still waiting for host/host2\n',
+      ),
+    ).toMatch(/applied by all/);
   });
 
   it('the route checks want a path via each MUX', () => {
     const bird = checkOf('scripts/lab.sh birdc show route all 203.0.113.10/32');
-    const two = 'Table master4:\n203.0.113.10/32      unicast [mux1 12:35:18.116] * (100) [AS65001i]\n\tvia 198.18.0.11 on fab0\n\tBGP.as_path: 65001\n' +
+    const two =
+      'Table master4:\n203.0.113.10/32      unicast [mux1 12:35:18.116] * (100) [AS65001i]\n\tvia 198.18.0.11 on fab0\n\tBGP.as_path: 65001\n' +
       '                     unicast [mux2 12:35:17.437] (100) [AS65001i]\n\tvia 198.18.0.12 on fab0\n\tBGP.as_path: 65001\n';
     expect(bird.test(two)).toBeNull();
     expect(bird.test(two.split('                     unicast [mux2')[0]!)).toMatch(/mux2|two paths/);
     const ip = checkOf('scripts/lab.sh exec router ip route show 203.0.113.10');
-    expect(ip.test('203.0.113.10 proto bird metric 32 \n\tnexthop via 198.18.0.11 dev fab0 weight 1 \n\tnexthop via 198.18.0.12 dev fab0 weight 1 \n')).toBeNull();
+    expect(
+      ip.test(
+        '203.0.113.10 proto bird metric 32 \n\tnexthop via 198.18.0.11 dev fab0 weight 1 \n\tnexthop via 198.18.0.12 dev fab0 weight 1 \n',
+      ),
+    ).toBeNull();
     expect(ip.test('203.0.113.10 via 198.18.0.11 dev fab0 proto bird metric 32 \n')).not.toBeNull();
   });
 
-  it('curl to the VIP must print a backend\'s name; agents must all be current and connected', () => {
+  it("curl to the VIP must print a backend's name; agents must all be current and connected", () => {
     const curl = checkOf('scripts/lab.sh exec client1 curl -s http://203.0.113.10/');
     expect(curl.test('h2vm1\n')).toBeNull();
     expect(curl.test('')).not.toBeNull();
     const agents = checkOf('scripts/lab.sh exec controller node dist/cli/slbctl.js agents');
-    const table = 'KIND  NAME   APPLIED  CURRENT  BEHIND  CONNECTED  LAST-SEEN  LAST-ERROR\nmux   mux1   1        1        no      yes        now        -\n' +
+    const table =
+      'KIND  NAME   APPLIED  CURRENT  BEHIND  CONNECTED  LAST-SEEN  LAST-ERROR\nmux   mux1   1        1        no      yes        now        -\n' +
       'mux   mux2   1        1        no      yes        1s ago     -\nhost  host1  1        1        no      yes        now        -\nhost  host2  1        1        no      yes        now        -\n';
     expect(agents.test(table)).toBeNull();
-    expect(agents.test(table.replace('host  host2  1        1        no      yes', 'host  host2  -        1        yes     no '))).toMatch(/host2/);
+    expect(agents.test(table.replace('host  host2  1        1        no      yes', 'host  host2  -        1        yes     no '))).toMatch(
+      /host2/,
+    );
   });
 });

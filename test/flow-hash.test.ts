@@ -68,7 +68,15 @@ function refFlowV4(src: number, dst: number, proto: number, sp: number, dp: numb
   return refMurmur3(wordsToLeBytes(words), seed);
 }
 
-function refFlowV6(src: readonly number[], dst: readonly number[], proto: number, sp: number, dp: number, mode: number, seed: number): number {
+function refFlowV6(
+  src: readonly number[],
+  dst: readonly number[],
+  proto: number,
+  sp: number,
+  dp: number,
+  mode: number,
+  seed: number,
+): number {
   const words = [...src, ...dst];
   if (mode !== HASH_MODE_2_TUPLE) words.push(proto);
   if (mode === HASH_MODE_5_TUPLE) words.push(((sp << 16) | dp) >>> 0);
@@ -260,7 +268,12 @@ describe('field coverage per mode', () => {
 
   it('3-tuple ignores ports but not protocol', () => {
     const base = hashFlowV4(V4_SRC, V4_DST, 6, 40000, 80, HASH_MODE_3_TUPLE, seed);
-    for (const [sp, dp] of [[0, 0], [1, 2], [65535, 65535], [40001, 443]] as const) {
+    for (const [sp, dp] of [
+      [0, 0],
+      [1, 2],
+      [65535, 65535],
+      [40001, 443],
+    ] as const) {
       expect(hashFlowV4(V4_SRC, V4_DST, 6, sp, dp, HASH_MODE_3_TUPLE, seed)).toBe(base);
     }
     expect(hashFlowV4(V4_SRC, V4_DST, 17, 40000, 80, HASH_MODE_3_TUPLE, seed)).not.toBe(base);

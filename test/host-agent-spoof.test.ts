@@ -14,7 +14,11 @@ import type { SlbxConfig } from '../shared/config.js';
 import { compileHostTables, macKey } from '../host-agent/tables.js';
 import { newHostContext, processInbound, VERDICT_DROP, VERDICT_FORWARD, VERDICT_HOLD, type HostContext } from '../host-agent/data-plane.js';
 import {
-  FabricNeighbors, NEIGHBOR_REFRESH_MS, NEIGHBOR_RETRY_MS, NEIGHBOR_ROUND_CONFIRM_MS, NEIGHBOR_SOLICIT_WINDOW_MS,
+  FabricNeighbors,
+  NEIGHBOR_REFRESH_MS,
+  NEIGHBOR_RETRY_MS,
+  NEIGHBOR_ROUND_CONFIRM_MS,
+  NEIGHBOR_SOLICIT_WINDOW_MS,
 } from '../host-agent/neighbors.js';
 import { labConfig } from './helpers/lab-config.js';
 
@@ -34,7 +38,11 @@ const HOST1 = '198.18.0.21';
 const HOST1_6 = '2001:db8:f::21';
 
 function newCtx(config: SlbxConfig = labConfig()): HostContext {
-  const ctx = newHostContext(compileHostTables(config, 'host1', 1), config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+  const ctx = newHostContext(
+    compileHostTables(config, 'host1', 1),
+    config.fabric.vxlanPort,
+    PORT_MACS.map((m) => mac(m)),
+  );
   ctx.sourceMacCheck = true;
   return ctx;
 }
@@ -48,12 +56,26 @@ function know(ctx: HostContext, address: string, m: string): void {
 
 /** VXLAN to h1vm1 (VIP:80, a SYN) with outer source MAC `srcMac` and outer source address `src`. */
 function vx4(srcMac: string, src = MUX1): Buffer {
-  return pkt().eth({ src: srcMac, dst: HOST1_MAC }).ipv4({ src, dst: HOST1 }).udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 })
-    .eth({ src: srcMac, dst: H1VM1 }).ipv4({ src: '198.51.100.77', dst: '203.0.113.10' }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build();
+  return pkt()
+    .eth({ src: srcMac, dst: HOST1_MAC })
+    .ipv4({ src, dst: HOST1 })
+    .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
+    .vxlan({ vni: 5001 })
+    .eth({ src: srcMac, dst: H1VM1 })
+    .ipv4({ src: '198.51.100.77', dst: '203.0.113.10' })
+    .tcp({ sport: 40000, dport: 80, flags: TCP_SYN })
+    .build();
 }
 function vx6(srcMac: string, src = MUX1_6): Buffer {
-  return pkt().eth({ src: srcMac, dst: HOST1_MAC }).ipv6({ src, dst: HOST1_6 }).udp({ sport: 51000, dport: 4789 }).vxlan({ vni: 5001 })
-    .eth({ src: srcMac, dst: H1VM1 }).ipv4({ src: '198.51.100.77', dst: '203.0.113.10' }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build();
+  return pkt()
+    .eth({ src: srcMac, dst: HOST1_MAC })
+    .ipv6({ src, dst: HOST1_6 })
+    .udp({ sport: 51000, dport: 4789 })
+    .vxlan({ vni: 5001 })
+    .eth({ src: srcMac, dst: H1VM1 })
+    .ipv4({ src: '198.51.100.77', dst: '203.0.113.10' })
+    .tcp({ sport: 40000, dport: 80, flags: TCP_SYN })
+    .build();
 }
 
 function run(ctx: HostContext, frame: Buffer) {
@@ -61,18 +83,56 @@ function run(ctx: HostContext, frame: Buffer) {
   return { v, drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null, peer: ctx.lastPeer };
 }
 
-describe('host agent: VXLAN from a peer address must come from that peer\'s MAC', () => {
+describe("host agent: VXLAN from a peer address must come from that peer's MAC", () => {
   const cases: [string, (ctx: HostContext) => void, Buffer, string | null][] = [
-    ['mux1\'s PA from mux1\'s MAC is delivered', (c) => know(c, MUX1, MUX1_MAC), vx4(MUX1_MAC), null],
-    ['mux1\'s PA from the router\'s MAC (a spoofed source routed in) is refused', (c) => know(c, MUX1, MUX1_MAC), vx4(ROUTER_MAC), 'drop_in_spoofed_source'],
-    ['mux1\'s PA from mux2\'s MAC (one MUX posing as another) is refused', (c) => { know(c, MUX1, MUX1_MAC); know(c, '198.18.0.12', MUX2_MAC); }, vx4(MUX2_MAC), 'drop_in_spoofed_source'],
-    ['mux1\'s PA from a node on the segment that is no MUX is refused', (c) => know(c, MUX1, MUX1_MAC), vx4(ROGUE_MAC), 'drop_in_spoofed_source'],
-    ['mux1\'s PA before its MAC is learned is refused (fail closed)', () => undefined, vx4(MUX1_MAC), 'drop_in_source_unresolved'],
-    ['an address that is no peer is refused first as unknown_source', (c) => know(c, MUX1, MUX1_MAC), vx4(MUX1_MAC, '198.18.0.99'), 'drop_in_unknown_source'],
-    ['host2\'s PA from host2\'s MAC passes the check (hosts are peers too)', (c) => know(c, '198.18.0.22', HOST2_MAC), vx4(HOST2_MAC, '198.18.0.22'), null],
-    ['over IPv6: mux1\'s address6 from mux1\'s MAC is delivered', (c) => know(c, MUX1_6, MUX1_MAC), vx6(MUX1_MAC), null],
-    ['over IPv6: mux1\'s address6 from the router\'s MAC is refused', (c) => know(c, MUX1_6, MUX1_MAC), vx6(ROUTER_MAC), 'drop_in_spoofed_source'],
-    ['over IPv6: learned for IPv4 only is not learned for IPv6 (per family)', (c) => know(c, MUX1, MUX1_MAC), vx6(MUX1_MAC), 'drop_in_source_unresolved'],
+    ["mux1's PA from mux1's MAC is delivered", (c) => know(c, MUX1, MUX1_MAC), vx4(MUX1_MAC), null],
+    [
+      "mux1's PA from the router's MAC (a spoofed source routed in) is refused",
+      (c) => know(c, MUX1, MUX1_MAC),
+      vx4(ROUTER_MAC),
+      'drop_in_spoofed_source',
+    ],
+    [
+      "mux1's PA from mux2's MAC (one MUX posing as another) is refused",
+      (c) => {
+        know(c, MUX1, MUX1_MAC);
+        know(c, '198.18.0.12', MUX2_MAC);
+      },
+      vx4(MUX2_MAC),
+      'drop_in_spoofed_source',
+    ],
+    [
+      "mux1's PA from a node on the segment that is no MUX is refused",
+      (c) => know(c, MUX1, MUX1_MAC),
+      vx4(ROGUE_MAC),
+      'drop_in_spoofed_source',
+    ],
+    ["mux1's PA before its MAC is learned is refused (fail closed)", () => undefined, vx4(MUX1_MAC), 'drop_in_source_unresolved'],
+    [
+      'an address that is no peer is refused first as unknown_source',
+      (c) => know(c, MUX1, MUX1_MAC),
+      vx4(MUX1_MAC, '198.18.0.99'),
+      'drop_in_unknown_source',
+    ],
+    [
+      "host2's PA from host2's MAC passes the check (hosts are peers too)",
+      (c) => know(c, '198.18.0.22', HOST2_MAC),
+      vx4(HOST2_MAC, '198.18.0.22'),
+      null,
+    ],
+    ["over IPv6: mux1's address6 from mux1's MAC is delivered", (c) => know(c, MUX1_6, MUX1_MAC), vx6(MUX1_MAC), null],
+    [
+      "over IPv6: mux1's address6 from the router's MAC is refused",
+      (c) => know(c, MUX1_6, MUX1_MAC),
+      vx6(ROUTER_MAC),
+      'drop_in_spoofed_source',
+    ],
+    [
+      'over IPv6: learned for IPv4 only is not learned for IPv6 (per family)',
+      (c) => know(c, MUX1, MUX1_MAC),
+      vx6(MUX1_MAC),
+      'drop_in_source_unresolved',
+    ],
   ];
   it.each(cases)('%s', (_n, setup, frame, reason) => {
     const ctx = newCtx();
@@ -92,7 +152,7 @@ describe('host agent: VXLAN from a peer address must come from that peer\'s MAC'
     expect(ctx.tables.peers[r.peer]!.name).toBe('mux1');
   });
 
-  it('is off unless turned on (slbx-replay has no neighbours): then the router\'s MAC is accepted', () => {
+  it("is off unless turned on (slbx-replay has no neighbours): then the router's MAC is accepted", () => {
     const ctx = newCtx();
     ctx.sourceMacCheck = false;
     expect(run(ctx, vx4(ROUTER_MAC)).drop).toBeNull();
@@ -105,7 +165,12 @@ describe('host agent: VXLAN from a peer address must come from that peer\'s MAC'
     const r = run(ctx, f);
     expect(r.v).toBe(VERDICT_HOLD);
     expect(r.drop).toBeNull();
-    expect([ctx.counters.get('in_held'), ctx.counters.get('in_packets'), ctx.counters.get('in_bytes'), ctx.counters.get('drop_in_source_unresolved')]).toEqual([1, 0, 0, 0]);
+    expect([
+      ctx.counters.get('in_held'),
+      ctx.counters.get('in_packets'),
+      ctx.counters.get('in_bytes'),
+      ctx.counters.get('drop_in_source_unresolved'),
+    ]).toEqual([1, 0, 0, 0]);
     // a spoofed one from the router's MAC is held too (nothing is known to compare with), and refused later
     expect(run(ctx, vx4(ROUTER_MAC)).v).toBe(VERDICT_HOLD);
     know(ctx, MUX1, MUX1_MAC);
@@ -134,7 +199,10 @@ function neighbors(config: SlbxConfig = labConfig()) {
   const n = new FabricNeighbors(mac(OUR_MAC), ipv4Number(HOST1), t.pa6);
   n.setPeers(t.peers);
   const sent: Buffer[] = [];
-  const tick = (now: number) => n.tick(now, (f, len) => { sent.push(Buffer.from(f.subarray(0, len))); });
+  const tick = (now: number) =>
+    n.tick(now, (f, len) => {
+      sent.push(Buffer.from(f.subarray(0, len)));
+    });
   const macOf = (address: string) => {
     const m = new Float64Array(t.peers.length);
     n.fill(m);
@@ -146,8 +214,10 @@ function neighbors(config: SlbxConfig = labConfig()) {
 }
 
 function arpReply(from: string, senderIp: string, o: { ethSrc?: string; ethDst?: string; targetIp?: string; op?: number } = {}): Buffer {
-  return pkt().eth({ src: o.ethSrc ?? from, dst: o.ethDst ?? OUR_MAC, type: 0x0806 })
-    .arp({ op: o.op ?? ARP_OP_REPLY, senderMac: from, senderIp, targetMac: OUR_MAC, targetIp: o.targetIp ?? HOST1 }).build();
+  return pkt()
+    .eth({ src: o.ethSrc ?? from, dst: o.ethDst ?? OUR_MAC, type: 0x0806 })
+    .arp({ op: o.op ?? ARP_OP_REPLY, senderMac: from, senderIp, targetMac: OUR_MAC, targetIp: o.targetIp ?? HOST1 })
+    .build();
 }
 
 /** A neighbour advertisement (RFC 4861 4.4) for `target` from `from`, solicited, with a target link-layer option. */
@@ -157,9 +227,17 @@ function na(from: string, target: string, o: { dst?: string; ethDst?: string } =
   // 2001:db8:f::11 -> bytes, written out (the code under test has its own IPv6 parser)
   const words = [0x2001, 0x0db8, 0x000f, 0, 0, 0, 0, parseInt(t[t.length - 1]!, 16)];
   words.forEach((w, i) => body.writeUInt16BE(w, i * 2));
-  body[16] = 2; body[17] = 1; mac(from).forEach((b, i) => { body[18 + i] = b; });
-  return pkt().eth({ src: from, dst: o.ethDst ?? OUR_MAC, type: 0x86dd }).ipv6({ src: target, dst: o.dst ?? HOST1_6, hopLimit: 255 })
-    .icmpv6({ type: 136, rest: 0x60000000 }).payload(body).build();
+  body[16] = 2;
+  body[17] = 1;
+  mac(from).forEach((b, i) => {
+    body[18 + i] = b;
+  });
+  return pkt()
+    .eth({ src: from, dst: o.ethDst ?? OUR_MAC, type: 0x86dd })
+    .ipv6({ src: target, dst: o.dst ?? HOST1_6, hopLimit: 255 })
+    .icmpv6({ type: 136, rest: 0x60000000 })
+    .payload(body)
+    .build();
 }
 
 const NOW = 1_000_000;
@@ -231,10 +309,14 @@ describe('host agent neighbours: what is believed', () => {
   });
 
   const ignored: [string, () => Buffer, number][] = [
-    ['a gratuitous ARP request claiming mux1\'s address', () => arpReply(ROGUE_MAC, MUX1, { op: ARP_OP_REQUEST, ethDst: 'ff:ff:ff:ff:ff:ff' }), NOW + 1],
+    [
+      "a gratuitous ARP request claiming mux1's address",
+      () => arpReply(ROGUE_MAC, MUX1, { op: ARP_OP_REQUEST, ethDst: 'ff:ff:ff:ff:ff:ff' }),
+      NOW + 1,
+    ],
     ['a reply not sent to our MAC', () => arpReply(ROGUE_MAC, MUX1, { ethDst: '02:00:00:00:00:99' }), NOW + 1],
     ['a reply to another address than ours', () => arpReply(ROGUE_MAC, MUX1, { targetIp: '198.18.0.22' }), NOW + 1],
-    ['a reply whose sender MAC is not the frame\'s source', () => arpReply(ROGUE_MAC, MUX1, { ethSrc: MUX1_MAC }), NOW + 1],
+    ["a reply whose sender MAC is not the frame's source", () => arpReply(ROGUE_MAC, MUX1, { ethSrc: MUX1_MAC }), NOW + 1],
     ['a reply long after our request (we did not ask)', () => arpReply(ROGUE_MAC, MUX1), NOW + NEIGHBOR_SOLICIT_WINDOW_MS + 1],
     ['an advertisement to another address than ours', () => na(ROGUE_MAC, MUX1_6, { dst: '2001:db8:f::22' }), NOW + 1],
   ];
@@ -280,7 +362,8 @@ describe('host agent neighbours: what is believed', () => {
     n.learn(arpReply(MUX1_MAC, MUX1), 42, NOW + 1);
     tick(NOW + 1 + NEIGHBOR_ROUND_CONFIRM_MS);
     const t1 = NOW + 5000; // long before the 30 s refresh
-    const toMux1 = (from: number) => sent.slice(from).filter((f) => f.readUInt16BE(12) === 0x0806 && f.readUInt32BE(38) === ipv4Number(MUX1)).length;
+    const toMux1 = (from: number) =>
+      sent.slice(from).filter((f) => f.readUInt16BE(12) === 0x0806 && f.readUInt32BE(38) === ipv4Number(MUX1)).length;
     const before = sent.length;
     tick(t1);
     expect(toMux1(before)).toBe(0); // resolved: the next request would be the 30 s refresh
@@ -308,7 +391,7 @@ describe('host agent neighbours: what is believed', () => {
 });
 
 describe('host agent: neighbours and data plane together', () => {
-  it('refuses mux1 until its ARP answer is confirmed, then delivers; the router\'s MAC stays refused', () => {
+  it("refuses mux1 until its ARP answer is confirmed, then delivers; the router's MAC stays refused", () => {
     const ctx = newCtx();
     const n = new FabricNeighbors(mac(OUR_MAC), ipv4Number(HOST1), ctx.tables.pa6);
     n.setPeers(ctx.tables.peers);

@@ -71,16 +71,32 @@ describe('the MUX outer IPv4 checksum, summed in advance per host and per MUX', 
     const rng = new Rng(0x0c5);
     let checked = 0;
     for (let round = 0; round < 20; round++) {
-      const config = labConfig((raw) => { for (const h of raw.hosts) h.address = ipv4(rng); });
+      const config = labConfig((raw) => {
+        for (const h of raw.hosts) h.address = ipv4(rng);
+      });
       const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-      for (const h of tables.hosts.values()) { h.mac.set(mac('02:00:00:00:00:21')); h.macKnown = true; }
+      for (const h of tables.hosts.values()) {
+        h.mac.set(mac('02:00:00:00:00:21'));
+        h.macKnown = true;
+      }
       const localPa4 = (rng.int(0x10000) * 0x10000 + rng.int(0x10000)) >>> 0;
       const ctx = newMuxContext({
-        tables, localMac: mac('02:00:00:00:00:11'), localPa4, hashSeed: config.hashSeed, mtu: 9000, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+        tables,
+        localMac: mac('02:00:00:00:00:11'),
+        localPa4,
+        hashSeed: config.hashSeed,
+        mtu: 9000,
+        vxlanPort: config.fabric.vxlanPort,
+        flowTable: config.flowTable,
       });
       for (let i = 0; i < 200; i++) {
         ctx.ipId = rng.int(0x10000); // wraps through 0xffff -> 0 too
-        const f = pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 1000 + rng.int(60000), dport: 7 }).payload(rng.int(3000)).build();
+        const f = pkt()
+          .eth()
+          .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+          .udp({ sport: 1000 + rng.int(60000), dport: 7 })
+          .payload(rng.int(3000))
+          .build();
         expect(processPacket(f, f.length, ctx)).toBe(VERDICT_FORWARD);
         expect(readU16(ctx.out, 24)).toBe(ipv4HeaderChecksum(ctx.out, 14, 20));
         checked++;
@@ -100,8 +116,15 @@ describe('readEtherType', () => {
     for (let i = 0; i < 20000; i++) {
       const buf = rng.bytes(rng.int(40));
       // often a tag, sometimes two (refused), so every branch is taken
-      if (buf.length >= 14 && rng.int(2) === 0) { buf[12] = tags[rng.int(2)]! >>> 8; buf[13] = tags[rng.int(2)]! & 0xff; }
-      if (buf.length >= 18 && rng.int(2) === 0) { const t = tags[rng.int(tags.length)]!; buf[16] = t >>> 8; buf[17] = t & 0xff; }
+      if (buf.length >= 14 && rng.int(2) === 0) {
+        buf[12] = tags[rng.int(2)]! >>> 8;
+        buf[13] = tags[rng.int(2)]! & 0xff;
+      }
+      if (buf.length >= 18 && rng.int(2) === 0) {
+        const t = tags[rng.int(tags.length)]!;
+        buf[16] = t >>> 8;
+        buf[17] = t & 0xff;
+      }
       const off = rng.int(4);
       const end = rng.int(3) === 0 ? rng.int(buf.length + 1) : buf.length;
       const want = parseEthernet(buf, off, a, end);
@@ -118,7 +141,14 @@ describe('readEtherType', () => {
   it('leaves the MAC fields alone', () => {
     const h = newEthernetHeader();
     h.dst.fill(7);
-    expect(readEtherType(pkt().eth({ dst: '02:00:00:00:00:99' }).ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).build(), 0, h, 42)).toBe(14);
+    expect(
+      readEtherType(
+        pkt().eth({ dst: '02:00:00:00:00:99' }).ipv4({ src: '192.0.2.1', dst: '192.0.2.2' }).udp({ sport: 1, dport: 2 }).build(),
+        0,
+        h,
+        42,
+      ),
+    ).toBe(14);
     expect([...h.dst]).toEqual([7, 7, 7, 7, 7, 7]);
   });
 });
@@ -178,12 +208,16 @@ describe('checksum sums', () => {
       // half of them with the right checksum, some with one bit off
       if (rng.int(2) === 0) {
         writeU16(buf, off + 10, ipv4HeaderChecksum(buf, off, hl));
-        if (rng.int(4) === 0) { const at = rng.int(hl - 3); buf[off + (at === 0 ? 1 : at + 3)]! ^= 1 << rng.int(8); } // not version, IHL or length
+        if (rng.int(4) === 0) {
+          const at = rng.int(hl - 3);
+          buf[off + (at === 0 ? 1 : at + 3)]! ^= 1 << rng.int(8);
+        } // not version, IHL or length
       }
       expect(parseIpv4(buf, off, h, buf.length)).toBe(hl);
       const want = verifyIpv4HeaderChecksum(buf, off, hl);
       expect(ipv4ChecksumOk(buf, off, h), `header ${Buffer.from(buf.subarray(off, off + hl)).toString('hex')}`).toBe(want);
-      if (want) good++; else bad++;
+      if (want) good++;
+      else bad++;
     }
     expect(good).toBeGreaterThan(10000);
     expect(bad).toBeGreaterThan(10000);
@@ -194,7 +228,11 @@ describe('readL4Ports', () => {
   // the plain form it replaces in both data planes: the TCP or UDP parser, and a first fragment's two
   // ports read after a bare 8-byte check
   const plain = (buf: Uint8Array, l4: number, end: number, proto: number, firstFragment: boolean): [number, number, number, number] => {
-    if (proto === IPPROTO_TCP) { const t = newTcpHeader(); const n = parseTcp(buf, l4, t, end); return n < 0 ? [n, 0, 0, 0] : [n, t.srcPort, t.dstPort, t.flags]; }
+    if (proto === IPPROTO_TCP) {
+      const t = newTcpHeader();
+      const n = parseTcp(buf, l4, t, end);
+      return n < 0 ? [n, 0, 0, 0] : [n, t.srcPort, t.dstPort, t.flags];
+    }
     if (firstFragment) return end - l4 < 8 ? [-1, 0, 0, 0] : [8, (buf[l4]! << 8) | buf[l4 + 1]!, (buf[l4 + 2]! << 8) | buf[l4 + 3]!, 0];
     const u = newUdpHeader();
     const n = parseUdp(buf, l4, u, end);
@@ -215,11 +253,16 @@ describe('readL4Ports', () => {
       if (rng.int(2) === 0 && buf.length > l4 + 5) writeU16(buf, l4 + 4, 8 + rng.int(Math.max(1, buf.length - l4 - 8)));
       const end = rng.int(3) === 0 ? rng.int(buf.length + 1) : buf.length;
       const frag = rng.int(3) === 0;
-      ports.srcPort = -1; ports.dstPort = -1; ports.tcpFlags = -1;
+      ports.srcPort = -1;
+      ports.dstPort = -1;
+      ports.tcpFlags = -1;
       const got = readL4Ports(buf, l4, end, proto, frag, ports);
       const [n, sp, dp, flags] = plain(buf, l4, end, proto, frag);
       expect(got, `proto ${proto}, first fragment ${frag}, l4 ${l4}, end ${end}`).toBe(n);
-      if (n >= 0) { expect([ports.srcPort, ports.dstPort, ports.tcpFlags]).toEqual([sp, dp, flags]); ok++; } else seen.add(n);
+      if (n >= 0) {
+        expect([ports.srcPort, ports.dstPort, ports.tcpFlags]).toEqual([sp, dp, flags]);
+        ok++;
+      } else seen.add(n);
     }
     expect(ok).toBeGreaterThan(10000);
     expect(seen.size).toBeGreaterThanOrEqual(3); // truncated, bad data offset, bad UDP length
@@ -227,7 +270,7 @@ describe('readL4Ports', () => {
 });
 
 describe('ipv6Equal', () => {
-  it('answers as a comparison of the addresses\' text, on random pairs that differ in one word or none', () => {
+  it("answers as a comparison of the addresses' text, on random pairs that differ in one word or none", () => {
     const rng = new Rng(0x6e9);
     let same = 0;
     for (let i = 0; i < 20000; i++) {

@@ -14,10 +14,48 @@ function pcapBytes(records: [number, number][], extra: number[] = []): Uint8Arra
 
 describe('countPcapRecords', () => {
   it('counts records, those cut short and the longest packet', () => {
-    expect(countPcapRecords(pcapBytes([[60, 60], [1514, 1514], [100, 1514], [42, 42]]))).toEqual({ records: 4, truncated: 1, longest: 1514 });
+    expect(
+      countPcapRecords(
+        pcapBytes([
+          [60, 60],
+          [1514, 1514],
+          [100, 1514],
+          [42, 42],
+        ]),
+      ),
+    ).toEqual({ records: 4, truncated: 1, longest: 1514 });
   });
   it('reads a big-endian file too', () => {
-    const b = Uint8Array.from([0xa1, 0xb2, 0xc3, 0xd4, 0, 2, 0, 4, ...new Array<number>(16).fill(0), 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 9, 1, 2, 3]);
+    const b = Uint8Array.from([
+      0xa1,
+      0xb2,
+      0xc3,
+      0xd4,
+      0,
+      2,
+      0,
+      4,
+      ...new Array<number>(16).fill(0),
+      0,
+      0,
+      0,
+      1,
+      0,
+      0,
+      0,
+      2,
+      0,
+      0,
+      0,
+      3,
+      0,
+      0,
+      0,
+      9,
+      1,
+      2,
+      3,
+    ]);
     expect(countPcapRecords(b)).toEqual({ records: 1, truncated: 1, longest: 9 });
   });
   it('an empty capture has no records', () => {
@@ -27,7 +65,9 @@ describe('countPcapRecords', () => {
     const whole = pcapBytes([[60, 60]]);
     expect(() => countPcapRecords(whole.subarray(0, whole.length - 1))).toThrow(/cut short/);
     expect(() => countPcapRecords(pcapBytes([], [1, 2, 3]))).toThrow(/record header cut short/);
-    expect(() => countPcapRecords(Uint8Array.from([0x0a, 0x0d, 0x0d, 0x0a, ...new Array<number>(20).fill(0)]))).toThrow(/not a classic pcap/);
+    expect(() => countPcapRecords(Uint8Array.from([0x0a, 0x0d, 0x0d, 0x0a, ...new Array<number>(20).fill(0)]))).toThrow(
+      /not a classic pcap/,
+    );
   });
 });
 

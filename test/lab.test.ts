@@ -29,8 +29,16 @@ describe('lab plan (scripts/lab/plan.ts)', () => {
     ]);
     expect(p.hosts.map((h) => h.name)).toEqual(['host1', 'host2']);
     expect(p.nics[0]).toEqual({
-      name: 'h1vm1', host: 'host1', port: 'h1vm1', mac: '02:00:c0:00:02:0a', addr4: '192.0.2.10', addr6: '2001:db8:d::10',
-      gw4: '192.0.2.1', gw6: '2001:db8:d::1', tcpPorts: [80, 8000], udpPorts: [7, 7002, 7003],
+      name: 'h1vm1',
+      host: 'host1',
+      port: 'h1vm1',
+      mac: '02:00:c0:00:02:0a',
+      addr4: '192.0.2.10',
+      addr6: '2001:db8:d::10',
+      gw4: '192.0.2.1',
+      gw6: '2001:db8:d::1',
+      tcpPorts: [80, 8000],
+      udpPorts: [7, 7002, 7003],
     });
     expect(p.vips).toEqual([
       { address: '203.0.113.10', prefixLen: 32, nexthops: ['198.18.0.11', '198.18.0.12'] },
@@ -38,7 +46,12 @@ describe('lab plan (scripts/lab/plan.ts)', () => {
     ]);
     const [c1, c2] = p.clients;
     expect(c1!.addrs4).toHaveLength(32);
-    expect([c1!.addrs4[0], c1!.addrs4[31], c1!.addrs6[0], c1!.addrs6[31]]).toEqual(['198.51.100.10', '198.51.100.41', '2001:db8:c::10', '2001:db8:c::2f']);
+    expect([c1!.addrs4[0], c1!.addrs4[31], c1!.addrs6[0], c1!.addrs6[31]]).toEqual([
+      '198.51.100.10',
+      '198.51.100.41',
+      '2001:db8:c::10',
+      '2001:db8:c::2f',
+    ]);
     expect([c2!.addrs4[0], c2!.addrs6[0]]).toEqual(['198.51.100.50', '2001:db8:c::50']);
     expect(formatLabPlan(p)).toContain('\nvip 203.0.113.10 32 198.18.0.11,198.18.0.12\n');
     expect(p.warnings).toEqual([]);
@@ -77,7 +90,10 @@ describe('lab plan (scripts/lab/plan.ts)', () => {
 
 function bash(script: string, env: Record<string, string> = {}, timeoutMs = 60_000) {
   const r = spawnSync('bash', ['-c', `set -u; source scripts/lab/lib.sh; ${script}`], {
-    cwd: ROOT, encoding: 'utf8', timeout: timeoutMs, env: { ...process.env, ...env },
+    cwd: ROOT,
+    encoding: 'utf8',
+    timeout: timeoutMs,
+    env: { ...process.env, ...env },
   });
   return { status: r.status, stdout: r.stdout ?? '', stderr: r.stderr ?? '', out: `${r.stdout ?? ''}${r.stderr ?? ''}` };
 }
@@ -91,7 +107,11 @@ function whyCannotRun(): string | null {
 
 const why = whyCannotRun();
 const CI = process.env.CI !== undefined && process.env.CI !== '' && process.env.CI !== 'false' && process.env.CI !== '0';
-const listNamespaces = () => spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' }).stdout.split('\n').map((l) => l.split(' ')[0]!).filter((n) => n !== '');
+const listNamespaces = () =>
+  spawnSync('ip', ['netns', 'list'], { encoding: 'utf8' })
+    .stdout.split('\n')
+    .map((l) => l.split(' ')[0]!)
+    .filter((n) => n !== '');
 /** Lab namespaces (slbx-XXXX-...) that were not in `before`. */
 // Prefixes claimed by the other labs on this machine (a scenario or a user's lab running meanwhile):
 // their namespaces are not this test's leftovers.
@@ -124,7 +144,10 @@ const alive = (pid: number) => {
 // not runnable here: skipped with the reason, under CI a failure (test/helpers/prerequisite.ts)
 describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/lab/lib.sh)', () => {
   const name = `vitest-lab-${process.pid}`;
-  const withDaemons = existsSync(join(ROOT, 'dist/mux/main.js')) && existsSync(join(ROOT, 'dist/host-agent/main.js')) && process.env.SLBX_LAB_TEST_NO_DAEMONS !== '1';
+  const withDaemons =
+    existsSync(join(ROOT, 'dist/mux/main.js')) &&
+    existsSync(join(ROOT, 'dist/host-agent/main.js')) &&
+    process.env.SLBX_LAB_TEST_NO_DAEMONS !== '1';
   let prefix = '';
   let pids: number[] = [];
   let upOutput = '';
@@ -133,7 +156,8 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
   beforeAll(() => {
     tmp = mkdtempSync(join(tmpdir(), 'slbx-lab-test-'));
     for (const f of ['plan', 'backend', 'client']) {
-      if (!existsSync(join(ROOT, `dist/scripts/lab/${f}.js`))) throw new Error(`dist/scripts/lab/${f}.js is missing: build first (npx tsc -p tsconfig.json)`);
+      if (!existsSync(join(ROOT, `dist/scripts/lab/${f}.js`)))
+        throw new Error(`dist/scripts/lab/${f}.js is missing: build first (npx tsc -p tsconfig.json)`);
     }
     const r = bash(`lab_up --name ${name}${withDaemons ? '' : ' --no-daemons'}`);
     upOutput = r.out;
@@ -144,22 +168,43 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
   });
 
   let failures = 0;
-  afterEach((ctx) => { if (ctx.task.result?.state === 'fail') failures++; });
+  afterEach((ctx) => {
+    if (ctx.task.result?.state === 'fail') failures++;
+  });
   afterAll(() => {
     bash(`lab_down ${name}`); // in case a test failed before its own lab_down
     rmSync(tmp, { recursive: true, force: true });
     // keep runs/lab/NAME*/ (logs, plan) when something failed
-    if (failures === 0) for (const n of [name, `${name}-bad`, `${name}-half`]) rmSync(join(ROOT, 'runs/lab', n), { recursive: true, force: true });
+    if (failures === 0)
+      for (const n of [name, `${name}-bad`, `${name}-half`]) rmSync(join(ROOT, 'runs/lab', n), { recursive: true, force: true });
   });
 
-  const inNs = (node: string, ...cmd: string[]) => spawnSync('ip', ['netns', 'exec', `${prefix}${node}`, ...cmd], { encoding: 'utf8', timeout: 20_000 });
-  const ping = (node: string, target: string) => inNs(node, 'node', join(ROOT, 'dist/scripts/lab/client.js'), 'ping', '--target', target, '--count', '1', '--timeout-ms', '2000');
+  const inNs = (node: string, ...cmd: string[]) =>
+    spawnSync('ip', ['netns', 'exec', `${prefix}${node}`, ...cmd], { encoding: 'utf8', timeout: 20_000 });
+  const ping = (node: string, target: string) =>
+    inNs(node, 'node', join(ROOT, 'dist/scripts/lab/client.js'), 'ping', '--target', target, '--count', '1', '--timeout-ms', '2000');
 
   it('creates one namespace per node with a fresh slbx-XXXX- prefix, and the backends', () => {
     expect(prefix).toMatch(/^slbx-[0-9a-f]{4}-$/);
-    const ours = listNamespaces().filter((n) => n.startsWith(prefix)).map((n) => n.slice(prefix.length)).sort();
+    const ours = listNamespaces()
+      .filter((n) => n.startsWith(prefix))
+      .map((n) => n.slice(prefix.length))
+      .sort();
     // the controller's namespace exists when the daemons run (they watch it; lab_up --no-controller drops it)
-    expect(ours).toEqual(['client1', ...(withDaemons ? ['controller'] : []), 'fabric', 'h1vm1', 'h1vm2', 'h2vm1', 'h2vm2', 'host1', 'host2', 'mux1', 'mux2', 'router']);
+    expect(ours).toEqual([
+      'client1',
+      ...(withDaemons ? ['controller'] : []),
+      'fabric',
+      'h1vm1',
+      'h1vm2',
+      'h2vm1',
+      'h2vm2',
+      'host1',
+      'host2',
+      'mux1',
+      'mux2',
+      'router',
+    ]);
     // 8 backends, 4 daemons and the controller; BIRD in the router when the config has a bgp section
     const plan = buildLabPlan(labConfig());
     const bird = plan.ok && plan.plan.bgp !== null ? 1 : 0;
@@ -194,7 +239,15 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     expect(v4).toMatch(/nexthop via 198\.18\.0\.12 dev fab0/);
     const v6 = inNs('router', 'ip', '-6', 'route', 'show', '2001:db8:ff::10/128').stdout;
     expect(v6).toMatch(/nexthop via 2001:db8:f::11 dev fab0/);
-    const s = inNs('router', 'sysctl', '-n', 'net.ipv4.ip_forward', 'net.ipv6.conf.all.forwarding', 'net.ipv4.fib_multipath_hash_policy', 'net.ipv6.fib_multipath_hash_policy').stdout;
+    const s = inNs(
+      'router',
+      'sysctl',
+      '-n',
+      'net.ipv4.ip_forward',
+      'net.ipv6.conf.all.forwarding',
+      'net.ipv4.fib_multipath_hash_policy',
+      'net.ipv6.fib_multipath_hash_policy',
+    ).stdout;
     expect(s.split('\n').filter((l) => l !== '')).toEqual(['1', '1', '1', '1']);
     expect(inNs('mux1', 'sysctl', '-n', 'net.ipv4.ip_forward').stdout.trim()).toBe('0');
   });
@@ -223,14 +276,32 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
 
   it('the bridges are plain wires: no bridge netfilter (it would drop malformed IPv4 before the MUX)', () => {
     for (const node of ['fabric', 'router']) {
-      const r = inNs(node, 'sh', '-c', '[ ! -d /proc/sys/net/bridge ] || cat /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables');
-      expect(r.stdout.split('\n').filter((l) => l !== '').every((v) => v === '0'), `${node}: ${r.stdout}`).toBe(true);
+      const r = inNs(
+        node,
+        'sh',
+        '-c',
+        '[ ! -d /proc/sys/net/bridge ] || cat /proc/sys/net/bridge/bridge-nf-call-iptables /proc/sys/net/bridge/bridge-nf-call-ip6tables',
+      );
+      expect(
+        r.stdout
+          .split('\n')
+          .filter((l) => l !== '')
+          .every((v) => v === '0'),
+        `${node}: ${r.stdout}`,
+      ).toBe(true);
     }
     expect(inNs('fabric', 'ip', '-d', 'link', 'show', 'br0').stdout).toMatch(/mtu 1600 /);
   });
 
-  it.skipIf(unmet(withDaemons ? null : 'the daemons are not built (npx tsc -p tsconfig.json) or SLBX_LAB_TEST_NO_DAEMONS=1', 'the lab\'s daemons'))('every daemon says ready on GET /status', () => {
-    for (const [node, port] of [['mux1', 9180], ['mux2', 9180], ['host1', 9181], ['host2', 9181]] as const) {
+  it.skipIf(
+    unmet(withDaemons ? null : 'the daemons are not built (npx tsc -p tsconfig.json) or SLBX_LAB_TEST_NO_DAEMONS=1', "the lab's daemons"),
+  )('every daemon says ready on GET /status', () => {
+    for (const [node, port] of [
+      ['mux1', 9180],
+      ['mux2', 9180],
+      ['host1', 9181],
+      ['host2', 9181],
+    ] as const) {
       const r = inNs(node, 'curl', '-s', '-m', '2', `http://127.0.0.1:${port}/status`);
       const s = JSON.parse(r.stdout);
       expect(s.ready, node).toBe(true);
@@ -279,7 +350,9 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     expect(existsSync(stateFile)).toBe(false);
     // the backends it had started are gone too
     const logDir = join(ROOT, 'runs/lab', `${name}-half`, 'logs');
-    const readyPids = ['h1vm1-http', 'h2vm2-udp-echo'].map((f) => JSON.parse(readFileSync(join(logDir, `${f}.log`), 'utf8').split('\n')[0]!).pid as number);
+    const readyPids = ['h1vm1-http', 'h2vm2-udp-echo'].map(
+      (f) => JSON.parse(readFileSync(join(logDir, `${f}.log`), 'utf8').split('\n')[0]!).pid as number,
+    );
     for (const pid of readyPids) expect(alive(pid), `backend pid ${pid}`).toBe(false);
   });
 });

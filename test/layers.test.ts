@@ -32,19 +32,33 @@ function sourceFiles(dir: string): string[] {
   return out;
 }
 
-interface Import { spec: string; typeOnly: boolean }
+interface Import {
+  spec: string;
+  typeOnly: boolean;
+}
 
 /** Every module a file names: imports, re-exports, dynamic imports, require; `typeOnly` for `import type`. */
 function importsOf(text: string): Import[] {
   const out: Import[] = [];
   const visit = (n: ts.Node): void => {
-    if ((ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) && n.moduleSpecifier !== undefined && ts.isStringLiteral(n.moduleSpecifier)) {
+    if (
+      (ts.isImportDeclaration(n) || ts.isExportDeclaration(n)) &&
+      n.moduleSpecifier !== undefined &&
+      ts.isStringLiteral(n.moduleSpecifier)
+    ) {
       const typeOnly = ts.isImportDeclaration(n) ? n.importClause?.isTypeOnly === true : n.isTypeOnly;
       out.push({ spec: n.moduleSpecifier.text, typeOnly });
-    } else if (ts.isCallExpression(n) && (n.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(n.expression) && n.expression.text === 'require'))) {
+    } else if (
+      ts.isCallExpression(n) &&
+      (n.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(n.expression) && n.expression.text === 'require'))
+    ) {
       const a = n.arguments[0];
       if (a !== undefined && ts.isStringLiteralLike(a)) out.push({ spec: a.text, typeOnly: false });
-    } else if (ts.isImportEqualsDeclaration(n) && ts.isExternalModuleReference(n.moduleReference) && ts.isStringLiteral(n.moduleReference.expression)) {
+    } else if (
+      ts.isImportEqualsDeclaration(n) &&
+      ts.isExternalModuleReference(n.moduleReference) &&
+      ts.isStringLiteral(n.moduleReference.expression)
+    ) {
       out.push({ spec: n.moduleReference.expression.text, typeOnly: n.isTypeOnly });
     }
     ts.forEachChild(n, visit);
@@ -65,12 +79,12 @@ function layerOf(path: string): string {
 }
 
 const FORBIDDEN: Record<string, readonly string[]> = {
-  'shared': ['runtime', 'mux', 'host-agent', 'controller', 'cli', 'scripts', 'test'],
-  'runtime': ['mux', 'host-agent', 'controller', 'cli', 'scripts', 'test'],
-  'mux': ['host-agent', 'controller', 'cli', 'scripts', 'test'],
+  shared: ['runtime', 'mux', 'host-agent', 'controller', 'cli', 'scripts', 'test'],
+  runtime: ['mux', 'host-agent', 'controller', 'cli', 'scripts', 'test'],
+  mux: ['host-agent', 'controller', 'cli', 'scripts', 'test'],
   'host-agent': ['mux', 'controller', 'cli', 'scripts', 'test'],
-  'controller': ['mux', 'host-agent', 'cli', 'scripts', 'test'],
-  'cli': ['scripts', 'test'],
+  controller: ['mux', 'host-agent', 'cli', 'scripts', 'test'],
+  cli: ['scripts', 'test'],
 };
 
 /** What is wrong with one file's imports, one line each ("FILE imports SPEC: why"). */
@@ -85,7 +99,10 @@ function layerViolations(file: string, text: string): string[] {
       if (from === 'scripts/oracle' && !spec.startsWith('node:')) bad('the oracle imports nothing but Node built-ins');
       continue;
     }
-    if (to.startsWith('..')) { bad('outside the repository'); continue; }
+    if (to.startsWith('..')) {
+      bad('outside the repository');
+      continue;
+    }
     const toLayer = layerOf(to);
     if (from === 'scripts/oracle' && toLayer !== 'scripts/oracle' && !typeOnly) bad('the oracle imports nothing of the repository');
     else if ((FORBIDDEN[from] ?? []).includes(toLayer)) bad(`${from}/ never imports ${toLayer}/`);
@@ -106,8 +123,20 @@ describe('layers', () => {
     expect(files).toContain('shared/args.ts');
     expect(files).toContain('runtime/command.ts');
     // one of each kind of import the pre-processor must see
-    expect(importsOf("import { a } from './a.js';\nimport type { B } from '../b.js';\nexport { c } from './c.js';\nimport './d.js';\nconst e = await import('./e.js');\nconst f = require('./f.js');"))
-      .toEqual([['./a.js', false], ['../b.js', true], ['./c.js', false], ['./d.js', false], ['./e.js', false], ['./f.js', false]].map(([spec, typeOnly]) => ({ spec, typeOnly })));
+    expect(
+      importsOf(
+        "import { a } from './a.js';\nimport type { B } from '../b.js';\nexport { c } from './c.js';\nimport './d.js';\nconst e = await import('./e.js');\nconst f = require('./f.js');",
+      ),
+    ).toEqual(
+      [
+        ['./a.js', false],
+        ['../b.js', true],
+        ['./c.js', false],
+        ['./d.js', false],
+        ['./e.js', false],
+        ['./f.js', false],
+      ].map(([spec, typeOnly]) => ({ spec, typeOnly })),
+    );
   });
 
   it('no file imports across a forbidden direction', () => {
@@ -131,7 +160,11 @@ describe('layers', () => {
     ['controller/api.ts', "import { HostDaemon } from '../host-agent/daemon.js';", 'controller/ never imports host-agent/'],
     ['controller/main.ts', "import { runSlbctl } from '../cli/slbctl.js';", 'controller/ never imports cli/'],
     ['cli/replay.ts', "import { plan } from '../scripts/lab/plan.js';", 'cli/ never imports scripts/'],
-    ['scripts/oracle/maglev-oracle.ts', "import { flowHash } from '../../shared/flow-hash.js';", 'the oracle imports nothing of the repository'],
+    [
+      'scripts/oracle/maglev-oracle.ts',
+      "import { flowHash } from '../../shared/flow-hash.js';",
+      'the oracle imports nothing of the repository',
+    ],
     ['scripts/oracle/maglev-oracle.ts', "import YAML from 'yaml';", 'the oracle imports nothing but Node built-ins'],
   ])('%s: %s is refused', (file, line, why) => {
     const v = layerViolations(file, `${line}\n`);

@@ -11,7 +11,14 @@ import { hashFlowV4, hashFlowV6 } from '../shared/flow-hash.js';
 import { buildMaglevTable, MAGLEV_EMPTY, type MaglevMember } from '../shared/maglev.js';
 import { buildPoolTable, type SelectionBackend } from '../shared/selection.js';
 import {
-  flowHash, flowKeyWords, murmur3, oraclePoolMembers, oracleTable, permutationOf, slotOf, type OracleMember,
+  flowHash,
+  flowKeyWords,
+  murmur3,
+  oraclePoolMembers,
+  oracleTable,
+  permutationOf,
+  slotOf,
+  type OracleMember,
 } from '../scripts/oracle/maglev-oracle.js';
 import { formatRow, measure } from '../scripts/oracle/disruption.js';
 
@@ -29,9 +36,11 @@ function sharedTable(members: readonly MaglevMember[], size: number): (string | 
 function rng(seed: number): () => number {
   let x = seed >>> 0 || 1;
   return () => {
-    x ^= x << 13; x >>>= 0;
+    x ^= x << 13;
+    x >>>= 0;
     x ^= x >>> 17;
-    x ^= x << 5; x >>>= 0;
+    x ^= x << 5;
+    x >>>= 0;
     return x;
   };
 }
@@ -47,10 +56,19 @@ function docTables(heading: string): string[][][] {
   const tables: string[][][] = [];
   let cur: string[][] | null = null;
   for (const line of body.split('\n')) {
-    if (!line.startsWith('|')) { cur = null; continue; }
-    const cells = line.slice(1, line.endsWith('|') ? -1 : undefined).split('|').map((c) => c.trim().replace(/^`|`$/g, ''));
+    if (!line.startsWith('|')) {
+      cur = null;
+      continue;
+    }
+    const cells = line
+      .slice(1, line.endsWith('|') ? -1 : undefined)
+      .split('|')
+      .map((c) => c.trim().replace(/^`|`$/g, ''));
     if (cells.every((c) => /^-+$/.test(c))) continue;
-    if (cur === null) { cur = []; tables.push(cur); }
+    if (cur === null) {
+      cur = [];
+      tables.push(cur);
+    }
     cur.push(cells);
   }
   return tables;
@@ -71,7 +89,12 @@ function parseMembers(text: string): OracleMember[] {
   });
 }
 
-interface GoldenVector { name: string; members: OracleMember[]; size: number; slots: Map<number, string> }
+interface GoldenVector {
+  name: string;
+  members: OracleMember[];
+  size: number;
+  slots: Map<number, string>;
+}
 
 function goldenVectors(): GoldenVector[] {
   const out: GoldenVector[] = [];
@@ -125,7 +148,13 @@ describe('oracle: MurmurHash3_x86_32 against published vectors', () => {
 
 describe('oracle: the flow hash golden vectors of docs/hashing.md section 1', () => {
   const section = HASHING_MD.slice(HASHING_MD.indexOf('\n### Golden vectors\n'));
-  const wordsAfter = (label: string) => [...section.slice(section.indexOf(label)).split(/\n\n|\nIPv/)[0]!.matchAll(/0x[0-9a-f]{8}/g)].map((m) => Number(m[0]));
+  const wordsAfter = (label: string) =>
+    [
+      ...section
+        .slice(section.indexOf(label))
+        .split(/\n\n|\nIPv/)[0]!
+        .matchAll(/0x[0-9a-f]{8}/g),
+    ].map((m) => Number(m[0]));
   const rows = docTables('### Golden vectors')[0]!.slice(1);
   it('the page lists the key words the oracle builds', () => {
     expect(flowKeyWords('198.51.100.10', '203.0.113.10', 6, 40000, 80, 5)).toEqual(wordsAfter('IPv4 flow:'));
@@ -146,16 +175,22 @@ describe('oracle == shared/flow-hash.ts on random flows', () => {
   it('IPv4 and IPv6, modes 5, 3 and 2, random seeds', () => {
     const r = rng(0x51b0c0de);
     const v4 = (x: number) => `${x >>> 24}.${(x >>> 16) & 255}.${(x >>> 8) & 255}.${x & 255}`;
-    const v6 = (w: number[]) => w.flatMap((x) => [x >>> 16, x & 0xffff]).map((g) => g.toString(16)).join(':');
+    const v6 = (w: number[]) =>
+      w
+        .flatMap((x) => [x >>> 16, x & 0xffff])
+        .map((g) => g.toString(16))
+        .join(':');
     for (let i = 0; i < 3000; i++) {
       const mode = [5, 3, 2][i % 3]!;
       const seed = i % 7 === 0 ? 0x736c6278 : r();
       const proto = [6, 17, 1, 58][i % 4]!;
       const sp = r() & 0xffff;
       const dp = r() & 0xffff;
-      const s4 = r(); const d4 = r();
+      const s4 = r();
+      const d4 = r();
       expect(flowHash(v4(s4), v4(d4), proto, sp, dp, mode, seed)).toBe(hashFlowV4(s4, d4, proto, sp, dp, mode, seed));
-      const s6 = [r(), r(), r(), r()]; const d6 = [r(), r(), r(), r()];
+      const s6 = [r(), r(), r(), r()];
+      const d6 = [r(), r(), r(), r()];
       const got = flowHash(v6(s6), v6(d6), proto, sp, dp, mode, seed);
       expect(got).toBe(hashFlowV6(ip(v6(s6)).words, 0, ip(v6(d6)).words, 0, proto, sp, dp, mode, seed));
     }
@@ -179,8 +214,10 @@ describe('golden Maglev tables of docs/hashing.md: shared/maglev.ts == page == o
     expect(want.map(([s]) => [s, orc[s]])).toEqual(want);
     expect(shared).toEqual(orc);
   });
-  it('the permutations the page lists (offset, skip, walk) are the oracle\'s', () => {
-    const perms = docTables('### Golden Maglev tables').find((t) => t[0]![0] === 'member')!.slice(1);
+  it("the permutations the page lists (offset, skip, walk) are the oracle's", () => {
+    const perms = docTables('### Golden Maglev tables')
+      .find((t) => t[0]![0] === 'member')!
+      .slice(1);
     expect(perms.length).toBe(4);
     for (const [id, offset, skip, walk] of perms) {
       const p = permutationOf(id!, 13);
@@ -217,14 +254,18 @@ describe('oracle == shared/maglev.ts: full tables over random member sets', () =
   });
 });
 
-describe('oracle == shared/selection.ts: a pool\'s members and table (docs/hashing.md section 3)', () => {
+describe("oracle == shared/selection.ts: a pool's members and table (docs/hashing.md section 3)", () => {
   it('400 random pools: priority levels, disabled, unhealthy, drained, latency bands', () => {
     const r = rng(0x9001);
     for (let i = 0; i < 400; i++) {
       const n = 1 + (r() % 12);
       const backends: SelectionBackend[] = Array.from({ length: n }, (_, k) => ({
-        id: `vm${k}`, enabled: r() % 5 !== 0, healthy: r() % 4 !== 0, drained: r() % 6 === 0,
-        priority: 1 + (r() % 3), weight: 1 + (r() % 100),
+        id: `vm${k}`,
+        enabled: r() % 5 !== 0,
+        healthy: r() % 4 !== 0,
+        drained: r() % 6 === 0,
+        priority: 1 + (r() % 3),
+        weight: 1 + (r() % 100),
         ...(r() % 3 === 0 ? {} : { latencyMs: r() % 50 }),
       }));
       const sensitivity = [0, 5, 20, 100][i % 4]!;

@@ -1,12 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import {
-  DEFAULT_MAGLEV_SIZE,
-  MAGLEV_EMPTY,
-  buildMaglevTable,
-  isPrime,
-  type MaglevMember,
-  type MaglevTable,
-} from '../shared/maglev.js';
+import { DEFAULT_MAGLEV_SIZE, MAGLEV_EMPTY, buildMaglevTable, isPrime, type MaglevMember, type MaglevTable } from '../shared/maglev.js';
 
 const M = 65537;
 
@@ -128,14 +121,25 @@ describe('availability (phase 2)', () => {
   });
 
   it('bringing the member back restores the original table exactly', () => {
-    const down = buildMaglevTable(all.map((m, i) => (i === 5 ? { ...m, available: false } : m)), M);
+    const down = buildMaglevTable(
+      all.map((m, i) => (i === 5 ? { ...m, available: false } : m)),
+      M,
+    );
     expect(down.slots).not.toEqual(base.slots);
-    expect(buildMaglevTable(all.map((m) => ({ ...m, available: true })), M).slots).toEqual(base.slots);
+    expect(
+      buildMaglevTable(
+        all.map((m) => ({ ...m, available: true })),
+        M,
+      ).slots,
+    ).toEqual(base.slots);
   });
 
   it('several unavailable members: only their slots change, weights respected among the rest', () => {
     const downSet = new Set([3, 14, 15, 92, 65]);
-    const t = buildMaglevTable(all.map((m, i) => (downSet.has(i) ? { ...m, available: false } : m)), M);
+    const t = buildMaglevTable(
+      all.map((m, i) => (downSet.has(i) ? { ...m, available: false } : m)),
+      M,
+    );
     let wrong = 0;
     for (let s = 0; s < M; s++) {
       if (downSet.has(base.slots[s]!) ? downSet.has(t.slots[s]!) : t.slots[s] !== base.slots[s]) wrong++;
@@ -149,7 +153,10 @@ describe('availability (phase 2)', () => {
   });
 
   it('all unavailable gives all EMPTY', () => {
-    const t = buildMaglevTable(all.map((m) => ({ ...m, available: false })), M);
+    const t = buildMaglevTable(
+      all.map((m) => ({ ...m, available: false })),
+      M,
+    );
     expect(t.slots.every((s) => s === MAGLEV_EMPTY)).toBe(true);
     expect(t.counts.every((c) => c === 0)).toBe(true);
     expect(t.members.length).toBe(N);
@@ -162,7 +169,13 @@ describe('availability (phase 2)', () => {
   });
 
   it('one available member owns everything', () => {
-    const t = buildMaglevTable([{ id: 'a', weight: 1, available: false }, { id: 'b', weight: 7 }], 13);
+    const t = buildMaglevTable(
+      [
+        { id: 'a', weight: 1, available: false },
+        { id: 'b', weight: 7 },
+      ],
+      13,
+    );
     expect(Array.from(t.slots)).toEqual(new Array(13).fill(1));
     expect(Array.from(t.counts)).toEqual([0, 13]);
   });
@@ -180,7 +193,10 @@ describe('config changes (plain Maglev disruption)', () => {
   it('deleting one member moves its slots plus under 0.8 % of the others', () => {
     for (const del of [0, 17, 42, 99]) {
       const delId = `backend-${del}`;
-      const t = buildMaglevTable(equalMembers(N).filter((m) => m.id !== delId), M);
+      const t = buildMaglevTable(
+        equalMembers(N).filter((m) => m.id !== delId),
+        M,
+      );
       const after = owners(t);
       let own = 0;
       let extra = 0;
@@ -221,7 +237,13 @@ describe('config changes (plain Maglev disruption)', () => {
 
 describe('weights', () => {
   it('3:7 over two members gives 30/70 within 1 point', () => {
-    const t = buildMaglevTable([{ id: 'a', weight: 3 }, { id: 'b', weight: 7 }], M);
+    const t = buildMaglevTable(
+      [
+        { id: 'a', weight: 3 },
+        { id: 'b', weight: 7 },
+      ],
+      M,
+    );
     const shareA = t.counts[0]! / M;
     expect(Math.abs(shareA - 0.3)).toBeLessThan(0.01);
     expect(t.counts[0]! + t.counts[1]!).toBe(M);
@@ -250,7 +272,11 @@ describe('weights', () => {
     ];
     const t = buildMaglevTable(members, M);
     expect(t.counts[2]).toBe(0);
-    for (const [i, w] of [[0, 1], [1, 2], [3, 7]] as const) {
+    for (const [i, w] of [
+      [0, 1],
+      [1, 2],
+      [3, 7],
+    ] as const) {
       expect(Math.abs(t.counts[i]! / M - w / 10)).toBeLessThan(0.005);
     }
   });
@@ -281,8 +307,14 @@ describe('determinism and purity', () => {
   it('orders ids by UTF-16 code units, not locale', () => {
     // 'B' < 'a' < 'é' by code unit; a locale compare would order them differently.
     const ids = ['é', 'a', 'B', 'Z', 'z', '10', '9'];
-    const a = buildMaglevTable(ids.map((id) => ({ id, weight: 1 })), 101);
-    const b = buildMaglevTable([...ids].reverse().map((id) => ({ id, weight: 1 })), 101);
+    const a = buildMaglevTable(
+      ids.map((id) => ({ id, weight: 1 })),
+      101,
+    );
+    const b = buildMaglevTable(
+      [...ids].reverse().map((id) => ({ id, weight: 1 })),
+      101,
+    );
     expect(owners(a)).toEqual(owners(b));
   });
 
@@ -332,13 +364,20 @@ describe('errors', () => {
   });
 
   it.each([0, -1, 1001, 1.5, NaN, Infinity])('weight %s', (weight) => {
-    const members = [{ id: 'ok', weight: 1 }, { id: 'bad', weight }];
+    const members = [
+      { id: 'ok', weight: 1 },
+      { id: 'bad', weight },
+    ];
     expect(() => buildMaglevTable(members, 13)).toThrow(RangeError);
     expect(() => buildMaglevTable(members, 13)).toThrow(/"bad": weight must be an integer in 1\.\.1000/);
   });
 
   it('duplicate ids', () => {
-    const members = [{ id: 'a', weight: 1 }, { id: 'b', weight: 1 }, { id: 'a', weight: 2 }];
+    const members = [
+      { id: 'a', weight: 1 },
+      { id: 'b', weight: 1 },
+      { id: 'a', weight: 2 },
+    ];
     expect(() => buildMaglevTable(members, 13)).toThrow(RangeError);
     expect(() => buildMaglevTable(members, 13)).toThrow(/"a" appears twice/);
   });

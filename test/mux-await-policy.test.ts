@@ -22,7 +22,7 @@ const held = (f: RoutePlanFacts) => {
   return { routes: p.routes.length, held: p.vips.map((v) => v.held) };
 };
 
-describe('the route plan waits for the controller\'s first policy', () => {
+describe("the route plan waits for the controller's first policy", () => {
   it('holds every VIP as awaiting_policy, announces nothing, until the policy is known', () => {
     expect(held({ ...facts, policyKnown: false })).toEqual({ routes: 0, held: ['awaiting_policy', 'awaiting_policy'] });
     expect(held({ ...facts, policyKnown: true })).toEqual({ routes: 2, held: [null, null] });
@@ -44,7 +44,9 @@ describe('the route plan waits for the controller\'s first policy', () => {
       [false, false, BGP_READY_WAIT_MS, true, BGP_READY_WAIT_MS >= BGP_POLICY_WAIT_MS],
     ];
     for (const [dataPlaneReady, policyApplied, sinceStartMs, ready, policyKnown] of cases) {
-      expect(readinessFacts({ dataPlaneReady, policyApplied, sinceStartMs }), `${dataPlaneReady} ${policyApplied} ${sinceStartMs}`).toEqual({ ready, policyKnown });
+      expect(readinessFacts({ dataPlaneReady, policyApplied, sinceStartMs }), `${dataPlaneReady} ${policyApplied} ${sinceStartMs}`).toEqual(
+        { ready, policyKnown },
+      );
     }
   });
 });
@@ -53,14 +55,26 @@ describe('MUX_PROGRAM.applyPolicy', () => {
   const stub = () => {
     const calls: string[] = [];
     const d = {
-      start() {}, stop() {},
-      applyConfig(_c: SlbxConfig, h?: HealthView) { calls.push(`applyConfig ${h === undefined ? 'no health' : h.isHealthy('h1vm1', 'http80') ? 'h1vm1 up' : 'h1vm1 down'}`); },
-      policyApplied() { calls.push('policyApplied'); },
+      start() {},
+      stop() {},
+      applyConfig(_c: SlbxConfig, h?: HealthView) {
+        calls.push(`applyConfig ${h === undefined ? 'no health' : h.isHealthy('h1vm1', 'http80') ? 'h1vm1 up' : 'h1vm1 down'}`);
+      },
+      policyApplied() {
+        calls.push('policyApplied');
+      },
     };
     return { d: d as unknown as Daemon, calls };
   };
   const policy = (o: Partial<AppliedPolicy>): AppliedPolicy => ({
-    stateId: 's', generation: 2, config: labConfig(), health: {}, healthView: { isHealthy: () => true }, configChanged: false, healthChanged: false, ...o,
+    stateId: 's',
+    generation: 2,
+    config: labConfig(),
+    health: {},
+    healthView: { isHealthy: () => true },
+    configChanged: false,
+    healthChanged: false,
+    ...o,
   });
 
   it('tells the daemon of every policy, also one that changes nothing (the first one after a bootstrap config usually does not)', () => {
@@ -71,25 +85,43 @@ describe('MUX_PROGRAM.applyPolicy', () => {
 
   it('installs the health first, then lets BGP announce', () => {
     const { d, calls } = stub();
-    MUX_PROGRAM.applyPolicy!(d, policy({ healthChanged: true, health: { 'h1vm1/http80': 'down' }, healthView: { isHealthy: (nic) => nic !== 'h1vm1' } }));
+    MUX_PROGRAM.applyPolicy!(
+      d,
+      policy({ healthChanged: true, health: { 'h1vm1/http80': 'down' }, healthView: { isHealthy: (nic) => nic !== 'h1vm1' } }),
+    );
     expect(calls).toEqual(['applyConfig h1vm1 down', 'policyApplied']);
   });
 });
 
 describe('MuxBgp with policyKnown', () => {
   let bgp: MuxBgp | null = null;
-  afterEach(() => { bgp?.stop(); bgp = null; });
+  afterEach(() => {
+    bgp?.stop();
+    bgp = null;
+  });
 
   it('holds the VIPs while the policy is unknown and announces them at the replan that follows it', () => {
-    const config = labConfig((raw) => { raw.bgp.peers[0].port = 1; raw.bgp.reconnectMinMs = 60000; raw.bgp.reconnectMaxMs = 60000; });
+    const config = labConfig((raw) => {
+      raw.bgp.peers[0].port = 1;
+      raw.bgp.reconnectMinMs = 60000;
+      raw.bgp.reconnectMaxMs = 60000;
+    });
     let known = false;
     const logs: { event: string; fields: Record<string, unknown> }[] = [];
     bgp = new MuxBgp({
-      name: 'mux1', config, tables: () => compileMuxTables(config, ALL_HEALTHY, null, 1), ready: () => true, policyKnown: () => known,
-      hasAddress: () => true, log: (_l, event, fields) => logs.push({ event, fields }),
+      name: 'mux1',
+      config,
+      tables: () => compileMuxTables(config, ALL_HEALTHY, null, 1),
+      ready: () => true,
+      policyKnown: () => known,
+      hasAddress: () => true,
+      log: (_l, event, fields) => logs.push({ event, fields }),
     });
     bgp.start();
-    const vips = () => (bgp!.status()!.vips as { vip: string; announced: boolean; reason: string | null }[]).map((v) => `${v.vip} ${v.reason ?? 'announced'}`);
+    const vips = () =>
+      (bgp!.status()!.vips as { vip: string; announced: boolean; reason: string | null }[]).map(
+        (v) => `${v.vip} ${v.reason ?? 'announced'}`,
+      );
     expect(vips()).toEqual(['203.0.113.10 awaiting_policy', '2001:db8:ff::10 awaiting_policy']);
     expect(logs.filter((l) => l.event === 'bgp_vip_held').map((l) => l.fields.reason)).toEqual(['awaiting_policy', 'awaiting_policy']);
     known = true;

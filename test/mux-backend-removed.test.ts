@@ -27,8 +27,10 @@ const HOST_MACS: Record<string, string> = { host1: '02:00:00:00:00:21', host2: '
 const HOST_PA: Record<string, string> = { host1: '198.18.0.21', host2: '198.18.0.22' };
 // examples/lab.yaml's nics (and the fifth one some rows add), typed again here, not read from the tables
 const NICS: Record<string, { host: string; mac: string }> = {
-  h1vm1: { host: 'host1', mac: '02:00:c0:00:02:0a' }, h1vm2: { host: 'host1', mac: '02:00:c0:00:02:0b' },
-  h2vm1: { host: 'host2', mac: '02:00:c0:00:02:0c' }, h2vm2: { host: 'host2', mac: '02:00:c0:00:02:0d' },
+  h1vm1: { host: 'host1', mac: '02:00:c0:00:02:0a' },
+  h1vm2: { host: 'host1', mac: '02:00:c0:00:02:0b' },
+  h2vm1: { host: 'host2', mac: '02:00:c0:00:02:0c' },
+  h2vm2: { host: 'host2', mac: '02:00:c0:00:02:0d' },
   h2vm3: { host: 'host2', mac: '02:00:c0:00:02:0e' },
 };
 const CLIENT = '198.51.100.10';
@@ -41,22 +43,36 @@ const SEEN_ONCE = Array.from({ length: 200 }, (_, i) => 45000 + i);
 
 function newCtx(config: SlbxConfig, health: HealthView = ALL_HEALTHY): MuxContext {
   const tables = compileMuxTables(config, health, null, 1);
-  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST_MACS[h.name]!)); h.macKnown = true; }
+  for (const h of tables.hosts.values()) {
+    h.mac.set(mac(HOST_MACS[h.name]!));
+    h.macKnown = true;
+  }
   const mux = config.muxes[0]!;
   return newMuxContext({
-    tables, localMac: mac(MUX_MAC), localPa4: mux.address.words[0]!, hashSeed: config.hashSeed, mtu: config.fabric.mtu,
-    vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables,
+    localMac: mac(MUX_MAC),
+    localPa4: mux.address.words[0]!,
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: config.flowTable,
   });
 }
 
 const tcp4 = (sport: number, flags: number, payload = '') =>
-  pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP, flags: IPV4_FLAG_DF }).tcp({ sport, dport: 80, flags }).payload(payload).build();
+  pkt()
+    .eth({ src: ROUTER_MAC, dst: MUX_MAC })
+    .ipv4({ src: CLIENT, dst: VIP, flags: IPV4_FLAG_DF })
+    .tcp({ sport, dport: 80, flags })
+    .payload(payload)
+    .build();
 
 /** The VXLAN frame a MUX must send for `client` to `nic` (the IP packet starts at byte 14). */
 function encap(client: Buffer, nic: string, sport: number, ipId: number): Buffer {
   const n = NICS[nic]!;
   const h = hashFlowV4(ip(CLIENT).words[0]!, ip(VIP).words[0]!, 6, sport, 80, 5, SEED);
-  return pkt().eth({ src: MUX_MAC, dst: HOST_MACS[n.host]! })
+  return pkt()
+    .eth({ src: MUX_MAC, dst: HOST_MACS[n.host]! })
     .ipv4({ src: '198.18.0.11', dst: HOST_PA[n.host]!, id: ipId, ttl: 64, flags: 0 })
     .udp({ sport: vxlanSourcePort(h), dport: 4789, checksum: 'zero' })
     .vxlan({ vni: 5001 })
@@ -78,31 +94,86 @@ function send(ctx: MuxContext, frame: Buffer, sport: number): string {
 }
 
 type Outcome = 'kept' | 're-placed';
-interface Row { change: string; config: () => SlbxConfig; health?: HealthView; subject: Outcome }
+interface Row {
+  change: string;
+  config: () => SlbxConfig;
+  health?: HealthView;
+  subject: Outcome;
+}
 const withFifthNic = (raw: any) => {
-  raw.nics.push({ name: 'h2vm3', host: 'host2', network: 'tenant-a', port: 'h2vm3', mac: '02:00:c0:00:02:0e', addresses: ['192.0.2.14', '2001:db8:d::14'] });
+  raw.nics.push({
+    name: 'h2vm3',
+    host: 'host2',
+    network: 'tenant-a',
+    port: 'h2vm3',
+    mac: '02:00:c0:00:02:0e',
+    addresses: ['192.0.2.14', '2001:db8:d::14'],
+  });
 };
 const backendOf = (raw: any, nic: string) => raw.pools[0].backends.find((b: any) => b.nic === nic);
 
 const ROWS: Row[] = [
-  { change: `${SUBJECT} removed from the pool (slbctl backend del)`, subject: 're-placed',
-    config: () => labConfig((raw) => { withFifthNic(raw); raw.pools[0].backends = raw.pools[0].backends.filter((b: any) => b.nic !== SUBJECT); }) },
-  { change: `${SUBJECT}'s nic deleted from the config with its pool membership`, subject: 're-placed',
-    config: () => labConfig((raw) => {
-      withFifthNic(raw);
-      raw.pools[0].backends = raw.pools[0].backends.filter((b: any) => b.nic !== SUBJECT);
-      raw.nics = raw.nics.filter((n: any) => n.name !== SUBJECT);
-    }) },
-  { change: `${SUBJECT} disabled (slbctl backend disable)`, subject: 're-placed',
-    config: () => labConfig((raw) => { withFifthNic(raw); backendOf(raw, SUBJECT).enabled = false; }) },
-  { change: `${SUBJECT} drained (slbctl backend drain)`, subject: 'kept',
-    config: () => labConfig((raw) => { withFifthNic(raw); backendOf(raw, SUBJECT).drain = true; }) },
-  { change: `${SUBJECT} down by its probe`, subject: 'kept',
-    config: () => labConfig(withFifthNic), health: { isHealthy: (nic) => nic !== SUBJECT } },
-  { change: 'another backend re-weighted (h1vm1 weight 200)', subject: 'kept',
-    config: () => labConfig((raw) => { withFifthNic(raw); backendOf(raw, 'h1vm1').weight = 200; }) },
-  { change: 'a fifth backend added (h2vm3)', subject: 'kept',
-    config: () => labConfig((raw) => { withFifthNic(raw); raw.pools[0].backends.push({ nic: 'h2vm3' }); }) },
+  {
+    change: `${SUBJECT} removed from the pool (slbctl backend del)`,
+    subject: 're-placed',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        raw.pools[0].backends = raw.pools[0].backends.filter((b: any) => b.nic !== SUBJECT);
+      }),
+  },
+  {
+    change: `${SUBJECT}'s nic deleted from the config with its pool membership`,
+    subject: 're-placed',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        raw.pools[0].backends = raw.pools[0].backends.filter((b: any) => b.nic !== SUBJECT);
+        raw.nics = raw.nics.filter((n: any) => n.name !== SUBJECT);
+      }),
+  },
+  {
+    change: `${SUBJECT} disabled (slbctl backend disable)`,
+    subject: 're-placed',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        backendOf(raw, SUBJECT).enabled = false;
+      }),
+  },
+  {
+    change: `${SUBJECT} drained (slbctl backend drain)`,
+    subject: 'kept',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        backendOf(raw, SUBJECT).drain = true;
+      }),
+  },
+  {
+    change: `${SUBJECT} down by its probe`,
+    subject: 'kept',
+    config: () => labConfig(withFifthNic),
+    health: { isHealthy: (nic) => nic !== SUBJECT },
+  },
+  {
+    change: 'another backend re-weighted (h1vm1 weight 200)',
+    subject: 'kept',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        backendOf(raw, 'h1vm1').weight = 200;
+      }),
+  },
+  {
+    change: 'a fifth backend added (h2vm3)',
+    subject: 'kept',
+    config: () =>
+      labConfig((raw) => {
+        withFifthNic(raw);
+        raw.pools[0].backends.push({ nic: 'h2vm3' });
+      }),
+  },
 ];
 
 describe('mux: the established flows of a backend when the pool changes', () => {
@@ -112,7 +183,10 @@ describe('mux: the established flows of a backend when the pool changes', () => 
     const ctx = newCtx(before);
     // established flows (SYN, then the handshake's ACK: trusted) and flows seen once (a SYN: untrusted)
     const first = new Map<number, string>();
-    for (const p of ESTABLISHED) { first.set(p, send(ctx, tcp4(p, TCP_SYN), p)); expect(send(ctx, tcp4(p, TCP_ACK), p)).toBe(first.get(p)); }
+    for (const p of ESTABLISHED) {
+      first.set(p, send(ctx, tcp4(p, TCP_SYN), p));
+      expect(send(ctx, tcp4(p, TCP_ACK), p)).toBe(first.get(p));
+    }
     for (const p of SEEN_ONCE) first.set(p, send(ctx, tcp4(p, TCP_SYN), p));
     const onSubject = [...first.entries()].filter(([, n]) => n === SUBJECT).map(([p]) => p);
     expect(ESTABLISHED.filter((p) => first.get(p) === SUBJECT).length).toBeGreaterThan(50); // a quarter of 400, give or take
@@ -138,7 +212,12 @@ describe('mux: the established flows of a backend when the pool changes', () => 
     const d = (k: string) => (ctx.counters.snapshot()[k] ?? 0) - (c0[k] ?? 0);
     const replaced = row.subject === 're-placed' ? onSubject.length : 0;
     const seenOnceKept = SEEN_ONCE.length - (row.subject === 're-placed' ? SEEN_ONCE.filter((p) => first.get(p) === SUBJECT).length : 0);
-    expect({ flow_replaced: d('flow_replaced'), flow_hit: d('flow_hit'), flow_promoted: d('flow_promoted'), flow_new: d('flow_new') }).toEqual({
+    expect({
+      flow_replaced: d('flow_replaced'),
+      flow_hit: d('flow_hit'),
+      flow_promoted: d('flow_promoted'),
+      flow_new: d('flow_new'),
+    }).toEqual({
       flow_replaced: replaced,
       flow_hit: ESTABLISHED.length - (row.subject === 're-placed' ? ESTABLISHED.filter((p) => first.get(p) === SUBJECT).length : 0),
       flow_promoted: seenOnceKept,

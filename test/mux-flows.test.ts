@@ -18,11 +18,21 @@ const HOST_MACS: Record<string, string> = { host1: '02:00:00:00:00:21', host2: '
 function newCtx(): MuxContext {
   const config = labConfig();
   const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST_MACS[h.name]!)); h.macKnown = true; }
+  for (const h of tables.hosts.values()) {
+    h.mac.set(mac(HOST_MACS[h.name]!));
+    h.macKnown = true;
+  }
   const mux = config.muxes[0]!;
   return newMuxContext({
-    tables, localMac: mac(MUX_MAC), localPa4: mux.address.words[0]!, localPa6: mux.address6!.words, underlay6: false,
-    hashSeed: config.hashSeed, mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables,
+    localMac: mac(MUX_MAC),
+    localPa4: mux.address.words[0]!,
+    localPa6: mux.address6!.words,
+    underlay6: false,
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: config.flowTable,
   });
 }
 

@@ -17,7 +17,11 @@ const until = async (what: string, f: () => boolean, ms = 15_000) => {
   }
 };
 
-interface Line { level: LogLevel; event: string; fields: Record<string, unknown> }
+interface Line {
+  level: LogLevel;
+  event: string;
+  fields: Record<string, unknown>;
+}
 
 describe('policy client: one warn per outage, one info at recovery', () => {
   let ctl: TestController | null = null;
@@ -31,10 +35,20 @@ describe('policy client: one warn per outage, one info at recovery', () => {
     ctl = await startTestController();
     const lines: Line[] = [];
     client = new PolicyClient({
-      url: new URL(ctl.url), kind: 'host', name: 'host1', bootstrap: labConfig(), apply: () => {},
+      url: new URL(ctl.url),
+      kind: 'host',
+      name: 'host1',
+      bootstrap: labConfig(),
+      apply: () => {},
       heartbeat: () => ({ status: { name: 'host1' } }),
-      waitS: 1, heartbeatMs: 50, healthResendMs: 100, backoffMinMs: 20, backoffMaxMs: 50,
-      log: (level, event, fields) => { lines.push({ level, event, fields }); },
+      waitS: 1,
+      heartbeatMs: 50,
+      healthResendMs: 100,
+      backoffMinMs: 20,
+      backoffMaxMs: 50,
+      log: (level, event, fields) => {
+        lines.push({ level, event, fields });
+      },
     });
     client.start();
     client.reportHealth([{ nic: 'h1vm1', probe: 'http80', state: 'up' }]);
@@ -47,7 +61,10 @@ describe('policy client: one warn per outage, one info at recovery', () => {
     await until('retries', () => seen('heartbeat_failed').length >= 4 && seen('health_send_failed').length >= 3);
     for (const ev of ['heartbeat_failed', 'health_send_failed']) {
       expect(seen(ev, 'warn'), ev).toHaveLength(1);
-      expect(seen(ev).filter((l) => l.level !== 'warn' && l.level !== 'debug'), ev).toEqual([]);
+      expect(
+        seen(ev).filter((l) => l.level !== 'warn' && l.level !== 'debug'),
+        ev,
+      ).toEqual([]);
       expect(seen(ev)[0]!.level, `${ev}: the first of the outage is the warning`).toBe('warn');
       expect(String(seen(ev, 'warn')[0]!.fields.error)).not.toBe('');
     }
@@ -56,7 +73,10 @@ describe('policy client: one warn per outage, one info at recovery', () => {
     await ctl.restart();
     await until('recovered', () => seen('heartbeat_recovered').length > 0 && seen('health_send_recovered').length > 0);
     const failedBefore = { hb: seen('heartbeat_failed').length, health: seen('health_send_failed').length };
-    for (const [ev, failed] of [['heartbeat_recovered', failedBefore.hb], ['health_send_recovered', failedBefore.health]] as const) {
+    for (const [ev, failed] of [
+      ['heartbeat_recovered', failedBefore.hb],
+      ['health_send_recovered', failedBefore.health],
+    ] as const) {
       const r = seen(ev);
       expect(r, ev).toHaveLength(1);
       expect(r[0]!.level).toBe('info');
@@ -67,7 +87,10 @@ describe('policy client: one warn per outage, one info at recovery', () => {
 
     // a second outage warns again, once
     await ctl.stop();
-    await until('second outage', () => seen('heartbeat_failed', 'warn').length === 2 && seen('heartbeat_failed').length >= failedBefore.hb + 3);
+    await until(
+      'second outage',
+      () => seen('heartbeat_failed', 'warn').length === 2 && seen('heartbeat_failed').length >= failedBefore.hb + 3,
+    );
     expect(seen('heartbeat_failed', 'warn')).toHaveLength(2);
   });
 });

@@ -2,8 +2,16 @@
 // changes that must follow.
 import { describe, expect, it } from 'vitest';
 import {
-  INITIAL_PROBE_FSM, PROBE_COUNT_MAX, aggregateByNicProbe, isHealthyState, stepProbeState,
-  type ProbeEvent, type ProbeFsm, type ProbeState, type ProbeStatus, type ProbeThresholds,
+  INITIAL_PROBE_FSM,
+  PROBE_COUNT_MAX,
+  aggregateByNicProbe,
+  isHealthyState,
+  stepProbeState,
+  type ProbeEvent,
+  type ProbeFsm,
+  type ProbeState,
+  type ProbeStatus,
+  type ProbeThresholds,
 } from '../shared/probe-state.js';
 
 const S = 'success' as const;
@@ -17,7 +25,10 @@ function run(start: ProbeFsm, events: ProbeEvent[], t: ProbeThresholds) {
   const reasons: string[] = [];
   events.forEach((e, i) => {
     const step = stepProbeState(s, e, t);
-    if (step.changed) { changes.push(i); reasons.push(step.reason); }
+    if (step.changed) {
+      changes.push(i);
+      reasons.push(step.reason);
+    }
     expect(step.changed).toBe(step.next.state !== s.state);
     s = step.next;
     states.push(s.state);
@@ -31,16 +42,52 @@ const down = (failures = 2): ProbeFsm => ({ state: 'down', successes: 0, failure
 describe('probe dampener', () => {
   const table: [string, ProbeFsm, ProbeThresholds, ProbeEvent[], ProbeState[]][] = [
     ['unknown: the first success confirms up at once', INITIAL_PROBE_FSM, { upThreshold: 3, downThreshold: 2 }, [S], ['up']],
-    ['unknown: downThreshold failures to go down', INITIAL_PROBE_FSM, { upThreshold: 2, downThreshold: 3 }, [F, F, F], ['unknown', 'unknown', 'down']],
-    ['unknown: a success in between restarts the failure count', INITIAL_PROBE_FSM, { upThreshold: 2, downThreshold: 2 }, [F, S, F, F], ['unknown', 'up', 'up', 'down']],
-    ['up: one failure is not enough with downThreshold 2', up(), { upThreshold: 2, downThreshold: 2 }, [F, S, F, S], ['up', 'up', 'up', 'up']],
+    [
+      'unknown: downThreshold failures to go down',
+      INITIAL_PROBE_FSM,
+      { upThreshold: 2, downThreshold: 3 },
+      [F, F, F],
+      ['unknown', 'unknown', 'down'],
+    ],
+    [
+      'unknown: a success in between restarts the failure count',
+      INITIAL_PROBE_FSM,
+      { upThreshold: 2, downThreshold: 2 },
+      [F, S, F, F],
+      ['unknown', 'up', 'up', 'down'],
+    ],
+    [
+      'up: one failure is not enough with downThreshold 2',
+      up(),
+      { upThreshold: 2, downThreshold: 2 },
+      [F, S, F, S],
+      ['up', 'up', 'up', 'up'],
+    ],
     ['up: two consecutive failures go down', up(), { upThreshold: 2, downThreshold: 2 }, [F, F, F], ['up', 'down', 'down']],
     ['up: downThreshold 1 goes down on the first failure', up(), { upThreshold: 1, downThreshold: 1 }, [F], ['down']],
     ['down: upThreshold consecutive successes come up', down(), { upThreshold: 2, downThreshold: 2 }, [S, S, S], ['down', 'up', 'up']],
-    ['down: a failure restarts the success count (flapping stays down)', down(), { upThreshold: 2, downThreshold: 2 }, [S, F, S, F, S, S], ['down', 'down', 'down', 'down', 'down', 'up']],
+    [
+      'down: a failure restarts the success count (flapping stays down)',
+      down(),
+      { upThreshold: 2, downThreshold: 2 },
+      [S, F, S, F, S, S],
+      ['down', 'down', 'down', 'down', 'down', 'up'],
+    ],
     ['down: upThreshold 1 comes up on the first success', down(), { upThreshold: 1, downThreshold: 5 }, [S], ['up']],
-    ['a full cycle: up, down, up', up(), { upThreshold: 3, downThreshold: 2 }, [F, F, S, S, S, F], ['up', 'down', 'down', 'down', 'up', 'up']],
-    ['thresholds of 100', down(), { upThreshold: 100, downThreshold: 100 }, Array<ProbeEvent>(100).fill(S), [...Array<ProbeState>(99).fill('down'), 'up']],
+    [
+      'a full cycle: up, down, up',
+      up(),
+      { upThreshold: 3, downThreshold: 2 },
+      [F, F, S, S, S, F],
+      ['up', 'down', 'down', 'down', 'up', 'up'],
+    ],
+    [
+      'thresholds of 100',
+      down(),
+      { upThreshold: 100, downThreshold: 100 },
+      Array<ProbeEvent>(100).fill(S),
+      [...Array<ProbeState>(99).fill('down'), 'up'],
+    ],
   ];
   it.each(table)('%s', (_name, start, t, events, want) => {
     expect(run(start, events, t).states).toEqual(want);
@@ -84,14 +131,32 @@ describe('probe dampener', () => {
 
 describe('health per (nic, probe)', () => {
   const st = (nic: string, family: 4 | 6, state: ProbeState, detail = state === 'down' ? 'refused' : 'http 200'): ProbeStatus => ({
-    nic, probe: 'http80', family, target: '', state, healthy: isHealthyState(state), since: '', lastResult: null,
-    detail, reason: '', successes: 0, failures: 0, rttMs: null,
+    nic,
+    probe: 'http80',
+    family,
+    target: '',
+    state,
+    healthy: isHealthyState(state),
+    since: '',
+    lastResult: null,
+    detail,
+    reason: '',
+    successes: 0,
+    failures: 0,
+    rttMs: null,
   });
   it('is down when any probed family is down, up when all are up, unknown otherwise', () => {
-    expect(aggregateByNicProbe([
-      st('h1vm1', 4, 'up'), st('h1vm1', 6, 'down'), st('h1vm2', 4, 'up'), st('h1vm2', 6, 'unknown', 'not probed yet'), st('h2vm1', 4, 'up'), st('h2vm1', 6, 'up'),
-      st('h2vm2', 4, 'down'),
-    ])).toEqual([
+    expect(
+      aggregateByNicProbe([
+        st('h1vm1', 4, 'up'),
+        st('h1vm1', 6, 'down'),
+        st('h1vm2', 4, 'up'),
+        st('h1vm2', 6, 'unknown', 'not probed yet'),
+        st('h2vm1', 4, 'up'),
+        st('h2vm1', 6, 'up'),
+        st('h2vm2', 4, 'down'),
+      ]),
+    ).toEqual([
       { nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'ipv6 down: refused; ipv4 up: http 200' },
       { nic: 'h1vm2', probe: 'http80', state: 'unknown', detail: 'ipv6 unknown: not probed yet; ipv4 up: http 200' },
       { nic: 'h2vm1', probe: 'http80', state: 'up', detail: 'ipv4 up: http 200; ipv6 up: http 200' },

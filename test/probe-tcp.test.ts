@@ -15,7 +15,13 @@ import { buildPcap, LINKTYPE_ETHERNET } from '../shared/pcap-file.js';
 import { IPV4_FLAG_DF } from '../shared/ipv4.js';
 import { TCP_ACK, TCP_FIN, TCP_PSH, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import {
-  ProbeTcp, buildProbeRequest, parseStatusLine, PROBE_PORT_MAX, PROBE_PORT_MIN, type ProbeOutcome, type ProbeSpec,
+  ProbeTcp,
+  buildProbeRequest,
+  parseStatusLine,
+  PROBE_PORT_MAX,
+  PROBE_PORT_MIN,
+  type ProbeOutcome,
+  type ProbeSpec,
 } from '../host-agent/probe-tcp.js';
 import { expectFrame } from './helpers/frames.js';
 import { Rng, mutate } from './helpers/random.js';
@@ -39,16 +45,29 @@ function harness(o: { sendOk?: boolean } = {}) {
   let nextTimer = 1;
   const sent: { nic: string; frame: Buffer }[] = [];
   const probe = new ProbeTcp({
-    send: (nic, frame, len) => { sent.push({ nic, frame: Buffer.from(frame.subarray(0, len)) }); return o.sendOk ?? true; },
+    send: (nic, frame, len) => {
+      sent.push({ nic, frame: Buffer.from(frame.subarray(0, len)) });
+      return o.sendOk ?? true;
+    },
     macs: (nic) => (nic === 'h1vm1' ? { src: mac(PORT_MAC), dst: mac(NIC_MAC) } : null),
     now: () => now,
-    setTimer: (fn, ms) => { const id = nextTimer++; timers.set(id, { at: now + ms, fn }); return id; },
-    clearTimer: (id) => { timers.delete(id as number); },
+    setTimer: (fn, ms) => {
+      const id = nextTimer++;
+      timers.set(id, { at: now + ms, fn });
+      return id;
+    },
+    clearTimer: (id) => {
+      timers.delete(id as number);
+    },
     randomInt: (n) => (n === 0x10000 ? IP_ID : n === PORT_SPAN ? 100 : ISS),
   });
   const advance = (ms: number) => {
     now += ms;
-    for (const [id, t] of [...timers]) if (t.at <= now) { timers.delete(id); t.fn(); }
+    for (const [id, t] of [...timers])
+      if (t.at <= now) {
+        timers.delete(id);
+        t.fn();
+      }
   };
   const outcomes: ProbeOutcome[] = [];
   const start = (spec: Partial<ProbeSpec> = {}) => probe.start({ ...spec4(), ...spec }, (r) => outcomes.push(r));
@@ -58,7 +77,18 @@ function harness(o: { sendOk?: boolean } = {}) {
     ipPacket.copy(buf, 14);
     probe.onPacket(nic, buf, 14, ipPacket.length);
   };
-  return { probe, sent, outcomes, advance, start, feed, timers, setNow: (t: number) => { now = t; } };
+  return {
+    probe,
+    sent,
+    outcomes,
+    advance,
+    start,
+    feed,
+    timers,
+    setNow: (t: number) => {
+      now = t;
+    },
+  };
 }
 
 function spec4(): ProbeSpec {
@@ -70,22 +100,44 @@ function spec6(path: string | null): Partial<ProbeSpec> {
 
 // what the prober must send (IPv4: DF, TTL 64, id from IP_ID on; window 65535, 0 on RSTs)
 const out4 = (id: number, tcp: { seq: number; ack?: number; flags: number; window?: number }, payload?: Uint8Array) => {
-  const b = pkt().eth({ src: PORT_MAC, dst: NIC_MAC }).ipv4({ src: GW, dst: DIP, id, flags: IPV4_FLAG_DF, ttl: 64 })
-    .tcp({ sport: LPORT, dport: 80, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags, window: tcp.window ?? ((tcp.flags & TCP_RST) ? 0 : 65535) });
+  const b = pkt()
+    .eth({ src: PORT_MAC, dst: NIC_MAC })
+    .ipv4({ src: GW, dst: DIP, id, flags: IPV4_FLAG_DF, ttl: 64 })
+    .tcp({
+      sport: LPORT,
+      dport: 80,
+      seq: tcp.seq,
+      ack: tcp.ack ?? 0,
+      flags: tcp.flags,
+      window: tcp.window ?? (tcp.flags & TCP_RST ? 0 : 65535),
+    });
   return (payload ? b.payload(payload) : b).build();
 };
 const out6 = (tcp: { seq: number; ack?: number; flags: number }, payload?: Uint8Array) => {
-  const b = pkt().eth({ src: PORT_MAC, dst: NIC_MAC }).ipv6({ src: GW6, dst: DIP6, hopLimit: 64 })
-    .tcp({ sport: LPORT, dport: 80, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags, window: (tcp.flags & TCP_RST) ? 0 : 65535 });
+  const b = pkt()
+    .eth({ src: PORT_MAC, dst: NIC_MAC })
+    .ipv6({ src: GW6, dst: DIP6, hopLimit: 64 })
+    .tcp({ sport: LPORT, dport: 80, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags, window: tcp.flags & TCP_RST ? 0 : 65535 });
   return (payload ? b.payload(payload) : b).build();
 };
 // what the backend answers (an IP packet, as VERDICT_LOCAL hands it over)
 const in4 = (tcp: { seq: number; ack?: number; flags: number; dport?: number; sport?: number; checksum?: 'bad' }, data?: string) => {
-  const b = pkt().ipv4({ src: DIP, dst: GW, flags: IPV4_FLAG_DF }).tcp({ sport: tcp.sport ?? 80, dport: tcp.dport ?? LPORT, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags, ...(tcp.checksum ? { checksum: tcp.checksum } : {}) });
+  const b = pkt()
+    .ipv4({ src: DIP, dst: GW, flags: IPV4_FLAG_DF })
+    .tcp({
+      sport: tcp.sport ?? 80,
+      dport: tcp.dport ?? LPORT,
+      seq: tcp.seq,
+      ack: tcp.ack ?? 0,
+      flags: tcp.flags,
+      ...(tcp.checksum ? { checksum: tcp.checksum } : {}),
+    });
   return (data !== undefined ? b.payload(data) : b).build();
 };
 const in6 = (tcp: { seq: number; ack?: number; flags: number }, data?: string) => {
-  const b = pkt().ipv6({ src: DIP6, dst: GW6 }).tcp({ sport: 80, dport: LPORT, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags });
+  const b = pkt()
+    .ipv6({ src: DIP6, dst: GW6 })
+    .tcp({ sport: 80, dport: LPORT, seq: tcp.seq, ack: tcp.ack ?? 0, flags: tcp.flags });
   return (data !== undefined ? b.payload(data) : b).build();
 };
 
@@ -190,8 +242,14 @@ describe('probe TCP client: tcp probes', () => {
   it('local ports wrap from 65535 to 49152 and skip ports in use', () => {
     const sent: number[] = [];
     const p = new ProbeTcp({
-      send: (_n, f, len) => { sent.push(dissect(f.subarray(0, len)).all('tcp')[0]!.srcPort); return true; },
-      macs: () => null, setTimer: () => 0, clearTimer: () => {}, randomInt: (n) => (n === PORT_SPAN ? PORT_SPAN - 2 : 1),
+      send: (_n, f, len) => {
+        sent.push(dissect(f.subarray(0, len)).all('tcp')[0]!.srcPort);
+        return true;
+      },
+      macs: () => null,
+      setTimer: () => 0,
+      clearTimer: () => {},
+      randomInt: (n) => (n === PORT_SPAN ? PORT_SPAN - 2 : 1),
     });
     for (let i = 0; i < 3; i++) p.start(spec4(), () => {});
     expect(sent).toEqual([65534, 65535, 49152]);
@@ -216,7 +274,9 @@ describe('probe TCP client: http probes', () => {
     const h = harness();
     const next = connect(h);
     const req = REQ('/health');
-    expect(Buffer.from(req).toString()).toBe('GET /health HTTP/1.1\r\nHost: 192.0.2.10\r\nConnection: close\r\nUser-Agent: slbx-probe\r\n\r\n');
+    expect(Buffer.from(req).toString()).toBe(
+      'GET /health HTTP/1.1\r\nHost: 192.0.2.10\r\nConnection: close\r\nUser-Agent: slbx-probe\r\n\r\n',
+    );
     expectFrame(h.sent[1]!.frame, out4(IP_ID + 1, { seq: ISS1, ack: SRV + 1, flags: TCP_ACK | TCP_PSH }, req));
     h.feed(in4({ seq: SRV + 1, ack: next, flags: TCP_ACK })); // the ACK of the request: nothing to do
     expect(h.sent).toHaveLength(2);
@@ -335,13 +395,48 @@ describe('probe TCP client: http probes', () => {
     const dir = mkdtempSync(join(tmpdir(), 'slbx-probe-'));
     try {
       const file = join(dir, 'probe.pcap');
-      writeFileSync(file, buildPcap(LINKTYPE_ETHERNET, h.sent.map((s, i) => ({ tsUs: i * 1000, data: s.frame, origLen: s.frame.length }))));
-      const r = spawnSync('tshark', ['-r', file, '-o', 'tcp.check_checksum:TRUE', '-o', 'ip.check_checksum:TRUE', '-T', 'fields',
-        '-e', 'ip.checksum.status', '-e', 'tcp.checksum.status', '-e', 'tcp.flags.str', '-e', 'http.request.method', '-e', 'http.request.uri'], { encoding: 'utf8' });
+      writeFileSync(
+        file,
+        buildPcap(
+          LINKTYPE_ETHERNET,
+          h.sent.map((s, i) => ({ tsUs: i * 1000, data: s.frame, origLen: s.frame.length })),
+        ),
+      );
+      const r = spawnSync(
+        'tshark',
+        [
+          '-r',
+          file,
+          '-o',
+          'tcp.check_checksum:TRUE',
+          '-o',
+          'ip.check_checksum:TRUE',
+          '-T',
+          'fields',
+          '-e',
+          'ip.checksum.status',
+          '-e',
+          'tcp.checksum.status',
+          '-e',
+          'tcp.flags.str',
+          '-e',
+          'http.request.method',
+          '-e',
+          'http.request.uri',
+        ],
+        { encoding: 'utf8' },
+      );
       if (r.error) skipBecause(ctx, 'tshark is not installed (apt-get install tshark)'); // under CI a failure
       expect(r.status).toBe(0);
-      const rows = r.stdout.trim().split('\n').map((l) => l.split('\t'));
-      expect(rows.map((x) => [x[0], x[1]])).toEqual([['1', '1'], ['1', '1'], ['1', '1']]); // 1 = good
+      const rows = r.stdout
+        .trim()
+        .split('\n')
+        .map((l) => l.split('\t'));
+      expect(rows.map((x) => [x[0], x[1]])).toEqual([
+        ['1', '1'],
+        ['1', '1'],
+        ['1', '1'],
+      ]); // 1 = good
       expect(rows[1]!.slice(3)).toEqual(['GET', '/health']);
       expect(rows[2]![2]).toMatch(/R/);
     } finally {
@@ -354,8 +449,14 @@ describe('probe TCP client: segments for no connection', () => {
   it('a SYN to the gateway gets RST+ACK acknowledging it; an RST gets nothing; unknown nics get nothing', () => {
     const h = harness();
     h.feed(in4({ sport: 40000, dport: 22, seq: 99, flags: TCP_SYN }));
-    expectFrame(h.sent[0]!.frame, pkt().eth({ src: PORT_MAC, dst: NIC_MAC }).ipv4({ src: GW, dst: DIP, id: IP_ID, flags: IPV4_FLAG_DF })
-      .tcp({ sport: 22, dport: 40000, seq: 0, ack: 100, flags: TCP_RST | TCP_ACK, window: 0 }).build());
+    expectFrame(
+      h.sent[0]!.frame,
+      pkt()
+        .eth({ src: PORT_MAC, dst: NIC_MAC })
+        .ipv4({ src: GW, dst: DIP, id: IP_ID, flags: IPV4_FLAG_DF })
+        .tcp({ sport: 22, dport: 40000, seq: 0, ack: 100, flags: TCP_RST | TCP_ACK, window: 0 })
+        .build(),
+    );
     h.feed(in4({ sport: 40000, dport: 22, seq: 99, flags: TCP_RST }));
     h.feed(in4({ sport: 40000, dport: 22, seq: 99, flags: TCP_SYN }), 'h9vm9');
     expect(h.sent).toHaveLength(1);
@@ -374,7 +475,11 @@ describe('probe TCP client: segments for no connection', () => {
     const h = harness();
     const rng = new Rng(0x5eed);
     h.start({ http: { path: '/health' } });
-    const seeds = [in4({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }), in4({ seq: SRV + 1, ack: ISS1, flags: TCP_ACK }, 'HTTP/1.1 200 OK\r\n'), in6({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK })];
+    const seeds = [
+      in4({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }),
+      in4({ seq: SRV + 1, ack: ISS1, flags: TCP_ACK }, 'HTTP/1.1 200 OK\r\n'),
+      in6({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }),
+    ];
     for (let i = 0; i < 5000; i++) {
       const b = i % 3 === 0 ? rng.bytes(rng.int(120)) : mutate(rng, rng.pick(seeds));
       expect(() => h.probe.onPacket('h1vm1', b, 0, b.length)).not.toThrow();
@@ -385,8 +490,15 @@ describe('probe TCP client: segments for no connection', () => {
 describe('status line parsing', () => {
   const t = (s: string) => parseStatusLine(Buffer.from(s, 'latin1'), Buffer.byteLength(s, 'latin1'));
   it.each([
-    ['HTTP/1.1 200 OK\r\n', 200], ['HTTP/1.0 404 Not Found\r\n', 404], ['HTTP/1.1 200\r\n', 200], ['HTTP/1.1 503 x\n', 503],
-    ['HTTP/1.1 200 OK', -1], ['', -1], ['HTTP/2 200\r\n', -2], ['HTTP/1.1 20 OK\r\n', -2], ['hello\r\n', -2],
+    ['HTTP/1.1 200 OK\r\n', 200],
+    ['HTTP/1.0 404 Not Found\r\n', 404],
+    ['HTTP/1.1 200\r\n', 200],
+    ['HTTP/1.1 503 x\n', 503],
+    ['HTTP/1.1 200 OK', -1],
+    ['', -1],
+    ['HTTP/2 200\r\n', -2],
+    ['HTTP/1.1 20 OK\r\n', -2],
+    ['hello\r\n', -2],
   ] as const)('%j -> %i', (s, want) => expect(t(s)).toBe(want));
   it('gives up on a line longer than 4 KB', () => {
     expect(t('HTTP/1.1 200 '.padEnd(4096, 'x'))).toBe(-2);

@@ -23,7 +23,12 @@ describe('probe plan', () => {
       ['h1vm2/http80/4', '192.0.2.11', '192.0.2.1', 80, '/health', ['203.0.113.10:80/web-http']],
       ['h1vm2/http80/6', '2001:db8:d::11', '2001:db8:d::1', 80, '/health', ['[2001:db8:ff::10]:80/web-http']],
     ]);
-    expect(planProbeTargets(labConfig(), 'host2').map((p) => p.key)).toEqual(['h2vm1/http80/4', 'h2vm1/http80/6', 'h2vm2/http80/4', 'h2vm2/http80/6']);
+    expect(planProbeTargets(labConfig(), 'host2').map((p) => p.key)).toEqual([
+      'h2vm1/http80/4',
+      'h2vm1/http80/6',
+      'h2vm2/http80/4',
+      'h2vm2/http80/6',
+    ]);
   });
 
   it('only the family whose rules use the probe; a probe no rule names is not run; rules sharing a probe share the target', () => {
@@ -73,10 +78,21 @@ function backends(behaviour: Record<string, Behaviour>, deliver: (nic: string, i
 }
 
 describe('prober against simulated backends', () => {
-  beforeEach(() => { vi.useFakeTimers(); });
-  afterEach(() => { vi.useRealTimers(); });
+  beforeEach(() => {
+    vi.useFakeTimers();
+  });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
-  function setup(o: { behaviour?: Record<string, Behaviour>; edit?: (raw: any) => void; after?: (c: SlbxConfig) => SlbxConfig; openPorts?: string[] } = {}) {
+  function setup(
+    o: {
+      behaviour?: Record<string, Behaviour>;
+      edit?: (raw: any) => void;
+      after?: (c: SlbxConfig) => SlbxConfig;
+      openPorts?: string[];
+    } = {},
+  ) {
     const validated = labConfig((raw) => {
       raw.probes[0].intervalMs = 1000;
       raw.probes[0].timeoutMs = 500;
@@ -92,7 +108,8 @@ describe('prober against simulated backends', () => {
     const open = new Set(o.openPorts ?? Object.keys(PORT_MACS));
     const be = backends(behaviour, (nic, bytes) => prober!.onLocalPacket(nic, bytes, 0, bytes.length));
     prober = new Prober({
-      hostName: 'host1', config,
+      hostName: 'host1',
+      config,
       ports: { portMac: (nic) => (open.has(nic) ? mac(PORT_MACS[nic]!) : null), send: be.send },
       onChange: (r) => calls.push(r),
       log: (level, event, fields) => logs.push({ level, event, fields }),
@@ -112,8 +129,16 @@ describe('prober against simulated backends', () => {
     expect(t.calls[3]!.map((s) => s.state)).toEqual(['up', 'up', 'up', 'up']);
     const s = t.prober.status()[0]!;
     expect(s).toMatchObject({
-      nic: 'h1vm1', probe: 'http80', family: 4, target: '192.0.2.10:80', state: 'up', healthy: true, lastResult: 'success',
-      detail: 'http 200', successes: 1, failures: 0,
+      nic: 'h1vm1',
+      probe: 'http80',
+      family: 4,
+      target: '192.0.2.10:80',
+      state: 'up',
+      healthy: true,
+      lastResult: 'success',
+      detail: 'http 200',
+      successes: 1,
+      failures: 0,
     });
     expect(s.reason).toBe('first probe succeeded; last: http 200');
     expect(Date.parse(s.since)).not.toBeNaN();
@@ -140,8 +165,17 @@ describe('prober against simulated backends', () => {
     expect(st).toMatchObject({ state: 'down', healthy: false, detail: 'refused', lastResult: 'failure' });
     expect(st.reason).toBe('2 consecutive failures (downThreshold 2); last: refused');
     const log = t.logs.find((l) => l.event === 'probe_state' && l.fields['to'] === 'down')!;
-    expect(log).toMatchObject({ level: 'warn', fields: { nic: 'h1vm1', from: 'up', to: 'down', detail: 'refused', reason: '2 consecutive failures (downThreshold 2)' } });
-    expect(t.calls.at(-1)!.filter((x) => !x.healthy).map((x) => `${x.nic}/${x.family}`).sort()).toEqual(['h1vm1/4', 'h1vm1/6']);
+    expect(log).toMatchObject({
+      level: 'warn',
+      fields: { nic: 'h1vm1', from: 'up', to: 'down', detail: 'refused', reason: '2 consecutive failures (downThreshold 2)' },
+    });
+    expect(
+      t.calls
+        .at(-1)!
+        .filter((x) => !x.healthy)
+        .map((x) => `${x.nic}/${x.family}`)
+        .sort(),
+    ).toEqual(['h1vm1/4', 'h1vm1/6']);
 
     t.behaviour['h1vm1'] = 'ok';
     await vi.advanceTimersByTimeAsync(1000);
@@ -157,8 +191,10 @@ describe('prober against simulated backends', () => {
     await vi.advanceTimersByTimeAsync(3000);
     const st = Object.fromEntries(t.prober.status().map((s) => [`${s.nic}/${s.family}`, [s.state, s.detail]]));
     expect(st).toEqual({
-      'h1vm1/4': ['down', 'http 503'], 'h1vm1/6': ['down', 'http 503'],
-      'h1vm2/4': ['down', 'timeout (no syn-ack)'], 'h1vm2/6': ['down', 'timeout (no syn-ack)'],
+      'h1vm1/4': ['down', 'http 503'],
+      'h1vm1/6': ['down', 'http 503'],
+      'h1vm2/4': ['down', 'timeout (no syn-ack)'],
+      'h1vm2/6': ['down', 'timeout (no syn-ack)'],
     });
     t.prober.stop();
     const u = setup({ openPorts: ['h1vm2'] });
@@ -196,14 +232,21 @@ describe('prober against simulated backends', () => {
     t.prober.applyConfig(next);
     expect(t.calls.length).toBe(callsBefore + 1);
     expect(t.prober.status().map((s) => [s.nic, s.probe, s.family, s.state])).toEqual([
-      ['h1vm1', 'http80', 4, 'up'], ['h1vm1', 'tcp80', 4, 'unknown'], ['h1vm2', 'http80', 4, 'up'], ['h1vm2', 'tcp80', 4, 'unknown'],
+      ['h1vm1', 'http80', 4, 'up'],
+      ['h1vm1', 'tcp80', 4, 'unknown'],
+      ['h1vm2', 'http80', 4, 'up'],
+      ['h1vm2', 'tcp80', 4, 'unknown'],
     ]);
     expect(t.logs.find((l) => l.event === 'probes_changed')!.fields).toEqual({
-      added: ['h1vm1/tcp80/4', 'h1vm2/tcp80/4'], removed: ['h1vm1/http80/6', 'h1vm2/http80/6'],
+      added: ['h1vm1/tcp80/4', 'h1vm2/tcp80/4'],
+      removed: ['h1vm1/http80/6', 'h1vm2/http80/6'],
     });
     await vi.advanceTimersByTimeAsync(6000); // tcp80 keeps the default interval (5 s), first probe within 1 s
     expect(t.prober.status().map((s) => [s.probe, s.state, s.detail])).toEqual([
-      ['http80', 'up', 'http 200'], ['tcp80', 'up', 'syn-ack'], ['http80', 'up', 'http 200'], ['tcp80', 'up', 'syn-ack'],
+      ['http80', 'up', 'http 200'],
+      ['tcp80', 'up', 'syn-ack'],
+      ['http80', 'up', 'http 200'],
+      ['tcp80', 'up', 'syn-ack'],
     ]);
     t.prober.stop();
   });
@@ -215,7 +258,8 @@ describe('prober against simulated backends', () => {
     await vi.advanceTimersByTimeAsync(3000);
     const v6 = t.prober.status().filter((s) => s.family === 6);
     expect(v6.map((s) => [s.state, s.healthy, s.detail])).toEqual([
-      ['unknown', true, 'cannot probe: network tenant-a has no IPv6 gateway'], ['unknown', true, 'cannot probe: network tenant-a has no IPv6 gateway'],
+      ['unknown', true, 'cannot probe: network tenant-a has no IPv6 gateway'],
+      ['unknown', true, 'cannot probe: network tenant-a has no IPv6 gateway'],
     ]);
     expect(t.logs.filter((l) => l.event === 'probe_impossible')).toHaveLength(2);
     t.prober.stop();
@@ -223,7 +267,9 @@ describe('prober against simulated backends', () => {
 
   it('a listener that throws is logged, not fatal', async () => {
     const t = setup();
-    t.prober.onChange = () => { throw new Error('controller unreachable'); };
+    t.prober.onChange = () => {
+      throw new Error('controller unreachable');
+    };
     t.prober.start();
     await vi.advanceTimersByTimeAsync(1000);
     expect(t.logs.filter((l) => l.event === 'health_listener_failed')).toHaveLength(4);

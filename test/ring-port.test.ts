@@ -24,7 +24,10 @@ const isRoot = process.getuid?.() === 0;
 
 async function run(program: typeof MUX_PROGRAM, argv: string[]): Promise<{ code: number; stderr: string }> {
   let stderr = '';
-  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => { stderr += String(s); return true; });
+  const e = vi.spyOn(process.stderr, 'write').mockImplementation((s: string | Uint8Array) => {
+    stderr += String(s);
+    return true;
+  });
   const o = vi.spyOn(process.stdout, 'write').mockImplementation(() => true);
   try {
     return { code: await runDaemon(program, argv), stderr };
@@ -50,7 +53,10 @@ describe('--io: the option and the fallback', () => {
 
   it('lists --io in --help with pcap as the default', async () => {
     let out = '';
-    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => { out += String(s); return true; });
+    const o = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => {
+      out += String(s);
+      return true;
+    });
     try {
       expect(await runDaemon(MUX_PROGRAM, ['--help'])).toBe(0);
     } finally {
@@ -83,30 +89,40 @@ describe('--io: the option and the fallback', () => {
   });
 });
 
-describe.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', 'the ring addon'))('the ring addon: argument checks (no namespaces)', () => {
-  it('loads, and refuses bad arguments with a message instead of crashing', async () => {
-    const { loadRingAddon } = await import('../runtime/ring-port.js');
-    const r = loadRingAddon();
-    if (!('addon' in r)) throw new Error(r.error);
-    const a = r.addon;
-    expect(() => a.openRaw(5 as 4, '192.0.2.1', 16, 2048)).toThrow(/openRaw\(family 4\|6/);
-    expect(() => a.openRaw(4, 'not an address', 16, 2048)).toThrow(/not an IPv4 address/);
-    expect(() => a.openPacket('x'.repeat(40), 'udp', 1 << 20, 2048, 8, 8, true, Buffer.alloc(8 * 2052), new Uint32Array(16), () => {})).toThrow(/bad interface name/);
-    expect(() => a.openPacket('lo', 'udp', 1 << 20, 2048, 8, 8, true, Buffer.alloc(10), new Uint32Array(16), () => {})).toThrow(/rx must hold/);
-    expect(() => a.send({}, Buffer.alloc(1), 0, 1)).toThrow(/not a slbx_ring handle/);
-  });
+describe.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', 'the ring addon'))(
+  'the ring addon: argument checks (no namespaces)',
+  () => {
+    it('loads, and refuses bad arguments with a message instead of crashing', async () => {
+      const { loadRingAddon } = await import('../runtime/ring-port.js');
+      const r = loadRingAddon();
+      if (!('addon' in r)) throw new Error(r.error);
+      const a = r.addon;
+      expect(() => a.openRaw(5 as 4, '192.0.2.1', 16, 2048)).toThrow(/openRaw\(family 4\|6/);
+      expect(() => a.openRaw(4, 'not an address', 16, 2048)).toThrow(/not an IPv4 address/);
+      expect(() =>
+        a.openPacket('x'.repeat(40), 'udp', 1 << 20, 2048, 8, 8, true, Buffer.alloc(8 * 2052), new Uint32Array(16), () => {}),
+      ).toThrow(/bad interface name/);
+      expect(() => a.openPacket('lo', 'udp', 1 << 20, 2048, 8, 8, true, Buffer.alloc(10), new Uint32Array(16), () => {})).toThrow(
+        /rx must hold/,
+      );
+      expect(() => a.send({}, Buffer.alloc(1), 0, 1)).toThrow(/not a slbx_ring handle/);
+    });
 
-  it.skipIf(unmet(isRoot ? null : 'not root', 'a raw sender'))('a closed sender refuses sends (EBADF) and keeps its counters', async () => {
-    const { loadRingAddon, RingRawSender } = await import('../runtime/ring-port.js');
-    const r = loadRingAddon();
-    if (!('addon' in r)) throw new Error(r.error);
-    const s = new RingRawSender(r.addon, 4, '127.0.0.1');
-    s.close();
-    expect(s.send(Buffer.alloc(40), 0, 40)).toBe(false);
-    expect(s.sent).toBe(0);
-    expect(s.sendErrors).toBe(0);
-  });
-});
+    it.skipIf(unmet(isRoot ? null : 'not root', 'a raw sender'))(
+      'a closed sender refuses sends (EBADF) and keeps its counters',
+      async () => {
+        const { loadRingAddon, RingRawSender } = await import('../runtime/ring-port.js');
+        const r = loadRingAddon();
+        if (!('addon' in r)) throw new Error(r.error);
+        const s = new RingRawSender(r.addon, 4, '127.0.0.1');
+        s.close();
+        expect(s.send(Buffer.alloc(40), 0, 40)).toBe(false);
+        expect(s.sent).toBe(0);
+        expect(s.sendErrors).toBe(0);
+      },
+    );
+  },
+);
 
 /** Whether network namespaces can be made here (root and `ip netns`). */
 function canNetns(): boolean {
@@ -117,7 +133,11 @@ function canNetns(): boolean {
 describe('both io paths on a veth pair: the same fixtures, the same bytes', () => {
   const ready = canNetns() && existsSync(ADDON) && existsSync(`${ROOT}dist/scripts/bench/port-check.js`);
   if (!ready) {
-    const why = !canNetns() ? 'needs root and network namespaces' : !existsSync(ADDON) ? 'the ring addon is not built (npm run build:native)' : 'dist is not built (npx tsc -p tsconfig.json)';
+    const why = !canNetns()
+      ? 'needs root and network namespaces'
+      : !existsSync(ADDON)
+        ? 'the ring addon is not built (npm run build:native)'
+        : 'dist is not built (npx tsc -p tsconfig.json)';
     notRunHere(why, 'both io paths on a veth pair');
     return;
   }
@@ -127,17 +147,62 @@ describe('both io paths on a veth pair: the same fixtures, the same bytes', () =
     const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
     ip('netns', 'add', ns);
     try {
-      execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1']);
+      execFileSync('ip', [
+        'netns',
+        'exec',
+        ns,
+        'sysctl',
+        '-qw',
+        'net.ipv6.conf.all.disable_ipv6=1',
+        'net.ipv6.conf.default.disable_ipv6=1',
+      ]);
       ip('-n', ns, 'link', 'set', 'lo', 'up');
-      ip('-n', ns, 'link', 'add', 'dut', 'address', '02:00:00:00:00:11', 'mtu', '1600', 'type', 'veth', 'peer', 'name', 'tester', 'address', '02:00:00:00:00:01', 'mtu', '1600');
+      ip(
+        '-n',
+        ns,
+        'link',
+        'add',
+        'dut',
+        'address',
+        '02:00:00:00:00:11',
+        'mtu',
+        '1600',
+        'type',
+        'veth',
+        'peer',
+        'name',
+        'tester',
+        'address',
+        '02:00:00:00:00:01',
+        'mtu',
+        '1600',
+      );
       ip('-n', ns, 'link', 'set', 'dut', 'up');
       ip('-n', ns, 'link', 'set', 'tester', 'up');
       ip('-n', ns, 'addr', 'add', '198.18.0.21/24', 'dev', 'dut');
       ip('-n', ns, 'neigh', 'add', '198.18.0.2', 'lladdr', '02:00:00:00:00:01', 'dev', 'dut', 'nud', 'permanent');
-      const outs: Record<string, { ok: boolean; results: { part: string; expected: number; received: number; mismatches: string[] }[] }> = {};
+      const outs: Record<string, { ok: boolean; results: { part: string; expected: number; received: number; mismatches: string[] }[] }> =
+        {};
       for (const io of ['pcap', 'ring']) {
-        const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, `${ROOT}dist/scripts/bench/port-check.js`, '--io', io, '--dut', 'dut', '--tester', 'tester', '--via', '198.18.0.2'],
-          { encoding: 'utf8', timeout: 60_000 });
+        const r = spawnSync(
+          'ip',
+          [
+            'netns',
+            'exec',
+            ns,
+            process.execPath,
+            `${ROOT}dist/scripts/bench/port-check.js`,
+            '--io',
+            io,
+            '--dut',
+            'dut',
+            '--tester',
+            'tester',
+            '--via',
+            '198.18.0.2',
+          ],
+          { encoding: 'utf8', timeout: 60_000 },
+        );
         const line = r.stdout.trim().split('\n').pop() ?? '';
         expect(line, `port-check --io ${io}: exit ${r.status}\n${r.stderr}`).toMatch(/^\{/);
         outs[io] = JSON.parse(line);

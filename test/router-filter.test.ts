@@ -19,7 +19,7 @@ function plan(edit?: (raw: any) => void) {
 }
 
 describe('router edge filter: the sets', () => {
-  it('the default lab: our ranges are the fabric, the backends\' networks, the VIPs and the router\'s client side', () => {
+  it("the default lab: our ranges are the fabric, the backends' networks, the VIPs and the router's client side", () => {
     const s = edgeSets(plan());
     expect(new Set(s.own4)).toEqual(new Set(['198.18.0.0/24', '192.0.2.0/24', '203.0.113.0/24', '198.51.100.1/32']));
     expect(new Set(s.own6)).toEqual(new Set(['2001:db8:f::/64', '2001:db8:d::/64', '2001:db8:ff::/48', '2001:db8:c::1/128']));
@@ -29,13 +29,18 @@ describe('router edge filter: the sets', () => {
   });
 
   it('follows the config: other vipRanges are what is forwarded inward, and are ours', () => {
-    const s = edgeSets(plan((raw) => { raw.vipRanges[0] = '203.0.113.16/28'; raw.vips[0].address = '203.0.113.20'; }));
+    const s = edgeSets(
+      plan((raw) => {
+        raw.vipRanges[0] = '203.0.113.16/28';
+        raw.vips[0].address = '203.0.113.20';
+      }),
+    );
     expect(s.vips4).toEqual(['203.0.113.16/28']);
     expect(s.own4).toContain('203.0.113.16/28');
     expect(s.own4).not.toContain('203.0.113.0/24');
   });
 
-  it('never lists the client segment itself as ours (the outside\'s own sources pass)', () => {
+  it("never lists the client segment itself as ours (the outside's own sources pass)", () => {
     const s = edgeSets(plan());
     expect(s.own4.some((p) => p.startsWith('198.51.100.0/'))).toBe(false);
     expect(s.own6.some((p) => p.startsWith('2001:db8:c::/'))).toBe(false);
@@ -71,7 +76,7 @@ describe('router edge filter: the rules', () => {
     expect(input).not.toMatch(/dport/);
   });
 
-  it('checks the fabric side\'s sources by strict reverse path (fib saddr . iif), after letting neighbour discovery by', () => {
+  it("checks the fabric side's sources by strict reverse path (fib saddr . iif), after letting neighbour discovery by", () => {
     const pre = text.slice(text.indexOf('chain prerouting'), text.indexOf('chain input'));
     expect(pre).toContain('iifname "fab0" meta nfproto ipv4 fib saddr . iif oif missing counter name "fabric_rpf4" drop');
     expect(pre.indexOf('nd-neighbor-solicit')).toBeLessThan(pre.indexOf('fabric_rpf6'));

@@ -11,8 +11,13 @@ import { pkt } from '../shared/packet-builder.js';
 /** Runs exit() of `c` and returns its exit code and what it printed. */
 function exitOf(c: Checks): { code: number; out: string } {
   let out = '';
-  const w = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => { out += String(s); return true; });
-  const x = vi.spyOn(process, 'exit').mockImplementation(((code?: number) => { throw Object.assign(new Error('exit'), { exitCode: code }); }) as never);
+  const w = vi.spyOn(process.stdout, 'write').mockImplementation((s: string | Uint8Array) => {
+    out += String(s);
+    return true;
+  });
+  const x = vi.spyOn(process, 'exit').mockImplementation(((code?: number) => {
+    throw Object.assign(new Error('exit'), { exitCode: code });
+  }) as never);
   try {
     c.exit();
   } catch (e) {
@@ -30,7 +35,9 @@ describe('tshark cross-checks', () => {
   const pcap = join(dir, 'one.pcap');
   const frame = pkt().eth().ipv4({ src: '198.51.100.10', dst: '203.0.113.10' }).udp({ sport: 1, dport: 7 }).build();
   writeFileSync(pcap, buildPcap(LINKTYPE_ETHERNET, [{ tsUs: 1, data: frame, origLen: frame.length }]));
-  afterEach(() => { process.env.PATH = path; });
+  afterEach(() => {
+    process.env.PATH = path;
+  });
 
   it('without tshark on PATH: null to the caller, and the verifier fails at exit, naming the capture', () => {
     process.env.PATH = dir; // a folder without tshark
@@ -39,7 +46,9 @@ describe('tshark cross-checks', () => {
     expect(tsharkFields(pcap, ['udp.dstport'])).toBeNull();
     const r = exitOf(c);
     expect(r.code).toBe(1);
-    expect(r.out).toMatch(/FAIL {2}tshark cross-checks ran {2}\(tshark could not be run \(not installed; apt-get install tshark\): 1 cross-check\(s\) of .*one\.pcap did not run\)/);
+    expect(r.out).toMatch(
+      /FAIL {2}tshark cross-checks ran {2}\(tshark could not be run \(not installed; apt-get install tshark\): 1 cross-check\(s\) of .*one\.pcap did not run\)/,
+    );
     expect(r.out).toMatch(/FAILED: 1 checks passed, 1 failed/);
     rmSync(dir, { recursive: true, force: true });
   });

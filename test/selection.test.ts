@@ -1,12 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
-import {
-  buildPoolTable,
-  selectCandidates,
-  type ExclusionReason,
-  type PoolTable,
-  type SelectionBackend,
-} from '../shared/selection.js';
+import { buildPoolTable, selectCandidates, type ExclusionReason, type PoolTable, type SelectionBackend } from '../shared/selection.js';
 
 const M = 65537;
 
@@ -16,8 +10,10 @@ function be(id: string, over: Partial<SelectionBackend> = {}): SelectionBackend 
 }
 
 const ids = (backends: readonly SelectionBackend[], idx: readonly number[]): string[] => idx.map((i) => backends[i]!.id);
-const reasonsById = (backends: readonly SelectionBackend[], ex: readonly { index: number; reason: ExclusionReason }[]): Record<string, ExclusionReason> =>
-  Object.fromEntries(ex.map((e) => [backends[e.index]!.id, e.reason]));
+const reasonsById = (
+  backends: readonly SelectionBackend[],
+  ex: readonly { index: number; reason: ExclusionReason }[],
+): Record<string, ExclusionReason> => Object.fromEntries(ex.map((e) => [backends[e.index]!.id, e.reason]));
 
 /** Input index owning each slot (or -1 for EMPTY). */
 function slotOwners(p: PoolTable): Int32Array {
@@ -40,9 +36,7 @@ function shares(p: PoolTable, n: number): number[] {
 // each step adding its rule to the previous origins.
 describe('Azure Front Door decision flow examples', () => {
   // 1. Six origins A-F; C unhealthy, E disabled -> A, B, D, F available.
-  const step1 = ['A', 'B', 'C', 'D', 'E', 'F'].map((id) =>
-    be(id, { healthy: id !== 'C', enabled: id !== 'E' }),
-  );
+  const step1 = ['A', 'B', 'C', 'D', 'E', 'F'].map((id) => be(id, { healthy: id !== 'C', enabled: id !== 'E' }));
   // 2. A, B, D priority 1 and F priority 2 -> A, B, D.
   const step2 = step1.map((b) => (b.id === 'F' ? { ...b, priority: 2 } : b));
   // 3. Latency A 15 ms, B 30 ms, D 60 ms, sensitivity 30 ms -> A, B (D is beyond 30 ms of A).
@@ -139,7 +133,12 @@ describe('selectCandidates rules', () => {
   });
 
   it('the best level is the lowest number that has an eligible backend, not the lowest configured', () => {
-    const bs = [be('p1', { priority: 1, healthy: false }), be('p3a', { priority: 3 }), be('p3b', { priority: 3 }), be('p5', { priority: 5 })];
+    const bs = [
+      be('p1', { priority: 1, healthy: false }),
+      be('p3a', { priority: 3 }),
+      be('p3b', { priority: 3 }),
+      be('p5', { priority: 5 }),
+    ];
     const sel = selectCandidates(bs);
     expect(sel.level).toBe(3);
     expect(ids(bs, sel.candidates)).toEqual(['p3a', 'p3b']);
@@ -168,7 +167,11 @@ describe('selectCandidates rules', () => {
     ];
     const sel = selectCandidates(bs, 10);
     expect(ids(bs, sel.candidates)).toEqual(['a', 'b']);
-    expect(reasonsById(bs, sel.excluded)).toEqual({ 'down-fastest': 'unhealthy', 'other-level': 'lower_priority', c: 'outside_latency_band' });
+    expect(reasonsById(bs, sel.excluded)).toEqual({
+      'down-fastest': 'unhealthy',
+      'other-level': 'lower_priority',
+      c: 'outside_latency_band',
+    });
   });
 
   it('ties at the fastest latency all stay with sensitivity 0', () => {
@@ -242,28 +245,31 @@ describe('buildPoolTable', () => {
     ['disabled', { enabled: false }],
     ['drained', { drained: true }],
     ['outside_latency_band', { latencyMs: 100 }],
-  ] as [ExclusionReason, Partial<SelectionBackend>][])(
-    'a change to %s inside a level moves only that backend\'s slots',
-    (reason, over) => {
-      const k = 7;
-      // for the latency case give the others a measurement so that the band applies
-      const next = pool.map((b, i) => (i === k ? { ...b, ...over } : reason === 'outside_latency_band' && i < N ? { ...b, latencyMs: 10 } : b));
-      const p = buildPoolTable(next, { latencySensitivityMs: 20 });
-      expect(p.level).toBe(1);
-      expect(reasonsById(next, p.selection.excluded)[`backend-${k}`]).toBe(reason);
-      const { changedIdx, moved } = movedSlots(p);
-      expect([...changedIdx]).toEqual([k]);
-      expect(moved).toBe(Math.round(shares(base, pool.length)[k]! * M));
-      expect(shares(p, pool.length)[k]).toBe(0);
-    },
-  );
+  ] as [ExclusionReason, Partial<SelectionBackend>][])("a change to %s inside a level moves only that backend's slots", (reason, over) => {
+    const k = 7;
+    // for the latency case give the others a measurement so that the band applies
+    const next = pool.map((b, i) =>
+      i === k ? { ...b, ...over } : reason === 'outside_latency_band' && i < N ? { ...b, latencyMs: 10 } : b,
+    );
+    const p = buildPoolTable(next, { latencySensitivityMs: 20 });
+    expect(p.level).toBe(1);
+    expect(reasonsById(next, p.selection.excluded)[`backend-${k}`]).toBe(reason);
+    const { changedIdx, moved } = movedSlots(p);
+    expect([...changedIdx]).toEqual([k]);
+    expect(moved).toBe(Math.round(shares(base, pool.length)[k]! * M));
+    expect(shares(p, pool.length)[k]).toBe(0);
+  });
 
   it('drained gets no slots but stays a table member', () => {
     const next = pool.map((b, i) => (i === 3 ? { ...b, drained: true } : b));
     const p = buildPoolTable(next);
     expect(p.table.members).toContain('backend-3');
     expect(p.table.counts[p.table.members.indexOf('backend-3')]).toBe(0);
-    expect(p.selection.excluded).toEqual([...p2.map((_, j) => ({ index: N + j, reason: 'lower_priority' })), { index: 3, reason: 'drained' }].sort((a, b) => a.index - b.index));
+    expect(p.selection.excluded).toEqual(
+      [...p2.map((_, j) => ({ index: N + j, reason: 'lower_priority' })), { index: 3, reason: 'drained' }].sort(
+        (a, b) => a.index - b.index,
+      ),
+    );
   });
 
   it.each([

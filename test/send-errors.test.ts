@@ -29,11 +29,21 @@ function whyNot(): string | null {
 }
 
 type Counters = Record<string, number>;
-interface Case { frames: number; before: Counters; fault: Counters; after?: Counters; send?: { lastError?: string; hosts?: { lastError?: string }[] }; dsr?: { lastError?: string } }
+interface Case {
+  frames: number;
+  before: Counters;
+  fault: Counters;
+  after?: Counters;
+  send?: { lastError?: string; hosts?: { lastError?: string }[] };
+  dsr?: { lastError?: string };
+}
 
 function run(io: 'pcap' | 'ring'): Record<string, Case> {
-  const r = spawnSync('unshare', ['--net', '--mount', 'sh', '-c', `mount -t sysfs sysfs /sys && exec "${process.execPath}" "${SCRIPT}" --io ${io}`],
-    { encoding: 'utf8', timeout: 60_000 });
+  const r = spawnSync(
+    'unshare',
+    ['--net', '--mount', 'sh', '-c', `mount -t sysfs sysfs /sys && exec "${process.execPath}" "${SCRIPT}" --io ${io}`],
+    { encoding: 'utf8', timeout: 60_000 },
+  );
   const line = r.stdout.trim().split('\n').pop() ?? '';
   expect(line, `send-fail-check --io ${io}: exit ${r.status}\n${r.stderr}`).toMatch(/^\{/);
   return JSON.parse(line) as Record<string, Case>;
@@ -56,7 +66,11 @@ describe('send errors on real sockets (a namespace of its own)', () => {
   it('--io pcap: each MUX send path and the host agent count every refused send by name, and only sent frames in tx_packets', () => {
     const o = run('pcap');
     const N = 20;
-    for (const [path, counter, errno] of [['cap', 'send_error_cap', /Message too long/], ['raw', 'send_error_raw', /unreachable/i], ['udp', 'send_error_udp', /ENETUNREACH/]] as const) {
+    for (const [path, counter, errno] of [
+      ['cap', 'send_error_cap', /Message too long/],
+      ['raw', 'send_error_raw', /unreachable/i],
+      ['udp', 'send_error_udp', /ENETUNREACH/],
+    ] as const) {
       const c = o[`mux-${path}`]!;
       expect(c.frames).toBe(N);
       expect(moved(c.before, c.fault), `mux ${path}: with the fault`).toEqual({ [counter]: N });
@@ -74,23 +88,26 @@ describe('send errors on real sockets (a namespace of its own)', () => {
     expect(h.dsr!.lastError).toMatch(/unreachable/i);
   });
 
-  it.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', '--io ring send errors'))('--io ring: sends the kernel refuses in a batch are counted as send_error_batch, and only those it took in tx_packets', () => {
-    const o = run('ring');
-    const N = 20;
-    const cap = o['mux-cap']!;
-    expect(moved(cap.before, cap.fault)).toEqual({ send_error_batch: N });
-    // a frame the batch's sendmmsg refused is not counted as sent; those the kernel took are, with their
-    // bytes: each a 54-byte TCP SYN (14 + 20 + 20) in 50 bytes of VXLAN over IPv4 (14 + 20 + 8 + 8)
-    expect(cap.fault.tx_packets! - cap.before.tx_packets!, 'mux cap, ring: refused in the batch, not counted as sent').toBe(0);
-    expect(cap.fault.tx_bytes! - cap.before.tx_bytes!, 'mux cap, ring: no bytes counted for refused frames').toBe(0);
-    expect(moved(cap.fault, cap.after!)).toEqual({});
-    expect(cap.after!.tx_packets! - cap.fault.tx_packets!, 'mux cap, ring: sent and counted').toBe(N);
-    expect(cap.after!.tx_bytes! - cap.fault.tx_bytes!, 'mux cap, ring: their bytes').toBe(N * (54 + 50));
-    // the raw and udp paths do not use the ring's sockets: the same as with pcap
-    expect(moved(o['mux-raw']!.before, o['mux-raw']!.fault)).toEqual({ send_error_raw: N });
-    expect(moved(o['mux-udp']!.before, o['mux-udp']!.fault)).toEqual({ send_error_udp: N });
-    const h = o.host!;
-    // the DSR over IPv4 and the ICMP errors out the port both go through the ring's batches
-    expect(moved(h.before, h.fault)).toEqual({ send_error_batch: 2 * N, send_error_dsr_unavailable: N });
-  });
+  it.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (npm run build:native)', '--io ring send errors'))(
+    '--io ring: sends the kernel refuses in a batch are counted as send_error_batch, and only those it took in tx_packets',
+    () => {
+      const o = run('ring');
+      const N = 20;
+      const cap = o['mux-cap']!;
+      expect(moved(cap.before, cap.fault)).toEqual({ send_error_batch: N });
+      // a frame the batch's sendmmsg refused is not counted as sent; those the kernel took are, with their
+      // bytes: each a 54-byte TCP SYN (14 + 20 + 20) in 50 bytes of VXLAN over IPv4 (14 + 20 + 8 + 8)
+      expect(cap.fault.tx_packets! - cap.before.tx_packets!, 'mux cap, ring: refused in the batch, not counted as sent').toBe(0);
+      expect(cap.fault.tx_bytes! - cap.before.tx_bytes!, 'mux cap, ring: no bytes counted for refused frames').toBe(0);
+      expect(moved(cap.fault, cap.after!)).toEqual({});
+      expect(cap.after!.tx_packets! - cap.fault.tx_packets!, 'mux cap, ring: sent and counted').toBe(N);
+      expect(cap.after!.tx_bytes! - cap.fault.tx_bytes!, 'mux cap, ring: their bytes').toBe(N * (54 + 50));
+      // the raw and udp paths do not use the ring's sockets: the same as with pcap
+      expect(moved(o['mux-raw']!.before, o['mux-raw']!.fault)).toEqual({ send_error_raw: N });
+      expect(moved(o['mux-udp']!.before, o['mux-udp']!.fault)).toEqual({ send_error_udp: N });
+      const h = o.host!;
+      // the DSR over IPv4 and the ICMP errors out the port both go through the ring's batches
+      expect(moved(h.before, h.fault)).toEqual({ send_error_batch: 2 * N, send_error_dsr_unavailable: N });
+    },
+  );
 });

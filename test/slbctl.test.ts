@@ -12,19 +12,39 @@ import { labConfig, LAB_YAML_PATH } from './helpers/lab-config.js';
 import { startTestController, type TestController } from './helpers/controller.js';
 
 let ctl: TestController;
-beforeAll(async () => { ctl = await startTestController(); });
-afterAll(async () => { await ctl.cleanup(); });
+beforeAll(async () => {
+  ctl = await startTestController();
+});
+afterAll(async () => {
+  await ctl.cleanup();
+});
 
 async function slbctl(...argv: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await runSlbctl(argv, { out: (t) => { out += t; }, err: (t) => { err += t; }, env: { SLBX_CONTROLLER: ctl.url } });
+  const code = await runSlbctl(argv, {
+    out: (t) => {
+      out += t;
+    },
+    err: (t) => {
+      err += t;
+    },
+    env: { SLBX_CONTROLLER: ctl.url },
+  });
   return { code, out, err };
 }
 
 describe('slbctl', () => {
   it('formats aligned tables', () => {
-    expect(formatTable(['A', 'LONGER', 'C'], [['xxxx', 'y', 'z'], ['', 'yyyyyyyy', '']])).toBe('A     LONGER    C\nxxxx  y         z\n      yyyyyyyy\n');
+    expect(
+      formatTable(
+        ['A', 'LONGER', 'C'],
+        [
+          ['xxxx', 'y', 'z'],
+          ['', 'yyyyyyyy', ''],
+        ],
+      ),
+    ).toBe('A     LONGER    C\nxxxx  y         z\n      yyyyyyyy\n');
   });
 
   it('vip list / show, as tables and as JSON', async () => {
@@ -32,13 +52,16 @@ describe('slbctl', () => {
     expect(r).toMatchObject({ code: 0, err: '' });
     expect(r.out).toBe(
       'VIP              RULES  FRONTENDS\n' +
-      '203.0.113.10     5      tcp/80 udp/7 tcp/8080 udp/7003 udp/7002\n' +
-      '2001:db8:ff::10  2      tcp/80 udp/7\n');
+        '203.0.113.10     5      tcp/80 udp/7 tcp/8080 udp/7003 udp/7002\n' +
+        '2001:db8:ff::10  2      tcp/80 udp/7\n',
+    );
     expect((await slbctl('vip')).out).toBe(r.out); // the object alone lists
     r = await slbctl('--json', 'vip', 'list');
     expect(JSON.parse(r.out)).toEqual((await ctl.req('GET', '/v1/vips')).body);
     r = await slbctl('vip', 'show', '2001:db8:ff::10');
-    expect(r.out).toContain('vip 2001:db8:ff::10: 2 rules\nNAME      PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\nweb-http  tcp    80        80       web   5-tuple  http80\n');
+    expect(r.out).toContain(
+      'vip 2001:db8:ff::10: 2 rules\nNAME      PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\nweb-http  tcp    80        80       web   5-tuple  http80\n',
+    );
     r = await slbctl('vip', 'show', '203.0.113.99');
     expect(r).toMatchObject({ code: 1, out: '', err: 'slbctl: 404: no vip 203.0.113.99\n' });
   });
@@ -59,10 +82,16 @@ describe('slbctl', () => {
     expect((await slbctl()).code).toBe(2);
     expect(await slbctl('frobnicate')).toMatchObject({ code: 2, err: expect.stringContaining("unknown command 'frobnicate'") });
     expect(await slbctl('backend', 'drain', 'web')).toMatchObject({ code: 2, err: expect.stringContaining('missing NIC') });
-    expect(await slbctl('backend', 'set', 'web', 'h1vm1', '--weight', 'heavy')).toMatchObject({ code: 2, err: expect.stringContaining('--weight must be a whole number') });
+    expect(await slbctl('backend', 'set', 'web', 'h1vm1', '--weight', 'heavy')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--weight must be a whole number'),
+    });
     expect(await slbctl('backend', 'set', 'web', 'h1vm1')).toMatchObject({ code: 2, err: expect.stringContaining('nothing to change') });
     expect(await slbctl('vip', 'list', '--bogus')).toMatchObject({ code: 2, err: expect.stringContaining('unknown option --bogus') });
-    expect(await slbctl('rule', 'add', '203.0.113.10', '--protocol', 'tcp')).toMatchObject({ code: 2, err: expect.stringContaining('--frontend-port, --pool') });
+    expect(await slbctl('rule', 'add', '203.0.113.10', '--protocol', 'tcp')).toMatchObject({
+      code: 2,
+      err: expect.stringContaining('--frontend-port, --pool'),
+    });
     expect(await slbctl('vip', 'show', 'a', 'b')).toMatchObject({ code: 2, err: expect.stringContaining("unexpected argument 'b'") });
     expect((await slbctl('--controller', 'ftp://x', 'vip', 'list')).code).toBe(2);
     const r = await slbctl('--controller', 'http://127.0.0.1:1', 'vip', 'list');
@@ -74,7 +103,9 @@ describe('slbctl', () => {
     const g = ((await ctl.req('GET', '/v1/state')).body as { generation: number }).generation;
     let r = await slbctl('backend', 'set', 'web', 'h1vm1', '--weight', '1001');
     expect(r).toMatchObject({ code: 1, out: '' });
-    expect(r.err).toBe('slbctl: 400: refused: 1 problem in the result; nothing was changed\n  weight: must be an integer 1..1000 (got 1001)\n');
+    expect(r.err).toBe(
+      'slbctl: 400: refused: 1 problem in the result; nothing was changed\n  weight: must be an integer 1..1000 (got 1001)\n',
+    );
     r = await slbctl('backend', 'set', 'web', 'h1vm1', '--weight', '0');
     expect(r.err).toMatch(/weight: must be an integer 1\.\.1000; 0 is refused: use drain: true/);
     r = await slbctl('backend', 'set', 'web', 'h1vm1', '--priority', '6');
@@ -102,10 +133,11 @@ describe('slbctl', () => {
     r = await slbctl('backend', 'list', 'web');
     expect(r.out).toBe(
       'NIC    HOST   ADDRESSES                  PRIORITY  WEIGHT  ENABLED  DRAIN  HEALTH\n' +
-      'h1vm1  host1  192.0.2.10,2001:db8:d::10  1         50      yes      yes    unknown\n' +
-      'h1vm2  host1  192.0.2.11,2001:db8:d::11  1         50      yes      no     unknown\n' +
-      'h2vm1  host2  192.0.2.12,2001:db8:d::12  2         100     yes      no     unknown\n' +
-      'h2vm2  host2  192.0.2.13,2001:db8:d::13  1         50      no       no     unknown\n');
+        'h1vm1  host1  192.0.2.10,2001:db8:d::10  1         50      yes      yes    unknown\n' +
+        'h1vm2  host1  192.0.2.11,2001:db8:d::11  1         50      yes      no     unknown\n' +
+        'h2vm1  host2  192.0.2.12,2001:db8:d::12  2         100     yes      no     unknown\n' +
+        'h2vm2  host2  192.0.2.13,2001:db8:d::13  1         50      no       no     unknown\n',
+    );
     await slbctl('backend', 'undrain', 'web', 'h1vm1');
     await slbctl('backend', 'enable', 'web', 'h2vm2');
     await slbctl('backend', 'del', 'web', 'h2vm2');
@@ -120,14 +152,42 @@ describe('slbctl', () => {
   });
 
   it('rules and VIPs: add, set, del', async () => {
-    let r = await slbctl('vip', 'add', '203.0.113.30', '--protocol', 'tcp', '--frontend-port', '80', '--backend-port', '8082', '--pool', 'web');
+    let r = await slbctl(
+      'vip',
+      'add',
+      '203.0.113.30',
+      '--protocol',
+      'tcp',
+      '--frontend-port',
+      '80',
+      '--backend-port',
+      '8082',
+      '--pool',
+      'web',
+    );
     expect(r).toMatchObject({ code: 0, out: expect.stringMatching(/^generation \d+: vip 203\.0\.113\.30 added\n$/) });
-    r = await slbctl('rule', 'add', '203.0.113.30', '--protocol', 'udp', '--frontend-port', '53', '--pool', 'web', '--distribution', '2-tuple', '--probe', 'tcp80');
+    r = await slbctl(
+      'rule',
+      'add',
+      '203.0.113.30',
+      '--protocol',
+      'udp',
+      '--frontend-port',
+      '53',
+      '--pool',
+      'web',
+      '--distribution',
+      '2-tuple',
+      '--probe',
+      'tcp80',
+    );
     expect(r.code).toBe(0);
     r = await slbctl('rule', 'set', '203.0.113.30', 'udp-53', '--probe', 'none', '--distribution', '3-tuple');
     expect(r.code).toBe(0);
     r = await slbctl('rule', 'list', '203.0.113.30');
-    expect(r.out).toBe('NAME    PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\ntcp-80  tcp    80        8082     web   5-tuple  -\nudp-53  udp    53        53       web   3-tuple  -\n');
+    expect(r.out).toBe(
+      'NAME    PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\ntcp-80  tcp    80        8082     web   5-tuple  -\nudp-53  udp    53        53       web   3-tuple  -\n',
+    );
     expect((await slbctl('rule', 'del', '203.0.113.30', 'udp-53')).code).toBe(0);
     expect((await slbctl('vip', 'del', '203.0.113.30')).code).toBe(0);
     expect((await slbctl('probe', 'add', 'tcp7', '--protocol', 'tcp', '--port', '7')).code).toBe(0);
@@ -155,13 +215,19 @@ describe('slbctl', () => {
     expect(r.out).toMatch(/^GEN +AT +CAUSE\n/);
     expect(r.out).toContain('PUT /v1/state');
     // --yaml is the controller's document, as a config file
-    expect(parseYaml((await slbctl('state', '--yaml')).out)).toEqual(((await ctl.req('GET', '/v1/state')).body as { config: unknown }).config);
+    expect(parseYaml((await slbctl('state', '--yaml')).out)).toEqual(
+      ((await ctl.req('GET', '/v1/state')).body as { config: unknown }).config,
+    );
     expect(toPlainConfig(labConfig())).not.toEqual(((await ctl.req('GET', '/v1/state')).body as { config: unknown }).config);
   });
 
   it('agents, wait (with the time to each ack), health, counters and flows from the agents', async () => {
     const s = (await ctl.req('GET', '/v1/state')).body as { stateId: string; generation: number };
-    for (const [k, n] of [['mux', 'mux1'], ['mux', 'mux2'], ['host', 'host1']]) {
+    for (const [k, n] of [
+      ['mux', 'mux1'],
+      ['mux', 'mux2'],
+      ['host', 'host1'],
+    ]) {
       await ctl.req('POST', `/v1/agents/${k}/${n}/ack`, { generation: s.generation, ok: true, stateId: s.stateId, applyMs: 2 });
     }
     let r = await slbctl('agents');
@@ -170,7 +236,11 @@ describe('slbctl', () => {
     expect(r.out).toMatch(new RegExp(`host +host2 +- +${s.generation} +yes +no +- +-`));
     r = await slbctl('wait', '--kind', 'mux', '--wait-s', '2');
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(new RegExp(`^generation ${s.generation} \\(.*\\): applied by 2/2 agents within \\d+ ms of the change \\(last mux: \\d+ ms; slowest: mux mux\\d\\)\n`));
+    expect(r.out).toMatch(
+      new RegExp(
+        `^generation ${s.generation} \\(.*\\): applied by 2/2 agents within \\d+ ms of the change \\(last mux: \\d+ ms; slowest: mux mux\\d\\)\n`,
+      ),
+    );
     r = await slbctl('wait', String(s.generation), '--wait-s', '0.2');
     expect(r.code).toBe(1);
     expect(r.out).toContain('still waiting for host/host2');
@@ -178,14 +248,25 @@ describe('slbctl', () => {
     const pending = slbctl('backend', 'set', 'web', 'h1vm1', '--weight', '9', '--wait', '--timeout', '5');
     await new Promise((res) => setTimeout(res, 300));
     const g2 = s.generation + 1;
-    for (const [k, n] of [['mux', 'mux1'], ['mux', 'mux2'], ['host', 'host1'], ['host', 'host2']]) {
+    for (const [k, n] of [
+      ['mux', 'mux1'],
+      ['mux', 'mux2'],
+      ['host', 'host1'],
+      ['host', 'host2'],
+    ]) {
       await ctl.req('POST', `/v1/agents/${k}/${n}/ack`, { generation: g2, ok: true, stateId: s.stateId });
     }
     r = await pending;
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(new RegExp(`^generation ${g2}: backend h1vm1 of pool web set to weight 9\ngeneration ${g2} \\(PATCH /v1/pools/web/backends/h1vm1\\): applied by 4/4 agents within \\d+ ms of the change \\(last mux: \\d+ ms; slowest: `));
+    expect(r.out).toMatch(
+      new RegExp(
+        `^generation ${g2}: backend h1vm1 of pool web set to weight 9\ngeneration ${g2} \\(PATCH /v1/pools/web/backends/h1vm1\\): applied by 4/4 agents within \\d+ ms of the change \\(last mux: \\d+ ms; slowest: `,
+      ),
+    );
     // health
-    await ctl.req('POST', '/v1/agents/host/host1/health', { results: [{ nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'http 503' }] });
+    await ctl.req('POST', '/v1/agents/host/host1/health', {
+      results: [{ nic: 'h1vm1', probe: 'http80', state: 'down', detail: 'http 503' }],
+    });
     r = await slbctl('health');
     expect(r.out).toMatch(/h1vm1 +http80 +down +host1 +now +now +http 503\n/);
     expect(r.out).toMatch(/h2vm1 +http80 +unknown \(not reported\) +host2/);
@@ -199,10 +280,14 @@ describe('slbctl', () => {
     expect(r.out).toMatch(/^KIND +NAME +HEARTBEAT +TABLES-GEN +PKTS-IN +PKTS-OUT +DROPS +FLOWS\nmux +mux1 +now +3 +10 +9 +1 +2\n/);
     expect(r.out).toMatch(/host +host2 +- +- +- +- +- +-\n/);
     r = await slbctl('counters', 'mux1');
-    expect(r.out).toBe('mux mux1, heartbeat now, tables generation 3\nCOUNTER       VALUE\nrx_packets    10\ntx_packets    9\ndrop_not_vip  1\n');
+    expect(r.out).toBe(
+      'mux mux1, heartbeat now, tables generation 3\nCOUNTER       VALUE\nrx_packets    10\ntx_packets    9\ndrop_not_vip  1\n',
+    );
     expect((await slbctl('counters', 'nosuch')).code).toBe(1);
     r = await slbctl('flows', 'mux1');
-    expect(r.out).toBe('mux mux1: 2 flows (2 IPv4, 0 IPv6), heartbeat now\nSRC                  DST              PROTO  NIC    IDLE-EXPIRES\n198.51.100.10:40000  203.0.113.10:80  tcp    h1vm2  230s\n');
+    expect(r.out).toBe(
+      'mux mux1: 2 flows (2 IPv4, 0 IPv6), heartbeat now\nSRC                  DST              PROTO  NIC    IDLE-EXPIRES\n198.51.100.10:40000  203.0.113.10:80  tcp    h1vm2  230s\n',
+    );
     expect((await slbctl('flows', 'mux2')).code).toBe(1);
   });
 });
@@ -218,19 +303,41 @@ describe('slbctl against a controller with an API token', () => {
     writeFileSync(join(dir, 'wrong-token'), `${'fedcba9876543210'.repeat(4)}\n`, { mode: 0o600 });
     writeFileSync(join(dir, 'state.yaml'), readFileSync(LAB_YAML_PATH, 'utf8'));
   });
-  afterAll(async () => { await tc.cleanup(); });
+  afterAll(async () => {
+    await tc.cleanup();
+  });
 
   const run = async (env: Record<string, string>, ...argv: string[]) => {
     let out = '';
     let err = '';
-    const code = await runSlbctl(argv, { out: (t) => { out += t; }, err: (t) => { err += t; }, env: { SLBX_CONTROLLER: tc.url, ...env } });
+    const code = await runSlbctl(argv, {
+      out: (t) => {
+        out += t;
+      },
+      err: (t) => {
+        err += t;
+      },
+      env: { SLBX_CONTROLLER: tc.url, ...env },
+    });
     return { code, out, err };
   };
-  const refusedCount = async () => ((await tc.req('GET', '/v1/stats')).body as { refused: { unauthorized?: number } }).refused.unauthorized ?? 0;
+  const refusedCount = async () =>
+    ((await tc.req('GET', '/v1/stats')).body as { refused: { unauthorized?: number } }).refused.unauthorized ?? 0;
   // a value for each argument word of `slbctl --help`, so that every command reaches the API
   const SAMPLE: Record<string, string> = {
-    VIP: '203.0.113.10', RULE: 'web-alt', POOL: 'web', NIC: 'h1vm1', PROBE: 'http80', NETWORK: 'tenant-a', MUX: 'mux1', HOST: 'host1',
-    '[AGENT]': 'mux1', '[GEN]': '1', METHOD: 'POST', PATH: '/v1/agents/mux/mux1/ack', '[JSON]': '{}',
+    VIP: '203.0.113.10',
+    RULE: 'web-alt',
+    POOL: 'web',
+    NIC: 'h1vm1',
+    PROBE: 'http80',
+    NETWORK: 'tenant-a',
+    MUX: 'mux1',
+    HOST: 'host1',
+    '[AGENT]': 'mux1',
+    '[GEN]': '1',
+    METHOD: 'POST',
+    PATH: '/v1/agents/mux/mux1/ack',
+    '[JSON]': '{}',
   };
   const OPTIONS: Record<string, string[]> = {
     'vip add': ['--protocol', 'tcp', '--frontend-port', '81', '--pool', 'web'],
@@ -247,17 +354,23 @@ describe('slbctl against a controller with an API token', () => {
     const refusedCommands: string[] = [];
     for (const words of slbctlCommands()) {
       const cmd = words.filter((w) => /^[a-z]/.test(w)).join(' ');
-      const argv = [...words.map((w) => (/^[a-z]/.test(w) ? w : w === 'FILE' ? join(dir, 'state.yaml') : SAMPLE[w] ?? w)), ...(OPTIONS[cmd] ?? [])];
+      const argv = [
+        ...words.map((w) => (/^[a-z]/.test(w) ? w : w === 'FILE' ? join(dir, 'state.yaml') : (SAMPLE[w] ?? w))),
+        ...(OPTIONS[cmd] ?? []),
+      ];
       const before = await refusedCount();
       const r = await run({}, ...argv, '--timeout', '5');
-      if (await refusedCount() === before) continue; // a read of the desired state: no token needed
+      if ((await refusedCount()) === before) continue; // a read of the desired state: no token needed
       refusedCommands.push(cmd);
       expect(r.code, cmd).toBe(1);
       expect(r.out, cmd).toBe('');
-      expect(r.err, cmd).toMatch(/^slbctl: 401: (GET|POST|PUT|PATCH|DELETE) \/v1\/\S+ needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE .*runs\/lab\/NAME\/api-token/);
+      expect(r.err, cmd).toMatch(
+        /^slbctl: 401: (GET|POST|PUT|PATCH|DELETE) \/v1\/\S+ needs the API token, and none was given: use --token-file FILE or set SLBX_TOKEN_FILE=FILE .*runs\/lab\/NAME\/api-token/,
+      );
     }
     // the commands of issue 11 point 9, and every kind of change, are among them
-    for (const cmd of ['counters', 'flows', 'backend drain', 'backend set', 'vip add', 'rule del', 'state apply', 'pool add']) expect(refusedCommands, cmd).toContain(cmd);
+    for (const cmd of ['counters', 'flows', 'backend drain', 'backend set', 'vip add', 'rule del', 'state apply', 'pool add'])
+      expect(refusedCommands, cmd).toContain(cmd);
   });
 
   it('counters without the token is an error, not a table of dashes; with it, the table', async () => {
@@ -273,9 +386,13 @@ describe('slbctl against a controller with an API token', () => {
   it('a wrong token says which file it came from; --token-file and SLBX_TOKEN_FILE both work', async () => {
     let r = await run({ SLBX_TOKEN_FILE: join(dir, 'wrong-token') }, 'backend', 'drain', 'web', 'h1vm1');
     expect(r.code).toBe(1);
-    expect(r.err).toContain(`401: the controller refused the API token from SLBX_TOKEN_FILE (${join(dir, 'wrong-token')}) for PATCH /v1/pools/web/backends/h1vm1`);
+    expect(r.err).toContain(
+      `401: the controller refused the API token from SLBX_TOKEN_FILE (${join(dir, 'wrong-token')}) for PATCH /v1/pools/web/backends/h1vm1`,
+    );
     r = await run({}, '--token-file', join(dir, 'wrong-token'), 'flows', 'mux1');
-    expect(r.err).toContain(`401: the controller refused the API token from ${join(dir, 'wrong-token')} for GET /v1/agents/mux/mux1/status`);
+    expect(r.err).toContain(
+      `401: the controller refused the API token from ${join(dir, 'wrong-token')} for GET /v1/agents/mux/mux1/status`,
+    );
     r = await run({}, '--token-file', join(dir, 'token'), 'backend', 'drain', 'web', 'h1vm1');
     expect(r).toMatchObject({ code: 0, err: '' });
     expect(r.out).toMatch(/^generation \d+: backend h1vm1 of pool web drained/);

@@ -4,7 +4,16 @@
 import { describe, expect, it } from 'vitest';
 import { planSoak, type SoakPlan } from '../scripts/soak/plan.js';
 import {
-  judgeSoak, maglevNamer, median, parsePolicyLog, viewChanges, FD_SLACK, type JudgeInput, type PolicyApplied, type RunEvent, type RunMeta,
+  judgeSoak,
+  maglevNamer,
+  median,
+  parsePolicyLog,
+  viewChanges,
+  FD_SLACK,
+  type JudgeInput,
+  type PolicyApplied,
+  type RunEvent,
+  type RunMeta,
 } from '../scripts/soak/judge.js';
 import type { TrafficKind, TrafficRecord } from '../scripts/soak/traffic.js';
 import { sendErrorsOf, statusPortOf, type CounterSample, type DaemonSample, type MachineSample } from '../scripts/soak/sample.js';
@@ -21,12 +30,16 @@ const SRC6 = '2001:db8:c::10';
 function portTo(nic: string, k: TrafficKind, from = 20000): number {
   const v6 = k.endsWith('6');
   for (let sp = from; sp < 65536; sp++) {
-    if (namer({ k, src: v6 ? SRC6 : SRC4, sp, dst: v6 ? '2001:db8:ff::10' : '203.0.113.10', dp: k.startsWith('udp') ? 7 : 80 }) === nic) return sp;
+    if (namer({ k, src: v6 ? SRC6 : SRC4, sp, dst: v6 ? '2001:db8:ff::10' : '203.0.113.10', dp: k.startsWith('udp') ? 7 : 80 }) === nic)
+      return sp;
   }
   throw new Error(`no port to ${nic}`);
 }
 
-interface Run extends JudgeInput { plan: SoakPlan; meta: RunMeta }
+interface Run extends JudgeInput {
+  plan: SoakPlan;
+  meta: RunMeta;
+}
 
 /**
  * A clean 60 s run at 5 flows/s per kind: every event on time, every request answered (never by h1vm1
@@ -36,14 +49,33 @@ interface Run extends JudgeInput { plan: SoakPlan; meta: RunMeta }
 function cleanRun(): Run {
   const plan = planSoak(60, { flapNic: 'h1vm1', restartMux: 'mux2' });
   const rate = 5;
-  const meta: RunMeta = { name: 't', durationS: 60, rate, keepAlive: 2, startMs: T0, endMs: T0 + 60_000, vip4: '203.0.113.10', vip6: '2001:db8:ff::10', httpPort: 80 };
+  const meta: RunMeta = {
+    name: 't',
+    durationS: 60,
+    rate,
+    keepAlive: 2,
+    startMs: T0,
+    endMs: T0 + 60_000,
+    vip4: '203.0.113.10',
+    vip6: '2001:db8:ff::10',
+    httpPort: 80,
+  };
   // mux2's processes: 4000 from the start, then 5000, 5001, ... after each restart
   let cur = 4000;
   let next = 5000;
   const events: RunEvent[] = plan.events.map((e) => {
     const t0 = T0 + e.atS * 1000 + 5;
     if (e.action === 'mux-start') cur = next++;
-    return { atS: e.atS, action: e.action, target: e.target, planned: T0 + e.atS * 1000, t0, t1: t0 + (e.action === 'mux-start' ? 1100 : 300), ok: true, ...(e.action.startsWith('mux') ? { pid: cur } : {}) };
+    return {
+      atS: e.atS,
+      action: e.action,
+      target: e.target,
+      planned: T0 + e.atS * 1000,
+      t0,
+      t1: t0 + (e.action === 'mux-start' ? 1100 : 300),
+      ok: true,
+      ...(e.action.startsWith('mux') ? { pid: cur } : {}),
+    };
   });
   const policies: PolicyApplied[] = [
     { t: T0 - 20_000, mux: 'mux1', down: [], first: true },
@@ -51,8 +83,18 @@ function cleanRun(): Run {
   ];
   const outOf = (t: number) => events.some((e) => e.action === 'backend-stop' && t >= e.t0 && t <= e.t0 + 15_000 + 2000);
   for (const e of events) {
-    if (e.action === 'backend-stop') for (const [m, d] of [['mux1', 1500], ['mux2', 1510]] as const) policies.push({ t: e.t1 + d, mux: m, down: ['h1vm1/http80'], first: false });
-    if (e.action === 'backend-start') for (const [m, d] of [['mux1', 1800], ['mux2', 1805]] as const) policies.push({ t: e.t1 + d, mux: m, down: [], first: false });
+    if (e.action === 'backend-stop')
+      for (const [m, d] of [
+        ['mux1', 1500],
+        ['mux2', 1510],
+      ] as const)
+        policies.push({ t: e.t1 + d, mux: m, down: ['h1vm1/http80'], first: false });
+    if (e.action === 'backend-start')
+      for (const [m, d] of [
+        ['mux1', 1800],
+        ['mux2', 1805],
+      ] as const)
+        policies.push({ t: e.t1 + d, mux: m, down: [], first: false });
   }
   const records: TrafficRecord[] = [];
   let id = 0;
@@ -60,11 +102,37 @@ function cleanRun(): Run {
     for (let i = 0; i < 60 * rate; i++) {
       const t = T0 + i * (1000 / rate);
       const be = NICS.filter((n) => n !== 'h1vm1' || !outOf(t))[i % (outOf(t) ? 3 : 4)]!;
-      records.push({ k, id: id++, t0: t, t1: t + 3, src: k.endsWith('6') ? SRC6 : SRC4, sp: 30000 + i, dst: k.endsWith('6') ? '2001:db8:ff::10' : '203.0.113.10', dp: k.startsWith('udp') ? 7 : 80, be, err: null });
+      records.push({
+        k,
+        id: id++,
+        t0: t,
+        t1: t + 3,
+        src: k.endsWith('6') ? SRC6 : SRC4,
+        sp: 30000 + i,
+        dst: k.endsWith('6') ? '2001:db8:ff::10' : '203.0.113.10',
+        dp: k.startsWith('udp') ? 7 : 80,
+        be,
+        err: null,
+      });
     }
   }
   for (const k of ['ka4', 'ka6'] as const) {
-    for (let i = 0; i < 100; i++) records.push({ k, id: id++, t0: T0 + i * 500, t1: T0 + i * 500 + 2, src: SRC4, sp: 40000, dst: '203.0.113.10', dp: 80, be: 'h2vm1', err: null, conn: 0, seq: i, prev: i === 0 ? null : 'h2vm1' });
+    for (let i = 0; i < 100; i++)
+      records.push({
+        k,
+        id: id++,
+        t0: T0 + i * 500,
+        t1: T0 + i * 500 + 2,
+        src: SRC4,
+        sp: 40000,
+        dst: '203.0.113.10',
+        dp: 80,
+        be: 'h2vm1',
+        err: null,
+        conn: 0,
+        seq: i,
+        prev: i === 0 ? null : 'h2vm1',
+      });
   }
   const samples: (DaemonSample | MachineSample)[] = [];
   const muxPids = [4000, ...events.filter((e) => e.action === 'mux-start').map((e) => e.pid as number)];
@@ -80,7 +148,13 @@ function cleanRun(): Run {
   };
   for (let s = 0; s <= 60; s++) {
     const t = T0 + s * 1000;
-    for (const [name, p, rss] of [['mux1', 4001, 125_000], ['host1', 4002, 140_000], ['host2', 4003, 140_000], ['controller', 4004, 57_000], ['bird', 4005, 4_800]] as const) {
+    for (const [name, p, rss] of [
+      ['mux1', 4001, 125_000],
+      ['host1', 4002, 140_000],
+      ['host2', 4003, 140_000],
+      ['controller', 4004, 57_000],
+      ['bird', 4005, 4_800],
+    ] as const) {
       samples.push({ t, name, pid: p, rssKb: rss + (s % 3) * 100, fds: 30, cpuS: s * 0.02 });
     }
     const m2 = muxLife(t);
@@ -97,8 +171,16 @@ describe('judgeSoak', () => {
     const r = judgeSoak(cleanRun());
     expect(failing(r)).toEqual([]);
     expect(r.verdict).toBe('pass');
-    expect(r.flaps.map((f) => [f.detectDownMs, f.detectUpMs])).toEqual([[1510, 1805], [1510, 1805]]);
-    expect(r.series.filter((s) => s.judged).map((s) => s.name).sort()).toEqual(['bird', 'controller', 'host1', 'host2', 'mux1']);
+    expect(r.flaps.map((f) => [f.detectDownMs, f.detectUpMs])).toEqual([
+      [1510, 1805],
+      [1510, 1805],
+    ]);
+    expect(
+      r.series
+        .filter((s) => s.judged)
+        .map((s) => s.name)
+        .sort(),
+    ).toEqual(['bird', 'controller', 'host1', 'host2', 'mux1']);
     expect(r.restarts.every((x) => (x.marginBeforeMs ?? -1) >= 0 && (x.marginAfterMs ?? -1) >= 0)).toBe(true);
   });
 
@@ -106,7 +188,17 @@ describe('judgeSoak', () => {
     const run = cleanRun();
     const stop = run.events.find((e) => e.action === 'backend-stop')!;
     const rec = (k: TrafficKind, sp: number, t: number, err: string, extra: Partial<TrafficRecord> = {}): TrafficRecord => ({
-      k, id: 90000 + sp, t0: t, t1: t + 1, src: k.endsWith('6') ? SRC6 : SRC4, sp, dst: k.endsWith('6') ? '2001:db8:ff::10' : '203.0.113.10', dp: 80, be: null, err, ...extra,
+      k,
+      id: 90000 + sp,
+      t0: t,
+      t1: t + 1,
+      src: k.endsWith('6') ? SRC6 : SRC4,
+      sp,
+      dst: k.endsWith('6') ? '2001:db8:ff::10' : '203.0.113.10',
+      dp: 80,
+      be: null,
+      err,
+      ...extra,
     });
     run.records.push(
       rec('http4', portTo('h1vm1', 'http4'), stop.t0 + 200, 'ECONNREFUSED'), // new connection, Maglev names h1vm1: predicted
@@ -130,8 +222,11 @@ describe('judgeSoak', () => {
     r = judgeSoak(run);
     expect(failing(r)).toEqual(['requests: no failure but the predicted ones']);
     expect(r.unpredicted.map((f) => f.why)).toEqual([
-      'to h2vm2, not the flapping one', 'outside every flap\'s detection window', 'error timeout is not a refusal, reset or close',
-      'UDP: never predicted', 'to h2vm1, not the flapping one',
+      'to h2vm2, not the flapping one',
+      "outside every flap's detection window",
+      'error timeout is not a refusal, reset or close',
+      'UDP: never predicted',
+      'to h2vm1, not the flapping one',
     ]);
   });
 
@@ -141,7 +236,18 @@ describe('judgeSoak', () => {
     let sp = 20000;
     for (let i = 0; i < 60; i++) {
       sp = portTo('h1vm1', 'http4', sp + 1);
-      run.records.push({ k: 'http4', id: 80000 + i, t0: stop.t0 + 10 + i * 20, t1: stop.t0 + 11 + i * 20, src: SRC4, sp, dst: '203.0.113.10', dp: 80, be: null, err: 'ECONNREFUSED' });
+      run.records.push({
+        k: 'http4',
+        id: 80000 + i,
+        t0: stop.t0 + 10 + i * 20,
+        t1: stop.t0 + 11 + i * 20,
+        src: SRC4,
+        sp,
+        dst: '203.0.113.10',
+        dp: 80,
+        be: null,
+        err: 'ECONNREFUSED',
+      });
     }
     const r = judgeSoak(run);
     expect(r.flaps[0]!.predicted).toBe(60);
@@ -154,7 +260,10 @@ describe('judgeSoak', () => {
     const stop = run.events.find((e) => e.action === 'mux-stop')!;
     // the backend came back (as the MUXes saw it) 1 s before the restart: connections placed while it
     // was out could still be open
-    run.policies!.push({ t: stop.t0 - 1000, mux: 'mux1', down: [], first: false }, { t: stop.t0 - 990, mux: 'mux2', down: [], first: false });
+    run.policies!.push(
+      { t: stop.t0 - 1000, mux: 'mux1', down: [], first: false },
+      { t: stop.t0 - 990, mux: 'mux2', down: [], first: false },
+    );
     run.policies!.push({ t: stop.t0 + 20_000 - 100, mux: 'mux1', down: ['h1vm1/http80'], first: false });
     const r = judgeSoak(run);
     expect(failing(r)).toContain('restarts: each lay where every open connection was placed under the view in force');
@@ -162,7 +271,10 @@ describe('judgeSoak', () => {
   });
 
   it('fails on 11 % memory growth after the warm-up, not on 9 %', () => {
-    for (const [growth, ok] of [[0.09, true], [0.11, false]] as const) {
+    for (const [growth, ok] of [
+      [0.09, true],
+      [0.11, false],
+    ] as const) {
       const run = cleanRun();
       for (const s of run.samples) {
         if (s.name !== 'host1') continue;
@@ -184,9 +296,11 @@ describe('judgeSoak', () => {
     expect(failing(judgeSoak(spike))).toEqual([]);
   });
 
-  it('fails when a daemon dies, but not for the restarting MUX\'s planned stops', () => {
+  it("fails when a daemon dies, but not for the restarting MUX's planned stops", () => {
     const run = cleanRun();
-    run.samples = run.samples.map((s) => (s.name === 'host2' && s.t > T0 + 40_000 ? { ...s, rssKb: null, fds: null, cpuS: null, gone: true as const } : s));
+    run.samples = run.samples.map((s) =>
+      s.name === 'host2' && s.t > T0 + 40_000 ? { ...s, rssKb: null, fds: null, cpuS: null, gone: true as const } : s,
+    );
     const r = judgeSoak(run);
     expect(failing(r)).toEqual(['daemons: none died but the restarting MUX at its planned stops']);
     expect(r.checks.find((c) => !c.ok)!.detail).toContain('host2 (pid 4003)');
@@ -202,8 +316,8 @@ describe('judgeSoak', () => {
   });
 });
 
-describe('the MUXes\' logs', () => {
-  it('parsePolicyLog: the first policy of a file is its process\'s start', () => {
+describe("the MUXes' logs", () => {
+  it("parsePolicyLog: the first policy of a file is its process's start", () => {
     const log = [
       '{"ts":"2026-11-30T01:51:31.278Z","daemon":"mux2","level":"info","event":"policy_applied","generation":1,"healthChanged":false,"down":[]}',
       '{"ts":"2026-11-30T01:51:31.300Z","daemon":"mux2","level":"info","event":"tables_installed","generation":2}',
@@ -218,12 +332,17 @@ describe('the MUXes\' logs', () => {
 
   it('viewChanges: one change per new down set, settled when the last MUX applied it; starts are no changes', () => {
     const p = (t: number, mux: string, down: string[], first = false): PolicyApplied => ({ t, mux, down, first });
-    expect(viewChanges([
-      p(0, 'mux1', [], true), p(1, 'mux2', [], true),
-      p(100, 'mux1', ['h1vm1/http80']), p(130, 'mux2', ['h1vm1/http80']),
-      p(500, 'mux2', ['h1vm1/http80'], true), // mux2 restarted: its first policy is no change
-      p(900, 'mux2', []), p(905, 'mux1', []),
-    ])).toEqual([
+    expect(
+      viewChanges([
+        p(0, 'mux1', [], true),
+        p(1, 'mux2', [], true),
+        p(100, 'mux1', ['h1vm1/http80']),
+        p(130, 'mux2', ['h1vm1/http80']),
+        p(500, 'mux2', ['h1vm1/http80'], true), // mux2 restarted: its first policy is no change
+        p(900, 'mux2', []),
+        p(905, 'mux1', []),
+      ]),
+    ).toEqual([
       { down: ['h1vm1/http80'], begin: 100, settled: 130 },
       { down: [], begin: 900, settled: 905 },
     ]);
@@ -238,14 +357,20 @@ describe('judgeSoak: send errors (the sampler reads every MUX and host agent /co
   const ZERO = { send_error_cap: 0, send_error_raw: 0, send_error_udp: 0 };
   const HOST_ZERO = { send_error_port: 0, send_error_dsr: 0, send_error_dsr_unavailable: 0 };
   /** A read every 2 s of each daemon process in the clean run's samples, all zero. */
-  function withCounters(run: ReturnType<typeof cleanRun>): ReturnType<typeof cleanRun> & { counters: CounterSample[]; finalCounters: { name: string; sendErrors: Record<string, number> | null }[] } {
+  function withCounters(run: ReturnType<typeof cleanRun>): ReturnType<typeof cleanRun> & {
+    counters: CounterSample[];
+    finalCounters: { name: string; sendErrors: Record<string, number> | null }[];
+  } {
     const counters: CounterSample[] = [];
     for (const s of run.samples) {
       if (s.name === 'machine' || !/^(mux|host)/.test(s.name) || (s.t - T0) % 2000 !== 0) continue;
       const d = s as DaemonSample;
       counters.push({ t: d.t, name: d.name, pid: d.pid, sendErrors: { ...(d.name.startsWith('mux') ? ZERO : HOST_ZERO) } });
     }
-    const finalCounters = ['mux1', 'mux2', 'host1', 'host2'].map((name) => ({ name, sendErrors: { ...(name.startsWith('mux') ? ZERO : HOST_ZERO) } }));
+    const finalCounters = ['mux1', 'mux2', 'host1', 'host2'].map((name) => ({
+      name,
+      sendErrors: { ...(name.startsWith('mux') ? ZERO : HOST_ZERO) },
+    }));
     return { ...run, counters, finalCounters };
   }
   const NAME = 'send errors: no MUX or host agent counted a send the kernel refused';
@@ -290,6 +415,11 @@ describe('judgeSoak: send errors (the sampler reads every MUX and host agent /co
     expect(sendErrorsOf('{"rx_packets": 5, "send_error_cap": 0, "send_error_raw": 2}')).toEqual({ send_error_cap: 0, send_error_raw: 2 });
     expect(sendErrorsOf('{"rx_packets": 5}')).toBe('no send_error_ counters');
     expect(sendErrorsOf('<html>')).toBe('the answer is not JSON');
-    expect([statusPortOf('mux2'), statusPortOf('host1'), statusPortOf('bird'), statusPortOf('controller')]).toEqual([9180, 9181, null, null]);
+    expect([statusPortOf('mux2'), statusPortOf('host1'), statusPortOf('bird'), statusPortOf('controller')]).toEqual([
+      9180,
+      9181,
+      null,
+      null,
+    ]);
   });
 });

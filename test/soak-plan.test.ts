@@ -2,7 +2,15 @@
 // CI, and every MUX restart where the plan can predict zero failures from it (docs/soak.md).
 import { describe, expect, it } from 'vitest';
 import {
-  DEFAULT_PROBE, FLAP_TAIL_S, flapProbeTiming, main, MIN_DURATION_S, MUX_START_ALLOWANCE_S, planSoak, warmupFor, type SoakPlan,
+  DEFAULT_PROBE,
+  FLAP_TAIL_S,
+  flapProbeTiming,
+  main,
+  MIN_DURATION_S,
+  MUX_START_ALLOWANCE_S,
+  planSoak,
+  warmupFor,
+  type SoakPlan,
 } from '../scripts/soak/plan.js';
 import { labConfig } from './helpers/lab-config.js';
 
@@ -17,7 +25,11 @@ describe('planSoak', () => {
     expect(at(p, 'backend-stop')).toEqual(Array.from({ length: 19 }, (_, c) => 15 + 30 * c));
     expect(at(p, 'backend-start')).toEqual(Array.from({ length: 19 }, (_, c) => 30 + 30 * c));
     expect(p.restarts.map((r) => [r.kind, r.stopAtS, r.startAtS])).toEqual([
-      ['in-down', 55, 57], ['in-up', 190, 192], ['in-down', 295, 297], ['in-up', 430, 432], ['in-down', 535, 537],
+      ['in-down', 55, 57],
+      ['in-up', 190, 192],
+      ['in-down', 295, 297],
+      ['in-up', 430, 432],
+      ['in-down', 535, 537],
     ]);
     const gaps = p.restarts.slice(1).map((r, i) => r.stopAtS - p.restarts[i]!.stopAtS);
     for (const g of gaps) expect(Math.abs(g - 120)).toBeLessThanOrEqual(15);
@@ -29,8 +41,16 @@ describe('planSoak', () => {
     expect(p.scale).toBe('short');
     expect(p.warmupS).toBe(12);
     expect(p.events.map((e) => `${e.atS} ${e.action}`)).toEqual([
-      '5 backend-stop', '15 mux-stop', '17 mux-start', '20 backend-start', '30 mux-stop', '32 mux-start',
-      '35 backend-stop', '45 mux-stop', '47 mux-start', '50 backend-start',
+      '5 backend-stop',
+      '15 mux-stop',
+      '17 mux-start',
+      '20 backend-start',
+      '30 mux-stop',
+      '32 mux-start',
+      '35 backend-stop',
+      '45 mux-stop',
+      '47 mux-start',
+      '50 backend-start',
     ]);
     expect(p.restarts.map((r) => r.kind)).toEqual(['in-down', 'in-up', 'in-down']);
   });
@@ -77,15 +97,28 @@ describe('planSoak', () => {
 
   it('takes the probe timing of the flapping nic from the config', () => {
     expect(flapProbeTiming(labConfig(), 'h1vm1')).toEqual({ intervalMs: 1000, upThreshold: 2, downThreshold: 2 });
-    const slow = labConfig((raw) => { raw.probes[0].intervalMs = 2000; raw.probes[0].downThreshold = 3; });
+    const slow = labConfig((raw) => {
+      raw.probes[0].intervalMs = 2000;
+      raw.probes[0].downThreshold = 3;
+    });
     expect(flapProbeTiming(slow, 'h2vm2')).toEqual({ intervalMs: 2000, upThreshold: 2, downThreshold: 3 });
-    expect(() => flapProbeTiming(labConfig((raw) => { for (const v of raw.vips) for (const r of v.rules) delete r.probe; }), 'h1vm1')).toThrow(/no probed rule/);
+    expect(() =>
+      flapProbeTiming(
+        labConfig((raw) => {
+          for (const v of raw.vips) for (const r of v.rules) delete r.probe;
+        }),
+        'h1vm1',
+      ),
+    ).toThrow(/no probed rule/);
   });
 
   it('the CLI refuses a bad duration with exit 2', () => {
     const err: string[] = [];
     const w = process.stderr.write;
-    process.stderr.write = ((s: string) => { err.push(s); return true; }) as typeof process.stderr.write;
+    process.stderr.write = ((s: string) => {
+      err.push(s);
+      return true;
+    }) as typeof process.stderr.write;
     try {
       expect(main(['--duration-s', '10m'])).toBe(2);
       expect(main(['--duration-s', '20'])).toBe(2);

@@ -18,7 +18,10 @@ describe('sampler parsers', () => {
   });
 
   it('"NAME PID" lines; comments, blanks and bad PIDs skipped', () => {
-    expect(parseDaemonList('mux1 100\n# x\n\n  host1   200 \nbird x\nmux2\n')).toEqual([{ name: 'mux1', pid: 100 }, { name: 'host1', pid: 200 }]);
+    expect(parseDaemonList('mux1 100\n# x\n\n  host1   200 \nbird x\nmux2\n')).toEqual([
+      { name: 'mux1', pid: 100 },
+      { name: 'host1', pid: 200 },
+    ]);
   });
 
   it('samples a live process, and says when one is gone', () => {
@@ -27,14 +30,30 @@ describe('sampler parsers', () => {
     expect(s.rssKb).toBeGreaterThan(1000);
     expect(s.fds).toBeGreaterThan(2);
     expect(s.cpuS).toBeGreaterThan(0);
-    expect(sampleDaemon('none', 2 ** 22 + 12345, 1)).toEqual({ t: 1, name: 'none', pid: 2 ** 22 + 12345, rssKb: null, fds: null, cpuS: null, gone: true });
+    expect(sampleDaemon('none', 2 ** 22 + 12345, 1)).toEqual({
+      t: 1,
+      name: 'none',
+      pid: 2 ** 22 + 12345,
+      rssKb: null,
+      fds: null,
+      cpuS: null,
+      gone: true,
+    });
   });
 });
 
 describe('parseResponseHead', () => {
   it('status, X-Backend (any case), Content-Length', () => {
-    expect(parseResponseHead('HTTP/1.1 200 OK\r\nX-Backend: h1vm1\r\ncontent-length: 6\r\nconnection: close')).toEqual({ status: 200, backend: 'h1vm1', length: 6 });
-    expect(parseResponseHead('HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain')).toEqual({ status: 503, backend: null, length: null });
+    expect(parseResponseHead('HTTP/1.1 200 OK\r\nX-Backend: h1vm1\r\ncontent-length: 6\r\nconnection: close')).toEqual({
+      status: 200,
+      backend: 'h1vm1',
+      length: 6,
+    });
+    expect(parseResponseHead('HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain')).toEqual({
+      status: 503,
+      backend: null,
+      length: null,
+    });
     expect(parseResponseHead('garbage').status).toBe(0);
   });
 });

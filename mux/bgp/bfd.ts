@@ -10,8 +10,24 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import {
-  BFD_PORT, BFD_SOURCE_PORT_MAX, BFD_SOURCE_PORT_MIN, BFD_STATE_ADMIN_DOWN, BFD_STATE_NAMES, BFD_STATE_UP, BFD_TTL, bfdDetectionTimeUs, bfdErrorName, bfdPacket,
-  bfdTxIntervalUs, newBfdControl, newBfdSession, parseBfdControl, stepBfdSession, writeBfdControl, type BfdEvent, type BfdSession,
+  BFD_PORT,
+  BFD_SOURCE_PORT_MAX,
+  BFD_SOURCE_PORT_MIN,
+  BFD_STATE_ADMIN_DOWN,
+  BFD_STATE_NAMES,
+  BFD_STATE_UP,
+  BFD_TTL,
+  bfdDetectionTimeUs,
+  bfdErrorName,
+  bfdPacket,
+  bfdTxIntervalUs,
+  newBfdControl,
+  newBfdSession,
+  parseBfdControl,
+  stepBfdSession,
+  writeBfdControl,
+  type BfdEvent,
+  type BfdSession,
 } from '../../shared/bgp-bfd.js';
 import { parseIpAddr } from '../../shared/addr.js';
 import type { LogLevel } from '../../runtime/log.js';
@@ -25,7 +41,10 @@ class BfdReceiver {
   private readonly sock: Socket;
   private refs = 0;
 
-  private constructor(readonly local: string, log: Log) {
+  private constructor(
+    readonly local: string,
+    log: Log,
+  ) {
     const family = parseIpAddr(local)?.family === 6 ? 'udp6' : 'udp4';
     this.sock = createSocket({ type: family, reuseAddr: true });
     this.sock.on('error', (e) => log('warn', 'bfd_socket_error', { local, port: BFD_PORT, error: e.message }));
@@ -38,7 +57,10 @@ class BfdReceiver {
 
   static attach(local: string, peer: BfdPeer, log: Log): BfdReceiver {
     let r = BfdReceiver.all.get(local);
-    if (r === undefined) { r = new BfdReceiver(local, log); BfdReceiver.all.set(local, r); }
+    if (r === undefined) {
+      r = new BfdReceiver(local, log);
+      BfdReceiver.all.set(local, r);
+    }
     r.sessions.set(peer.o.peer, peer);
     r.refs++;
     return r;
@@ -48,7 +70,11 @@ class BfdReceiver {
     this.sessions.delete(peer.o.peer);
     if (--this.refs > 0) return;
     BfdReceiver.all.delete(this.local);
-    try { this.sock.close(); } catch { /* closed */ }
+    try {
+      this.sock.close();
+    } catch {
+      /* closed */
+    }
   }
 }
 
@@ -91,13 +117,24 @@ export class BfdPeer {
     const family = parseIpAddr(this.o.local)?.family === 6 ? 'udp6' : 'udp4';
     const tx = createSocket(family);
     this.tx = tx;
-    tx.on('error', (e) => { this.lastDiscard = `send: ${e.message}`; });
+    tx.on('error', (e) => {
+      this.lastDiscard = `send: ${e.message}`;
+    });
     // RFC 5881 4: one source port in 49152-65535 for the whole session
     tx.bind(randomInt(BFD_SOURCE_PORT_MIN, BFD_SOURCE_PORT_MAX + 1), this.o.local, () => {
-      try { tx.setTTL(BFD_TTL); } catch { /* kept at the default */ }
+      try {
+        tx.setTTL(BFD_TTL);
+      } catch {
+        /* kept at the default */
+      }
       tx.connect(BFD_PORT, this.o.peer, () => this.send());
     });
-    this.o.log('info', 'bfd_started', { peer: this.o.peer, local: this.o.local, intervalMs: this.o.intervalMs, multiplier: this.o.multiplier });
+    this.o.log('info', 'bfd_started', {
+      peer: this.o.peer,
+      local: this.o.local,
+      intervalMs: this.o.intervalMs,
+      multiplier: this.o.multiplier,
+    });
   }
 
   /** AdminDown to the peer (so it does not report a failure), then close. */
@@ -111,7 +148,13 @@ export class BfdPeer {
     this.txTimer = this.detectTimer = null;
     const tx = this.tx;
     this.tx = null;
-    setTimeout(() => { try { tx?.close(); } catch { /* closed */ } }, 50);
+    setTimeout(() => {
+      try {
+        tx?.close();
+      } catch {
+        /* closed */
+      }
+    }, 50);
     this.rx?.detach(this);
     this.rx = null;
   }
@@ -119,13 +162,27 @@ export class BfdPeer {
   onPacket(msg: Buffer): void {
     if (!this.started) return;
     const r = parseBfdControl(msg, 0, this.pkt, msg.length);
-    if (r < 0) { this.counters.discarded++; this.lastDiscard = bfdErrorName(r); return; }
+    if (r < 0) {
+      this.counters.discarded++;
+      this.lastDiscard = bfdErrorName(r);
+      return;
+    }
     this.counters.received++;
     const discarded = this.apply({ type: 'rx', packet: { ...this.pkt } });
-    if (discarded !== null) { this.counters.discarded++; this.lastDiscard = discarded; return; }
+    if (discarded !== null) {
+      this.counters.discarded++;
+      this.lastDiscard = discarded;
+      return;
+    }
     // a valid packet restarts the detection timer (RFC 5880 6.8.4)
     if (this.detectTimer !== null) clearTimeout(this.detectTimer);
-    this.detectTimer = setTimeout(() => { this.detectTimer = null; this.apply({ type: 'detectionTimeout' }); }, Math.ceil(bfdDetectionTimeUs(this.s) / 1000));
+    this.detectTimer = setTimeout(
+      () => {
+        this.detectTimer = null;
+        this.apply({ type: 'detectionTimeout' });
+      },
+      Math.ceil(bfdDetectionTimeUs(this.s) / 1000),
+    );
     if (this.s.sendFinal) this.send(true);
   }
 
@@ -136,15 +193,29 @@ export class BfdPeer {
     if (step.discarded !== null) return step.discarded;
     if (this.s.state !== from) {
       this.since = Date.now();
-      const reason = e.type === 'detectionTimeout' ? 'detection_time_expired' : e.type === 'adminDown' ? 'admin_down' : `peer_${BFD_STATE_NAMES[(e as { packet: { state: number } }).packet.state]!.toLowerCase()}`;
+      const reason =
+        e.type === 'detectionTimeout'
+          ? 'detection_time_expired'
+          : e.type === 'adminDown'
+            ? 'admin_down'
+            : `peer_${BFD_STATE_NAMES[(e as { packet: { state: number } }).packet.state]!.toLowerCase()}`;
       this.o.log(this.s.state === BFD_STATE_UP || from === BFD_STATE_UP ? 'info' : 'debug', 'bfd_state', {
-        peer: this.o.peer, from: BFD_STATE_NAMES[from], to: BFD_STATE_NAMES[this.s.state], reason,
+        peer: this.o.peer,
+        from: BFD_STATE_NAMES[from],
+        to: BFD_STATE_NAMES[this.s.state],
+        reason,
         ...(this.s.state === BFD_STATE_UP ? { txMs: bfdTxIntervalUs(this.s) / 1000, detectMs: bfdDetectionTimeUs(this.s) / 1000 } : {}),
       });
-      if (step.up === true) { this.counters.up++; this.send(); }
+      if (step.up === true) {
+        this.counters.up++;
+        this.send();
+      }
       // RFC 5882 3.2: a session the peer took down administratively is no failure: the client keeps its session
       const adminDown = e.type === 'adminDown' || (e.type === 'rx' && e.packet.state === BFD_STATE_ADMIN_DOWN);
-      if (step.up === false) { this.counters.down++; if (!adminDown) this.o.onDown(reason); }
+      if (step.up === false) {
+        this.counters.down++;
+        if (!adminDown) this.o.onDown(reason);
+      }
     }
     return null;
   }
@@ -163,14 +234,25 @@ export class BfdPeer {
     // RFC 5880 6.8.7: the next one after 75-100 % of the interval (jitter)
     if (this.txTimer !== null) clearTimeout(this.txTimer);
     const us = bfdTxIntervalUs(this.s);
-    this.txTimer = setTimeout(() => { this.txTimer = null; this.send(); }, Math.max(1, Math.round((us / 1000) * (0.75 + Math.random() * 0.25))));
+    this.txTimer = setTimeout(
+      () => {
+        this.txTimer = null;
+        this.send();
+      },
+      Math.max(1, Math.round((us / 1000) * (0.75 + Math.random() * 0.25))),
+    );
   }
 
   status(): Record<string, unknown> {
     return {
-      peer: this.o.peer, state: this.state, sinceS: Math.round((Date.now() - this.since) / 100) / 10,
-      txMs: bfdTxIntervalUs(this.s) / 1000, detectMs: bfdDetectionTimeUs(this.s) / 1000, remoteState: BFD_STATE_NAMES[this.s.remoteState],
-      counters: { ...this.counters }, lastDiscard: this.lastDiscard,
+      peer: this.o.peer,
+      state: this.state,
+      sinceS: Math.round((Date.now() - this.since) / 100) / 10,
+      txMs: bfdTxIntervalUs(this.s) / 1000,
+      detectMs: bfdDetectionTimeUs(this.s) / 1000,
+      remoteState: BFD_STATE_NAMES[this.s.remoteState],
+      counters: { ...this.counters },
+      lastDiscard: this.lastDiscard,
     };
   }
 }

@@ -32,7 +32,10 @@ export const BGP_READY_POLL_MS = 50;
  * the data plane can forward (every host's MAC known) and the tables hold the controller's policy; each
  * is taken as true once its wait is over.
  */
-export function readinessFacts(o: { dataPlaneReady: boolean; policyApplied: boolean; sinceStartMs: number }): { ready: boolean; policyKnown: boolean } {
+export function readinessFacts(o: { dataPlaneReady: boolean; policyApplied: boolean; sinceStartMs: number }): {
+  ready: boolean;
+  policyKnown: boolean;
+} {
   return {
     ready: o.dataPlaneReady || o.sinceStartMs >= BGP_READY_WAIT_MS,
     policyKnown: o.policyApplied || o.sinceStartMs >= BGP_POLICY_WAIT_MS,
@@ -65,7 +68,9 @@ function localAddresses(): Set<string> {
         if (p !== null) out.add(p.text);
       }
     }
-  } catch { /* none */ }
+  } catch {
+    /* none */
+  }
   return out;
 }
 
@@ -73,8 +78,15 @@ function localAddresses(): Set<string> {
 function sessionKey(bgp: BgpConfig | null, me: MuxConfig | undefined): string {
   if (bgp === null || me === undefined) return 'none';
   return JSON.stringify({
-    asn: bgp.asn, hold: bgp.holdTimeS, ka: bgp.keepaliveS, rmin: bgp.reconnectMinMs, rmax: bgp.reconnectMaxMs,
-    peers: bgp.peers.map((p) => [p.address.text, p.asn, p.port]), a4: me.address.text, a6: me.address6?.text ?? null, bfd: bgp.bfd,
+    asn: bgp.asn,
+    hold: bgp.holdTimeS,
+    ka: bgp.keepaliveS,
+    rmin: bgp.reconnectMinMs,
+    rmax: bgp.reconnectMaxMs,
+    peers: bgp.peers.map((p) => [p.address.text, p.asn, p.port]),
+    a4: me.address.text,
+    a6: me.address6?.text ?? null,
+    bfd: bgp.bfd,
   });
 }
 
@@ -136,20 +148,40 @@ export class MuxBgp {
     for (const p of bgp.peers) {
       const local = p.address.family === 4 ? me.address.text : me.address6!.text; // validated: v6 peers need address6
       const speaker = new BgpSpeaker({
-        peerAddress: p.address.text, peerPort: p.port, peerAs: p.asn, localAddress: local, asn: bgp.asn, bgpId: me.address.words[0]!,
-        holdTimeS: bgp.holdTimeS, keepaliveS: bgp.keepaliveS, reconnectMinMs: bgp.reconnectMinMs, reconnectMaxMs: bgp.reconnectMaxMs,
-        families, shutdownMessage: `slbx ${this.o.name} stopping`, log: this.logFn,
+        peerAddress: p.address.text,
+        peerPort: p.port,
+        peerAs: p.asn,
+        localAddress: local,
+        asn: bgp.asn,
+        bgpId: me.address.words[0]!,
+        holdTimeS: bgp.holdTimeS,
+        keepaliveS: bgp.keepaliveS,
+        reconnectMinMs: bgp.reconnectMinMs,
+        reconnectMaxMs: bgp.reconnectMaxMs,
+        families,
+        shutdownMessage: `slbx ${this.o.name} stopping`,
+        log: this.logFn,
       });
       this.speakers.push(speaker);
       if (bgp.bfd.enabled) {
-        this.bfds.push(new BfdPeer({
-          local, peer: p.address.text, intervalMs: bgp.bfd.intervalMs, multiplier: bgp.bfd.multiplier, log: this.logFn,
-          onDown: () => speaker.bfdDown(),
-        }));
+        this.bfds.push(
+          new BfdPeer({
+            local,
+            peer: p.address.text,
+            intervalMs: bgp.bfd.intervalMs,
+            multiplier: bgp.bfd.multiplier,
+            log: this.logFn,
+            onDown: () => speaker.bfdDown(),
+          }),
+        );
       }
     }
     this.logFn('info', 'bgp_started', {
-      asn: bgp.asn, routerId: me.address.text, peers: bgp.peers.map((p) => `${p.address.text} AS${p.asn}`), holdTimeS: bgp.holdTimeS, keepaliveS: bgp.keepaliveS,
+      asn: bgp.asn,
+      routerId: me.address.text,
+      peers: bgp.peers.map((p) => `${p.address.text} AS${p.asn}`),
+      holdTimeS: bgp.holdTimeS,
+      keepaliveS: bgp.keepaliveS,
       families: families.map((f) => (f.afi === 1 ? 'ipv4-unicast' : 'ipv6-unicast')),
     });
     this.replan();
@@ -163,9 +195,15 @@ export class MuxBgp {
     const me = this.me();
     if (me === undefined) return;
     const has = this.o.hasAddress ?? ((a: string) => localAddresses().has(a));
-    const facts = readinessFacts({ dataPlaneReady: this.o.ready(), policyApplied: this.o.policyKnown?.() ?? true, sinceStartMs: Date.now() - this.startedAt });
+    const facts = readinessFacts({
+      dataPlaneReady: this.o.ready(),
+      policyApplied: this.o.policyKnown?.() ?? true,
+      sinceStartMs: Date.now() - this.startedAt,
+    });
     const plan = planVipRoutes(this.o.tables(), me, {
-      ...facts, hasAddress4: has(me.address.text), hasAddress6: me.address6 !== null && has(me.address6.text),
+      ...facts,
+      hasAddress4: has(me.address.text),
+      hasAddress6: me.address6 !== null && has(me.address6.text),
     });
     this.plan = plan;
     for (const v of plan.vips) {
@@ -173,14 +211,21 @@ export class MuxBgp {
       if (before === v.held) continue;
       this.held.set(v.vip.text, v.held);
       if (v.held === null) this.logFn('info', 'bgp_vip_announce', { vip: v.vip.text, ...(before !== undefined ? { was: before } : {}) });
-      else this.logFn(v.held === 'data_plane_not_ready' ? 'debug' : v.held === 'awaiting_policy' ? 'info' : 'warn', 'bgp_vip_held', { vip: v.vip.text, reason: v.held });
+      else
+        this.logFn(v.held === 'data_plane_not_ready' ? 'debug' : v.held === 'awaiting_policy' ? 'info' : 'warn', 'bgp_vip_held', {
+          vip: v.vip.text,
+          reason: v.held,
+        });
     }
     for (const k of [...this.held.keys()]) if (!plan.vips.some((v) => v.vip.text === k)) this.held.delete(k);
     for (const s of this.speakers) s.setRoutes(plan.routes);
     // waiting for the hosts' MACs (or the first policy, in case nobody calls replan when it comes): look
     // again soon rather than at the next tick
     if (this.soon === null && plan.vips.some((v) => v.held === 'data_plane_not_ready' || v.held === 'awaiting_policy')) {
-      this.soon = setTimeout(() => { this.soon = null; this.replan(); }, BGP_READY_POLL_MS);
+      this.soon = setTimeout(() => {
+        this.soon = null;
+        this.replan();
+      }, BGP_READY_POLL_MS);
     }
   }
 

@@ -54,7 +54,8 @@ export function tableVips(t: MuxTables): MuxVip[] {
   const v4 = [...t.vips4.values()];
   const v6 = [...t.vips6.values()].flat();
   const cmp = (a: MuxVip, b: MuxVip) => {
-    for (let i = 0; i < a.addr.words.length; i++) if (a.addr.words[i] !== b.addr.words[i]) return a.addr.words[i]! < b.addr.words[i]! ? -1 : 1;
+    for (let i = 0; i < a.addr.words.length; i++)
+      if (a.addr.words[i] !== b.addr.words[i]) return a.addr.words[i]! < b.addr.words[i]! ? -1 : 1;
     return 0;
   };
   return [...v4.sort(cmp), ...v6.sort(cmp)];

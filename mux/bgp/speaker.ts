@@ -11,17 +11,47 @@ import { connect, type Socket } from 'node:net';
 import { formatIpv4, type IpAddr } from '../../shared/addr.js';
 import { ERR_TRUNCATED } from '../../shared/codec-error.js';
 import {
-  BGP_TYPE_KEEPALIVE, BGP_TYPE_NOTIFICATION, BGP_TYPE_OPEN, BGP_TYPE_UPDATE, bgpErrorName, bgpErrorNotification,
-  bgpHeaderErrorData, bgpNotificationName, encodeBgpKeepalive, encodeBgpNotification, newBgpHeader, newBgpNotification,
-  parseBgpHeader, parseBgpNotification, parseBgpShutdownData,
+  BGP_TYPE_KEEPALIVE,
+  BGP_TYPE_NOTIFICATION,
+  BGP_TYPE_OPEN,
+  BGP_TYPE_UPDATE,
+  bgpErrorName,
+  bgpErrorNotification,
+  bgpHeaderErrorData,
+  bgpNotificationName,
+  encodeBgpKeepalive,
+  encodeBgpNotification,
+  newBgpHeader,
+  newBgpNotification,
+  parseBgpHeader,
+  parseBgpNotification,
+  parseBgpShutdownData,
 } from '../../shared/bgp-message.js';
 import {
-  BGP_IPV4_UNICAST, BGP_IPV6_UNICAST, bgpOpenErrorData, bgpOpenPeerAs, checkBgpOpen, commonFamilies, encodeBgpOpen, hasFamily,
-  newBgpOpen, newBgpOpenRecord, parseBgpOpen, type BgpFamily, type BgpOpen,
+  BGP_IPV4_UNICAST,
+  BGP_IPV6_UNICAST,
+  bgpOpenErrorData,
+  bgpOpenPeerAs,
+  checkBgpOpen,
+  commonFamilies,
+  encodeBgpOpen,
+  hasFamily,
+  newBgpOpen,
+  newBgpOpenRecord,
+  parseBgpOpen,
+  type BgpFamily,
+  type BgpOpen,
 } from '../../shared/bgp-open.js';
 import {
-  BGP_ORIGIN_IGP, buildBgpAnnouncements, buildBgpEndOfRib, buildBgpWithdrawals, formatBgpPrefix, isBgpEndOfRib, newBgpUpdate,
-  parseBgpUpdate, type BgpPrefix,
+  BGP_ORIGIN_IGP,
+  buildBgpAnnouncements,
+  buildBgpEndOfRib,
+  buildBgpWithdrawals,
+  formatBgpPrefix,
+  isBgpEndOfRib,
+  newBgpUpdate,
+  parseBgpUpdate,
+  type BgpPrefix,
 } from '../../shared/bgp-update.js';
 import { newBgpFsm, stepBgpFsm, type BgpAction, type BgpEvent, type BgpFsm, type BgpState, type BgpTimer } from '../../shared/bgp-fsm.js';
 import { log as writeLog, type LogLevel } from '../../runtime/log.js';
@@ -83,9 +113,21 @@ export class BgpSpeaker {
   private warnedNoV6 = false;
   private readonly logFn: (level: LogLevel, event: string, fields: Record<string, unknown>) => void;
   readonly counters = {
-    connects: 0, connectFailures: 0, established: 0, messagesIn: 0, messagesOut: 0, updatesIn: 0, updatesOut: 0,
-    keepalivesIn: 0, keepalivesOut: 0, notificationsIn: 0, notificationsOut: 0, updateErrorsIgnored: 0,
-    prefixesAnnounced: 0, prefixesWithdrawn: 0, prefixesReceived: 0,
+    connects: 0,
+    connectFailures: 0,
+    established: 0,
+    messagesIn: 0,
+    messagesOut: 0,
+    updatesIn: 0,
+    updatesOut: 0,
+    keepalivesIn: 0,
+    keepalivesOut: 0,
+    notificationsIn: 0,
+    notificationsOut: 0,
+    updateErrorsIgnored: 0,
+    prefixesAnnounced: 0,
+    prefixesWithdrawn: 0,
+    prefixesReceived: 0,
   };
   lastNotificationIn: string | null = null;
   lastNotificationOut: string | null = null;
@@ -95,8 +137,12 @@ export class BgpSpeaker {
     this.o = o;
     this.logFn = o.log ?? writeLog;
     this.fsm = newBgpFsm({
-      holdTimeS: o.holdTimeS, keepaliveS: o.keepaliveS, connectRetryMs: o.connectTimeoutMs ?? BGP_CONNECT_TIMEOUT_MS,
-      backoffMinMs: o.reconnectMinMs, backoffMaxMs: o.reconnectMaxMs, shutdownMessage: o.shutdownMessage ?? 'slbx mux stopping',
+      holdTimeS: o.holdTimeS,
+      keepaliveS: o.keepaliveS,
+      connectRetryMs: o.connectTimeoutMs ?? BGP_CONNECT_TIMEOUT_MS,
+      backoffMinMs: o.reconnectMinMs,
+      backoffMaxMs: o.reconnectMaxMs,
+      shutdownMessage: o.shutdownMessage ?? 'slbx mux stopping',
     });
   }
 
@@ -123,10 +169,21 @@ export class BgpSpeaker {
     const sock = this.sock;
     this.dispatch({ type: 'ManualStop' });
     this.closing = new Promise<void>((resolve) => {
-      if (sock === null || sock.destroyed) { resolve(); return; }
-      const t = setTimeout(() => { sock.destroy(); resolve(); }, BGP_CLOSE_WAIT_MS);
-      sock.once('close', () => { clearTimeout(t); resolve(); });
-    }).then(() => { this.closing = null; });
+      if (sock === null || sock.destroyed) {
+        resolve();
+        return;
+      }
+      const t = setTimeout(() => {
+        sock.destroy();
+        resolve();
+      }, BGP_CLOSE_WAIT_MS);
+      sock.once('close', () => {
+        clearTimeout(t);
+        resolve();
+      });
+    }).then(() => {
+      this.closing = null;
+    });
     return this.closing;
   }
 
@@ -170,10 +227,16 @@ export class BgpSpeaker {
 
   private act(a: BgpAction): void {
     switch (a.type) {
-      case 'connect': this.openSocket(); break;
-      case 'drop': this.dropSocket(); break;
+      case 'connect':
+        this.openSocket();
+        break;
+      case 'drop':
+        this.dropSocket();
+        break;
       case 'sendOpen':
-        this.write(encodeBgpOpen(newBgpOpen({ asn: this.o.asn, holdTimeS: this.o.holdTimeS, bgpId: this.o.bgpId, families: this.o.families })));
+        this.write(
+          encodeBgpOpen(newBgpOpen({ asn: this.o.asn, holdTimeS: this.o.holdTimeS, bgpId: this.o.bgpId, families: this.o.families })),
+        );
         break;
       case 'sendKeepalive':
         this.counters.keepalivesOut++;
@@ -184,14 +247,25 @@ export class BgpSpeaker {
         const msg = a.code === 6 ? parseBgpShutdownData(a.data) : null;
         this.counters.notificationsOut++;
         this.lastNotificationOut = name;
-        this.log(a.code === 6 ? 'info' : 'warn', 'bgp_notification_sent', { code: a.code, subcode: a.subcode, name, ...(msg !== null ? { message: msg } : {}) });
+        this.log(a.code === 6 ? 'info' : 'warn', 'bgp_notification_sent', {
+          code: a.code,
+          subcode: a.subcode,
+          name,
+          ...(msg !== null ? { message: msg } : {}),
+        });
         this.write(encodeBgpNotification({ code: a.code, subcode: a.subcode, data: a.data }));
         break;
       }
       case 'startTimer': {
         this.clearTimer(a.timer);
-        const ev: BgpEvent['type'] = a.timer === 'connectRetry' ? 'ConnectRetryTimerExpires' : a.timer === 'hold' ? 'HoldTimerExpires'
-          : a.timer === 'keepalive' ? 'KeepaliveTimerExpires' : 'IdleHoldTimerExpires';
+        const ev: BgpEvent['type'] =
+          a.timer === 'connectRetry'
+            ? 'ConnectRetryTimerExpires'
+            : a.timer === 'hold'
+              ? 'HoldTimerExpires'
+              : a.timer === 'keepalive'
+                ? 'KeepaliveTimerExpires'
+                : 'IdleHoldTimerExpires';
         const t = setTimeout(() => {
           if (this.timers.get(a.timer) !== t) return;
           this.timers.delete(a.timer);
@@ -200,7 +274,9 @@ export class BgpSpeaker {
         this.timers.set(a.timer, t);
         break;
       }
-      case 'stopTimer': this.clearTimer(a.timer); break;
+      case 'stopTimer':
+        this.clearTimer(a.timer);
+        break;
       case 'established':
         this.counters.established++;
         this.advertised.clear();
@@ -231,8 +307,12 @@ export class BgpSpeaker {
     const s = connect({ host: this.o.peerAddress, port: this.o.peerPort, localAddress: this.o.localAddress });
     s.setNoDelay(true);
     this.sock = s;
-    s.on('connect', () => { if (id === this.sockId) this.dispatch({ type: 'TcpConnectionAcked' }); });
-    s.on('data', (d: Buffer) => { if (id === this.sockId) this.onData(d); });
+    s.on('connect', () => {
+      if (id === this.sockId) this.dispatch({ type: 'TcpConnectionAcked' });
+    });
+    s.on('data', (d: Buffer) => {
+      if (id === this.sockId) this.onData(d);
+    });
     s.on('error', (e) => {
       if (id !== this.sockId) return;
       const msg = (e as NodeJS.ErrnoException).code ?? e.message;
@@ -295,13 +375,21 @@ export class BgpSpeaker {
         let r = parseBgpOpen(msg, 0, open);
         if (r >= 0) r = checkBgpOpen(open, { peerAs: this.o.peerAs });
         if (r < 0) {
-          this.log('warn', 'bgp_open_error', { error: bgpErrorName(r), peerAs: bgpOpenPeerAs(open), expectedAs: this.o.peerAs, holdTimeS: open.holdTimeS, version: open.version });
+          this.log('warn', 'bgp_open_error', {
+            error: bgpErrorName(r),
+            peerAs: bgpOpenPeerAs(open),
+            expectedAs: this.o.peerAs,
+            holdTimeS: open.holdTimeS,
+            version: open.version,
+          });
           this.dispatch({ type: 'BgpOpenMsgErr', error: r, data: bgpOpenErrorData(r) });
           return;
         }
         this.peerOpen = open;
         this.negotiated = {
-          families: commonFamilies(this.o.families, open), as4: open.as4 !== null, peerId: formatIpv4(open.bgpId),
+          families: commonFamilies(this.o.families, open),
+          as4: open.as4 !== null,
+          peerId: formatIpv4(open.bgpId),
           holdTimeS: Math.min(this.o.holdTimeS, open.holdTimeS),
         };
         this.dispatch({ type: 'BgpOpen', peerHoldTimeS: open.holdTimeS });
@@ -324,7 +412,12 @@ export class BgpSpeaker {
           // RFC 7606: treat-as-withdraw or attribute discard; the session stays up (we take no routes anyway)
           this.counters.updateErrorsIgnored++;
           const n = bgpErrorNotification(u.error.error);
-          this.log('warn', 'bgp_update_error', { error: bgpErrorName(u.error.error), handling: u.error.handling, attrType: u.error.attrType, rfc4271: n === null ? null : bgpNotificationName(n.code, n.subcode) });
+          this.log('warn', 'bgp_update_error', {
+            error: bgpErrorName(u.error.error),
+            handling: u.error.handling,
+            attrType: u.error.attrType,
+            rfc4271: n === null ? null : bgpNotificationName(n.code, n.subcode),
+          });
         }
         if (!isBgpEndOfRib(u)) this.counters.prefixesReceived += u.nlri.length + (u.mpReach?.nlri?.length ?? 0);
         this.dispatch({ type: 'UpdateMsg' });
@@ -337,7 +430,12 @@ export class BgpSpeaker {
         const name = bgpNotificationName(n.code, n.subcode);
         const text = n.code === 6 ? parseBgpShutdownData(n.data) : null;
         this.lastNotificationIn = name;
-        this.log('warn', 'bgp_notification_received', { code: n.code, subcode: n.subcode, name, ...(text !== null ? { message: text } : {}) });
+        this.log('warn', 'bgp_notification_received', {
+          code: n.code,
+          subcode: n.subcode,
+          name,
+          ...(text !== null ? { message: text } : {}),
+        });
         this.dispatch({ type: 'NotifMsg', code: n.code, subcode: n.subcode });
         return;
       }
@@ -360,7 +458,11 @@ export class BgpSpeaker {
     }
     if (v6dropped > 0 && !this.warnedNoV6) {
       this.warnedNoV6 = true;
-      this.log('warn', 'bgp_family_not_negotiated', { family: 'ipv6-unicast', routes: v6dropped, why: 'the peer did not announce the multiprotocol capability for IPv6 unicast' });
+      this.log('warn', 'bgp_family_not_negotiated', {
+        family: 'ipv6-unicast',
+        routes: v6dropped,
+        why: 'the peer did not announce the multiprotocol capability for IPv6 unicast',
+      });
     }
     const withdraw: { 4: BgpPrefix[]; 6: BgpPrefix[] } = { 4: [], 6: [] };
     for (const [k, r] of this.advertised) if (!want.has(k)) withdraw[r.prefix.addr.family].push(r.prefix);
@@ -377,7 +479,10 @@ export class BgpSpeaker {
     const attrs = { origin: BGP_ORIGIN_IGP, asPath: [this.o.asn], as4 };
     for (const fam of [4, 6] as const) {
       if (withdraw[fam].length === 0) continue;
-      for (const m of buildBgpWithdrawals(fam, withdraw[fam])) { this.counters.updatesOut++; this.write(m); }
+      for (const m of buildBgpWithdrawals(fam, withdraw[fam])) {
+        this.counters.updatesOut++;
+        this.write(m);
+      }
       this.counters.prefixesWithdrawn += withdraw[fam].length;
       for (const p of withdraw[fam]) this.advertised.delete(key(p));
       this.log('info', 'bgp_withdrawn', { prefixes: withdraw[fam].map(key) });
@@ -385,23 +490,46 @@ export class BgpSpeaker {
     for (const list of announce.values()) {
       const fam = list[0]!.prefix.addr.family;
       const nh = list[0]!.nextHop;
-      for (const m of buildBgpAnnouncements(fam, list.map((r) => r.prefix), [nh], attrs)) { this.counters.updatesOut++; this.write(m); }
+      for (const m of buildBgpAnnouncements(
+        fam,
+        list.map((r) => r.prefix),
+        [nh],
+        attrs,
+      )) {
+        this.counters.updatesOut++;
+        this.write(m);
+      }
       this.counters.prefixesAnnounced += list.length;
       for (const r of list) this.advertised.set(key(r.prefix), r);
-      this.log('info', 'bgp_announced', { prefixes: list.map((r) => key(r.prefix)), nextHop: nh.text, asPath: [this.o.asn], origin: 'igp' });
+      this.log('info', 'bgp_announced', {
+        prefixes: list.map((r) => key(r.prefix)),
+        nextHop: nh.text,
+        asPath: [this.o.asn],
+        origin: 'igp',
+      });
     }
   }
 
   status(): Record<string, unknown> {
     return {
-      peer: this.o.peerAddress, port: this.o.peerPort, peerAs: this.o.peerAs, localAddress: this.o.localAddress,
-      state: this.fsm.state, sinceS: Math.round((Date.now() - this.since) / 100) / 10,
-      peerId: this.negotiated?.peerId ?? null, holdTimeS: this.negotiated?.holdTimeS ?? null, keepaliveMs: this.fsm.keepaliveMs || null,
+      peer: this.o.peerAddress,
+      port: this.o.peerPort,
+      peerAs: this.o.peerAs,
+      localAddress: this.o.localAddress,
+      state: this.fsm.state,
+      sinceS: Math.round((Date.now() - this.since) / 100) / 10,
+      peerId: this.negotiated?.peerId ?? null,
+      holdTimeS: this.negotiated?.holdTimeS ?? null,
+      keepaliveMs: this.fsm.keepaliveMs || null,
       families: (this.negotiated?.families ?? []).map(familyName),
       peerCapabilities: this.peerOpen?.capabilities.map((c) => c.code) ?? null,
-      connectRetryCounter: this.fsm.connectRetryCounter, nextBackoffMs: this.fsm.backoffMs,
-      announced: [...this.advertised.keys()], wanted: [...this.desired.keys()],
-      lastNotificationIn: this.lastNotificationIn, lastNotificationOut: this.lastNotificationOut, lastSocketError: this.lastError,
+      connectRetryCounter: this.fsm.connectRetryCounter,
+      nextBackoffMs: this.fsm.backoffMs,
+      announced: [...this.advertised.keys()],
+      wanted: [...this.desired.keys()],
+      lastNotificationIn: this.lastNotificationIn,
+      lastNotificationOut: this.lastNotificationOut,
+      lastSocketError: this.lastError,
       counters: { ...this.counters },
     };
   }

@@ -16,11 +16,18 @@ import { requestJson } from '../../runtime/http-json.js';
 import { bearer, readToken } from '../../runtime/api-token.js';
 
 function usage(msg: string): never {
-  process.stderr.write(`control-plane.js: ${msg}\nusage: node dist/scripts/bench/control-plane.js --controller URL --token-file F --pool P --nic N --changes K [--json FILE]\n`);
+  process.stderr.write(
+    `control-plane.js: ${msg}\nusage: node dist/scripts/bench/control-plane.js --controller URL --token-file F --pool P --nic N --changes K [--json FILE]\n`,
+  );
   process.exit(2);
 }
 
-interface GenReport { generation: number; complete: boolean; lastMuxAckMs: number | null; pending: string[] }
+interface GenReport {
+  generation: number;
+  complete: boolean;
+  lastMuxAckMs: number | null;
+  pending: string[];
+}
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -35,11 +42,12 @@ async function main(): Promise<void> {
   const o = new Map<string, string>();
   for (let i = 0; i < argv.length; i += 2) {
     const k = argv[i]!;
-    if (!['--controller', '--token-file', '--pool', '--nic', '--changes', '--json'].includes(k) || argv[i + 1] === undefined) usage(`bad argument ${JSON.stringify(k)}`);
+    if (!['--controller', '--token-file', '--pool', '--nic', '--changes', '--json'].includes(k) || argv[i + 1] === undefined)
+      usage(`bad argument ${JSON.stringify(k)}`);
     o.set(k.slice(2), argv[i + 1]!);
   }
   const base = o.get('controller') ?? usage('--controller is required');
-  const token = readToken(o.get('token-file') ?? usage('--token-file is required (the controller\'s API token)'));
+  const token = readToken(o.get('token-file') ?? usage("--token-file is required (the controller's API token)"));
   if (typeof token !== 'string') usage(token.error);
   const headers = bearer(token);
   const pool = o.get('pool') ?? usage('--pool is required');
@@ -53,7 +61,8 @@ async function main(): Promise<void> {
     const r = await requestJson(url('/v1/generations/current?waitS=5&kind=mux'), { headers, timeoutMs: 15_000 });
     const g = r.body as GenReport;
     if (r.status === 200 && g.complete) break;
-    if (Date.now() - t0 > 30_000) throw new Error(`the MUXes did not apply the current generation in 30 s (pending: ${g.pending?.join(', ')})`);
+    if (Date.now() - t0 > 30_000)
+      throw new Error(`the MUXes did not apply the current generation in 30 s (pending: ${g.pending?.join(', ')})`);
     await sleep(200);
   }
   const clientMs: number[] = [];
@@ -61,7 +70,12 @@ async function main(): Promise<void> {
   for (let i = 0; i < changes; i++) {
     const weight = i % 2 === 0 ? 60 : 40;
     const s = process.hrtime.bigint();
-    const w = await requestJson(url(`/v1/pools/${encodeURIComponent(pool)}/backends/${encodeURIComponent(nic)}`), { method: 'PATCH', body: { weight }, headers, timeoutMs: 10_000 });
+    const w = await requestJson(url(`/v1/pools/${encodeURIComponent(pool)}/backends/${encodeURIComponent(nic)}`), {
+      method: 'PATCH',
+      body: { weight },
+      headers,
+      timeoutMs: 10_000,
+    });
     if (w.status !== 200) throw new Error(`PATCH answered ${w.status}: ${JSON.stringify(w.body)}`);
     const gen = (w.body as { generation: number }).generation;
     const r = await requestJson(url(`/v1/generations/${gen}?waitS=10&kind=mux`), { headers, timeoutMs: 20_000 });
@@ -78,4 +92,7 @@ async function main(): Promise<void> {
   if (json !== undefined) writeFileSync(json, `${JSON.stringify(out, null, 2)}\n`);
 }
 
-main().catch((e) => { process.stderr.write(`control-plane.js: ${(e as Error).message}\n`); process.exit(1); });
+main().catch((e) => {
+  process.stderr.write(`control-plane.js: ${(e as Error).message}\n`);
+  process.exit(1);
+});

@@ -53,11 +53,11 @@ async function loadBuild(root: string): Promise<Build> {
   const at = (rel: string) => pathToFileURL(join(root, rel)).href;
   return {
     root,
-    mux: await import(at('mux/data-plane.js')) as MuxModule,
-    muxTables: await import(at('mux/tables.js')) as MuxTablesModule,
-    host: await import(at('host-agent/data-plane.js')) as HostModule,
-    hostTables: await import(at('host-agent/tables.js')) as HostTablesModule,
-    config: await import(at('shared/config.js')) as ConfigModule,
+    mux: (await import(at('mux/data-plane.js'))) as MuxModule,
+    muxTables: (await import(at('mux/tables.js'))) as MuxTablesModule,
+    host: (await import(at('host-agent/data-plane.js'))) as HostModule,
+    hostTables: (await import(at('host-agent/tables.js'))) as HostTablesModule,
+    config: (await import(at('shared/config.js'))) as ConfigModule,
   };
 }
 
@@ -74,11 +74,21 @@ const PORT_MACS = ['02:00:00:01:00:01', '02:00:00:01:00:02', '02:00:00:01:00:03'
 
 function newMux(b: Build, config: Config, underlay6: boolean): MuxCtx {
   const tables = b.muxTables.compileMuxTables(config, b.muxTables.ALL_HEALTHY, null, 1);
-  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST_MAC)); h.macKnown = true; }
+  for (const h of tables.hosts.values()) {
+    h.mac.set(mac(HOST_MAC));
+    h.macKnown = true;
+  }
   const me = config.muxes[0]!;
   const ctx = b.mux.newMuxContext({
-    tables, localMac: mac(MUX_MAC), localPa4: me.address.words[0]!, localPa6: me.address6?.words ?? null, underlay6,
-    hashSeed: config.hashSeed, mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables,
+    localMac: mac(MUX_MAC),
+    localPa4: me.address.words[0]!,
+    localPa6: me.address6?.words ?? null,
+    underlay6,
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: config.flowTable,
   });
   ctx.icmpTokens = 50; // the rate limit is taken too (refilled as the clock moves)
   return ctx;
@@ -86,7 +96,11 @@ function newMux(b: Build, config: Config, underlay6: boolean): MuxCtx {
 
 function newHost(b: Build, config: Config, host: string, macCheck: 'off' | 'drop' | 'hold'): HostCtx {
   const tables = b.hostTables.compileHostTables(config, host, 1);
-  const ctx = b.host.newHostContext(tables, config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+  const ctx = b.host.newHostContext(
+    tables,
+    config.fabric.vxlanPort,
+    PORT_MACS.map((m) => mac(m)),
+  );
   ctx.dsrMtu = 1400;
   if (macCheck !== 'off') {
     ctx.sourceMacCheck = true;
@@ -163,20 +177,75 @@ function buildInputs(b: Build, config: Config): Inputs {
         for (let f = 0; f < 8; f++) {
           const client = v.address.family === 4 ? `198.51.100.${10 + (f % 4)}` : `2001:db8:c::${(0x10 + (f % 4)).toString(16)}`;
           const e = () => pkt().eth({ src: '02:00:00:00:00:01', dst: MUX_MAC });
-          const quoted = (v.address.family === 4 ? pkt().ipv4({ src: v.address.text, dst: client }) : pkt().ipv6({ src: v.address.text, dst: client }));
-          const q = proto === 6 ? quoted.tcp({ sport: r.frontendPort, dport: 40000 + f }).build() : quoted.udp({ sport: r.frontendPort, dport: 40000 + f }).payload(8).build();
+          const quoted =
+            v.address.family === 4 ? pkt().ipv4({ src: v.address.text, dst: client }) : pkt().ipv6({ src: v.address.text, dst: client });
+          const q =
+            proto === 6
+              ? quoted.tcp({ sport: r.frontendPort, dport: 40000 + f }).build()
+              : quoted
+                  .udp({ sport: r.frontendPort, dport: 40000 + f })
+                  .payload(8)
+                  .build();
           if (v.address.family === 4) {
-            extras.push(e().ipv4({ src: '198.51.100.1', dst: v.address.text }).icmp({ type: f % 2 === 0 ? 3 : 11, code: f % 2 === 0 ? 4 : 0, rest: 1300 }).payload(q).build());
+            extras.push(
+              e()
+                .ipv4({ src: '198.51.100.1', dst: v.address.text })
+                .icmp({ type: f % 2 === 0 ? 3 : 11, code: f % 2 === 0 ? 4 : 0, rest: 1300 })
+                .payload(q)
+                .build(),
+            );
             const ip = () => e().ipv4({ src: client, dst: v.address.text, flags: f % 2 === 0 ? 2 : 0 });
-            extras.push((proto === 6 ? ip().tcp({ sport: 40000 + f, dport: r.frontendPort, flags: TCP_ACK }) : ip().udp({ sport: 40000 + f, dport: r.frontendPort })).payload(1560 + f).build());
-            extras.push(e().ipv4({ src: client, dst: v.address.text, flags: 1 }).udp({ sport: 40000 + f, dport: r.frontendPort, length: 1000 }).payload(64).build());
-            extras.push(e().ipv4({ src: client, dst: v.address.text, fragOffset: 8 + f, flags: f % 2 }).payload(200).build());
+            extras.push(
+              (proto === 6
+                ? ip().tcp({ sport: 40000 + f, dport: r.frontendPort, flags: TCP_ACK })
+                : ip().udp({ sport: 40000 + f, dport: r.frontendPort })
+              )
+                .payload(1560 + f)
+                .build(),
+            );
+            extras.push(
+              e()
+                .ipv4({ src: client, dst: v.address.text, flags: 1 })
+                .udp({ sport: 40000 + f, dport: r.frontendPort, length: 1000 })
+                .payload(64)
+                .build(),
+            );
+            extras.push(
+              e()
+                .ipv4({ src: client, dst: v.address.text, fragOffset: 8 + f, flags: f % 2 })
+                .payload(200)
+                .build(),
+            );
           } else {
-            extras.push(e().ipv6({ src: '2001:db8:c::1', dst: v.address.text }).icmpv6({ type: f % 2 === 0 ? 2 : 3, rest: 1280 }).payload(q).build());
+            extras.push(
+              e()
+                .ipv6({ src: '2001:db8:c::1', dst: v.address.text })
+                .icmpv6({ type: f % 2 === 0 ? 2 : 3, rest: 1280 })
+                .payload(q)
+                .build(),
+            );
             const ip = () => e().ipv6({ src: client, dst: v.address.text });
-            extras.push((proto === 6 ? ip().tcp({ sport: 40000 + f, dport: r.frontendPort, flags: TCP_ACK }) : ip().udp({ sport: 40000 + f, dport: r.frontendPort })).payload(1540 + f).build());
-            extras.push(ip().ext6({ type: 'fragment', more: true }).udp({ sport: 40000 + f, dport: r.frontendPort, length: 1000 }).payload(64).build());
-            extras.push(ip().ext6({ type: 'fragment', offset8: 8 + f, more: f % 2 === 0 }).payload(200).build());
+            extras.push(
+              (proto === 6
+                ? ip().tcp({ sport: 40000 + f, dport: r.frontendPort, flags: TCP_ACK })
+                : ip().udp({ sport: 40000 + f, dport: r.frontendPort })
+              )
+                .payload(1540 + f)
+                .build(),
+            );
+            extras.push(
+              ip()
+                .ext6({ type: 'fragment', more: true })
+                .udp({ sport: 40000 + f, dport: r.frontendPort, length: 1000 })
+                .payload(64)
+                .build(),
+            );
+            extras.push(
+              ip()
+                .ext6({ type: 'fragment', offset8: 8 + f, more: f % 2 === 0 })
+                .payload(200)
+                .build(),
+            );
           }
         }
       }
@@ -210,17 +279,55 @@ function buildInputs(b: Build, config: Config): Inputs {
       const net = config.networks.find((x) => x.name === nic.network)!;
       if (nic.address4 !== null && net.gateway != null) {
         list.push([e().arp({ senderIp: nic.address4.text, targetIp: net.gateway.text }).build(), n.index]);
-        list.push([e().ipv4({ src: nic.address4.text, dst: net.gateway.text }).tcp({ sport: 80, dport: 33000, flags: TCP_ACK }).build(), n.index]);
-        list.push([e().ipv4({ src: nic.address4.text, dst: '198.51.100.10', flags: 2 }).tcp({ sport: 80, dport: 40001, flags: TCP_ACK }).payload(1460).build(), n.index]);
-        list.push([e().ipv4({ src: nic.address4.text, dst: '198.51.100.10', flags: 1 }).udp({ sport: 7, dport: 40001, length: 900 }).payload(64).build(), n.index]);
+        list.push([
+          e().ipv4({ src: nic.address4.text, dst: net.gateway.text }).tcp({ sport: 80, dport: 33000, flags: TCP_ACK }).build(),
+          n.index,
+        ]);
+        list.push([
+          e()
+            .ipv4({ src: nic.address4.text, dst: '198.51.100.10', flags: 2 })
+            .tcp({ sport: 80, dport: 40001, flags: TCP_ACK })
+            .payload(1460)
+            .build(),
+          n.index,
+        ]);
+        list.push([
+          e()
+            .ipv4({ src: nic.address4.text, dst: '198.51.100.10', flags: 1 })
+            .udp({ sport: 7, dport: 40001, length: 900 })
+            .payload(64)
+            .build(),
+          n.index,
+        ]);
         list.push([e().ipv4({ src: nic.address4.text, dst: '198.51.100.10', fragOffset: 100 }).payload(300).build(), n.index]);
       }
       if (nic.address6 !== null && net.gateway6 != null) {
-        list.push([e().ipv6({ src: nic.address6.text, dst: 'ff02::1:ff00:1' }).icmpv6({ type: 135 }).payload(ndBody(net.gateway6.words)).build(), n.index]);
+        list.push([
+          e().ipv6({ src: nic.address6.text, dst: 'ff02::1:ff00:1' }).icmpv6({ type: 135 }).payload(ndBody(net.gateway6.words)).build(),
+          n.index,
+        ]);
         list.push([e().ipv6({ src: nic.address6.text, dst: net.gateway6.text }).udp({ sport: 7, dport: 33000 }).build(), n.index]);
-        list.push([e().ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' }).tcp({ sport: 80, dport: 40001, flags: TCP_ACK }).payload(1400).build(), n.index]);
-        list.push([e().ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' }).ext6({ type: 'fragment', more: true }).udp({ sport: 7, dport: 40001, length: 900 }).payload(64).build(), n.index]);
-        list.push([e().ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' }).ext6({ type: 'fragment', offset8: 100 }).payload(300).build(), n.index]);
+        list.push([
+          e()
+            .ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' })
+            .tcp({ sport: 80, dport: 40001, flags: TCP_ACK })
+            .payload(1400)
+            .build(),
+          n.index,
+        ]);
+        list.push([
+          e()
+            .ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' })
+            .ext6({ type: 'fragment', more: true })
+            .udp({ sport: 7, dport: 40001, length: 900 })
+            .payload(64)
+            .build(),
+          n.index,
+        ]);
+        list.push([
+          e().ipv6({ src: nic.address6.text, dst: '2001:db8:c::10' }).ext6({ type: 'fragment', offset8: 100 }).payload(300).build(),
+          n.index,
+        ]);
       }
     }
     outValid.set(h.name, list);
@@ -246,8 +353,25 @@ function pickFrame(rng: Rng, valid: readonly Uint8Array[], fuzz: (rng: Rng) => U
 // ---------------------------------------------------------------------------------------------
 // Runs
 
-function runMux(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (rng: Rng) => Uint8Array, frames: number, seed: number, six: boolean): RunReport {
-  const report: RunReport = { fn: 'mux', variant: six ? 'IPv6 underlay' : 'IPv4 underlay', frames, verdicts: {}, dropReasons: 0, mismatches: 0, seconds: 0 };
+function runMux(
+  oldB: Build,
+  newB: Build,
+  text: string,
+  inputs: Inputs,
+  fuzz: (rng: Rng) => Uint8Array,
+  frames: number,
+  seed: number,
+  six: boolean,
+): RunReport {
+  const report: RunReport = {
+    fn: 'mux',
+    variant: six ? 'IPv6 underlay' : 'IPv4 underlay',
+    frames,
+    verdicts: {},
+    dropReasons: 0,
+    mismatches: 0,
+    seconds: 0,
+  };
   const a = newMux(oldB, parseWith(oldB, text), six);
   const b = newMux(newB, parseWith(newB, text), six);
   const names = a.counters.names;
@@ -257,8 +381,10 @@ function runMux(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (r
   const t0 = performance.now();
   for (let i = 0; i < frames; i++) {
     if (i % 10_000 === 9_999) {
-      a.nowS++; b.nowS++;
-      if (oldB.mux.sweepFlows(a, 4096) !== newB.mux.sweepFlows(b, 4096)) throw new Mismatch(`mux: the sweep at frame ${i} expired different counts`);
+      a.nowS++;
+      b.nowS++;
+      if (oldB.mux.sweepFlows(a, 4096) !== newB.mux.sweepFlows(b, 4096))
+        throw new Mismatch(`mux: the sweep at frame ${i} expired different counts`);
     }
     const f = pickFrame(rng, inputs.muxValid, fuzz);
     const fa = Uint8Array.from(f);
@@ -269,8 +395,10 @@ function runMux(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (r
     if (va !== vb) throw new Mismatch(`${where()}: verdict ${va} (old), ${vb} (new)`);
     if (a.lastDrop !== b.lastDrop) throw new Mismatch(`${where()}: dropped as ${names[a.lastDrop]} (old), ${names[b.lastDrop]} (new)`);
     if (va === oldB.mux.VERDICT_FORWARD || va === oldB.mux.VERDICT_REPLY) {
-      if (a.outLen !== b.outLen || !sameBytes(a.out, 0, b.out, 0, a.outLen)) throw new Mismatch(`${where()}: output ${hex(a.out.subarray(0, a.outLen))} (old), ${hex(b.out.subarray(0, b.outLen))} (new)`);
-      if ((a.lastNic?.id ?? -1) !== (b.lastNic?.id ?? -1)) throw new Mismatch(`${where()}: nic ${a.lastNic?.id} (old), ${b.lastNic?.id} (new)`);
+      if (a.outLen !== b.outLen || !sameBytes(a.out, 0, b.out, 0, a.outLen))
+        throw new Mismatch(`${where()}: output ${hex(a.out.subarray(0, a.outLen))} (old), ${hex(b.out.subarray(0, b.outLen))} (new)`);
+      if ((a.lastNic?.id ?? -1) !== (b.lastNic?.id ?? -1))
+        throw new Mismatch(`${where()}: nic ${a.lastNic?.id} (old), ${b.lastNic?.id} (new)`);
     }
     if (!sameBytes(fa, 0, fb, 0, fa.length)) throw new Mismatch(`${where()}: the input frame was left different`);
     if (a.ipId !== b.ipId || a.icmpTokens !== b.icmpTokens) throw new Mismatch(`${where()}: ipId or ICMP tokens differ`);
@@ -278,31 +406,69 @@ function runMux(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (r
     tally(report, va === 0 ? 'drop' : va === 1 ? 'forward' : va === 2 ? 'control' : 'reply');
     if (a.lastDrop >= 0) reasons.add(a.lastDrop);
   }
-  if (a.flowLimit.count !== b.flowLimit.count || a.pendingLimit.count !== b.pendingLimit.count) throw new Mismatch('mux: the flow tables hold different counts at the end');
+  if (a.flowLimit.count !== b.flowLimit.count || a.pendingLimit.count !== b.pendingLimit.count)
+    throw new Mismatch('mux: the flow tables hold different counts at the end');
   report.seconds = (performance.now() - t0) / 1000;
   report.dropReasons = reasons.size;
   return report;
 }
 
-function hostResultsEqual(where: string, names: readonly string[], a: HostCtx, b: HostCtx, va: number, fa: Uint8Array, fb: Uint8Array): void {
+function hostResultsEqual(
+  where: string,
+  names: readonly string[],
+  a: HostCtx,
+  b: HostCtx,
+  va: number,
+  fa: Uint8Array,
+  fb: Uint8Array,
+): void {
   if (a.lastDrop !== b.lastDrop) throw new Mismatch(`${where}: dropped as ${names[a.lastDrop]} (old), ${names[b.lastDrop]} (new)`);
   if (a.lastPeer !== b.lastPeer) throw new Mismatch(`${where}: peer ${a.lastPeer} (old), ${b.lastPeer} (new)`);
   const ra = a.lastRule;
   const rb = b.lastRule;
-  if ((ra === null) !== (rb === null) || (ra !== null && rb !== null && (ra.vip.text !== rb.vip.text || ra.dip.text !== rb.dip.text || ra.frontendPort !== rb.frontendPort || ra.backendPort !== rb.backendPort || ra.protocol !== rb.protocol))) {
-    throw new Mismatch(`${where}: NAT rule ${JSON.stringify(ra && [ra.vip.text, ra.frontendPort])} (old), ${JSON.stringify(rb && [rb.vip.text, rb.frontendPort])} (new)`);
+  if (
+    (ra === null) !== (rb === null) ||
+    (ra !== null &&
+      rb !== null &&
+      (ra.vip.text !== rb.vip.text ||
+        ra.dip.text !== rb.dip.text ||
+        ra.frontendPort !== rb.frontendPort ||
+        ra.backendPort !== rb.backendPort ||
+        ra.protocol !== rb.protocol))
+  ) {
+    throw new Mismatch(
+      `${where}: NAT rule ${JSON.stringify(ra && [ra.vip.text, ra.frontendPort])} (old), ${JSON.stringify(rb && [rb.vip.text, rb.frontendPort])} (new)`,
+    );
   }
   if (va === 1 || va === 2) {
-    if (a.outPort !== b.outPort || a.outOff !== b.outOff || a.outLen !== b.outLen || !sameBytes(a.outBuf, a.outOff, b.outBuf, b.outOff, a.outLen)) {
-      throw new Mismatch(`${where}: output to port ${a.outPort} ${hex(a.outBuf.subarray(a.outOff, a.outOff + a.outLen))} (old), to port ${b.outPort} ${hex(b.outBuf.subarray(b.outOff, b.outOff + b.outLen))} (new)`);
+    if (
+      a.outPort !== b.outPort ||
+      a.outOff !== b.outOff ||
+      a.outLen !== b.outLen ||
+      !sameBytes(a.outBuf, a.outOff, b.outBuf, b.outOff, a.outLen)
+    ) {
+      throw new Mismatch(
+        `${where}: output to port ${a.outPort} ${hex(a.outBuf.subarray(a.outOff, a.outOff + a.outLen))} (old), to port ${b.outPort} ${hex(b.outBuf.subarray(b.outOff, b.outOff + b.outLen))} (new)`,
+      );
     }
   }
-  if (!sameBytes(fa, 0, fb, 0, fa.length)) throw new Mismatch(`${where}: the frame was rewritten differently: ${hex(fa)} (old), ${hex(fb)} (new)`);
+  if (!sameBytes(fa, 0, fb, 0, fa.length))
+    throw new Mismatch(`${where}: the frame was rewritten differently: ${hex(fa)} (old), ${hex(fb)} (new)`);
 }
 
 const HOST_VERDICTS = ['drop', 'forward', 'local', 'hold'];
 
-function runHostIn(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (rng: Rng) => Uint8Array, frames: number, seed: number, six: boolean, macCheck: 'off' | 'drop' | 'hold'): RunReport {
+function runHostIn(
+  oldB: Build,
+  newB: Build,
+  text: string,
+  inputs: Inputs,
+  fuzz: (rng: Rng) => Uint8Array,
+  frames: number,
+  seed: number,
+  six: boolean,
+  macCheck: 'off' | 'drop' | 'hold',
+): RunReport {
   const variant = `${six ? 'IPv6' : 'IPv4'} underlay, source MAC check ${macCheck}`;
   const report: RunReport = { fn: 'host-in', variant, frames, verdicts: {}, dropReasons: 0, mismatches: 0, seconds: 0 };
   const ca = parseWith(oldB, text);
@@ -338,7 +504,16 @@ function runHostIn(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz:
   return report;
 }
 
-function runHostOut(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz: (rng: Rng) => Uint8Array, frames: number, seed: number, label: string): RunReport {
+function runHostOut(
+  oldB: Build,
+  newB: Build,
+  text: string,
+  inputs: Inputs,
+  fuzz: (rng: Rng) => Uint8Array,
+  frames: number,
+  seed: number,
+  label: string,
+): RunReport {
   const report: RunReport = { fn: 'host-out', variant: label, frames, verdicts: {}, dropReasons: 0, mismatches: 0, seconds: 0 };
   const ca = parseWith(oldB, text);
   const cb = parseWith(newB, text);
@@ -358,9 +533,18 @@ function runHostOut(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz
     let f: Uint8Array;
     let port: number;
     const pick = rng.int(20);
-    if (pick < 9) { const [fr, p] = list[rng.int(list.length)]!; f = fr; port = p; }
-    else if (pick < 15) { const [fr, p] = list[rng.int(list.length)]!; f = mutate(rng, fr); port = p; }
-    else { f = fuzz(rng); port = rng.int(nicCount); }
+    if (pick < 9) {
+      const [fr, p] = list[rng.int(list.length)]!;
+      f = fr;
+      port = p;
+    } else if (pick < 15) {
+      const [fr, p] = list[rng.int(list.length)]!;
+      f = mutate(rng, fr);
+      port = p;
+    } else {
+      f = fuzz(rng);
+      port = rng.int(nicCount);
+    }
     if (rng.int(50) === 0) port = rng.int(nicCount + 1); // now and then the wrong port, or none
     const fa = Uint8Array.from(f);
     const fb = Uint8Array.from(f);
@@ -381,31 +565,43 @@ function runHostOut(oldB: Build, newB: Build, text: string, inputs: Inputs, fuzz
 // ---------------------------------------------------------------------------------------------
 
 const OPTIONS: OptionSpec[] = [
-  { name: 'old', value: 'DIR', help: 'the old build\'s dist/ root (the folder with mux/, host-agent/, shared/)' },
-  { name: 'new', value: 'DIR', help: 'the new build\'s dist/ root (default: the dist/ this script runs from)' },
+  { name: 'old', value: 'DIR', help: "the old build's dist/ root (the folder with mux/, host-agent/, shared/)" },
+  { name: 'new', value: 'DIR', help: "the new build's dist/ root (default: the dist/ this script runs from)" },
   { name: 'frames', value: 'N', help: 'frames per function (split over its variants)', default: '1000000' },
   { name: 'seed', value: 'S', help: 'seed of the generator (uint32)', default: '1' },
-  { name: 'config', value: 'FILE', help: 'slbx config (default: the checkout\'s examples/lab.yaml)' },
+  { name: 'config', value: 'FILE', help: "slbx config (default: the checkout's examples/lab.yaml)" },
   { name: 'json', value: 'FILE', help: 'write the reports as JSON' },
   { name: 'help', help: 'show this help' },
 ];
 
 const COMMAND: CommandSpec = {
-  program: 'differential', usage: 'node dist/scripts/bench/differential.js --old OLD/dist [--new NEW/dist] [--frames N] [--seed S] [--config FILE] [--json FILE]',
-  options: OPTIONS, noPositional: true,
-  about: 'Runs the same frames through the data planes of two builds (the MUX\'s processPacket, the host agent\'s processInbound and processOutbound) and compares every verdict, output byte and counter. Exit 0: identical; 1: the first difference, printed with its frame.',
+  program: 'differential',
+  usage: 'node dist/scripts/bench/differential.js --old OLD/dist [--new NEW/dist] [--frames N] [--seed S] [--config FILE] [--json FILE]',
+  options: OPTIONS,
+  noPositional: true,
+  about:
+    "Runs the same frames through the data planes of two builds (the MUX's processPacket, the host agent's processInbound and processOutbound) and compares every verdict, output byte and counter. Exit 0: identical; 1: the first difference, printed with its frame.",
 };
 
 const DIST = fileURLToPath(new URL('../..', import.meta.url));
 
 export async function main(args: ParsedArgs): Promise<number> {
   const oldRoot = one(args, 'old');
-  if (oldRoot === undefined) { process.stderr.write('differential: --old is required (see --help)\n'); return 2; }
+  if (oldRoot === undefined) {
+    process.stderr.write('differential: --old is required (see --help)\n');
+    return 2;
+  }
   const newRoot = resolve(one(args, 'new') ?? DIST);
   const frames = Number(one(args, 'frames') ?? '1000000');
   const seed = Number(one(args, 'seed') ?? '1');
-  if (!Number.isInteger(frames) || frames < 6) { process.stderr.write('differential: --frames must be an integer of at least 6\n'); return 2; }
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) { process.stderr.write('differential: --seed must be a uint32\n'); return 2; }
+  if (!Number.isInteger(frames) || frames < 6) {
+    process.stderr.write('differential: --frames must be an integer of at least 6\n');
+    return 2;
+  }
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    process.stderr.write('differential: --seed must be a uint32\n');
+    return 2;
+  }
   const cfgFile = one(args, 'config') ?? join(DIST, '..', 'examples', 'lab.yaml');
   const text4 = readFileSync(cfgFile, 'utf8');
   const raw = parseYaml(text4) as { fabric: Record<string, unknown> };
@@ -416,7 +612,10 @@ export async function main(args: ParsedArgs): Promise<number> {
   const config = parseWith(newB, text4);
   const inputs = buildInputs(newB, config);
   const targets = makeTargets(config, text4);
-  const fuzzOf = (name: string) => { const t = targets.find((x) => x.name === name)!; return (rng: Rng) => t.make(rng) as Uint8Array; };
+  const fuzzOf = (name: string) => {
+    const t = targets.find((x) => x.name === name)!;
+    return (rng: Rng) => t.make(rng) as Uint8Array;
+  };
   const third = Math.floor(frames / 3);
   const reports: RunReport[] = [];
   try {
@@ -427,7 +626,7 @@ export async function main(args: ParsedArgs): Promise<number> {
     reports.push(runHostIn(oldB, newB, text4, inputs, fuzzIn, third, seed + 2, false, 'off'));
     reports.push(runHostIn(oldB, newB, text6, inputs, fuzzIn, third, seed + 3, true, 'hold'));
     reports.push(runHostIn(oldB, newB, text4, inputs, fuzzIn, frames - 2 * third, seed + 4, false, 'drop'));
-    reports.push(runHostOut(oldB, newB, text4, inputs, fuzzOf('host-outbound'), frames, seed + 5, 'every host\'s ports'));
+    reports.push(runHostOut(oldB, newB, text4, inputs, fuzzOf('host-outbound'), frames, seed + 5, "every host's ports"));
   } catch (e) {
     if (!(e instanceof Mismatch)) throw e;
     for (const r of reports) printReport(r);
@@ -439,13 +638,21 @@ export async function main(args: ParsedArgs): Promise<number> {
   const total = reports.reduce((s, r) => s + r.frames, 0);
   process.stdout.write(`identical: ${total} frames, every verdict, output byte and counter\n`);
   const json = one(args, 'json');
-  if (json !== undefined) writeFileSync(json, `${JSON.stringify({ bench: 'differential', node: process.version, old: oldB.root, new: newB.root, seed, reports }, null, 2)}\n`);
+  if (json !== undefined)
+    writeFileSync(
+      json,
+      `${JSON.stringify({ bench: 'differential', node: process.version, old: oldB.root, new: newB.root, seed, reports }, null, 2)}\n`,
+    );
   return 0;
 }
 
 function printReport(r: RunReport): void {
-  const v = Object.entries(r.verdicts).map(([k, n]) => `${k} ${n}`).join(', ');
-  process.stdout.write(`  ${r.fn.padEnd(9)} ${r.variant.padEnd(42)} ${String(r.frames).padStart(8)} frames  ${v}; ${r.dropReasons} drop reasons  (${r.seconds.toFixed(1)} s)\n`);
+  const v = Object.entries(r.verdicts)
+    .map(([k, n]) => `${k} ${n}`)
+    .join(', ');
+  process.stdout.write(
+    `  ${r.fn.padEnd(9)} ${r.variant.padEnd(42)} ${String(r.frames).padStart(8)} frames  ${v}; ${r.dropReasons} drop reasons  (${r.seconds.toFixed(1)} s)\n`,
+  );
 }
 
 if (isMain(import.meta.url)) process.exitCode = await runCommandAsync(COMMAND, process.argv.slice(2), main);

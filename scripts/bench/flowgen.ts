@@ -19,7 +19,9 @@ import { ip } from '../../shared/addr.js';
 import { loadRingAddon } from '../../runtime/ring-port.js';
 
 function usage(msg: string): never {
-  process.stderr.write(`flowgen.js: ${msg}\nusage: flowgen.js --interface IF --src-mac M --dst-mac M --rate PPS --seconds S [--bytes 64] [--vip A] [--port P]\n`);
+  process.stderr.write(
+    `flowgen.js: ${msg}\nusage: flowgen.js --interface IF --src-mac M --dst-mac M --rate PPS --seconds S [--bytes 64] [--vip A] [--port P]\n`,
+  );
   process.exit(2);
 }
 
@@ -44,18 +46,34 @@ function main(): void {
   const lag = Number(o.get('lag') ?? 256);
   if (ppf !== 1 && ppf !== 2) usage('--packets-per-flow must be 1 or 2');
   if (!Number.isInteger(lag) || lag < 1) usage('--lag must be an integer >= 1');
-  if (!(rate > 0) || !(seconds > 0) || !Number.isInteger(bytes) || bytes < 64 || bytes > 1500) usage('--rate and --seconds > 0, --bytes 64..1500');
+  if (!(rate > 0) || !(seconds > 0) || !Number.isInteger(bytes) || bytes < 64 || bytes > 1500)
+    usage('--rate and --seconds > 0, --bytes 64..1500');
   const r = loadRingAddon();
-  if ('error' in r) { process.stderr.write(`flowgen.js: ${r.error}\n`); process.exit(1); }
+  if ('error' in r) {
+    process.stderr.write(`flowgen.js: ${r.error}\n`);
+    process.exit(1);
+  }
   const addon = r.addon;
-  const frame = pkt().eth({ src: o.get('src-mac')!, dst: o.get('dst-mac')! })
+  const frame = pkt()
+    .eth({ src: o.get('src-mac')!, dst: o.get('dst-mac')! })
     .ipv4({ src: SRC_BASE, dst: o.get('vip') ?? '203.0.113.10', ttl: 64 })
     .udp({ sport: 1024, dport: Number(o.get('port') ?? 7), checksum: 'zero' })
-    .payload(new Uint8Array(bytes - 42)).build();
+    .payload(new Uint8Array(bytes - 42))
+    .build();
   // a send socket: the receive side never matches (an ethertype nobody uses) and has a small ring
   const slot = 2048 + 4;
-  const h = addon.openPacket(o.get('interface')!, 'ether proto 0x88b5', 1 << 20, 2048, 1, 1024, true,
-    Buffer.alloc(slot), new Uint32Array(2), () => {});
+  const h = addon.openPacket(
+    o.get('interface')!,
+    'ether proto 0x88b5',
+    1 << 20,
+    2048,
+    1,
+    1024,
+    true,
+    Buffer.alloc(slot),
+    new Uint32Array(2),
+    () => {},
+  );
   const srcBase = ip(SRC_BASE).words[0]!;
   const t0 = process.hrtime.bigint();
   let sent = 0;
@@ -67,7 +85,9 @@ function main(): void {
     if (el >= seconds) {
       const st = addon.stats(h);
       addon.close(h);
-      process.stdout.write(`${JSON.stringify({ rate, seconds, sent, newFlows, repeated, achievedPps: Math.round(sent / el), maxLagPackets: maxLag, txErrors: st.txErrors, lastError: st.txLastError })}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ rate, seconds, sent, newFlows, repeated, achievedPps: Math.round(sent / el), maxLagPackets: maxLag, txErrors: st.txErrors, lastError: st.txLastError })}\n`,
+      );
       return;
     }
     const due = Math.floor(rate * el);
@@ -96,7 +116,10 @@ function main(): void {
     }
     setImmediate(step);
   };
-  process.on('SIGTERM', () => { process.stdout.write(`${JSON.stringify({ rate, sent, stopped: true })}\n`); process.exit(0); });
+  process.on('SIGTERM', () => {
+    process.stdout.write(`${JSON.stringify({ rate, sent, stopped: true })}\n`);
+    process.exit(0);
+  });
   step();
 }
 

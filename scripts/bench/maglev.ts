@@ -92,7 +92,8 @@ function main(): void {
     }
   }
   const widths = header.map((h, c) => Math.max(h.length, ...lines.map((l) => l[c]!.length)));
-  const fmt = (cells: readonly string[]): string => cells.map((cell, c) => (c < 3 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
+  const fmt = (cells: readonly string[]): string =>
+    cells.map((cell, c) => (c < 3 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('  ');
   process.stdout.write(`maglev table build, node ${process.version}\n${fmt(header)}\n`);
   for (const l of lines) process.stdout.write(`${fmt(l)}\n`);
   if (json !== null) {

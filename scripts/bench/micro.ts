@@ -40,7 +40,13 @@ import { newUdpHeader, parseUdp } from '../../shared/udp.js';
 import { finishChecksum, sumBytes } from '../../shared/checksum.js';
 import { copyPayload, ipv4ChecksumOk, readEtherType } from '../../shared/hot-path.js';
 import { compileHostTables } from '../../host-agent/tables.js';
-import { newHostContext, processInbound, processOutbound, VERDICT_FORWARD as HOST_FORWARD, type HostContext } from '../../host-agent/data-plane.js';
+import {
+  newHostContext,
+  processInbound,
+  processOutbound,
+  VERDICT_FORWARD as HOST_FORWARD,
+  type HostContext,
+} from '../../host-agent/data-plane.js';
 
 const MUX_MAC = '02:00:00:00:00:11';
 const ROUTER_MAC = '02:00:00:00:00:01';
@@ -71,10 +77,14 @@ export interface PathResult {
 
 function usage(msg: string | null): never {
   if (msg === null) {
-    process.stdout.write(`usage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`);
+    process.stdout.write(
+      `usage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`,
+    );
     process.exit(0);
   }
-  process.stderr.write(`micro.js: ${msg}\nusage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`);
+  process.stderr.write(
+    `micro.js: ${msg}\nusage: node --expose-gc dist/scripts/bench/micro.js [--quick | --parts | --maglev-only] [--paths-only] [--rounds N] [--json FILE] [--config FILE]\n`,
+  );
   process.exit(2);
 }
 
@@ -86,10 +96,18 @@ function loadConfig(file: string): SlbxConfig {
 
 function newMux(config: SlbxConfig): MuxContext {
   const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST1_MAC)); h.macKnown = true; }
+  for (const h of tables.hosts.values()) {
+    h.mac.set(mac(HOST1_MAC));
+    h.macKnown = true;
+  }
   return newMuxContext({
-    tables, localMac: mac(MUX_MAC), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed,
-    mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: { ...config.flowTable, maxFlows: 10_000_000 },
+    tables,
+    localMac: mac(MUX_MAC),
+    localPa4: config.muxes[0]!.address.words[0]!,
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: { ...config.flowTable, maxFlows: 10_000_000 },
   });
 }
 
@@ -112,22 +130,52 @@ function muxCases(config: SlbxConfig): Case[] {
     const ctx = newMux(config);
     const mask = frames.length - 1;
     cases.push({
-      plane: 'mux', path,
+      plane: 'mux',
+      path,
       step: isNew
         ? (i) => {
-          if ((i & mask) === 0) (v6 ? ctx.flows6 : ctx.flows4).clear();
-          const f = frames[i & mask]!;
-          return processPacket(f, f.length, ctx);
-        }
-        : (i) => { const f = frames[i & mask]!; return processPacket(f, f.length, ctx); },
+            if ((i & mask) === 0) (v6 ? ctx.flows6 : ctx.flows4).clear();
+            const f = frames[i & mask]!;
+            return processPacket(f, f.length, ctx);
+          }
+        : (i) => {
+            const f = frames[i & mask]!;
+            return processPacket(f, f.length, ctx);
+          },
     });
   };
   const eth = () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
   const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
-  const udp4 = (len: number) => range((k) => eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7, checksum: 'zero' }).payload(payload(len, 42)).build());
-  const tcp4 = (flags: number) => range((k) => eth().ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1024 + k, dport: 80, flags }).build());
-  const udp6 = () => range((k) => eth().ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 62)).build());
-  const tcp6 = (flags: number) => range((k) => eth().ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 1024 + k, dport: 80, flags }).build());
+  const udp4 = (len: number) =>
+    range((k) =>
+      eth()
+        .ipv4({ src: CLIENT, dst: VIP })
+        .udp({ sport: 1024 + k, dport: 7, checksum: 'zero' })
+        .payload(payload(len, 42))
+        .build(),
+    );
+  const tcp4 = (flags: number) =>
+    range((k) =>
+      eth()
+        .ipv4({ src: CLIENT, dst: VIP })
+        .tcp({ sport: 1024 + k, dport: 80, flags })
+        .build(),
+    );
+  const udp6 = () =>
+    range((k) =>
+      eth()
+        .ipv6({ src: CLIENT6, dst: VIP6 })
+        .udp({ sport: 1024 + k, dport: 7 })
+        .payload(payload(64, 62))
+        .build(),
+    );
+  const tcp6 = (flags: number) =>
+    range((k) =>
+      eth()
+        .ipv6({ src: CLIENT6, dst: VIP6 })
+        .tcp({ sport: 1024 + k, dport: 80, flags })
+        .build(),
+    );
   add('udp4 existing flow, 64 B', udp4(64), false, false);
   add('udp4 new flow, 64 B', udp4(64), true, false);
   add('udp4 existing flow, 1400 B', udp4(1400), false, false);
@@ -142,33 +190,160 @@ function muxCases(config: SlbxConfig): Case[] {
 
 function hostCases(config: SlbxConfig): Case[] {
   const cases: Case[] = [];
-  const newHost = (): HostContext => newHostContext(compileHostTables(config, 'host1', 1), config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+  const newHost = (): HostContext =>
+    newHostContext(
+      compileHostTables(config, 'host1', 1),
+      config.fabric.vxlanPort,
+      PORT_MACS.map((m) => mac(m)),
+    );
   const add = (plane: 'host-in' | 'host-out', path: string, frames: Buffer[]) => {
     const ctx = newHost();
     const mask = frames.length - 1;
     const work = frames.map((f) => Buffer.from(f));
     cases.push({
-      plane, path,
-      step: plane === 'host-in'
-        ? (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return processInbound(w, w.length, ctx); }
-        : (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return processOutbound(w, w.length, 0, ctx); },
-      copy: (i) => { const k = i & mask; const w = work[k]!; w.set(frames[k]!); return w[0]!; },
+      plane,
+      path,
+      step:
+        plane === 'host-in'
+          ? (i) => {
+              const k = i & mask;
+              const w = work[k]!;
+              w.set(frames[k]!);
+              return processInbound(w, w.length, ctx);
+            }
+          : (i) => {
+              const k = i & mask;
+              const w = work[k]!;
+              w.set(frames[k]!);
+              return processOutbound(w, w.length, 0, ctx);
+            },
+      copy: (i) => {
+        const k = i & mask;
+        const w = work[k]!;
+        w.set(frames[k]!);
+        return w[0]!;
+      },
     });
   };
   const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
-  const vx = () => pkt().eth({ src: MUX_MAC, dst: HOST1_MAC }).ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-    .udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 });
-  add('host-in', 'udp4, 64 B inner', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 42)).build()));
-  add('host-in', 'udp4, 1400 B inner', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(1400, 42)).build()));
-  add('host-in', 'tcp4', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK }).build()));
-  add('host-in', 'udp6', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd }).ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 1024 + k, dport: 7 }).payload(payload(64, 62)).build()));
-  add('host-in', 'tcp6', range((k) => vx().eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd }).ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK }).build()));
+  const vx = () =>
+    pkt()
+      .eth({ src: MUX_MAC, dst: HOST1_MAC })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: 5001 });
+  add(
+    'host-in',
+    'udp4, 64 B inner',
+    range((k) =>
+      vx()
+        .eth({ src: MUX_MAC, dst: NIC.mac })
+        .ipv4({ src: CLIENT, dst: VIP })
+        .udp({ sport: 1024 + k, dport: 7 })
+        .payload(payload(64, 42))
+        .build(),
+    ),
+  );
+  add(
+    'host-in',
+    'udp4, 1400 B inner',
+    range((k) =>
+      vx()
+        .eth({ src: MUX_MAC, dst: NIC.mac })
+        .ipv4({ src: CLIENT, dst: VIP })
+        .udp({ sport: 1024 + k, dport: 7 })
+        .payload(payload(1400, 42))
+        .build(),
+    ),
+  );
+  add(
+    'host-in',
+    'tcp4',
+    range((k) =>
+      vx()
+        .eth({ src: MUX_MAC, dst: NIC.mac })
+        .ipv4({ src: CLIENT, dst: VIP })
+        .tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK })
+        .build(),
+    ),
+  );
+  add(
+    'host-in',
+    'udp6',
+    range((k) =>
+      vx()
+        .eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd })
+        .ipv6({ src: CLIENT6, dst: VIP6 })
+        .udp({ sport: 1024 + k, dport: 7 })
+        .payload(payload(64, 62))
+        .build(),
+    ),
+  );
+  add(
+    'host-in',
+    'tcp6',
+    range((k) =>
+      vx()
+        .eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd })
+        .ipv6({ src: CLIENT6, dst: VIP6 })
+        .tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK })
+        .build(),
+    ),
+  );
   const back = () => pkt().eth({ src: NIC.mac, dst: PORT_MACS[0] });
-  add('host-out', 'udp4 reply, 64 B', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 1024 + k }).payload(payload(64, 42)).build()));
-  add('host-out', 'udp4 reply, 1400 B', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 1024 + k }).payload(payload(1400, 42)).build()));
-  add('host-out', 'tcp4 reply', range((k) => back().ipv4({ src: NIC.ip, dst: CLIENT }).tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK }).build()));
-  add('host-out', 'udp6 reply', range((k) => back().ipv6({ src: NIC.ip6, dst: CLIENT6 }).udp({ sport: 7, dport: 1024 + k }).payload(payload(64, 62)).build()));
-  add('host-out', 'tcp6 reply', range((k) => back().ipv6({ src: NIC.ip6, dst: CLIENT6 }).tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK }).build()));
+  add(
+    'host-out',
+    'udp4 reply, 64 B',
+    range((k) =>
+      back()
+        .ipv4({ src: NIC.ip, dst: CLIENT })
+        .udp({ sport: 7, dport: 1024 + k })
+        .payload(payload(64, 42))
+        .build(),
+    ),
+  );
+  add(
+    'host-out',
+    'udp4 reply, 1400 B',
+    range((k) =>
+      back()
+        .ipv4({ src: NIC.ip, dst: CLIENT })
+        .udp({ sport: 7, dport: 1024 + k })
+        .payload(payload(1400, 42))
+        .build(),
+    ),
+  );
+  add(
+    'host-out',
+    'tcp4 reply',
+    range((k) =>
+      back()
+        .ipv4({ src: NIC.ip, dst: CLIENT })
+        .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
+        .build(),
+    ),
+  );
+  add(
+    'host-out',
+    'udp6 reply',
+    range((k) =>
+      back()
+        .ipv6({ src: NIC.ip6, dst: CLIENT6 })
+        .udp({ sport: 7, dport: 1024 + k })
+        .payload(payload(64, 62))
+        .build(),
+    ),
+  );
+  add(
+    'host-out',
+    'tcp6 reply',
+    range((k) =>
+      back()
+        .ipv6({ src: NIC.ip6, dst: CLIENT6 })
+        .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
+        .build(),
+    ),
+  );
   return cases;
 }
 
@@ -205,7 +380,11 @@ function measurePaths(config: SlbxConfig, quick: boolean, roundsArg: number | nu
   const iters = quick ? 50_000 : 400_000;
   const rounds = roundsArg ?? (quick ? 2 : 5);
   const warm = quick ? 20_000 : 300_000;
-  for (let w = 0; w < 2; w++) for (const c of cases) { timeLoop(c.step, warm, 1); if (c.copy) timeLoop(c.copy, warm, 1); }
+  for (let w = 0; w < 2; w++)
+    for (const c of cases) {
+      timeLoop(c.step, warm, 1);
+      if (c.copy) timeLoop(c.copy, warm, 1);
+    }
   const times = cases.map(() => [] as number[]);
   const walls = cases.map(() => [] as number[]);
   const copies = cases.map(() => [] as number[]);
@@ -221,7 +400,16 @@ function measurePaths(config: SlbxConfig, quick: boolean, roundsArg: number | nu
   const r1 = (x: number) => Math.round(x * 10) / 10;
   return cases.map((c, k) => {
     const ns = median(times[k]!);
-    const res: PathResult = { plane: c.plane, path: c.path, ns: r1(ns), wallNs: r1(median(walls[k]!)), nsMin: r1(Math.min(...times[k]!)), nsMax: r1(Math.max(...times[k]!)), iterations: iters, rounds };
+    const res: PathResult = {
+      plane: c.plane,
+      path: c.path,
+      ns: r1(ns),
+      wallNs: r1(median(walls[k]!)),
+      nsMin: r1(Math.min(...times[k]!)),
+      nsMax: r1(Math.max(...times[k]!)),
+      iterations: iters,
+      rounds,
+    };
     if (c.copy) {
       const cp = median(copies[k]!);
       res.copyNs = r1(cp);
@@ -246,7 +434,10 @@ export interface FlowMemory {
 
 function gc(): void {
   const g = (globalThis as { gc?: () => void }).gc;
-  if (g) { g(); g(); }
+  if (g) {
+    g();
+    g();
+  }
 }
 
 function flowMemory(family: 4 | 6, n: number): FlowMemory {
@@ -261,10 +452,22 @@ function flowMemory(family: 4 | 6, n: number): FlowMemory {
     const ports = (((1024 + (i & 0xffff)) << 16) | 7) >>> 0;
     let h: number;
     if (family === 4) {
-      k[0] = src; k[1] = 0xcb00710a; k[2] = 17; k[3] = ports;
+      k[0] = src;
+      k[1] = 0xcb00710a;
+      k[2] = 17;
+      k[3] = ports;
       h = hashFlowV4(src, 0xcb00710a, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
     } else {
-      k[0] = 0x20010db8; k[1] = 0xc; k[2] = 0; k[3] = src; k[4] = 0x20010db8; k[5] = 0xff; k[6] = 0; k[7] = 0x10; k[8] = 17; k[9] = ports;
+      k[0] = 0x20010db8;
+      k[1] = 0xc;
+      k[2] = 0;
+      k[3] = src;
+      k[4] = 0x20010db8;
+      k[5] = 0xff;
+      k[6] = 0;
+      k[7] = 0x10;
+      k[8] = 17;
+      k[9] = ports;
       h = hashFlowV6(k.subarray(0, 4), 0, k.subarray(4, 8), 0, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
     }
     if (!t.insert(h, i & 0xff, 1000)) throw new Error('flow table refused an insert');
@@ -280,10 +483,22 @@ function flowMemory(family: 4 | 6, n: number): FlowMemory {
     const ports = (((1024 + (i & 0xffff)) << 16) | 7) >>> 0;
     let h: number;
     if (family === 4) {
-      k[0] = src; k[1] = 0xcb00710a; k[2] = 17; k[3] = ports;
+      k[0] = src;
+      k[1] = 0xcb00710a;
+      k[2] = 17;
+      k[3] = ports;
       h = hashFlowV4(src, 0xcb00710a, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
     } else {
-      k[0] = 0x20010db8; k[1] = 0xc; k[2] = 0; k[3] = src; k[4] = 0x20010db8; k[5] = 0xff; k[6] = 0; k[7] = 0x10; k[8] = 17; k[9] = ports;
+      k[0] = 0x20010db8;
+      k[1] = 0xc;
+      k[2] = 0;
+      k[3] = src;
+      k[4] = 0x20010db8;
+      k[5] = 0xff;
+      k[6] = 0;
+      k[7] = 0x10;
+      k[8] = 17;
+      k[9] = ports;
       h = hashFlowV6(k.subarray(0, 4), 0, k.subarray(4, 8), 0, 17, 1024 + (i & 0xffff), 7, 5, 0x736c6278);
     }
     if (t.lookup(h, 1, 1000) >= 0) hits++;
@@ -292,9 +507,16 @@ function flowMemory(family: 4 | 6, n: number): FlowMemory {
   if (hits !== n) throw new Error(`flow table lost entries: ${hits} of ${n} found`);
   const r = (x: number) => Math.round(x * 10) / 10;
   const res: FlowMemory = {
-    family, flows: t.size, capacity: t.capacity, tableBytes: t.bytes, bytesPerFlow: r(t.bytes / n),
-    rssDeltaBytes: m1.rss - m0.rss, rssPerFlow: r((m1.rss - m0.rss) / n), arrayBuffersDeltaBytes: m1.arrayBuffers - m0.arrayBuffers,
-    insertNsPerFlow: r(insNs), lookupNsPerFlow: r(lkNs),
+    family,
+    flows: t.size,
+    capacity: t.capacity,
+    tableBytes: t.bytes,
+    bytesPerFlow: r(t.bytes / n),
+    rssDeltaBytes: m1.rss - m0.rss,
+    rssPerFlow: r((m1.rss - m0.rss) / n),
+    arrayBuffersDeltaBytes: m1.arrayBuffers - m0.arrayBuffers,
+    insertNsPerFlow: r(insNs),
+    lookupNsPerFlow: r(lkNs),
   };
   t.clear();
   return res;
@@ -307,8 +529,14 @@ function flowMemory(family: 4 | 6, n: number): FlowMemory {
  */
 function measureParts(config: SlbxConfig): [string, number][] {
   const ctx = newMux(config);
-  const frames = Array.from({ length: FRAMES }, (_, k) => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC }).ipv4({ src: CLIENT, dst: VIP })
-    .udp({ sport: 1024 + k, dport: 7, checksum: 'zero' }).payload(payload(64, 42)).build());
+  const frames = Array.from({ length: FRAMES }, (_, k) =>
+    pkt()
+      .eth({ src: ROUTER_MAC, dst: MUX_MAC })
+      .ipv4({ src: CLIENT, dst: VIP })
+      .udp({ sport: 1024 + k, dport: 7, checksum: 'zero' })
+      .payload(payload(64, 42))
+      .build(),
+  );
   const eth = newEthernetHeader();
   const ip4 = newIpv4Header();
   const udp = newUdpHeader();
@@ -320,7 +548,9 @@ function measureParts(config: SlbxConfig): [string, number][] {
   // was the first object to get those names; here the index built since has laid a fast path for
   // them, so the dictionary is made explicitly: an object without a prototype starts as one)
   const dict = Object.create(null) as Record<string, number>;
-  ctx.counters.names.forEach((n, i) => { dict[n] = i; });
+  ctx.counters.names.forEach((n, i) => {
+    dict[n] = i;
+  });
   // (picked per call from a two-element array, so that the compiler cannot fold a constant index away)
   const frozenDict = Object.freeze(dict) as typeof C;
   const dictIndex = [frozenDict, frozenDict];
@@ -334,11 +564,21 @@ function measureParts(config: SlbxConfig): [string, number][] {
   const keyB = new Uint32Array(4);
   const host = [...ctx.tables.hosts.values()][0]!;
   // the flows the lookup step finds: every frame's 5-tuple, recorded once
-  for (let k = 0; k <= m; k++) { const f = frames[k]!; processPacket(f, f.length, ctx); processPacket(f, f.length, ctx); }
+  for (let k = 0; k <= m; k++) {
+    const f = frames[k]!;
+    processPacket(f, f.length, ctx);
+    processPacket(f, f.length, ctx);
+  }
   for (let k = 0; k <= m; k++) parseIpv4(frames[k]!, 14, ip4, 64);
   const steps: [string, (i: number) => number][] = [
     ['(the loop and an empty call: in every row)', () => 0],
-    ['processPacket, the whole path', (i) => { const f = frames[i & m]!; return processPacket(f, f.length, ctx); }],
+    [
+      'processPacket, the whole path',
+      (i) => {
+        const f = frames[i & m]!;
+        return processPacket(f, f.length, ctx);
+      },
+    ],
     ['parseEthernet (copies both MACs)', (i) => parseEthernet(frames[i & m]!, 0, eth, 64)],
     ['readEtherType (used)', (i) => readEtherType(frames[i & m]!, 0, eth, 64)],
     ['parseIpv4', (i) => parseIpv4(frames[i & m]!, 14, ip4, 64)],
@@ -348,25 +588,80 @@ function measureParts(config: SlbxConfig): [string, number][] {
     ['hashFlowV4 (5-tuple)', (i) => hashFlowV4(0xc6336400, vipAddr, 17, 1024 + (i & m), 7, 5, 0x736c6278)],
     ['tables.vips4.get', () => (vips.get(vipAddr) === undefined ? 0 : 1)],
     ['vip.rules.get', () => (vip.rules.get(ruleKey) === undefined ? 0 : 1)],
-    ['flow table lookup, a hit (key words written first)', (i) => {
-      const k = ctx.flows4.key;
-      k[0] = 0xc6336400; k[1] = vipAddr; k[2] = 17; k[3] = (((1024 + (i & m)) << 16) | 7) >>> 0;
-      return ctx.flows4.lookup(hashFlowV4(0xc6336400, vipAddr, 17, 1024 + (i & m), 7, 5, config.hashSeed), 1, 100) >= 0 ? 1 : 0;
-    }],
-    ['a 4-word key copy, Uint32Array.set() (was on every packet)', () => { keyB.set(keyA); return 0; }],
-    ['a 4-word key copy, word loop (now on a main-table miss only)', () => { for (let k = 0; k < 4; k++) keyB[k] = keyA[k]!; return 0; }],
-    ['5 counter increments, dictionary-mode index', (i) => {
-      const D = dictIndex[i & 1]!;
-      cv[D.rx_packets]!++; cv[D.rx_bytes]! += 64; cv[D.flow_hit]!++; cv[D.tx_packets]!++; cv[D.tx_bytes]! += 114; return 0;
-    }],
-    ['5 counter increments, the fast-mode index (used)', (i) => {
-      const F = fastIndex[i & 1]!;
-      cv[F.rx_packets]!++; cv[F.rx_bytes]! += 64; cv[F.flow_hit]!++; cv[F.tx_packets]!++; cv[F.tx_bytes]! += 114; return 0;
-    }],
-    ['50-byte copy, out.set(frame.subarray())', (i) => { out.set(frames[i & m]!.subarray(14, 64), 64); return 0; }],
-    ['50-byte copy, copyPayload (32-bit words; used)', (i) => { copyPayload(frames[i & m]!, 14, out, outView, 64, 50); return 0; }],
-    ['outer IPv4 checksum, sumBytes over the 20 bytes written', (i) => { out[18] = i & 0xff; return finishChecksum(sumBytes(out, 14, 20, 0)); }],
-    ['outer IPv4 checksum, from the shares summed in advance (used)', (i) => finishChecksum(ctx.outerSum4 + host.outerSum4 + 114 + (i & 0xffff))],
+    [
+      'flow table lookup, a hit (key words written first)',
+      (i) => {
+        const k = ctx.flows4.key;
+        k[0] = 0xc6336400;
+        k[1] = vipAddr;
+        k[2] = 17;
+        k[3] = (((1024 + (i & m)) << 16) | 7) >>> 0;
+        return ctx.flows4.lookup(hashFlowV4(0xc6336400, vipAddr, 17, 1024 + (i & m), 7, 5, config.hashSeed), 1, 100) >= 0 ? 1 : 0;
+      },
+    ],
+    [
+      'a 4-word key copy, Uint32Array.set() (was on every packet)',
+      () => {
+        keyB.set(keyA);
+        return 0;
+      },
+    ],
+    [
+      'a 4-word key copy, word loop (now on a main-table miss only)',
+      () => {
+        for (let k = 0; k < 4; k++) keyB[k] = keyA[k]!;
+        return 0;
+      },
+    ],
+    [
+      '5 counter increments, dictionary-mode index',
+      (i) => {
+        const D = dictIndex[i & 1]!;
+        cv[D.rx_packets]!++;
+        cv[D.rx_bytes]! += 64;
+        cv[D.flow_hit]!++;
+        cv[D.tx_packets]!++;
+        cv[D.tx_bytes]! += 114;
+        return 0;
+      },
+    ],
+    [
+      '5 counter increments, the fast-mode index (used)',
+      (i) => {
+        const F = fastIndex[i & 1]!;
+        cv[F.rx_packets]!++;
+        cv[F.rx_bytes]! += 64;
+        cv[F.flow_hit]!++;
+        cv[F.tx_packets]!++;
+        cv[F.tx_bytes]! += 114;
+        return 0;
+      },
+    ],
+    [
+      '50-byte copy, out.set(frame.subarray())',
+      (i) => {
+        out.set(frames[i & m]!.subarray(14, 64), 64);
+        return 0;
+      },
+    ],
+    [
+      '50-byte copy, copyPayload (32-bit words; used)',
+      (i) => {
+        copyPayload(frames[i & m]!, 14, out, outView, 64, 50);
+        return 0;
+      },
+    ],
+    [
+      'outer IPv4 checksum, sumBytes over the 20 bytes written',
+      (i) => {
+        out[18] = i & 0xff;
+        return finishChecksum(sumBytes(out, 14, 20, 0));
+      },
+    ],
+    [
+      'outer IPv4 checksum, from the shares summed in advance (used)',
+      (i) => finishChecksum(ctx.outerSum4 + host.outerSum4 + 114 + (i & 0xffff)),
+    ],
   ];
   const iters = 1_000_000;
   for (const [, fn] of steps) timeLoop(fn, 200_000, 0);
@@ -397,8 +692,7 @@ function main(): void {
     else if (a === '--rounds') {
       rounds = Number(argv[++i]);
       if (!Number.isInteger(rounds) || rounds < 1) usage('--rounds needs a positive integer');
-    }
-    else if (a === '--json') json = argv[++i] ?? usage('--json needs a file');
+    } else if (a === '--json') json = argv[++i] ?? usage('--json needs a file');
     else if (a === '--config') cfgFile = argv[++i] ?? usage('--config needs a file');
     else usage(`unknown argument ${JSON.stringify(a)}`);
   }
@@ -406,7 +700,11 @@ function main(): void {
     const rows = measureParts(loadConfig(cfgFile));
     process.stdout.write(`the MUX's udp4 existing-flow path, step by step (CPU ns per call, node ${process.version})\n`);
     for (const [name, ns] of rows) process.stdout.write(`${ns.toFixed(1).padStart(8)} ns  ${name}\n`);
-    if (json !== null) writeFileSync(json, `${JSON.stringify({ bench: 'micro-parts', node: process.version, rows: rows.map(([name, ns]) => ({ name, ns })) }, null, 2)}\n`);
+    if (json !== null)
+      writeFileSync(
+        json,
+        `${JSON.stringify({ bench: 'micro-parts', node: process.version, rows: rows.map(([name, ns]) => ({ name, ns })) }, null, 2)}\n`,
+      );
     return;
   }
   if (maglevOnly) {
@@ -434,10 +732,14 @@ function main(): void {
   const pad = (s: string, n: number) => s.padEnd(n);
   process.stdout.write(`data-plane ns per packet (node ${process.version}${quick ? ', --quick' : ''})\n`);
   for (const p of paths) {
-    process.stdout.write(`  ${pad(p.plane, 9)}${pad(p.path, 30)}${p.ns.toFixed(1).padStart(8)} ns  (${p.nsMin.toFixed(1)}-${p.nsMax.toFixed(1)}; wall ${p.wallNs.toFixed(1)})${p.netNs !== undefined ? `  net of the restore copy ${p.netNs.toFixed(1)} ns` : ''}\n`);
+    process.stdout.write(
+      `  ${pad(p.plane, 9)}${pad(p.path, 30)}${p.ns.toFixed(1).padStart(8)} ns  (${p.nsMin.toFixed(1)}-${p.nsMax.toFixed(1)}; wall ${p.wallNs.toFixed(1)})${p.netNs !== undefined ? `  net of the restore copy ${p.netNs.toFixed(1)} ns` : ''}\n`,
+    );
   }
   for (const m of memory) {
-    process.stdout.write(`flow table, IPv${m.family}, ${m.flows} flows: ${m.tableBytes} bytes in the table (${m.bytesPerFlow} per flow, capacity ${m.capacity}), RSS +${m.rssDeltaBytes} (${m.rssPerFlow} per flow); insert ${m.insertNsPerFlow} ns, lookup ${m.lookupNsPerFlow} ns per flow\n`);
+    process.stdout.write(
+      `flow table, IPv${m.family}, ${m.flows} flows: ${m.tableBytes} bytes in the table (${m.bytesPerFlow} per flow, capacity ${m.capacity}), RSS +${m.rssDeltaBytes} (${m.rssPerFlow} per flow); insert ${m.insertNsPerFlow} ns, lookup ${m.lookupNsPerFlow} ns per flow\n`,
+    );
   }
   if (json !== null) writeFileSync(json, `${JSON.stringify(out, null, 2)}\n`);
 }

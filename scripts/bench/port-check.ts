@@ -31,7 +31,14 @@ import { compileMuxTables, ALL_HEALTHY } from '../../mux/tables.js';
 import { newMuxContext, processPacket, VERDICT_FORWARD, type MuxContext } from '../../mux/data-plane.js';
 import { muxCaptureFilter } from '../../mux/daemon.js';
 import { compileHostTables } from '../../host-agent/tables.js';
-import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD, type HostContext } from '../../host-agent/data-plane.js';
+import {
+  newHostContext,
+  processInbound,
+  processOutbound,
+  OUT_DSR,
+  VERDICT_FORWARD as HOST_FORWARD,
+  type HostContext,
+} from '../../host-agent/data-plane.js';
 import { PcapPort } from '../../runtime/pcap-port.js';
 import { createFramePort, createIpSender, isIoPath, resolveIo, type FramePort, type IoPath } from '../../runtime/frame-port.js';
 import { readInterface } from '../../runtime/netif.js';
@@ -61,10 +68,14 @@ interface PartResult {
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 function describe(f: Uint8Array, linkType = LINKTYPE_ETHERNET): string {
-  return dissect(f, linkType).layers.map((l) => {
-    const { layer, off: _off, ...rest } = l as Record<string, unknown>;
-    return `${String(layer)}(${Object.entries(rest).map(([k, v]) => `${k}=${String(v)}`).join(' ')})`;
-  }).join(' / ');
+  return dissect(f, linkType)
+    .layers.map((l) => {
+      const { layer, off: _off, ...rest } = l as Record<string, unknown>;
+      return `${String(layer)}(${Object.entries(rest)
+        .map(([k, v]) => `${k}=${String(v)}`)
+        .join(' ')})`;
+    })
+    .join(' / ');
 }
 
 /** Captures on the tester until `want` frames arrived or the time is up; returns them in order. */
@@ -74,8 +85,13 @@ async function collect(cap: Buffer[], want: number, ms = 4000): Promise<void> {
   let stable = 0;
   while (Date.now() - t0 < ms) {
     await sleep(50);
-    if (cap.length >= want) { await sleep(100); return; } // and a little more: nothing extra may come
-    if (cap.length === last) { if (++stable > 20) return; } else stable = 0;
+    if (cap.length >= want) {
+      await sleep(100);
+      return;
+    } // and a little more: nothing extra may come
+    if (cap.length === last) {
+      if (++stable > 20) return;
+    } else stable = 0;
     last = cap.length;
   }
 }
@@ -87,7 +103,9 @@ function compare(part: string, expected: Buffer[], got: Buffer[], linkType = LIN
     const e = expected[i];
     const g = got[i];
     if (e !== undefined && g !== undefined && e.equals(g)) continue;
-    mismatches.push(`#${i}: expected ${e === undefined ? 'nothing' : describe(e, linkType)}; got ${g === undefined ? 'nothing' : describe(g, linkType)}`);
+    mismatches.push(
+      `#${i}: expected ${e === undefined ? 'nothing' : describe(e, linkType)}; got ${g === undefined ? 'nothing' : describe(g, linkType)}`,
+    );
   }
   return { part, expected: expected.length, received: got.length, mismatches, ok: mismatches.length === 0 };
 }
@@ -100,49 +118,108 @@ function muxInputs(dutMac: string): Buffer[] {
     eth().ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 40002, dport: 7 }).payload('six').build(),
     eth().ipv6({ src: CLIENT6, dst: VIP6 }).tcp({ sport: 40003, dport: 80, flags: TCP_ACK }).build(),
     eth({ vlan: 42 }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40004, dport: 7 }).payload('tagged').build(),
-    eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40005, dport: 7 }).payload(new Uint8Array(1400 - 42)).build(),
+    eth()
+      .ipv4({ src: CLIENT, dst: VIP })
+      .udp({ sport: 40005, dport: 7 })
+      .payload(new Uint8Array(1400 - 42))
+      .build(),
     eth().ipv4({ src: CLIENT, dst: '203.0.113.99' }).udp({ sport: 40006, dport: 7 }).payload('not a vip').build(),
     eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40007, dport: 9999 }).payload('no rule').build(),
   ];
   const bad = eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40008, dport: 7 }).payload('bad checksum').build();
   bad[24] = bad[24]! ^ 0xff; // IPv4 header checksum
   frames.push(bad);
-  for (let k = 0; k < 1000; k++) frames.push(eth().ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 10000 + k, dport: 7 }).payload('burst').build());
+  for (let k = 0; k < 1000; k++)
+    frames.push(
+      eth()
+        .ipv4({ src: CLIENT, dst: VIP })
+        .udp({ sport: 10000 + k, dport: 7 })
+        .payload('burst')
+        .build(),
+    );
   return frames;
 }
 
 function hostInputs(dutMac: string): Buffer[] {
-  const vx = () => pkt().eth({ src: '02:00:00:00:00:11', dst: dutMac }).ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-    .udp({ sport: 51000, dport: 4789, checksum: 'zero' }).vxlan({ vni: 5001 });
+  const vx = () =>
+    pkt()
+      .eth({ src: '02:00:00:00:00:11', dst: dutMac })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: 5001 });
   const frames: Buffer[] = [
-    vx().eth({ src: '02:00:00:00:00:11', dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).tcp({ sport: 40000, dport: 80, flags: TCP_SYN }).build(),
-    vx().eth({ src: '02:00:00:00:00:11', dst: NIC.mac, type: 0x86dd }).ipv6({ src: CLIENT6, dst: VIP6 }).udp({ sport: 40001, dport: 7 }).payload('six').build(),
-    vx().eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:99' }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 40002, dport: 7 }).build(), // unknown nic
+    vx()
+      .eth({ src: '02:00:00:00:00:11', dst: NIC.mac })
+      .ipv4({ src: CLIENT, dst: VIP })
+      .tcp({ sport: 40000, dport: 80, flags: TCP_SYN })
+      .build(),
+    vx()
+      .eth({ src: '02:00:00:00:00:11', dst: NIC.mac, type: 0x86dd })
+      .ipv6({ src: CLIENT6, dst: VIP6 })
+      .udp({ sport: 40001, dport: 7 })
+      .payload('six')
+      .build(),
+    vx()
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:99' })
+      .ipv4({ src: CLIENT, dst: VIP })
+      .udp({ sport: 40002, dport: 7 })
+      .build(), // unknown nic
   ];
-  for (let k = 0; k < 500; k++) frames.push(vx().eth({ src: '02:00:00:00:00:11', dst: NIC.mac }).ipv4({ src: CLIENT, dst: VIP }).udp({ sport: 20000 + k, dport: 7 }).payload('burst').build());
+  for (let k = 0; k < 500; k++)
+    frames.push(
+      vx()
+        .eth({ src: '02:00:00:00:00:11', dst: NIC.mac })
+        .ipv4({ src: CLIENT, dst: VIP })
+        .udp({ sport: 20000 + k, dport: 7 })
+        .payload('burst')
+        .build(),
+    );
   return frames;
 }
 
 function dsrInputs(): Buffer[] {
   const back = () => pkt().eth({ src: NIC.mac, dst: PORT_MACS[0] });
   const frames = [
-    back().ipv4({ src: NIC.ip, dst: CLIENT }).tcp({ sport: 80, dport: 40000, flags: TCP_SYN | TCP_ACK }).build(),
+    back()
+      .ipv4({ src: NIC.ip, dst: CLIENT })
+      .tcp({ sport: 80, dport: 40000, flags: TCP_SYN | TCP_ACK })
+      .build(),
     back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 40001 }).payload('echo').build(),
   ];
-  for (let k = 0; k < 300; k++) frames.push(back().ipv4({ src: NIC.ip, dst: CLIENT }).udp({ sport: 7, dport: 30000 + k }).payload('burst').build());
+  for (let k = 0; k < 300; k++)
+    frames.push(
+      back()
+        .ipv4({ src: NIC.ip, dst: CLIENT })
+        .udp({ sport: 7, dport: 30000 + k })
+        .payload('burst')
+        .build(),
+    );
   return frames;
 }
 
 function newMux(config: SlbxConfig, dutMac: string): MuxContext {
   const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  for (const h of tables.hosts.values()) { h.mac.set(mac(HOST1_MAC)); h.macKnown = true; }
+  for (const h of tables.hosts.values()) {
+    h.mac.set(mac(HOST1_MAC));
+    h.macKnown = true;
+  }
   return newMuxContext({
-    tables, localMac: mac(dutMac), localPa4: config.muxes[0]!.address.words[0]!, hashSeed: config.hashSeed,
-    mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, flowTable: config.flowTable,
+    tables,
+    localMac: mac(dutMac),
+    localPa4: config.muxes[0]!.address.words[0]!,
+    hashSeed: config.hashSeed,
+    mtu: config.fabric.mtu,
+    vxlanPort: config.fabric.vxlanPort,
+    flowTable: config.flowTable,
   });
 }
 
-const newHost = (config: SlbxConfig): HostContext => newHostContext(compileHostTables(config, 'host1', 1), config.fabric.vxlanPort, PORT_MACS.map((m) => mac(m)));
+const newHost = (config: SlbxConfig): HostContext =>
+  newHostContext(
+    compileHostTables(config, 'host1', 1),
+    config.fabric.vxlanPort,
+    PORT_MACS.map((m) => mac(m)),
+  );
 
 async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Promise<PartResult[]> {
   const cfgFile = fileURLToPath(new URL('../../../examples/lab.yaml', import.meta.url));
@@ -165,9 +242,18 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     captured = mine;
     tester = new PcapPort(testerIf);
     keep.push(tester);
-    tester.open(filter, (f, len) => { mine.push(Buffer.from(f.subarray(0, len))); }, 64 * 1024 * 1024);
+    tester.open(
+      filter,
+      (f, len) => {
+        mine.push(Buffer.from(f.subarray(0, len)));
+      },
+      64 * 1024 * 1024,
+    );
   };
-  const retire = (p: FramePort) => { if (p instanceof PcapPort) keep.push(p); else p.close(); };
+  const retire = (p: FramePort) => {
+    if (p instanceof PcapPort) keep.push(p);
+    else p.close();
+  };
   // the fixtures check what is sent, not how fast: bursts of 64 frames, so that no capture ring overflows
   const inject = async (frames: Buffer[]) => {
     for (let i = 0; i < frames.length; i++) {
@@ -181,10 +267,18 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     const inputs = muxInputs(dutMac);
     const offline = newMux(config, dutMac);
     const expected: Buffer[] = [];
-    for (const f of inputs) if (processPacket(Buffer.from(f), f.length, offline) === VERDICT_FORWARD) expected.push(Buffer.from(offline.out.subarray(0, offline.outLen)));
+    for (const f of inputs)
+      if (processPacket(Buffer.from(f), f.length, offline) === VERDICT_FORWARD)
+        expected.push(Buffer.from(offline.out.subarray(0, offline.outLen)));
     const ctx = newMux(config, dutMac);
     const dut: FramePort = createFramePort(io, dutIf);
-    dut.open(muxCaptureFilter(config), (f, len) => { if (processPacket(f, len, ctx) === VERDICT_FORWARD) dut.send(ctx.out, 0, ctx.outLen); }, 64 * 1024 * 1024);
+    dut.open(
+      muxCaptureFilter(config),
+      (f, len) => {
+        if (processPacket(f, len, ctx) === VERDICT_FORWARD) dut.send(ctx.out, 0, ctx.outLen);
+      },
+      64 * 1024 * 1024,
+    );
     capture('udp dst port 4789');
     await sleep(100);
     await inject(inputs);
@@ -199,13 +293,18 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     const expected: Buffer[] = [];
     for (const f of inputs) {
       const w = Buffer.from(f);
-      if (processInbound(w, w.length, offline) === HOST_FORWARD) expected.push(Buffer.from(offline.outBuf.subarray(offline.outOff, offline.outOff + offline.outLen)));
+      if (processInbound(w, w.length, offline) === HOST_FORWARD)
+        expected.push(Buffer.from(offline.outBuf.subarray(offline.outOff, offline.outOff + offline.outLen)));
     }
     const ctx = newHost(config);
     const dut = createFramePort(io, dutIf);
-    dut.open('udp dst port 4789 and dst host 198.18.0.21', (f, len) => {
-      if (processInbound(f, len, ctx) === HOST_FORWARD) dut.send(f, ctx.outOff, ctx.outLen);
-    }, 64 * 1024 * 1024);
+    dut.open(
+      'udp dst port 4789 and dst host 198.18.0.21',
+      (f, len) => {
+        if (processInbound(f, len, ctx) === HOST_FORWARD) dut.send(f, ctx.outOff, ctx.outLen);
+      },
+      64 * 1024 * 1024,
+    );
     capture(`ether dst ${NIC.mac}`);
     await sleep(100);
     await inject(inputs);
@@ -220,7 +319,8 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     const expected: Buffer[] = [];
     for (const f of inputs) {
       const w = Buffer.from(f);
-      if (processOutbound(w, w.length, 0, offline) === HOST_FORWARD && offline.outPort === OUT_DSR) expected.push(Buffer.from(offline.outBuf.subarray(offline.outOff, offline.outOff + offline.outLen)));
+      if (processOutbound(w, w.length, 0, offline) === HOST_FORWARD && offline.outPort === OUT_DSR)
+        expected.push(Buffer.from(offline.outBuf.subarray(offline.outOff, offline.outOff + offline.outLen)));
     }
     const ctx = newHost(config);
     const sender = createIpSender(io, 4, via);
@@ -235,7 +335,14 @@ async function run(io: IoPath, dutIf: string, testerIf: string, via: string): Pr
     (sender as { flush?: () => void }).flush?.();
     await collect(captured, expected.length);
     // the tester captured Ethernet frames: compare from the IP header on
-    results.push(compare('dsr', expected, captured.map((c) => c.subarray(14)), LINKTYPE_RAW));
+    results.push(
+      compare(
+        'dsr',
+        expected,
+        captured.map((c) => c.subarray(14)),
+        LINKTYPE_RAW,
+      ),
+    );
     sender.close();
   }
   return results;
@@ -252,8 +359,16 @@ async function main(): Promise<void> {
   const io = o.get('io') ?? usage('--io is required');
   if (!isIoPath(io)) usage(`--io must be pcap or ring (got ${io})`);
   const resolved = resolveIo(io);
-  if (resolved.io !== io) { process.stdout.write(`${JSON.stringify({ io, ok: false, error: `ring unavailable: ${resolved.fallbackReason}` })}\n`); process.exit(1); }
-  const results = await run(io, o.get('dut') ?? usage('--dut is required'), o.get('tester') ?? usage('--tester is required'), o.get('via') ?? '198.18.0.2');
+  if (resolved.io !== io) {
+    process.stdout.write(`${JSON.stringify({ io, ok: false, error: `ring unavailable: ${resolved.fallbackReason}` })}\n`);
+    process.exit(1);
+  }
+  const results = await run(
+    io,
+    o.get('dut') ?? usage('--dut is required'),
+    o.get('tester') ?? usage('--tester is required'),
+    o.get('via') ?? '198.18.0.2',
+  );
   const ok = results.every((r) => r.ok);
   process.stdout.write(`${JSON.stringify({ io, ok, results })}\n`);
   process.exit(ok ? 0 : 1);

@@ -30,7 +30,9 @@ export function stat(xs: readonly number[]): Stat {
 
 function readTsv(file: string): Record<string, string>[] {
   if (!existsSync(file)) return [];
-  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '');
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '');
   const head = lines.shift()?.split('\t') ?? [];
   return lines.map((l) => {
     const c = l.split('\t');
@@ -43,7 +45,8 @@ const groupBy = <T>(xs: readonly T[], key: (x: T) => string): Map<string, T[]> =
   for (const x of xs) {
     const k = key(x);
     const l = m.get(k);
-    if (l === undefined) m.set(k, [x]); else l.push(x);
+    if (l === undefined) m.set(k, [x]);
+    else l.push(x);
   }
   return m;
 };
@@ -56,14 +59,46 @@ const range = (s: Stat, fmt: (x: number) => string) => (s.n === 0 ? '-' : `${fmt
 
 // ---- end-to-end phases -----------------------------------------------------------------------------
 
-export interface TcpSummary { variant: string; case: string; bps: Stat; retransmits: Stat; muxCpuPct: Stat; agentCpuPct: Stat; loadavg: Stat; vsDirect: number | null }
-export interface RrSummary { variant: string; mode: string; rate: Stat; p50: Stat; p90: Stat; p99: Stat; p999: Stat; errors: number; loadavg: Stat; addedP50: number | null; addedP99: number | null; addedP999: number | null }
+export interface TcpSummary {
+  variant: string;
+  case: string;
+  bps: Stat;
+  retransmits: Stat;
+  muxCpuPct: Stat;
+  agentCpuPct: Stat;
+  loadavg: Stat;
+  vsDirect: number | null;
+}
+export interface RrSummary {
+  variant: string;
+  mode: string;
+  rate: Stat;
+  p50: Stat;
+  p90: Stat;
+  p99: Stat;
+  p999: Stat;
+  errors: number;
+  loadavg: Stat;
+  addedP50: number | null;
+  addedP99: number | null;
+  addedP999: number | null;
+}
 export interface FlowSummary {
-  variant: string; rate: number; offeredPps: Stat; deliveredPps: Stat; newFlowsPerS: Stat; flowTableFull: number; muxCpuPct: Stat; loadavg: Stat;
+  variant: string;
+  rate: number;
+  offeredPps: Stat;
+  deliveredPps: Stat;
+  newFlowsPerS: Stat;
+  flowTableFull: number;
+  muxCpuPct: Stat;
+  loadavg: Stat;
   /** Over each whole run (generator start to drained pipeline): packets offered and lost, summed over the runs. */
-  totalOffered: number; lost: number; lossShare: number;
+  totalOffered: number;
+  lost: number;
+  lossShare: number;
   /** Flows promoted to the main table per second (their second packet), and first packets the full untrusted table could not record. */
-  promotedPerS: Stat; untrustedFull: number;
+  promotedPerS: Stat;
+  untrustedFull: number;
 }
 /**
  * The control-plane latency bound (docs/controller.md): the median time from a policy change at the API to
@@ -72,8 +107,22 @@ export interface FlowSummary {
 export const CP_MEDIAN_BOUND_MS = 300;
 
 /** Control plane: per run the median (and p90, max) of the changes; summarized over the runs. */
-export interface CpSummary { variant: string; changes: number; ackMsMedian: Stat; ackMsP90: Stat; ackMsMax: Stat; clientMsMedian: Stat; loadavg: Stat }
-export interface E2eSummary { tcp: TcpSummary[]; rr: RrSummary[]; newflows: FlowSummary[]; newflowsMaxWithoutDrops: Record<string, number | null>; cp: CpSummary[] }
+export interface CpSummary {
+  variant: string;
+  changes: number;
+  ackMsMedian: Stat;
+  ackMsP90: Stat;
+  ackMsMax: Stat;
+  clientMsMedian: Stat;
+  loadavg: Stat;
+}
+export interface E2eSummary {
+  tcp: TcpSummary[];
+  rr: RrSummary[];
+  newflows: FlowSummary[];
+  newflowsMaxWithoutDrops: Record<string, number | null>;
+  cp: CpSummary[];
+}
 
 /**
  * "Without drops": at most this share of the packets offered in a whole run is lost (counted from the
@@ -86,10 +135,14 @@ export function summarizeE2e(dir: string): E2eSummary {
   const num = (r: Record<string, string>, k: string) => Number(r[k]);
   const tcpRows = readTsv(join(dir, 'tcp.tsv'));
   const tcp: TcpSummary[] = [...groupBy(tcpRows, (r) => `${r.variant}\t${r.case}`)].map(([, rows]) => ({
-    variant: rows[0]!.variant!, case: rows[0]!.case!,
-    bps: stat(rows.map((r) => num(r, 'bits_per_second'))), retransmits: stat(rows.map((r) => num(r, 'retransmits'))),
-    muxCpuPct: stat(rows.map((r) => num(r, 'mux_cpu_pct'))), agentCpuPct: stat(rows.map((r) => num(r, 'agent_cpu_pct'))),
-    loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))), vsDirect: null,
+    variant: rows[0]!.variant!,
+    case: rows[0]!.case!,
+    bps: stat(rows.map((r) => num(r, 'bits_per_second'))),
+    retransmits: stat(rows.map((r) => num(r, 'retransmits'))),
+    muxCpuPct: stat(rows.map((r) => num(r, 'mux_cpu_pct'))),
+    agentCpuPct: stat(rows.map((r) => num(r, 'agent_cpu_pct'))),
+    loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
+    vsDirect: null,
   }));
   for (const t of tcp) {
     const d = tcp.find((x) => x.variant === 'tcp-direct' && x.case === t.case);
@@ -97,11 +150,18 @@ export function summarizeE2e(dir: string): E2eSummary {
   }
   const rrRows = readTsv(join(dir, 'rr.tsv'));
   const rr: RrSummary[] = [...groupBy(rrRows, (r) => `${r.variant}\t${r.mode}`)].map(([, rows]) => ({
-    variant: rows[0]!.variant!, mode: rows[0]!.mode!, rate: stat(rows.map((r) => num(r, 'rate'))),
-    p50: stat(rows.map((r) => num(r, 'p50_us'))), p90: stat(rows.map((r) => num(r, 'p90_us'))),
-    p99: stat(rows.map((r) => num(r, 'p99_us'))), p999: stat(rows.map((r) => num(r, 'p999_us'))),
-    errors: rows.reduce((a, r) => a + num(r, 'errors'), 0), loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
-    addedP50: null, addedP99: null, addedP999: null,
+    variant: rows[0]!.variant!,
+    mode: rows[0]!.mode!,
+    rate: stat(rows.map((r) => num(r, 'rate'))),
+    p50: stat(rows.map((r) => num(r, 'p50_us'))),
+    p90: stat(rows.map((r) => num(r, 'p90_us'))),
+    p99: stat(rows.map((r) => num(r, 'p99_us'))),
+    p999: stat(rows.map((r) => num(r, 'p999_us'))),
+    errors: rows.reduce((a, r) => a + num(r, 'errors'), 0),
+    loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
+    addedP50: null,
+    addedP99: null,
+    addedP999: null,
   }));
   for (const x of rr) {
     const d = rr.find((y) => y.variant === 'rr-direct' && y.mode === x.mode);
@@ -112,11 +172,17 @@ export function summarizeE2e(dir: string): E2eSummary {
   }
   const flowRows = readTsv(join(dir, 'newflows.tsv'));
   const newflows: FlowSummary[] = [...groupBy(flowRows, (r) => `${r.variant}\t${r.rate}`)].map(([, rows]) => ({
-    variant: rows[0]!.variant!, rate: num(rows[0]!, 'rate'),
-    offeredPps: stat(rows.map((r) => num(r, 'offered_pps'))), deliveredPps: stat(rows.map((r) => num(r, 'delivered_pps'))),
-    newFlowsPerS: stat(rows.map((r) => num(r, 'flow_new_per_s'))), flowTableFull: rows.reduce((a, r) => a + num(r, 'flow_table_full'), 0),
-    muxCpuPct: stat(rows.map((r) => num(r, 'mux_cpu_pct'))), loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
-    totalOffered: rows.reduce((a, r) => a + num(r, 'total_offered'), 0), lost: rows.reduce((a, r) => a + num(r, 'lost'), 0), lossShare: 0,
+    variant: rows[0]!.variant!,
+    rate: num(rows[0]!, 'rate'),
+    offeredPps: stat(rows.map((r) => num(r, 'offered_pps'))),
+    deliveredPps: stat(rows.map((r) => num(r, 'delivered_pps'))),
+    newFlowsPerS: stat(rows.map((r) => num(r, 'flow_new_per_s'))),
+    flowTableFull: rows.reduce((a, r) => a + num(r, 'flow_table_full'), 0),
+    muxCpuPct: stat(rows.map((r) => num(r, 'mux_cpu_pct'))),
+    loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
+    totalOffered: rows.reduce((a, r) => a + num(r, 'total_offered'), 0),
+    lost: rows.reduce((a, r) => a + num(r, 'lost'), 0),
+    lossShare: 0,
     promotedPerS: stat(rows.map((r) => (num(r, 'seconds') > 0 ? (Number(r.flow_promoted ?? 0) || 0) / num(r, 'seconds') : 0))),
     untrustedFull: rows.reduce((a, r) => a + (Number(r.flow_untrusted_full ?? 0) || 0), 0),
   }));
@@ -128,9 +194,12 @@ export function summarizeE2e(dir: string): E2eSummary {
   }
   const cpRows = readTsv(join(dir, 'cp.tsv'));
   const cp: CpSummary[] = [...groupBy(cpRows, (r) => r.variant!)].map(([variant, rows]) => ({
-    variant, changes: rows.reduce((a, r) => a + num(r, 'changes'), 0),
-    ackMsMedian: stat(rows.map((r) => num(r, 'ack_ms_median'))), ackMsP90: stat(rows.map((r) => num(r, 'ack_ms_p90'))),
-    ackMsMax: stat(rows.map((r) => num(r, 'ack_ms_max'))), clientMsMedian: stat(rows.map((r) => num(r, 'client_ms_median'))),
+    variant,
+    changes: rows.reduce((a, r) => a + num(r, 'changes'), 0),
+    ackMsMedian: stat(rows.map((r) => num(r, 'ack_ms_median'))),
+    ackMsP90: stat(rows.map((r) => num(r, 'ack_ms_p90'))),
+    ackMsMax: stat(rows.map((r) => num(r, 'ack_ms_max'))),
+    clientMsMedian: stat(rows.map((r) => num(r, 'client_ms_median'))),
     loadavg: stat(rows.map((r) => num(r, 'loadavg_1m'))),
   }));
   return { tcp, rr, newflows, newflowsMaxWithoutDrops, cp };
@@ -143,7 +212,9 @@ export function e2eMarkdown(e: E2eSummary): string {
     md.push('| variant | case | Gbit/s, median (min-max) | vs tcp-direct | retransmits | MUX CPU % | host agent CPU % | load avg |');
     md.push('|---|---|---|---|---|---|---|---|');
     for (const t of e.tcp) {
-      md.push(`| ${t.variant} | ${t.case.endsWith('r') ? `${t.case.slice(0, -1)} stream(s), -R (backend sends)` : `${t.case} stream(s)`} | ${range(t.bps, gbps)} | ${t.vsDirect === null ? '-' : f2(t.vsDirect)} | ${f1(t.retransmits.median)} | ${f1(t.muxCpuPct.median)} | ${f1(t.agentCpuPct.median)} | ${f1(t.loadavg.median)} |`);
+      md.push(
+        `| ${t.variant} | ${t.case.endsWith('r') ? `${t.case.slice(0, -1)} stream(s), -R (backend sends)` : `${t.case} stream(s)`} | ${range(t.bps, gbps)} | ${t.vsDirect === null ? '-' : f2(t.vsDirect)} | ${f1(t.retransmits.median)} | ${f1(t.muxCpuPct.median)} | ${f1(t.agentCpuPct.median)} | ${f1(t.loadavg.median)} |`,
+      );
     }
     md.push('');
   }
@@ -153,28 +224,41 @@ export function e2eMarkdown(e: E2eSummary): string {
     md.push('|---|---|---|---|---|---|---|---|---|---|');
     for (const r of e.rr) {
       const added = r.addedP50 === null ? '-' : `${f1(r.addedP50)} / ${f1(r.addedP99!)} / ${f1(r.addedP999!)}`;
-      md.push(`| ${r.variant} | ${r.mode} | ${f1(r.rate.median)} | ${range(r.p50, f1)} | ${range(r.p90, f1)} | ${range(r.p99, f1)} | ${range(r.p999, f1)} | ${added} | ${r.errors} | ${f1(r.loadavg.median)} |`);
+      md.push(
+        `| ${r.variant} | ${r.mode} | ${f1(r.rate.median)} | ${range(r.p50, f1)} | ${range(r.p90, f1)} | ${range(r.p99, f1)} | ${range(r.p999, f1)} | ${added} | ${r.errors} | ${f1(r.loadavg.median)} |`,
+      );
     }
     md.push('');
   }
   if (e.newflows.length > 0) {
     md.push('### New flows per second (paced; every flow two packets, so new flows/s = offered pps / 2)', '');
-    md.push('| variant | offered pps | delivered pps, median (min-max) | new flows/s (flow_new), median (min-max) | promoted/s | lost / offered, whole runs | untrusted_full | table_full | MUX CPU % | load avg |');
+    md.push(
+      '| variant | offered pps | delivered pps, median (min-max) | new flows/s (flow_new), median (min-max) | promoted/s | lost / offered, whole runs | untrusted_full | table_full | MUX CPU % | load avg |',
+    );
     md.push('|---|---|---|---|---|---|---|---|---|---|');
     for (const x of e.newflows) {
-      md.push(`| ${x.variant} | ${kpps(x.offeredPps.median)} | ${range(x.deliveredPps, kpps)} | ${range(x.newFlowsPerS, kpps)} | ${kpps(x.promotedPerS.median)} | ${x.lost} / ${x.totalOffered} (${(x.lossShare * 100).toFixed(2)} %) | ${x.untrustedFull} | ${x.flowTableFull} | ${f1(x.muxCpuPct.median)} | ${f1(x.loadavg.median)} |`);
+      md.push(
+        `| ${x.variant} | ${kpps(x.offeredPps.median)} | ${range(x.deliveredPps, kpps)} | ${range(x.newFlowsPerS, kpps)} | ${kpps(x.promotedPerS.median)} | ${x.lost} / ${x.totalOffered} (${(x.lossShare * 100).toFixed(2)} %) | ${x.untrustedFull} | ${x.flowTableFull} | ${f1(x.muxCpuPct.median)} | ${f1(x.loadavg.median)} |`,
+      );
     }
     md.push('');
     for (const [v, m] of Object.entries(e.newflowsMaxWithoutDrops)) {
-      md.push(`- ${v}: ${m === null ? 'no offered rate was delivered without drops' : `${kpps(m)} new flows/s without drops (the highest offered rate losing at most ${MAX_LOSS_SHARE * 100} % of its packets)`}`);
+      md.push(
+        `- ${v}: ${m === null ? 'no offered rate was delivered without drops' : `${kpps(m)} new flows/s without drops (the highest offered rate losing at most ${MAX_LOSS_SHARE * 100} % of its packets)`}`,
+      );
     }
     md.push('');
   }
   if (e.cp.length > 0) {
     md.push('### Control plane: a policy change at the controller API until the last MUX applied it (ms)', '');
-    md.push('| variant | changes | API -> last MUX ack: median of the runs\' medians (min-max) | p90 | max | client-side (PATCH to the generation\'s answer) | load avg |');
+    md.push(
+      "| variant | changes | API -> last MUX ack: median of the runs' medians (min-max) | p90 | max | client-side (PATCH to the generation's answer) | load avg |",
+    );
     md.push('|---|---|---|---|---|---|---|');
-    for (const c of e.cp) md.push(`| ${c.variant} | ${c.changes} | ${range(c.ackMsMedian, f2)} | ${f2(c.ackMsP90.median)} | ${f2(c.ackMsMax.max)} | ${range(c.clientMsMedian, f2)} | ${f1(c.loadavg.median)} |`);
+    for (const c of e.cp)
+      md.push(
+        `| ${c.variant} | ${c.changes} | ${range(c.ackMsMedian, f2)} | ${f2(c.ackMsP90.median)} | ${f2(c.ackMsMax.max)} | ${range(c.clientMsMedian, f2)} | ${f1(c.loadavg.median)} |`,
+      );
     md.push('');
   }
   return md.join('\n');
@@ -198,72 +282,192 @@ interface PpsSummary {
   processUsPerPacket?: number;
 }
 
-interface PpsRun { variant: string; deliveredPps: number; dutProcessCpuPct: number }
+interface PpsRun {
+  variant: string;
+  deliveredPps: number;
+  dutProcessCpuPct: number;
+}
 
 function addProcessCost(pps: PpsSummary[], runs: PpsRun[]): void {
   for (const s of pps) {
     if (s.baseline) continue;
-    const xs = runs.filter((r) => r.variant === s.variant && r.deliveredPps > 0 && r.dutProcessCpuPct > 0)
-      .map((r) => (r.dutProcessCpuPct / 100) * 1e6 / r.deliveredPps);
+    const xs = runs
+      .filter((r) => r.variant === s.variant && r.deliveredPps > 0 && r.dutProcessCpuPct > 0)
+      .map((r) => ((r.dutProcessCpuPct / 100) * 1e6) / r.deliveredPps);
     if (xs.length > 0) s.processUsPerPacket = stat(xs).median;
   }
 }
 
-interface MicroPath { plane: string; path: string; ns: number; nsMin: number; nsMax: number; wallNs: number; netNs?: number; copyNs?: number }
-interface MicroOut { paths: MicroPath[]; flowMemory: { family: number; flows: number; capacity: number; tableBytes: number; bytesPerFlow: number; rssPerFlow: number; insertNsPerFlow: number; lookupNsPerFlow: number }[]; quick: boolean }
-interface MaglevRow { size: number; members: number; weights: string; medianMs: number; minMs: number; maxMs: number }
+interface MicroPath {
+  plane: string;
+  path: string;
+  ns: number;
+  nsMin: number;
+  nsMax: number;
+  wallNs: number;
+  netNs?: number;
+  copyNs?: number;
+}
+interface MicroOut {
+  paths: MicroPath[];
+  flowMemory: {
+    family: number;
+    flows: number;
+    capacity: number;
+    tableBytes: number;
+    bytesPerFlow: number;
+    rssPerFlow: number;
+    insertNsPerFlow: number;
+    lookupNsPerFlow: number;
+  }[];
+  quick: boolean;
+}
+interface MaglevRow {
+  size: number;
+  members: number;
+  weights: string;
+  medianMs: number;
+  minMs: number;
+  maxMs: number;
+}
 
-export interface Target { name: string; target: string; measured: string; met: boolean | null; note: string }
+export interface Target {
+  name: string;
+  target: string;
+  measured: string;
+  met: boolean | null;
+  note: string;
+}
 
 function readJson<T>(file: string): T | null {
   return existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as T) : null;
 }
 
-function targets(pps: PpsSummary[], micro: MicroOut | null, maglev: MaglevRow[], e2e: E2eSummary | null, oneCpu: E2eSummary | null = null): Target[] {
+function targets(
+  pps: PpsSummary[],
+  micro: MicroOut | null,
+  maglev: MaglevRow[],
+  e2e: E2eSummary | null,
+  oneCpu: E2eSummary | null = null,
+): Target[] {
   const t: Target[] = [];
   const get = (v: string) => pps.find((s) => s.variant === v);
-  const best = (vs: string[]) => vs.map(get).filter((s): s is PpsSummary => s !== undefined).sort((a, b) => b.deliveredPps.median - a.deliveredPps.median)[0];
+  const best = (vs: string[]) =>
+    vs
+      .map(get)
+      .filter((s): s is PpsSummary => s !== undefined)
+      .sort((a, b) => b.deliveredPps.median - a.deliveredPps.median)[0];
   const mux = best(['mux-ring', 'mux-cap']);
   if (mux !== undefined) {
-    t.push({ name: 'MUX rate, 64-byte UDP', target: '>= 220,000 packets/s', measured: `${kpps(mux.deliveredPps.median)} (${mux.variant})`, met: mux.deliveredPps.median >= 220_000, note: '' });
+    t.push({
+      name: 'MUX rate, 64-byte UDP',
+      target: '>= 220,000 packets/s',
+      measured: `${kpps(mux.deliveredPps.median)} (${mux.variant})`,
+      met: mux.deliveredPps.median >= 220_000,
+      note: '',
+    });
     const r = mux.ratios['kernel-vxlan'];
-    t.push({ name: 'MUX vs the kernel VXLAN device, same run', target: '>= 1.0x', measured: r === undefined ? '-' : `${f2(r)}x (${mux.variant})`, met: r === undefined ? null : r >= 1.0, note: 'the kernel baseline runs in the generator core\'s softirq (generator-limited): a lower bound' });
+    t.push({
+      name: 'MUX vs the kernel VXLAN device, same run',
+      target: '>= 1.0x',
+      measured: r === undefined ? '-' : `${f2(r)}x (${mux.variant})`,
+      met: r === undefined ? null : r >= 1.0,
+      note: "the kernel baseline runs in the generator core's softirq (generator-limited): a lower bound",
+    });
   }
   const agent = best(['agent-ring', 'agent-capture']);
-  if (agent !== undefined) t.push({ name: 'host agent inbound rate', target: '>= 300,000 packets/s', measured: `${kpps(agent.deliveredPps.median)} (${agent.variant})`, met: agent.deliveredPps.median >= 300_000, note: '' });
+  if (agent !== undefined)
+    t.push({
+      name: 'host agent inbound rate',
+      target: '>= 300,000 packets/s',
+      measured: `${kpps(agent.deliveredPps.median)} (${agent.variant})`,
+      met: agent.deliveredPps.median >= 300_000,
+      note: '',
+    });
   if (micro !== null && micro.paths.length > 0) {
     const cost = (p: MicroPath) => p.netNs ?? p.ns;
     const worst = [...micro.paths].sort((a, b) => cost(b) - cost(a))[0]!;
     const main = micro.paths.find((p) => p.plane === 'mux' && p.path.startsWith('udp4 existing'));
-    t.push({ name: 'pure data-plane cost', target: '<= 150 ns per packet', measured: `${main ? `MUX udp4 existing flow ${f1(cost(main))} ns; ` : ''}worst path ${f1(cost(worst))} ns (${worst.plane} ${worst.path})`, met: micro.paths.every((p) => cost(p) <= 150), note: micro.quick ? 'quick (smoke) run' : '' });
+    t.push({
+      name: 'pure data-plane cost',
+      target: '<= 150 ns per packet',
+      measured: `${main ? `MUX udp4 existing flow ${f1(cost(main))} ns; ` : ''}worst path ${f1(cost(worst))} ns (${worst.plane} ${worst.path})`,
+      met: micro.paths.every((p) => cost(p) <= 150),
+      note: micro.quick ? 'quick (smoke) run' : '',
+    });
   }
   if (e2e !== null) {
     for (const v of ['rr-ring', 'rr-pcap']) {
       const r = e2e.rr.find((x) => x.variant === v && x.mode === 'persistent');
       if (r === undefined || r.addedP50 === null) continue;
-      t.push({ name: `added latency, one connection (${v})`, target: 'p50 <= 50 µs, p99 <= 200 µs', measured: `p50 +${f1(r.addedP50)} µs, p99 +${f1(r.addedP99!)} µs`, met: r.addedP50 <= 50 && r.addedP99! <= 200, note: `at ${f1(r.rate.median)} requests/s; daemons on CPU 1, client and server on CPU 0` });
+      t.push({
+        name: `added latency, one connection (${v})`,
+        target: 'p50 <= 50 µs, p99 <= 200 µs',
+        measured: `p50 +${f1(r.addedP50)} µs, p99 +${f1(r.addedP99!)} µs`,
+        met: r.addedP50 <= 50 && r.addedP99! <= 200,
+        note: `at ${f1(r.rate.median)} requests/s; daemons on CPU 1, client and server on CPU 0`,
+      });
     }
   }
   if (oneCpu !== null) {
     for (const v of ['rr-ring', 'rr-pcap']) {
       const r = oneCpu.rr.find((x) => x.variant === v && x.mode === 'persistent');
       if (r === undefined || r.addedP50 === null) continue;
-      t.push({ name: `added latency, one connection, all on one CPU (${v})`, target: 'p50 <= 50 µs, p99 <= 200 µs', measured: `p50 +${f1(r.addedP50)} µs, p99 +${f1(r.addedP99!)} µs`, met: r.addedP50 <= 50 && r.addedP99! <= 200, note: `at ${f1(r.rate.median)} requests/s; no cross-CPU wake-ups, like the direct baseline` });
+      t.push({
+        name: `added latency, one connection, all on one CPU (${v})`,
+        target: 'p50 <= 50 µs, p99 <= 200 µs',
+        measured: `p50 +${f1(r.addedP50)} µs, p99 +${f1(r.addedP99!)} µs`,
+        met: r.addedP50 <= 50 && r.addedP99! <= 200,
+        note: `at ${f1(r.rate.median)} requests/s; no cross-CPU wake-ups, like the direct baseline`,
+      });
     }
   }
   const mg = maglev.find((r) => r.size === 65537 && r.members === 1000 && r.weights === 'equal');
-  if (mg !== undefined) t.push({ name: 'Maglev build, 1000 backends, M=65537', target: '< 5 ms', measured: `${f2(mg.medianMs)} ms (${f2(mg.minMs)}-${f2(mg.maxMs)})`, met: mg.medianMs < 5, note: '' });
+  if (mg !== undefined)
+    t.push({
+      name: 'Maglev build, 1000 backends, M=65537',
+      target: '< 5 ms',
+      measured: `${f2(mg.medianMs)} ms (${f2(mg.minMs)}-${f2(mg.maxMs)})`,
+      met: mg.medianMs < 5,
+      note: '',
+    });
   const cp = e2e?.cp.find((c) => c.variant === 'cp-propagation');
-  t.push(cp === undefined
-    ? { name: 'policy change at the controller API -> last MUX applied', target: '(measure)', measured: 'pending', met: null, note: 'not measured in this run (cp-propagation)' }
-    : { name: 'policy change at the controller API -> last MUX applied', target: `median <= ${CP_MEDIAN_BOUND_MS} ms`, measured: `${f2(cp.ackMsMedian.median)} ms median, p90 ${f2(cp.ackMsP90.median)} ms (2 MUXes)`, met: cp.ackMsMedian.median <= CP_MEDIAN_BOUND_MS, note: `${cp.changes} weight changes; the controller's own figure (request arrival to last ack); scenario 09 asserts the same bound` });
+  t.push(
+    cp === undefined
+      ? {
+          name: 'policy change at the controller API -> last MUX applied',
+          target: '(measure)',
+          measured: 'pending',
+          met: null,
+          note: 'not measured in this run (cp-propagation)',
+        }
+      : {
+          name: 'policy change at the controller API -> last MUX applied',
+          target: `median <= ${CP_MEDIAN_BOUND_MS} ms`,
+          measured: `${f2(cp.ackMsMedian.median)} ms median, p90 ${f2(cp.ackMsP90.median)} ms (2 MUXes)`,
+          met: cp.ackMsMedian.median <= CP_MEDIAN_BOUND_MS,
+          note: `${cp.changes} weight changes; the controller's own figure (request arrival to last ack); scenario 09 asserts the same bound`,
+        },
+  );
   return t;
 }
 
 // ---- chart -----------------------------------------------------------------------------------------
 
-interface Bar { label: string; median: number; min: number; max: number; baseline: boolean; note?: string }
-interface Panel { title: string; unit: string; fmt: (x: number) => string; bars: Bar[] }
+interface Bar {
+  label: string;
+  median: number;
+  min: number;
+  max: number;
+  baseline: boolean;
+  note?: string;
+}
+interface Panel {
+  title: string;
+  unit: string;
+  fmt: (x: number) => string;
+  bars: Bar[];
+}
 
 const esc = (s: string) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
@@ -289,9 +493,13 @@ export function chartSvg(title: string, subtitle: string, panels: Panel[]): stri
         const x0 = labelW + (b.min / max) * barW;
         const x1 = labelW + (b.max / max) * barW;
         out.push(`<line x1="${x0.toFixed(1)}" y1="${cy}" x2="${x1.toFixed(1)}" y2="${cy}" class="whisker"/>`);
-        out.push(`<line x1="${x0.toFixed(1)}" y1="${cy - 4}" x2="${x0.toFixed(1)}" y2="${cy + 4}" class="whisker"/><line x1="${x1.toFixed(1)}" y1="${cy - 4}" x2="${x1.toFixed(1)}" y2="${cy + 4}" class="whisker"/>`);
+        out.push(
+          `<line x1="${x0.toFixed(1)}" y1="${cy - 4}" x2="${x0.toFixed(1)}" y2="${cy + 4}" class="whisker"/><line x1="${x1.toFixed(1)}" y1="${cy - 4}" x2="${x1.toFixed(1)}" y2="${cy + 4}" class="whisker"/>`,
+        );
       }
-      out.push(`<text x="${labelW + Math.max(w, Number.isFinite(b.max) ? (b.max / max) * barW : 0) + 6}" y="${cy + 4}" class="value">${esc(p.fmt(b.median))}${b.note ? ` ${esc(b.note)}` : ''}</text>`);
+      out.push(
+        `<text x="${labelW + Math.max(w, Number.isFinite(b.max) ? (b.max / max) * barW : 0) + 6}" y="${cy + 4}" class="value">${esc(p.fmt(b.median))}${b.note ? ` ${esc(b.note)}` : ''}</text>`,
+      );
       y += rowH;
     }
     y += 18;
@@ -313,26 +521,50 @@ ${out.join('\n')}
 
 function ppsPanels(pps: PpsSummary[]): Panel[] {
   const phases = [...new Set(pps.map((s) => s.phase))];
-  const names: Record<string, string> = { mux: 'MUX, 64-byte UDP', 'host-agent': 'host agent inbound (VXLAN in -> backend), 64-byte inner', dsr: 'DSR return (backend -> host agent -> router), 64-byte' };
+  const names: Record<string, string> = {
+    mux: 'MUX, 64-byte UDP',
+    'host-agent': 'host agent inbound (VXLAN in -> backend), 64-byte inner',
+    dsr: 'DSR return (backend -> host agent -> router), 64-byte',
+  };
   return phases.map((ph) => {
     const [base, size] = ph.split('@');
-    const title = size === undefined ? names[base!] ?? ph : `${(names[base!] ?? base!).replace('64-byte', `${size}-byte`)}`;
+    const title = size === undefined ? (names[base!] ?? ph) : `${(names[base!] ?? base!).replace('64-byte', `${size}-byte`)}`;
     return {
-      title, unit: 'packets/s delivered; grey = kernel baseline', fmt: kpps,
-      bars: pps.filter((s) => s.phase === ph).map((s) => ({
-        label: s.variant, median: s.deliveredPps.median, min: s.deliveredPps.min, max: s.deliveredPps.max, baseline: s.baseline,
-        note: s.baseline ? '' : Object.entries(s.ratios).map(([b, r]) => `${f2(r)}x ${b.replace(/@.*/, '')}`).join(', '),
-      })),
+      title,
+      unit: 'packets/s delivered; grey = kernel baseline',
+      fmt: kpps,
+      bars: pps
+        .filter((s) => s.phase === ph)
+        .map((s) => ({
+          label: s.variant,
+          median: s.deliveredPps.median,
+          min: s.deliveredPps.min,
+          max: s.deliveredPps.max,
+          baseline: s.baseline,
+          note: s.baseline
+            ? ''
+            : Object.entries(s.ratios)
+                .map(([b, r]) => `${f2(r)}x ${b.replace(/@.*/, '')}`)
+                .join(', '),
+        })),
     };
   });
 }
 
 export function benchReport(dir: string): void {
   const machine = readJson<Record<string, unknown>>(join(dir, 'machine.json')) ?? {};
-  const netns = readJson<{ summaries?: PpsSummary[]; runs?: PpsRun[]; runsPerVariant?: number; measuredS?: number; warmupS?: number; setup?: string }>(join(dir, 'netns', 'results.json'));
+  const netns = readJson<{
+    summaries?: PpsSummary[];
+    runs?: PpsRun[];
+    runsPerVariant?: number;
+    measuredS?: number;
+    warmupS?: number;
+    setup?: string;
+  }>(join(dir, 'netns', 'results.json'));
   const pps = netns?.summaries ?? [];
   addProcessCost(pps, netns?.runs ?? []);
-  const e2e = existsSync(join(dir, 'netns', 'tcp.tsv')) || existsSync(join(dir, 'netns', 'newflows.tsv')) ? summarizeE2e(join(dir, 'netns')) : null;
+  const e2e =
+    existsSync(join(dir, 'netns', 'tcp.tsv')) || existsSync(join(dir, 'netns', 'newflows.tsv')) ? summarizeE2e(join(dir, 'netns')) : null;
   const oneCpu = existsSync(join(dir, 'netns-1cpu', 'rr.tsv')) ? summarizeE2e(join(dir, 'netns-1cpu')) : null;
   const micro = readJson<MicroOut>(join(dir, 'micro.json'));
   const maglev = readJson<{ rows: MaglevRow[] }>(join(dir, 'maglev.json'))?.rows ?? [];
@@ -340,11 +572,17 @@ export function benchReport(dir: string): void {
   const md: string[] = [];
   const m = machine as Record<string, string>;
   md.push(`# slbx bench, ${m.started ?? ''}`, '');
-  md.push(`Machine: ${m.cpu ?? '?'} (${m.cpus ?? '?'} CPUs), kernel ${m.kernel ?? '?'}, Node ${m.node ?? '?'}, trafgen ${m.trafgen ?? '?'}, iperf3 ${m.iperf3 ?? '?'}.`);
-  md.push(`Load average at start ${m.loadavgStart ?? '?'}, at the end ${m.loadavgEnd ?? '?'}${m.mode === 'smoke' ? '. **Smoke run: checks the harness, the numbers mean nothing.**' : '.'}`, '');
+  md.push(
+    `Machine: ${m.cpu ?? '?'} (${m.cpus ?? '?'} CPUs), kernel ${m.kernel ?? '?'}, Node ${m.node ?? '?'}, trafgen ${m.trafgen ?? '?'}, iperf3 ${m.iperf3 ?? '?'}.`,
+  );
+  md.push(
+    `Load average at start ${m.loadavgStart ?? '?'}, at the end ${m.loadavgEnd ?? '?'}${m.mode === 'smoke' ? '. **Smoke run: checks the harness, the numbers mean nothing.**' : '.'}`,
+    '',
+  );
   if (netns?.setup) md.push(`Packet rates: ${netns.setup}.`, '');
   md.push('## Targets (issue 4)', '', '| target | wanted | measured | met | note |', '|---|---|---|---|---|');
-  for (const x of tg) md.push(`| ${x.name} | ${x.target} | ${x.measured} | ${x.met === null ? '-' : x.met ? 'yes' : '**no**'} | ${x.note} |`);
+  for (const x of tg)
+    md.push(`| ${x.name} | ${x.target} | ${x.measured} | ${x.met === null ? '-' : x.met ? 'yes' : '**no**'} | ${x.note} |`);
   md.push('');
   if (pps.length > 0) {
     md.push('## Packet rates (delivered packets/s, kernel counters of the receiving interface)', '');
@@ -352,14 +590,21 @@ export function benchReport(dir: string): void {
       const rows = pps.filter((s) => s.phase === ph);
       const bases = [...new Set(rows.flatMap((s) => Object.keys(s.ratios)))];
       md.push(`### ${ph}`, '');
-      md.push(`| variant | delivered pps, median (min-max) | offered pps | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} | process CPU µs per packet |`);
+      md.push(
+        `| variant | delivered pps, median (min-max) | offered pps | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} | process CPU µs per packet |`,
+      );
       md.push(`|---|---|---|---|${bases.map(() => '---|').join('')}---|`);
       for (const s of rows) {
-        md.push(`| ${s.variant}${s.baseline ? ' (baseline)' : ''} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map((b) => (s.ratios[b] !== undefined ? f2(s.ratios[b]!) : '-')).join(' | ')} | ${s.processUsPerPacket === undefined ? '-' : f2(s.processUsPerPacket)} |`);
+        md.push(
+          `| ${s.variant}${s.baseline ? ' (baseline)' : ''} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map((b) => (s.ratios[b] !== undefined ? f2(s.ratios[b]!) : '-')).join(' | ')} | ${s.processUsPerPacket === undefined ? '-' : f2(s.processUsPerPacket)} |`,
+        );
       }
       md.push('');
     }
-    md.push('"process CPU µs per packet": the process under test\'s CPU time (user + system, from /proc/PID/stat) over the measured seconds divided by the packets delivered, median of the runs: its cost per packet whatever share of the core it got on a shared machine (the softirq work the kernel does for it outside its syscalls is not in it). Per-run CPU shares (user/system/softirq/idle/steal of both CPUs), the process\'s CPU and the load average: `netns/runs.tsv`.', '');
+    md.push(
+      '"process CPU µs per packet": the process under test\'s CPU time (user + system, from /proc/PID/stat) over the measured seconds divided by the packets delivered, median of the runs: its cost per packet whatever share of the core it got on a shared machine (the softirq work the kernel does for it outside its syscalls is not in it). Per-run CPU shares (user/system/softirq/idle/steal of both CPUs), the process\'s CPU and the load average: `netns/runs.tsv`.',
+      '',
+    );
   }
   if (e2e !== null) md.push(e2eMarkdown(e2e));
   if (oneCpu !== null) {
@@ -369,9 +614,21 @@ export function benchReport(dir: string): void {
   if (micro !== null) {
     md.push('## Pure data-plane cost (ns per packet, CPU time, median of the rounds)', '');
     md.push('| plane | path | ns (min-max) | wall-clock ns | host agent: restore copy / net |', '|---|---|---|---|---|');
-    for (const p of micro.paths) md.push(`| ${p.plane} | ${p.path} | ${f1(p.ns)} (${f1(p.nsMin)}-${f1(p.nsMax)}) | ${f1(p.wallNs)} | ${p.netNs !== undefined ? `${f1(p.copyNs!)} / ${f1(p.netNs)}` : '-'} |`);
-    md.push('', '## Flow table memory', '', '| family | flows | capacity (slots) | table bytes per flow | RSS growth per flow | insert ns | lookup ns |', '|---|---|---|---|---|---|---|');
-    for (const f of micro.flowMemory) md.push(`| IPv${f.family} | ${f.flows} | ${f.capacity} | ${f1(f.bytesPerFlow)} | ${f1(f.rssPerFlow)} | ${f1(f.insertNsPerFlow)} | ${f1(f.lookupNsPerFlow)} |`);
+    for (const p of micro.paths)
+      md.push(
+        `| ${p.plane} | ${p.path} | ${f1(p.ns)} (${f1(p.nsMin)}-${f1(p.nsMax)}) | ${f1(p.wallNs)} | ${p.netNs !== undefined ? `${f1(p.copyNs!)} / ${f1(p.netNs)}` : '-'} |`,
+      );
+    md.push(
+      '',
+      '## Flow table memory',
+      '',
+      '| family | flows | capacity (slots) | table bytes per flow | RSS growth per flow | insert ns | lookup ns |',
+      '|---|---|---|---|---|---|---|',
+    );
+    for (const f of micro.flowMemory)
+      md.push(
+        `| IPv${f.family} | ${f.flows} | ${f.capacity} | ${f1(f.bytesPerFlow)} | ${f1(f.rssPerFlow)} | ${f1(f.insertNsPerFlow)} | ${f1(f.lookupNsPerFlow)} |`,
+      );
     md.push('');
   }
   if (maglev.length > 0) {
@@ -379,42 +636,90 @@ export function benchReport(dir: string): void {
     for (const r of maglev) md.push(`| ${r.size} | ${r.members} | ${r.weights} | ${f2(r.medianMs)} (${f2(r.minMs)}-${f2(r.maxMs)}) |`);
     md.push('');
   }
-  if (e2e === null || e2e.cp.length === 0) md.push('## Control plane propagation', '', 'Not measured in this run (the cp-propagation variant).', '');
+  if (e2e === null || e2e.cp.length === 0)
+    md.push('## Control plane propagation', '', 'Not measured in this run (the cp-propagation variant).', '');
   const text = md.join('\n');
   // chart
   const panels: Panel[] = [...ppsPanels(pps)];
   if (e2e !== null) {
     for (const c of [...new Set(e2e.tcp.map((t) => t.case))]) {
-      panels.push({ title: `TCP, iperf3 ${c.endsWith('r') ? `${c.slice(0, -1)} stream(s), -R` : `${c} stream(s)`}`, unit: 'Gbit/s; grey = direct routing', fmt: gbps,
-        bars: e2e.tcp.filter((t) => t.case === c).map((t) => ({ label: t.variant, median: t.bps.median, min: t.bps.min, max: t.bps.max, baseline: t.variant === 'tcp-direct', note: t.vsDirect === null || t.variant === 'tcp-direct' ? '' : `${f2(t.vsDirect)}x` })) });
+      panels.push({
+        title: `TCP, iperf3 ${c.endsWith('r') ? `${c.slice(0, -1)} stream(s), -R` : `${c} stream(s)`}`,
+        unit: 'Gbit/s; grey = direct routing',
+        fmt: gbps,
+        bars: e2e.tcp
+          .filter((t) => t.case === c)
+          .map((t) => ({
+            label: t.variant,
+            median: t.bps.median,
+            min: t.bps.min,
+            max: t.bps.max,
+            baseline: t.variant === 'tcp-direct',
+            note: t.vsDirect === null || t.variant === 'tcp-direct' ? '' : `${f2(t.vsDirect)}x`,
+          })),
+      });
     }
-    const rrSets: [string, RrSummary[]][] = [['', e2e.rr], [' (all on one CPU)', oneCpu?.rr ?? []]];
-    for (const [suffix, rrs] of rrSets) for (const mode of [...new Set(rrs.map((r) => r.mode))]) {
-      const rows = rrs.filter((r) => r.mode === mode);
-      panels.push({ title: `latency, ${mode === 'persistent' ? 'one connection' : 'a new connection per request'}${suffix}: p50 and p99`, unit: 'µs; grey = direct routing', fmt: (x) => `${x.toFixed(0)} µs`,
-        bars: rows.flatMap((r) => [
-          { label: `${r.variant} p50`, median: r.p50.median, min: r.p50.min, max: r.p50.max, baseline: r.variant === 'rr-direct' },
-          { label: `${r.variant} p99`, median: r.p99.median, min: r.p99.min, max: r.p99.max, baseline: r.variant === 'rr-direct' },
-        ]) });
-    }
+    const rrSets: [string, RrSummary[]][] = [
+      ['', e2e.rr],
+      [' (all on one CPU)', oneCpu?.rr ?? []],
+    ];
+    for (const [suffix, rrs] of rrSets)
+      for (const mode of [...new Set(rrs.map((r) => r.mode))]) {
+        const rows = rrs.filter((r) => r.mode === mode);
+        panels.push({
+          title: `latency, ${mode === 'persistent' ? 'one connection' : 'a new connection per request'}${suffix}: p50 and p99`,
+          unit: 'µs; grey = direct routing',
+          fmt: (x) => `${x.toFixed(0)} µs`,
+          bars: rows.flatMap((r) => [
+            { label: `${r.variant} p50`, median: r.p50.median, min: r.p50.min, max: r.p50.max, baseline: r.variant === 'rr-direct' },
+            { label: `${r.variant} p99`, median: r.p99.median, min: r.p99.min, max: r.p99.max, baseline: r.variant === 'rr-direct' },
+          ]),
+        });
+      }
     if (e2e.newflows.length > 0) {
-      panels.push({ title: 'new flows per second delivered (every packet a new flow)', unit: 'flows/s at each offered rate', fmt: kpps,
-        bars: e2e.newflows.map((x) => ({ label: `${x.variant} @ ${kpps(x.rate)}`, median: x.newFlowsPerS.median, min: x.newFlowsPerS.min, max: x.newFlowsPerS.max, baseline: false, note: `${(x.lossShare * 100).toFixed(2)} % lost` })) });
+      panels.push({
+        title: 'new flows per second delivered (every packet a new flow)',
+        unit: 'flows/s at each offered rate',
+        fmt: kpps,
+        bars: e2e.newflows.map((x) => ({
+          label: `${x.variant} @ ${kpps(x.rate)}`,
+          median: x.newFlowsPerS.median,
+          min: x.newFlowsPerS.min,
+          max: x.newFlowsPerS.max,
+          baseline: false,
+          note: `${(x.lossShare * 100).toFixed(2)} % lost`,
+        })),
+      });
     }
   }
   if (micro !== null) {
-    panels.push({ title: 'pure data-plane cost', unit: 'ns per packet (host agent: net of the restore copy); target 150', fmt: (x) => `${x.toFixed(0)} ns`,
-      bars: micro.paths.map((p) => ({ label: `${p.plane} ${p.path}`, median: p.netNs ?? p.ns, min: NaN, max: NaN, baseline: false })) });
+    panels.push({
+      title: 'pure data-plane cost',
+      unit: 'ns per packet (host agent: net of the restore copy); target 150',
+      fmt: (x) => `${x.toFixed(0)} ns`,
+      bars: micro.paths.map((p) => ({ label: `${p.plane} ${p.path}`, median: p.netNs ?? p.ns, min: NaN, max: NaN, baseline: false })),
+    });
   }
   if (maglev.length > 0) {
-    panels.push({ title: 'Maglev build, equal weights', unit: 'ms; target < 5 ms for 1000 backends at M=65537', fmt: (x) => `${x.toFixed(1)} ms`,
-      bars: maglev.filter((r) => r.weights === 'equal').map((r) => ({ label: `M=${r.size}, ${r.members} backends`, median: r.medianMs, min: r.minMs, max: r.maxMs, baseline: false })) });
+    panels.push({
+      title: 'Maglev build, equal weights',
+      unit: 'ms; target < 5 ms for 1000 backends at M=65537',
+      fmt: (x) => `${x.toFixed(1)} ms`,
+      bars: maglev
+        .filter((r) => r.weights === 'equal')
+        .map((r) => ({ label: `M=${r.size}, ${r.members} backends`, median: r.medianMs, min: r.minMs, max: r.maxMs, baseline: false })),
+    });
   }
-  const svg = chartSvg(`slbx bench ${m.started ?? ''}${m.mode === 'smoke' ? ' (smoke run)' : ''}`,
-    `${m.cpu ?? ''}, ${m.cpus ?? '?'} CPUs, kernel ${m.kernel ?? '?'}, Node ${m.node ?? '?'}; load average ${m.loadavgStart ?? '?'} -> ${m.loadavgEnd ?? '?'}; whiskers: min-max of the runs`, panels);
+  const svg = chartSvg(
+    `slbx bench ${m.started ?? ''}${m.mode === 'smoke' ? ' (smoke run)' : ''}`,
+    `${m.cpu ?? ''}, ${m.cpus ?? '?'} CPUs, kernel ${m.kernel ?? '?'}, Node ${m.node ?? '?'}; load average ${m.loadavgStart ?? '?'} -> ${m.loadavgEnd ?? '?'}; whiskers: min-max of the runs`,
+    panels,
+  );
   writeFileSync(join(dir, 'chart.svg'), svg);
   writeFileSync(join(dir, 'results.md'), `${text}\n![chart](chart.svg)\n`);
-  writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ machine, targets: tg, packetRates: pps, e2e, latencyOneCpu: oneCpu?.rr ?? null, micro, maglev, netnsSetup: netns?.setup ?? null }, null, 2)}\n`);
+  writeFileSync(
+    join(dir, 'results.json'),
+    `${JSON.stringify({ machine, targets: tg, packetRates: pps, e2e, latencyOneCpu: oneCpu?.rr ?? null, micro, maglev, netnsSetup: netns?.setup ?? null }, null, 2)}\n`,
+  );
   process.stdout.write(`${text}\n`);
 }
-

@@ -6,7 +6,9 @@ import { join } from 'node:path';
 import { benchReport, e2eMarkdown, summarizeE2e } from './report-lib.js';
 
 function usage(msg: string): never {
-  process.stderr.write(`report.js: ${msg}\nusage: node dist/scripts/bench/report.js e2e --dir DIR\n       node dist/scripts/bench/report.js bench --dir DIR\n`);
+  process.stderr.write(
+    `report.js: ${msg}\nusage: node dist/scripts/bench/report.js e2e --dir DIR\n       node dist/scripts/bench/report.js bench --dir DIR\n`,
+  );
   process.exit(2);
 }
 

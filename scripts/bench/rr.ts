@@ -14,7 +14,9 @@ import { createConnection, createServer, type Socket } from 'node:net';
 import { writeFileSync } from 'node:fs';
 
 function usage(msg: string): never {
-  process.stderr.write(`rr.js: ${msg}\nusage: rr.js server --port P [--address A]\n       rr.js client --target ADDR:PORT --mode persistent|connect --rate N --seconds S [--warmup W] [--size BYTES] [--json FILE]\n`);
+  process.stderr.write(
+    `rr.js: ${msg}\nusage: rr.js server --port P [--address A]\n       rr.js client --target ADDR:PORT --mode persistent|connect --rate N --seconds S [--warmup W] [--size BYTES] [--json FILE]\n`,
+  );
   process.exit(2);
 }
 
@@ -99,30 +101,40 @@ async function client(argv: readonly string[]): Promise<void> {
   const intervalS = 1 / rate;
 
   // one request on `sock` (already connected): resolves with the round trip in µs from `start`
-  const exchange = (sock: Socket, start: bigint): Promise<number> => new Promise((resolve, reject) => {
-    let got = 0;
-    const onData = (d: Buffer) => {
-      got += d.length;
-      if (got >= size) {
+  const exchange = (sock: Socket, start: bigint): Promise<number> =>
+    new Promise((resolve, reject) => {
+      let got = 0;
+      const onData = (d: Buffer) => {
+        got += d.length;
+        if (got >= size) {
+          sock.off('data', onData);
+          sock.off('error', onErr);
+          resolve(Number(process.hrtime.bigint() - start) / 1000);
+        }
+      };
+      const onErr = (e: Error) => {
         sock.off('data', onData);
-        sock.off('error', onErr);
-        resolve(Number(process.hrtime.bigint() - start) / 1000);
-      }
-    };
-    const onErr = (e: Error) => { sock.off('data', onData); reject(e); };
-    sock.on('data', onData);
-    sock.once('error', onErr);
-    sock.write(req);
-  });
-  const connect = (): Promise<Socket> => new Promise((resolve, reject) => {
-    const s = createConnection({ host, port, noDelay: true });
-    s.once('connect', () => { s.off('error', reject); resolve(s); });
-    s.once('error', reject);
-  });
-  const sleepUntil = (tS: number) => new Promise<void>((r) => {
-    const d = (tS - elapsedS()) * 1000;
-    if (d > 0.2) setTimeout(r, Math.max(0, d - 0.1)); else setImmediate(r);
-  });
+        reject(e);
+      };
+      sock.on('data', onData);
+      sock.once('error', onErr);
+      sock.write(req);
+    });
+  const connect = (): Promise<Socket> =>
+    new Promise((resolve, reject) => {
+      const s = createConnection({ host, port, noDelay: true });
+      s.once('connect', () => {
+        s.off('error', reject);
+        resolve(s);
+      });
+      s.once('error', reject);
+    });
+  const sleepUntil = (tS: number) =>
+    new Promise<void>((r) => {
+      const d = (tS - elapsedS()) * 1000;
+      if (d > 0.2) setTimeout(r, Math.max(0, d - 0.1));
+      else setImmediate(r);
+    });
 
   let persistent: Socket | null = null;
   if (mode === 'persistent') persistent = await connect();
@@ -150,7 +162,11 @@ async function client(argv: readonly string[]): Promise<void> {
       if (record) errors++;
       if (persistent !== null) {
         persistent.destroy();
-        try { persistent = await connect(); } catch { /* counted; try again next slot */ }
+        try {
+          persistent = await connect();
+        } catch {
+          /* counted; try again next slot */
+        }
       }
     }
     i++;
@@ -161,9 +177,19 @@ async function client(argv: readonly string[]): Promise<void> {
   const mean = samples.length === 0 ? 0 : samples.reduce((a, b) => a + b, 0) / samples.length;
   const r1 = (x: number) => Math.round(x * 10) / 10;
   const result: RrResult = {
-    target, mode, size, seconds, count: samples.length, errors, rate: span > 0 ? samples.length / span : 0,
-    p50Us: r1(quantile(sorted, 0.5)), p90Us: r1(quantile(sorted, 0.9)), p99Us: r1(quantile(sorted, 0.99)),
-    p999Us: r1(quantile(sorted, 0.999)), maxUs: r1(sorted.length > 0 ? sorted[sorted.length - 1]! : 0), meanUs: r1(mean),
+    target,
+    mode,
+    size,
+    seconds,
+    count: samples.length,
+    errors,
+    rate: span > 0 ? samples.length / span : 0,
+    p50Us: r1(quantile(sorted, 0.5)),
+    p90Us: r1(quantile(sorted, 0.9)),
+    p99Us: r1(quantile(sorted, 0.99)),
+    p999Us: r1(quantile(sorted, 0.999)),
+    maxUs: r1(sorted.length > 0 ? sorted[sorted.length - 1]! : 0),
+    meanUs: r1(mean),
   };
   const text = JSON.stringify(result);
   process.stdout.write(`${text}\n`);

@@ -30,7 +30,9 @@ export const HOST_PA = '198.18.0.21';
 export const VNI = 5001;
 
 function usage(msg: string): never {
-  process.stderr.write(`send-paths.js: ${msg}\nusage: node dist/scripts/bench/send-paths.js frames --gen-mac M --router-mac M --mux-mac M --host-mac M --nic-mac M --out-dir DIR\n       node dist/scripts/bench/send-paths.js report --dir DIR\n`);
+  process.stderr.write(
+    `send-paths.js: ${msg}\nusage: node dist/scripts/bench/send-paths.js frames --gen-mac M --router-mac M --mux-mac M --host-mac M --nic-mac M --out-dir DIR\n       node dist/scripts/bench/send-paths.js report --dir DIR\n`,
+  );
   process.exit(2);
 }
 
@@ -57,50 +59,98 @@ export function toTrafgen(frame: Uint8Array, random: ReadonlySet<number>, commen
 }
 
 function clientFrame(genMac: string, routerMac: string, frameLen = CLIENT_FRAME_LEN): Uint8Array {
-  return pkt().eth({ src: genMac, dst: routerMac }).ipv4({ src: CLIENT_IP, dst: VIP, ttl: 64 })
-    .udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' }).payload(new Uint8Array(frameLen - 14 - 20 - 8)).build();
+  return pkt()
+    .eth({ src: genMac, dst: routerMac })
+    .ipv4({ src: CLIENT_IP, dst: VIP, ttl: 64 })
+    .udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' })
+    .payload(new Uint8Array(frameLen - 14 - 20 - 8))
+    .build();
 }
 
 export const DIP = '192.0.2.10';
 
 function frames(argv: readonly string[]): void {
-  const o = options(argv, ['gen-mac', 'router-mac', 'mux-mac', 'host-mac', 'nic-mac', 'port-mac', 'sizes', 'out-dir'], ['port-mac', 'sizes']);
+  const o = options(
+    argv,
+    ['gen-mac', 'router-mac', 'mux-mac', 'host-mac', 'nic-mac', 'port-mac', 'sizes', 'out-dir'],
+    ['port-mac', 'sizes'],
+  );
   const dir = o.get('out-dir')!;
   mkdirSync(dir, { recursive: true });
   const sizes = (o.get('sizes') ?? String(CLIENT_FRAME_LEN)).split(',').map(Number);
   for (const n of sizes) if (!Number.isInteger(n) || n < CLIENT_FRAME_LEN || n > 1500) usage(`--sizes: ${n} is not a frame size 64..1500`);
   for (const n of sizes) {
     const c = clientFrame(o.get('gen-mac')!, o.get('router-mac')!, n);
-    writeFileSync(join(dir, `client-${n}.trafgen`), toTrafgen(c, new Set([34, 35]),
-      `${n}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`));
-    const v = pkt().eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! }).ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
-      .udp({ sport: 49152, dport: 4789, checksum: 'zero' }).vxlan({ vni: VNI })
-      .eth({ src: o.get('mux-mac')!, dst: o.get('nic-mac')!, type: ETHERTYPE_IPV4 }).payload(c.subarray(14)).build();
+    writeFileSync(
+      join(dir, `client-${n}.trafgen`),
+      toTrafgen(c, new Set([34, 35]), `${n}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`),
+    );
+    const v = pkt()
+      .eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! })
+      .ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
+      .udp({ sport: 49152, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: VNI })
+      .eth({ src: o.get('mux-mac')!, dst: o.get('nic-mac')!, type: ETHERTYPE_IPV4 })
+      .payload(c.subarray(14))
+      .build();
     const inner = 14 + 20 + 8 + 8 + 14 + 20;
-    writeFileSync(join(dir, `vxlan-${n}.trafgen`), toTrafgen(v, new Set([35, inner, inner + 1]),
-      `${v.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${n}-byte client frame (random source port)`));
+    writeFileSync(
+      join(dir, `vxlan-${n}.trafgen`),
+      toTrafgen(
+        v,
+        new Set([35, inner, inner + 1]),
+        `${v.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${n}-byte client frame (random source port)`,
+      ),
+    );
     if (o.has('port-mac')) {
-      const r = pkt().eth({ src: o.get('nic-mac')!, dst: o.get('port-mac')! }).ipv4({ src: DIP, dst: CLIENT_IP, ttl: 64 })
-        .udp({ sport: VIP_PORT, dport: 40000, checksum: 'zero' }).payload(new Uint8Array(n - 14 - 20 - 8)).build();
-      writeFileSync(join(dir, `reply-${n}.trafgen`), toTrafgen(r, new Set([36, 37]),
-        `${n}-byte UDP reply ${DIP}:${VIP_PORT} -> ${CLIENT_IP}:random, from the backend to its gateway (the host's port)`));
+      const r = pkt()
+        .eth({ src: o.get('nic-mac')!, dst: o.get('port-mac')! })
+        .ipv4({ src: DIP, dst: CLIENT_IP, ttl: 64 })
+        .udp({ sport: VIP_PORT, dport: 40000, checksum: 'zero' })
+        .payload(new Uint8Array(n - 14 - 20 - 8))
+        .build();
+      writeFileSync(
+        join(dir, `reply-${n}.trafgen`),
+        toTrafgen(
+          r,
+          new Set([36, 37]),
+          `${n}-byte UDP reply ${DIP}:${VIP_PORT} -> ${CLIENT_IP}:random, from the backend to its gateway (the host's port)`,
+        ),
+      );
     }
   }
   const client = clientFrame(o.get('gen-mac')!, o.get('router-mac')!);
   if (client.length !== CLIENT_FRAME_LEN) throw new Error(`client frame is ${client.length} bytes, expected ${CLIENT_FRAME_LEN}`);
   // the UDP checksum is zero (allowed over IPv4, RFC 768), so random source ports need no checksum update
-  writeFileSync(join(dir, 'client.trafgen'), toTrafgen(client, new Set([34, 35]),
-    `${CLIENT_FRAME_LEN}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`));
+  writeFileSync(
+    join(dir, 'client.trafgen'),
+    toTrafgen(
+      client,
+      new Set([34, 35]),
+      `${CLIENT_FRAME_LEN}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`,
+    ),
+  );
   // the same client packet inside VXLAN, as the MUX would send it to the host (inner TTL untouched)
-  const vx = pkt().eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! }).ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
-    .udp({ sport: 49152, dport: 4789, checksum: 'zero' }).vxlan({ vni: VNI })
+  const vx = pkt()
+    .eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! })
+    .ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
+    .udp({ sport: 49152, dport: 4789, checksum: 'zero' })
+    .vxlan({ vni: VNI })
     .eth({ src: o.get('mux-mac')!, dst: o.get('nic-mac')! })
-    .ipv4({ src: CLIENT_IP, dst: VIP, ttl: 64 }).udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' })
-    .payload(new Uint8Array(CLIENT_PAYLOAD_LEN)).build();
+    .ipv4({ src: CLIENT_IP, dst: VIP, ttl: 64 })
+    .udp({ sport: 40000, dport: VIP_PORT, checksum: 'zero' })
+    .payload(new Uint8Array(CLIENT_PAYLOAD_LEN))
+    .build();
   const inner = 14 + 20 + 8 + 8 + 14 + 20;
   // outer source port 49152..49407 (low byte random), inner source port random: many flows
-  writeFileSync(join(dir, 'vxlan.trafgen'), toTrafgen(vx, new Set([35, inner, inner + 1]),
-    `${vx.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${CLIENT_FRAME_LEN}-byte client frame (random source port)`));
+  writeFileSync(
+    join(dir, 'vxlan.trafgen'),
+    toTrafgen(
+      vx,
+      new Set([35, inner, inner + 1]),
+      `${vx.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${CLIENT_FRAME_LEN}-byte client frame (random source port)`,
+    ),
+  );
 }
 
 interface RunRow {
@@ -132,9 +182,12 @@ function daemonSummary(file: string): Record<string, unknown> | undefined {
     for (const [k, v] of Object.entries(counters)) if (k.startsWith('drop_') && v > 0) drops[k] = v;
     const pick = (...names: string[]) => Object.fromEntries(names.filter((n) => counters[n] !== undefined).map((n) => [n, counters[n]]));
     return {
-      ...(s.send !== undefined ? { send: s.send } : {}), ...(s.receive !== undefined ? { receive: s.receive } : {}),
-      sendErrors: s.sendErrors, internalErrors: s.internalErrors,
-      counters: pick('rx_packets', 'tx_packets', 'flow_new', 'flow_hit', 'in_packets', 'in_delivered'), drops,
+      ...(s.send !== undefined ? { send: s.send } : {}),
+      ...(s.receive !== undefined ? { receive: s.receive } : {}),
+      sendErrors: s.sendErrors,
+      internalErrors: s.internalErrors,
+      counters: pick('rx_packets', 'tx_packets', 'flow_new', 'flow_hit', 'in_packets', 'in_delivered'),
+      drops,
     };
   } catch {
     return undefined;
@@ -197,9 +250,17 @@ function wireSummary(file: string): Record<string, unknown> | undefined {
     }
   }
   return {
-    packets: r.packets.length, vxlan, plainUdp: plain, other, ipv4ChecksumErrors: badIpChecksum,
-    ...(vxlan > 0 ? { outerSources: [...outerSrc], outerDestinations: [...outerDst], outerSourcePorts: outerSport.size, vnis: [...vnis] } : {}),
-    innerDestinationMacs: [...innerMac], innerDestinations: [...innerDst], innerSourcePorts: innerSport.size,
+    packets: r.packets.length,
+    vxlan,
+    plainUdp: plain,
+    other,
+    ipv4ChecksumErrors: badIpChecksum,
+    ...(vxlan > 0
+      ? { outerSources: [...outerSrc], outerDestinations: [...outerDst], outerSourcePorts: outerSport.size, vnis: [...vnis] }
+      : {}),
+    innerDestinationMacs: [...innerMac],
+    innerDestinations: [...innerDst],
+    innerSourcePorts: innerSport.size,
   };
 }
 
@@ -221,39 +282,56 @@ function report(argv: readonly string[]): void {
   const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as Meta;
   const lines = readFileSync(join(dir, 'runs.tsv'), 'utf8').trim().split('\n');
   const head = lines.shift()!.split('\t');
-  const rows: RunRow[] = lines.filter((l) => l.trim() !== '').map((l) => {
-    const c = l.split('\t');
-    const get = (k: string) => c[head.indexOf(k)]!;
-    return {
-      phase: get('phase'), variant: get('variant'), round: Number(get('round')), seconds: Number(get('seconds')),
-      delivered: Number(get('delivered')), deliveredPps: Number(get('delivered_pps')), offered: Number(get('offered')), offeredPps: Number(get('offered_pps')),
-      generatorCpu: cpuShare(get('gen_cpu_usr_sys_sirq_idle_steal')), dutCpu: cpuShare(get('dut_cpu_usr_sys_sirq_idle_steal')),
-      dutProcessCpuPct: Number(get('dut_process_cpu_pct') ?? 0),
-      ...(head.includes('loadavg_1m') ? { loadavg1m: Number(get('loadavg_1m')) } : {}),
-    };
-  });
+  const rows: RunRow[] = lines
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const c = l.split('\t');
+      const get = (k: string) => c[head.indexOf(k)]!;
+      return {
+        phase: get('phase'),
+        variant: get('variant'),
+        round: Number(get('round')),
+        seconds: Number(get('seconds')),
+        delivered: Number(get('delivered')),
+        deliveredPps: Number(get('delivered_pps')),
+        offered: Number(get('offered')),
+        offeredPps: Number(get('offered_pps')),
+        generatorCpu: cpuShare(get('gen_cpu_usr_sys_sirq_idle_steal')),
+        dutCpu: cpuShare(get('dut_cpu_usr_sys_sirq_idle_steal')),
+        dutProcessCpuPct: Number(get('dut_process_cpu_pct') ?? 0),
+        ...(head.includes('loadavg_1m') ? { loadavg1m: Number(get('loadavg_1m')) } : {}),
+      };
+    });
   for (const r of rows) {
     const d = daemonSummary(join(dir, 'status', `${r.variant}-r${r.round}.json`));
     if (d !== undefined) r.daemon = d;
   }
-  const summaries = meta.variants.filter((v) => rows.some((r) => r.variant === v.variant)).map((v) => {
-    const mine = rows.filter((r) => r.variant === v.variant);
-    const pps = mine.map((r) => r.deliveredPps);
-    return {
-      ...v,
-      wire: wireSummary(join(dir, 'wire', `${v.variant}.pcap`)),
-      runs: mine.length,
-      deliveredPps: { median: Math.round(median(pps)), min: Math.round(Math.min(...pps)), max: Math.round(Math.max(...pps)), all: pps.map(Math.round) },
-      offeredPps: { median: Math.round(median(mine.map((r) => r.offeredPps))) },
-      /** Median over the runs of delivered / offered. */
-      deliveredShare: Number(median(mine.map((r) => (r.offered > 0 ? r.delivered / r.offered : 0))).toFixed(3)),
-      ratios: {} as Record<string, number>,
-    };
-  });
+  const summaries = meta.variants
+    .filter((v) => rows.some((r) => r.variant === v.variant))
+    .map((v) => {
+      const mine = rows.filter((r) => r.variant === v.variant);
+      const pps = mine.map((r) => r.deliveredPps);
+      return {
+        ...v,
+        wire: wireSummary(join(dir, 'wire', `${v.variant}.pcap`)),
+        runs: mine.length,
+        deliveredPps: {
+          median: Math.round(median(pps)),
+          min: Math.round(Math.min(...pps)),
+          max: Math.round(Math.max(...pps)),
+          all: pps.map(Math.round),
+        },
+        offeredPps: { median: Math.round(median(mine.map((r) => r.offeredPps))) },
+        /** Median over the runs of delivered / offered. */
+        deliveredShare: Number(median(mine.map((r) => (r.offered > 0 ? r.delivered / r.offered : 0))).toFixed(3)),
+        ratios: {} as Record<string, number>,
+      };
+    });
   for (const s of summaries) {
     for (const b of meta.baselines[s.phase] ?? []) {
       const base = summaries.find((x) => x.variant === b);
-      if (base !== undefined && base.deliveredPps.median > 0) s.ratios[b] = Number((s.deliveredPps.median / base.deliveredPps.median).toFixed(3));
+      if (base !== undefined && base.deliveredPps.median > 0)
+        s.ratios[b] = Number((s.deliveredPps.median / base.deliveredPps.median).toFixed(3));
     }
   }
   writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ ...meta, runs: rows, summaries }, null, 2)}\n`);
@@ -261,20 +339,32 @@ function report(argv: readonly string[]): void {
   for (const phase of [...new Set(summaries.map((s) => s.phase))]) {
     const bases = meta.baselines[phase] ?? [];
     md.push(`### ${phase}`, '');
-    md.push(`| variant | what | delivered pps, median (min-max) | offered pps, median | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} |`);
+    md.push(
+      `| variant | what | delivered pps, median (min-max) | offered pps, median | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} |`,
+    );
     md.push(`|---|---|---|---|---|${bases.map(() => '---|').join('')}`);
     for (const s of summaries.filter((x) => x.phase === phase)) {
-      md.push(`| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map((b) => (s.ratios[b] !== undefined ? s.ratios[b]!.toFixed(2) : '-')).join(' | ')} |`);
+      md.push(
+        `| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map((b) => (s.ratios[b] !== undefined ? s.ratios[b]!.toFixed(2) : '-')).join(' | ')} |`,
+      );
     }
     md.push('');
     md.push('What arrived (round 1 warm-up sample at the receiving interface, decoded by shared/dissect.ts):', '');
-    md.push('| variant | packets | outer source -> destination | distinct outer source ports | VNI | inner dst MAC | inner destination | distinct inner source ports | bad IPv4 checksums |');
+    md.push(
+      '| variant | packets | outer source -> destination | distinct outer source ports | VNI | inner dst MAC | inner destination | distinct inner source ports | bad IPv4 checksums |',
+    );
     md.push('|---|---|---|---|---|---|---|---|---|');
     for (const s of summaries.filter((x) => x.phase === phase)) {
       const w = s.wire as Record<string, any> | undefined;
-      if (w === undefined || w.error !== undefined) { md.push(`| ${s.variant} | ${w?.error ?? 'no sample'} |||||||`); continue; }
-      const list = (x: unknown) => (Array.isArray(x) ? (x.length > 4 ? `${x.slice(0, 3).join(', ')}, ... (${x.length} in all)` : x.join(', ')) : '-');
-      md.push(`| ${s.variant} | ${w.packets} | ${w.vxlan > 0 ? `${list(w.outerSources)} -> ${list(w.outerDestinations)}` : '(not encapsulated)'} | ${w.outerSourcePorts ?? '-'} | ${list(w.vnis)} | ${list(w.innerDestinationMacs)} | ${list(w.innerDestinations)} | ${w.innerSourcePorts} | ${w.ipv4ChecksumErrors} |`);
+      if (w === undefined || w.error !== undefined) {
+        md.push(`| ${s.variant} | ${w?.error ?? 'no sample'} |||||||`);
+        continue;
+      }
+      const list = (x: unknown) =>
+        Array.isArray(x) ? (x.length > 4 ? `${x.slice(0, 3).join(', ')}, ... (${x.length} in all)` : x.join(', ')) : '-';
+      md.push(
+        `| ${s.variant} | ${w.packets} | ${w.vxlan > 0 ? `${list(w.outerSources)} -> ${list(w.outerDestinations)}` : '(not encapsulated)'} | ${w.outerSourcePorts ?? '-'} | ${list(w.vnis)} | ${list(w.innerDestinationMacs)} | ${list(w.innerDestinations)} | ${w.innerSourcePorts} | ${w.ipv4ChecksumErrors} |`,
+      );
     }
     md.push('');
   }

@@ -44,7 +44,12 @@ export interface TargetReport {
 
 const OPTIONS: OptionSpec[] = [
   { name: 'inputs', value: 'N', help: 'inputs per target', default: '1000000' },
-  { name: 'seed', value: 'S', help: 'seed of the generator (uint32), or `random`: a new one, printed first (replay with --seed N)', default: '1' },
+  {
+    name: 'seed',
+    value: 'S',
+    help: 'seed of the generator (uint32), or `random`: a new one, printed first (replay with --seed N)',
+    default: '1',
+  },
   { name: 'seed-file', value: 'FILE', help: 'write the seed used to FILE (one line: seed N (replay: --seed N))' },
   { name: 'no-corpus-replay', help: 'do not replay the kept inputs (--corpus) before fuzzing' },
   { name: 'target', value: 'NAME', help: 'only this target', repeat: true },
@@ -57,7 +62,17 @@ const OPTIONS: OptionSpec[] = [
 
 export function fuzzTarget(t: Target, inputs: number, seed: number, hangMs: number, corpus: string | null): TargetReport {
   const rng = new Rng((seed ^ hashName(t.name)) >>> 0);
-  const r: TargetReport = { target: t.name, inputs, accepted: 0, rejections: {}, crashes: 0, unnamed: 0, hangs: 0, slowestMs: 0, seconds: 0 };
+  const r: TargetReport = {
+    target: t.name,
+    inputs,
+    accepted: 0,
+    rejections: {},
+    crashes: 0,
+    unnamed: 0,
+    hangs: 0,
+    slowestMs: 0,
+    seconds: 0,
+  };
   const t0 = performance.now();
   let kept = 0;
   for (let i = 0; i < inputs; i++) {
@@ -68,20 +83,26 @@ export function fuzzTarget(t: Target, inputs: number, seed: number, hangMs: numb
     try {
       outcome = t.run(x);
     } catch (e) {
-      if (e instanceof UnnamedDrop) r.unnamed++; else r.crashes++;
+      if (e instanceof UnnamedDrop) r.unnamed++;
+      else r.crashes++;
       if (kept++ < KEEP_PER_TARGET) keep(corpus, t, copy, e instanceof UnnamedDrop ? 'unnamed' : 'crash', e);
       continue;
     }
     let ms = performance.now() - s;
     // over the limit: a hang only if it is slow every time (a GC pause or a busy machine is not)
-    for (let again = 0; again < HANG_RETRIES && ms > hangMs; again++) ms = Math.min(ms, timeRun(t, t.raw ? (copy as Uint8Array).slice() : copy));
+    for (let again = 0; again < HANG_RETRIES && ms > hangMs; again++)
+      ms = Math.min(ms, timeRun(t, t.raw ? (copy as Uint8Array).slice() : copy));
     if (ms > r.slowestMs) r.slowestMs = ms;
-    if (ms > hangMs) { r.hangs++; if (kept++ < KEEP_PER_TARGET) keep(corpus, t, copy, 'hang', `${ms.toFixed(0)} ms, every one of ${HANG_RETRIES + 1} runs`); }
+    if (ms > hangMs) {
+      r.hangs++;
+      if (kept++ < KEEP_PER_TARGET) keep(corpus, t, copy, 'hang', `${ms.toFixed(0)} ms, every one of ${HANG_RETRIES + 1} runs`);
+    }
     if (outcome === 'accepted') r.accepted++;
     else r.rejections[outcome] = (r.rejections[outcome] ?? 0) + 1;
   }
   r.seconds = (performance.now() - t0) / 1000;
-  if (kept > KEEP_PER_TARGET) process.stderr.write(`fuzz ${t.name}: ${kept - KEEP_PER_TARGET} more failing inputs not kept (the first ${KEEP_PER_TARGET} are)\n`);
+  if (kept > KEEP_PER_TARGET)
+    process.stderr.write(`fuzz ${t.name}: ${kept - KEEP_PER_TARGET} more failing inputs not kept (the first ${KEEP_PER_TARGET} are)\n`);
   return r;
 }
 
@@ -93,7 +114,11 @@ const HANG_RETRIES = 2;
 
 function timeRun(t: Target, x: unknown): number {
   const s = performance.now();
-  try { t.run(x); } catch { /* a crash is reported by the first run */ }
+  try {
+    t.run(x);
+  } catch {
+    /* a crash is reported by the first run */
+  }
   return performance.now() - s;
 }
 
@@ -130,12 +155,21 @@ export function corpusTargets(file: string, targets: readonly Target[]): Target[
  * Replays every kept input of `dir` through its targets: each must end accepted or refused under a name.
  * Returns one line per failure (a crash, an unnamed drop, a file that names no target).
  */
-export function replayCorpus(dir: string, targets: readonly Target[], all: readonly Target[]): { files: number; runs: number; failures: string[] } {
+export function replayCorpus(
+  dir: string,
+  targets: readonly Target[],
+  all: readonly Target[],
+): { files: number; runs: number; failures: string[] } {
   const out = { files: 0, runs: 0, failures: [] as string[] };
   if (!existsSync(dir)) return out;
-  for (const file of readdirSync(dir).filter((f) => f.endsWith('.bin')).sort()) {
+  for (const file of readdirSync(dir)
+    .filter((f) => f.endsWith('.bin'))
+    .sort()) {
     const mine = corpusTargets(file, all).filter((t) => targets.includes(t));
-    if (corpusTargets(file, all).length === 0) { out.failures.push(`${file}: names no target`); continue; }
+    if (corpusTargets(file, all).length === 0) {
+      out.failures.push(`${file}: names no target`);
+      continue;
+    }
     if (mine.length === 0) continue;
     out.files++;
     const b = new Uint8Array(readFileSync(join(dir, file)));
@@ -152,29 +186,48 @@ export function replayCorpus(dir: string, targets: readonly Target[], all: reado
   return out;
 }
 
-const COMMAND: CommandSpec = { program: 'fuzz', usage: 'node dist/scripts/fuzz/fuzz.js [options]', options: OPTIONS,
-  about: 'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.' };
+const COMMAND: CommandSpec = {
+  program: 'fuzz',
+  usage: 'node dist/scripts/fuzz/fuzz.js [options]',
+  options: OPTIONS,
+  about:
+    'Fuzzes every parser of untrusted bytes (packets, BGP, BFD), both data planes, the BGP FSM, the API writes and the config validator.',
+};
 
 export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const all = loadTargets();
   let targets = all;
-  if (args.flags.has('list')) { process.stdout.write(`${targets.map((t) => t.name).join('\n')}\n`); return 0; }
+  if (args.flags.has('list')) {
+    process.stdout.write(`${targets.map((t) => t.name).join('\n')}\n`);
+    return 0;
+  }
   const only = args.values.get('target');
   if (only !== undefined) {
     const unknown = only.filter((n) => !targets.some((t) => t.name === n));
-    if (unknown.length > 0) { process.stderr.write(`fuzz: no target ${unknown.join(', ')} (see --list)\n`); return 2; }
+    if (unknown.length > 0) {
+      process.stderr.write(`fuzz: no target ${unknown.join(', ')} (see --list)\n`);
+      return 2;
+    }
     targets = targets.filter((t) => only.includes(t.name));
   }
   const inputs = Number(one(args, 'inputs'));
   const seedText = one(args, 'seed')!;
   const seed = seedText === 'random' ? randomInt(1, 0x100000000) : Number(seedText);
   const hangMs = Number(one(args, 'hang-ms'));
-  if (!Number.isInteger(inputs) || inputs < 1) { process.stderr.write('fuzz: --inputs must be a positive integer\n'); return 2; }
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) { process.stderr.write(`fuzz: --seed must be an integer from 0 to 4294967295, or random (got ${seedText})\n`); return 2; }
+  if (!Number.isInteger(inputs) || inputs < 1) {
+    process.stderr.write('fuzz: --inputs must be a positive integer\n');
+    return 2;
+  }
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) {
+    process.stderr.write(`fuzz: --seed must be an integer from 0 to 4294967295, or random (got ${seedText})\n`);
+    return 2;
+  }
   // the seed first, so that a run that dies half-way can still be replayed
-  process.stdout.write(`fuzz: seed ${seed}${seedText === 'random' ? ' (random)' : ''}; replay with: node dist/scripts/fuzz/fuzz.js --seed ${seed} --inputs ${inputs}${only === undefined ? '' : only.map((n) => ` --target ${n}`).join('')}\n`);
+  process.stdout.write(
+    `fuzz: seed ${seed}${seedText === 'random' ? ' (random)' : ''}; replay with: node dist/scripts/fuzz/fuzz.js --seed ${seed} --inputs ${inputs}${only === undefined ? '' : only.map((n) => ` --target ${n}`).join('')}\n`,
+  );
   const seedFile = one(args, 'seed-file');
   if (seedFile !== undefined) writeFileSync(seedFile, `seed ${seed} (replay: --seed ${seed})\n`);
   const corpus = join(ROOT, one(args, 'corpus')!);
@@ -184,7 +237,9 @@ function runParsed(args: ParsedArgs): number {
     corpusFailures = c.failures.length;
     for (const f of c.failures.slice(0, 20)) process.stdout.write(`FAIL corpus ${f}\n`);
     if (c.failures.length > 20) process.stdout.write(`FAIL corpus ... and ${c.failures.length - 20} more\n`);
-    process.stdout.write(`${corpusFailures === 0 ? 'ok  ' : 'FAIL'} corpus           ${c.files} kept inputs of ${one(args, 'corpus')} replayed (${c.runs} runs), ${corpusFailures} failed\n`);
+    process.stdout.write(
+      `${corpusFailures === 0 ? 'ok  ' : 'FAIL'} corpus           ${c.files} kept inputs of ${one(args, 'corpus')} replayed (${c.runs} runs), ${corpusFailures} failed\n`,
+    );
   }
   const reports: TargetReport[] = [];
   for (const t of targets) {
@@ -192,13 +247,20 @@ function runParsed(args: ParsedArgs): number {
     const n = t.name === 'config-yaml' ? Math.max(1, Math.floor(inputs / 10)) : inputs;
     const r = fuzzTarget(t, n, seed, hangMs, corpus);
     reports.push(r);
-    const top = Object.entries(r.rejections).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ');
-    process.stdout.write(`${r.crashes + r.unnamed + r.hangs === 0 ? 'ok  ' : 'FAIL'} ${t.name.padEnd(16)} ${String(n).padStart(8)} inputs  ${r.seconds.toFixed(1).padStart(6)} s  accepted ${r.accepted}  refused ${n - r.accepted - r.crashes - r.unnamed} (${Object.keys(r.rejections).length} reasons: ${top}${Object.keys(r.rejections).length > 4 ? ', ...' : ''})  crashes ${r.crashes}  unnamed drops ${r.unnamed}  hangs ${r.hangs}  slowest ${r.slowestMs.toFixed(1)} ms\n`);
+    const top = Object.entries(r.rejections)
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, 4)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ');
+    process.stdout.write(
+      `${r.crashes + r.unnamed + r.hangs === 0 ? 'ok  ' : 'FAIL'} ${t.name.padEnd(16)} ${String(n).padStart(8)} inputs  ${r.seconds.toFixed(1).padStart(6)} s  accepted ${r.accepted}  refused ${n - r.accepted - r.crashes - r.unnamed} (${Object.keys(r.rejections).length} reasons: ${top}${Object.keys(r.rejections).length > 4 ? ', ...' : ''})  crashes ${r.crashes}  unnamed drops ${r.unnamed}  hangs ${r.hangs}  slowest ${r.slowestMs.toFixed(1)} ms\n`,
+    );
   }
   const json = one(args, 'json');
   if (json !== undefined) writeFileSync(json, `${JSON.stringify({ seed, inputs, reports }, null, 2)}\n`);
   const failed = corpusFailures > 0 || reports.some((r) => r.crashes + r.unnamed + r.hangs > 0);
-  if (failed) process.stdout.write(`fuzz: FAILED (seed ${seed}; replay with --seed ${seed}; failing inputs kept in ${one(args, 'corpus')})\n`);
+  if (failed)
+    process.stdout.write(`fuzz: FAILED (seed ${seed}; replay with --seed ${seed}; failing inputs kept in ${one(args, 'corpus')})\n`);
   return failed ? 1 : 0;
 }
 

@@ -24,7 +24,8 @@ export function parsePorts(text: string): number[] {
   const ports = text.split(',').map((p) => p.trim());
   const out: number[] = [];
   for (const p of ports) {
-    if (!/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535) throw new UsageError(`--ports: ${JSON.stringify(p)} is not a port 1..65535 (give a list: --ports 80,8000)`);
+    if (!/^\d{1,5}$/.test(p) || Number(p) < 1 || Number(p) > 65535)
+      throw new UsageError(`--ports: ${JSON.stringify(p)} is not a port 1..65535 (give a list: --ports 80,8000)`);
     if (!out.includes(Number(p))) out.push(Number(p));
   }
   return out;
@@ -52,19 +53,27 @@ export function handleRequest(name: string, req: IncomingMessage, res: ServerRes
     res.writeHead(status, { ...headers, 'content-type': 'text/plain', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   };
-  if (path === '/health') { text(200, 'ok'); return; }
+  if (path === '/health') {
+    text(200, 'ok');
+    return;
+  }
   if (path === '/upload') {
     // reads the whole request body, then answers with its size (for uploads through the VIP: the
     // client's large packets cross the MUX, where path MTU discovery matters)
     let n = 0;
-    req.on('data', (d: Buffer) => { n += d.length; });
+    req.on('data', (d: Buffer) => {
+      n += d.length;
+    });
     req.on('end', () => text(200, `${name} ${n}\n`));
     return;
   }
   let m = /^\/bytes\/(\d{1,12})$/.exec(path);
   if (m !== null) {
     const n = Number(m[1]);
-    if (n > MAX_BYTES) { text(400, `at most ${MAX_BYTES} bytes\n`); return; }
+    if (n > MAX_BYTES) {
+      text(400, `at most ${MAX_BYTES} bytes\n`);
+      return;
+    }
     res.writeHead(200, { ...headers, 'content-type': 'application/octet-stream', 'content-length': n });
     const chunk = Buffer.alloc(Math.min(CHUNK_BYTES, Math.max(n, 1)), 0x78);
     let left = n;
@@ -72,18 +81,26 @@ export function handleRequest(name: string, req: IncomingMessage, res: ServerRes
       while (left > 0) {
         const k = Math.min(left, chunk.length);
         left -= k;
-        if (!res.write(k === chunk.length ? chunk : chunk.subarray(0, k))) { res.once('drain', pump); return; }
+        if (!res.write(k === chunk.length ? chunk : chunk.subarray(0, k))) {
+          res.once('drain', pump);
+          return;
+        }
       }
       res.end();
     };
-    res.on('close', () => { left = 0; });
+    res.on('close', () => {
+      left = 0;
+    });
     pump();
     return;
   }
   m = /^\/slow\/(\d{1,9})$/.exec(path);
   if (m !== null) {
     const ms = Number(m[1]);
-    if (ms > MAX_SLOW_MS) { text(400, `at most ${MAX_SLOW_MS} ms\n`); return; }
+    if (ms > MAX_SLOW_MS) {
+      text(400, `at most ${MAX_SLOW_MS} ms\n`);
+      return;
+    }
     const t = setTimeout(() => text(200, `${name}\n`), ms);
     res.on('close', () => clearTimeout(t));
     return;
@@ -139,14 +156,21 @@ const HELP_EXTRA = `modes:
   udp-echo  answers each datagram from the same socket with "NIC " followed by the datagram`;
 
 const USAGE = 'backend.js http|udp-echo --name NIC --ports P,P...';
-const COMMAND: CommandSpec = { program: 'backend', usage: USAGE, options: OPTIONS, extraHelp: HELP_EXTRA, errorSuffix: `\nusage: ${USAGE} (see --help)`,
-  about: 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).' };
+const COMMAND: CommandSpec = {
+  program: 'backend',
+  usage: USAGE,
+  options: OPTIONS,
+  extraHelp: HELP_EXTRA,
+  errorSuffix: `\nusage: ${USAGE} (see --help)`,
+  about: 'A lab backend service (scripts/lab/lib.sh starts two per nic namespace).',
+};
 
 export const main = (argv: readonly string[]): Promise<number> => runCommandAsync(COMMAND, argv, runParsed);
 
 async function runParsed(args: ParsedArgs): Promise<number> {
   const mode = args.positional[0];
-  if (mode !== 'http' && mode !== 'udp-echo') throw new UsageError(`first argument must be the mode, http or udp-echo${mode === undefined ? '' : `, got ${JSON.stringify(mode)}`}`);
+  if (mode !== 'http' && mode !== 'udp-echo')
+    throw new UsageError(`first argument must be the mode, http or udp-echo${mode === undefined ? '' : `, got ${JSON.stringify(mode)}`}`);
   if (args.positional.length > 1) throw new UsageError(`unexpected argument ${args.positional[1]}`);
   const name = one(args, 'name');
   if (name === undefined || name === '') throw new UsageError('--name NIC is required');
@@ -165,5 +189,13 @@ async function runParsed(args: ParsedArgs): Promise<number> {
 }
 
 if (isMain(import.meta.url)) {
-  main(process.argv.slice(2)).then((rc) => { if (rc >= 0) process.exit(rc); }, (e) => { process.stderr.write(`backend: ${(e as Error).stack}\n`); process.exit(1); });
+  main(process.argv.slice(2)).then(
+    (rc) => {
+      if (rc >= 0) process.exit(rc);
+    },
+    (e) => {
+      process.stderr.write(`backend: ${(e as Error).stack}\n`);
+      process.exit(1);
+    },
+  );
 }

@@ -73,7 +73,9 @@ export function birdConfig(config: SlbxConfig, plan: LabPlan, source = 'the slbx
   if (b.bfd.enabled) {
     L.push('# BFD (RFC 5880/5881): the MUXes run it too; a silent MUX is down after interval x multiplier.');
     L.push('protocol bfd {');
-    L.push(`  interface "${ROUTER_FABRIC_IF}" { min rx interval ${b.bfd.intervalMs} ms; min tx interval ${b.bfd.intervalMs} ms; idle tx interval 1000 ms; multiplier ${b.bfd.multiplier}; };`);
+    L.push(
+      `  interface "${ROUTER_FABRIC_IF}" { min rx interval ${b.bfd.intervalMs} ms; min tx interval ${b.bfd.intervalMs} ms; idle tx interval 1000 ms; multiplier ${b.bfd.multiplier}; };`,
+    );
     L.push('}');
     L.push('');
   }
@@ -86,7 +88,10 @@ export function birdConfig(config: SlbxConfig, plan: LabPlan, source = 'the slbx
     if (b.bfd.enabled) L.push('  bfd on;');
     L.push('  debug { states, events };');
     L.push('  ipv4 { import filter slbx_vips4; import keep filtered on; export none; };');
-    if (anyMux6) L.push('  ipv6 { import filter slbx_vips6; import keep filtered on; export none; };   # IPv6 VIPs by MP-BGP, next hop = the mux\'s address6');
+    if (anyMux6)
+      L.push(
+        "  ipv6 { import filter slbx_vips6; import keep filtered on; export none; };   # IPv6 VIPs by MP-BGP, next hop = the mux's address6",
+      );
     L.push('}');
   };
   if (b.peer4 !== null) template(4, b.peer4);
@@ -94,7 +99,8 @@ export function birdConfig(config: SlbxConfig, plan: LabPlan, source = 'the slbx
   L.push('');
   for (const m of plan.muxes) {
     if (b.peer4 !== null) L.push(`protocol bgp ${birdProtocolName(m.name, 4)} from slbx_mux4 { neighbor ${m.addr4} as ${b.muxAsn}; }`);
-    if (b.peer6 !== null && m.addr6 !== null) L.push(`protocol bgp ${birdProtocolName(m.name, 6)} from slbx_mux6 { neighbor ${m.addr6} as ${b.muxAsn}; }`);
+    if (b.peer6 !== null && m.addr6 !== null)
+      L.push(`protocol bgp ${birdProtocolName(m.name, 6)} from slbx_mux6 { neighbor ${m.addr6} as ${b.muxAsn}; }`);
   }
   return `${L.join('\n')}\n`;
 }
@@ -105,21 +111,43 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'bird-conf', usage: 'node dist/scripts/lab/bird-conf.js --config FILE', options: OPTIONS, noPositional: true,
-  about: 'Prints the lab router\'s BIRD 2 configuration for a config with a bgp section.' };
+const COMMAND: CommandSpec = {
+  program: 'bird-conf',
+  usage: 'node dist/scripts/lab/bird-conf.js --config FILE',
+  options: OPTIONS,
+  noPositional: true,
+  about: "Prints the lab router's BIRD 2 configuration for a config with a bgp section.",
+};
 
 const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
-  if (file === undefined) { process.stderr.write('bird-conf: --config is required\n'); return 2; }
+  if (file === undefined) {
+    process.stderr.write('bird-conf: --config is required\n');
+    return 2;
+  }
   let text: string;
-  try { text = readFileSync(file, 'utf8'); } catch (e) { process.stderr.write(`bird-conf: cannot read ${file}: ${(e as Error).message}\n`); return 1; }
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    process.stderr.write(`bird-conf: cannot read ${file}: ${(e as Error).message}\n`);
+    return 1;
+  }
   const r = parseConfig(text, file);
-  if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, file)}\n`); return 1; }
+  if (!r.ok) {
+    process.stderr.write(`${formatConfigErrors(r.errors, file)}\n`);
+    return 1;
+  }
   const p = buildLabPlan(r.config, Number(one(args, 'clients')));
-  if (!p.ok) { process.stderr.write(`${p.errors.map((e) => `${file}: lab: ${e}`).join('\n')}\n`); return 1; }
-  if (p.plan.bgp === null) { process.stderr.write(`bird-conf: ${file} has no bgp section: the lab router uses static routes\n`); return 1; }
+  if (!p.ok) {
+    process.stderr.write(`${p.errors.map((e) => `${file}: lab: ${e}`).join('\n')}\n`);
+    return 1;
+  }
+  if (p.plan.bgp === null) {
+    process.stderr.write(`bird-conf: ${file} has no bgp section: the lab router uses static routes\n`);
+    return 1;
+  }
   process.stdout.write(birdConfig(r.config, p.plan, file));
   return 0;
 }

@@ -38,7 +38,8 @@ const BODY_KEEP_BYTES = 256;
 function intOption(args: ParsedArgs, name: string, min: number, max: number): number {
   const v = one(args, name);
   if (v === undefined) throw new UsageError(`--${name} is required`);
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${name} must be an integer ${min}..${max}, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new UsageError(`--${name} must be an integer ${min}..${max}, got ${JSON.stringify(v)}`);
   return Number(v);
 }
 
@@ -55,15 +56,22 @@ export function parseAddressList(text: string, option: string): string[] {
     }
     const a = parseIpAddr(part.slice(0, dash).trim());
     const b = parseIpAddr(part.slice(dash + 1).trim());
-    if (a === null || b === null || a.family !== b.family) throw new UsageError(`--${option}: ${JSON.stringify(part)} is not a range FIRST-LAST of one family`);
+    if (a === null || b === null || a.family !== b.family)
+      throw new UsageError(`--${option}: ${JSON.stringify(part)} is not a range FIRST-LAST of one family`);
     const w = Uint32Array.from(a.words);
-    const cmp = () => { for (let i = 0; i < w.length; i++) if (w[i] !== b.words[i]) return w[i]! < b.words[i]! ? -1 : 1; return 0; };
+    const cmp = () => {
+      for (let i = 0; i < w.length; i++) if (w[i] !== b.words[i]) return w[i]! < b.words[i]! ? -1 : 1;
+      return 0;
+    };
     if (cmp() > 0) throw new UsageError(`--${option}: range ${part} ends before it starts`);
     for (;;) {
       out.push(a.family === 4 ? formatIpv4(w[0]!) : formatIpv6(w, 0));
       if (out.length > MAX_SOURCES) throw new UsageError(`--${option}: more than ${MAX_SOURCES} addresses`);
       if (cmp() === 0) break;
-      for (let i = w.length - 1; i >= 0; i--) { w[i] = (w[i]! + 1) >>> 0; if (w[i] !== 0) break; }
+      for (let i = w.length - 1; i >= 0; i--) {
+        w[i] = (w[i]! + 1) >>> 0;
+        if (w[i] !== 0) break;
+      }
     }
   }
   return out;
@@ -97,17 +105,26 @@ const round = (x: number) => Math.round(x * 1000) / 1000;
 /** Runs `count` jobs with at most `concurrency` at once. */
 async function runPool(count: number, concurrency: number, job: (i: number) => Promise<void>): Promise<void> {
   let next = 0;
-  const worker = async () => { while (next < count) await job(next++); };
+  const worker = async () => {
+    while (next < count) await job(next++);
+  };
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
 }
 
 interface Summary {
-  total: number; ok: number; failed: number; elapsedMs: number;
-  perBackend: Record<string, number>; errors: Record<string, number>;
+  total: number;
+  ok: number;
+  failed: number;
+  elapsedMs: number;
+  perBackend: Record<string, number>;
+  errors: Record<string, number>;
   latencyMs: { p50: number; p90: number; p99: number; max: number };
 }
 
-function summarize(records: readonly { ok: boolean; backend: string | null; error: string | null; latencyMs: number }[], elapsedMs: number): Summary {
+function summarize(
+  records: readonly { ok: boolean; backend: string | null; error: string | null; latencyMs: number }[],
+  elapsedMs: number,
+): Summary {
   const perBackend: Record<string, number> = {};
   const errors: Record<string, number> = {};
   let ok = 0;
@@ -116,19 +133,32 @@ function summarize(records: readonly { ok: boolean; backend: string | null; erro
     if (r.ok && r.backend !== null) perBackend[r.backend] = (perBackend[r.backend] ?? 0) + 1;
     if (r.error !== null) errors[r.error] = (errors[r.error] ?? 0) + 1;
   }
-  const lat = records.filter((r) => r.ok).map((r) => r.latencyMs).sort((a, b) => a - b);
+  const lat = records
+    .filter((r) => r.ok)
+    .map((r) => r.latencyMs)
+    .sort((a, b) => a - b);
   return {
-    total: records.length, ok, failed: records.length - ok, elapsedMs: round(elapsedMs),
+    total: records.length,
+    ok,
+    failed: records.length - ok,
+    elapsedMs: round(elapsedMs),
     perBackend: Object.fromEntries(Object.entries(perBackend).sort(([a], [b]) => (a < b ? -1 : 1))),
     errors,
-    latencyMs: { p50: round(percentile(lat, 50)), p90: round(percentile(lat, 90)), p99: round(percentile(lat, 99)), max: round(lat[lat.length - 1] ?? 0) },
+    latencyMs: {
+      p50: round(percentile(lat, 50)),
+      p90: round(percentile(lat, 90)),
+      p99: round(percentile(lat, 99)),
+      max: round(lat[lat.length - 1] ?? 0),
+    },
   };
 }
 
 function printSummary(out: NodeJS.WritableStream, what: string, s: Summary): void {
   const rate = s.elapsedMs > 0 ? Math.round((s.total / s.elapsedMs) * 1000) : 0;
-  out.write(`${what}: ${s.total} total, ${s.ok} ok, ${s.failed} failed in ${(s.elapsedMs / 1000).toFixed(2)} s (${rate}/s); `
-    + `latency ms p50 ${s.latencyMs.p50} p90 ${s.latencyMs.p90} p99 ${s.latencyMs.p99} max ${s.latencyMs.max}\n`);
+  out.write(
+    `${what}: ${s.total} total, ${s.ok} ok, ${s.failed} failed in ${(s.elapsedMs / 1000).toFixed(2)} s (${rate}/s); ` +
+      `latency ms p50 ${s.latencyMs.p50} p90 ${s.latencyMs.p90} p99 ${s.latencyMs.p99} max ${s.latencyMs.max}\n`,
+  );
   for (const [b, n] of Object.entries(s.perBackend)) out.write(`  backend ${b}: ${n}\n`);
   for (const [e, n] of Object.entries(s.errors)) out.write(`  error ${e}: ${n}\n`);
 }
@@ -137,8 +167,17 @@ function printSummary(out: NodeJS.WritableStream, what: string, s: Summary): voi
 // http
 
 export interface HttpRecord {
-  i: number; startMs: number; latencyMs: number; sourceAddress: string | null; sourcePort: number | null;
-  status: number | null; backend: string | null; bytes: number; body: string | null; ok: boolean; error: string | null;
+  i: number;
+  startMs: number;
+  latencyMs: number;
+  sourceAddress: string | null;
+  sourcePort: number | null;
+  status: number | null;
+  backend: string | null;
+  bytes: number;
+  body: string | null;
+  ok: boolean;
+  error: string | null;
 }
 
 function errorName(e: unknown): string {
@@ -150,8 +189,17 @@ function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: nu
   return new Promise((resolve) => {
     const start = process.hrtime.bigint();
     const rec: HttpRecord = {
-      i, startMs: round(Number(start - t0) / 1e6), latencyMs: 0, sourceAddress: source ?? null, sourcePort: null,
-      status: null, backend: null, bytes: 0, body: null, ok: false, error: null,
+      i,
+      startMs: round(Number(start - t0) / 1e6),
+      latencyMs: 0,
+      sourceAddress: source ?? null,
+      sourcePort: null,
+      status: null,
+      backend: null,
+      bytes: 0,
+      body: null,
+      ok: false,
+      error: null,
     };
     let sock: NetSocket | null = null;
     let done = false;
@@ -160,7 +208,9 @@ function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: nu
       try {
         if (sock.localPort !== undefined) rec.sourcePort = sock.localPort;
         if (sock.localAddress !== undefined) rec.sourceAddress = sock.localAddress;
-      } catch { /* not bound yet */ }
+      } catch {
+        /* not bound yet */
+      }
     };
     const finish = (error: string | null) => {
       if (done) return;
@@ -175,10 +225,18 @@ function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: nu
     };
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const req = request({
-      host, port: url.port === '' ? 80 : Number(url.port), path: `${url.pathname}${url.search}`, method: 'GET',
-      agent: false, headers: { connection: 'close', host: url.host }, ...(source !== undefined ? { localAddress: source } : {}),
+      host,
+      port: url.port === '' ? 80 : Number(url.port),
+      path: `${url.pathname}${url.search}`,
+      method: 'GET',
+      agent: false,
+      headers: { connection: 'close', host: url.host },
+      ...(source !== undefined ? { localAddress: source } : {}),
     });
-    const timer = setTimeout(() => { notePort(); req.destroy(new Error('timeout')); }, timeoutMs);
+    const timer = setTimeout(() => {
+      notePort();
+      req.destroy(new Error('timeout'));
+    }, timeoutMs);
     req.on('socket', (s) => {
       sock = s as NetSocket;
       s.once('connect', notePort);
@@ -195,7 +253,10 @@ function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: nu
       let keptLen = 0;
       res.on('data', (d: Buffer) => {
         rec.bytes += d.length;
-        if (keptLen < BODY_KEEP_BYTES) { kept.push(d.subarray(0, BODY_KEEP_BYTES - keptLen)); keptLen += Math.min(d.length, BODY_KEEP_BYTES - keptLen); }
+        if (keptLen < BODY_KEEP_BYTES) {
+          kept.push(d.subarray(0, BODY_KEEP_BYTES - keptLen));
+          keptLen += Math.min(d.length, BODY_KEEP_BYTES - keptLen);
+        }
       });
       res.on('aborted', () => finish('aborted'));
       res.on('error', (e) => finish(errorName(e)));
@@ -204,7 +265,10 @@ function httpOnce(url: URL, i: number, source: string | undefined, timeoutMs: nu
         rec.body = rec.bytes <= BODY_KEEP_BYTES ? body : null;
         if (rec.backend === null && rec.body !== null) rec.backend = rec.body.trim();
         const cl = res.headers['content-length'];
-        if (cl !== undefined && Number(cl) !== rec.bytes) { finish(`short body ${rec.bytes}/${cl}`); return; }
+        if (cl !== undefined && Number(cl) !== rec.bytes) {
+          finish(`short body ${rec.bytes}/${cl}`);
+          return;
+        }
         finish(null);
       });
     });
@@ -216,23 +280,41 @@ const HTTP_OPTIONS: readonly OptionSpec[] = [
   { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH; IPv6 as http://[2001:db8:ff::10]/' },
   { name: 'count', value: 'N', help: 'requests, each on a new TCP connection', default: '1' },
   { name: 'concurrency', value: 'N', help: 'requests in flight at once', default: '1' },
-  { name: 'rate', value: 'N', help: 'start request i no earlier than i/N s after the start: a steady stream of N new connections per second (as long as --concurrency allows); default: as fast as --concurrency allows' },
+  {
+    name: 'rate',
+    value: 'N',
+    help: 'start request i no earlier than i/N s after the start: a steady stream of N new connections per second (as long as --concurrency allows); default: as fast as --concurrency allows',
+  },
   { name: 'source', value: 'ADDRS', help: 'local address(es) to connect from: A, A-B or A,B,...; round robin per request' },
   { name: 'timeout-ms', value: 'MS', help: 'per request, connect to last byte', default: '3000' },
-  { name: 'end-file', value: 'FILE', help: 'start no request once FILE exists (polled every 50 ms; --count is then at most): a scenario ends the stream after its change' },
+  {
+    name: 'end-file',
+    value: 'FILE',
+    help: 'start no request once FILE exists (polled every 50 ms; --count is then at most): a scenario ends the stream after its change',
+  },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
   { name: 'help', help: 'this help' },
 ];
 
-const HTTP_COMMAND: CommandSpec = { program: 'client http', usage: 'client.js http --url URL [options]', options: HTTP_OPTIONS, errorSuffix: ' (see client.js http --help)',
-  about: 'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.' };
+const HTTP_COMMAND: CommandSpec = {
+  program: 'client http',
+  usage: 'client.js http --url URL [options]',
+  options: HTTP_OPTIONS,
+  errorSuffix: ' (see client.js http --help)',
+  about:
+    'HTTP GETs, a new TCP connection each (Connection: close); records source port, status, backend (X-Backend or body), error and latency.',
+};
 
 async function runHttp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required, e.g. --url http://203.0.113.10/');
   let url: URL;
-  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  try {
+    url = new URL(urlText);
+  } catch {
+    throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`);
+  }
   if (url.protocol !== 'http:') throw new UsageError(`--url: only http:// URLs, got ${url.protocol}`);
   const count = intOption(args, 'count', 1, 10_000_000);
   const concurrency = intOption(args, 'concurrency', 1, 4096);
@@ -243,7 +325,12 @@ async function runHttp(args: ParsedArgs): Promise<number> {
   const json = one(args, 'json');
   const endFile = one(args, 'end-file');
   let endSeen = false;
-  const endPoll = endFile === undefined ? null : setInterval(() => { if (existsSync(endFile)) endSeen = true; }, 50);
+  const endPoll =
+    endFile === undefined
+      ? null
+      : setInterval(() => {
+          if (existsSync(endFile)) endSeen = true;
+        }, 50);
   const all: (HttpRecord | undefined)[] = new Array(count);
   const t0 = process.hrtime.bigint();
   await runPool(count, concurrency, async (i) => {
@@ -270,16 +357,37 @@ async function runHttp(args: ParsedArgs): Promise<number> {
 // udp
 
 export interface UdpRecord {
-  i: number; startMs: number; latencyMs: number; sourceAddress: string | null; sourcePort: number | null;
-  backend: string | null; reply: string | null; ok: boolean; error: string | null;
+  i: number;
+  startMs: number;
+  latencyMs: number;
+  sourceAddress: string | null;
+  sourcePort: number | null;
+  backend: string | null;
+  reply: string | null;
+  ok: boolean;
+  error: string | null;
 }
 
-function udpOnce(target: { host: string; port: number; family: 4 | 6 }, i: number, source: string | undefined, payload: string, timeoutMs: number, t0: bigint): Promise<UdpRecord> {
+function udpOnce(
+  target: { host: string; port: number; family: 4 | 6 },
+  i: number,
+  source: string | undefined,
+  payload: string,
+  timeoutMs: number,
+  t0: bigint,
+): Promise<UdpRecord> {
   return new Promise((resolve) => {
     const start = process.hrtime.bigint();
     const rec: UdpRecord = {
-      i, startMs: round(Number(start - t0) / 1e6), latencyMs: 0, sourceAddress: source ?? null, sourcePort: null,
-      backend: null, reply: null, ok: false, error: null,
+      i,
+      startMs: round(Number(start - t0) / 1e6),
+      latencyMs: 0,
+      sourceAddress: source ?? null,
+      sourcePort: null,
+      backend: null,
+      reply: null,
+      ok: false,
+      error: null,
     };
     const sock: UdpSocket = createSocket(target.family === 4 ? 'udp4' : 'udp6');
     let done = false;
@@ -290,7 +398,11 @@ function udpOnce(target: { host: string; port: number; family: 4 | 6 }, i: numbe
       rec.latencyMs = round(Number(process.hrtime.bigint() - start) / 1e6);
       rec.error = error;
       rec.ok = error === null;
-      try { sock.close(); } catch { /* already closed */ }
+      try {
+        sock.close();
+      } catch {
+        /* already closed */
+      }
       resolve(rec);
     };
     const timer = setTimeout(() => finish('timeout'), timeoutMs);
@@ -311,8 +423,12 @@ function udpOnce(target: { host: string; port: number; family: 4 | 6 }, i: numbe
         try {
           const local = sock.address();
           rec.sourceAddress = local.address;
-        } catch { /* closed */ }
-        sock.send(payload, (e) => { if (e) finish(errorName(e)); });
+        } catch {
+          /* closed */
+        }
+        sock.send(payload, (e) => {
+          if (e) finish(errorName(e));
+        });
       });
     });
   });
@@ -321,17 +437,30 @@ function udpOnce(target: { host: string; port: number; family: 4 | 6 }, i: numbe
 const UDP_OPTIONS: readonly OptionSpec[] = [
   { name: 'target', value: 'ADDR:PORT', help: 'the VIP and port, e.g. 203.0.113.10:7 or [2001:db8:ff::10]:7' },
   { name: 'flows', value: 'N', help: 'flows: each a new socket (new source port) sending one datagram', default: '1' },
-  { name: 'sources', value: 'ADDRS', help: 'local addresses, round robin per flow: A, A-B or A,B,... (client1 has 198.51.100.10-198.51.100.41)' },
+  {
+    name: 'sources',
+    value: 'ADDRS',
+    help: 'local addresses, round robin per flow: A, A-B or A,B,... (client1 has 198.51.100.10-198.51.100.41)',
+  },
   { name: 'concurrency', value: 'N', help: 'flows in flight at once', default: '32' },
   { name: 'payload', value: 'TEXT', help: 'datagram text; {i} is replaced by the flow number', default: 'flow {i}' },
-  { name: 'size', value: 'BYTES', help: `datagram size: the text padded with '.' (or cut) to BYTES, 1..${MAX_UDP_PAYLOAD}; above the MTU it is sent in IP fragments` },
+  {
+    name: 'size',
+    value: 'BYTES',
+    help: `datagram size: the text padded with '.' (or cut) to BYTES, 1..${MAX_UDP_PAYLOAD}; above the MTU it is sent in IP fragments`,
+  },
   { name: 'timeout-ms', value: 'MS', help: 'wait for the echo this long', default: '1000' },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}; FILE.jsonl: one record per line; -: stdout' },
   { name: 'help', help: 'this help' },
 ];
 
-const UDP_COMMAND: CommandSpec = { program: 'client udp', usage: 'client.js udp --target ADDR:PORT [options]', options: UDP_OPTIONS, errorSuffix: ' (see client.js udp --help)',
-  about: 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.' };
+const UDP_COMMAND: CommandSpec = {
+  program: 'client udp',
+  usage: 'client.js udp --target ADDR:PORT [options]',
+  options: UDP_OPTIONS,
+  errorSuffix: ' (see client.js udp --help)',
+  about: 'UDP flows to an echo service (the lab backends answer "NIC " + the datagram); records source address and port and the backend.',
+};
 
 async function runUdp(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -344,7 +473,8 @@ async function runUdp(args: ParsedArgs): Promise<number> {
   const srcText = one(args, 'sources');
   const sources = srcText === undefined ? [] : parseAddressList(srcText, 'sources');
   for (const s of sources) {
-    if ((s.includes(':') ? 6 : 4) !== target.family) throw new UsageError(`--sources: ${s} is not of the target's family (IPv${target.family})`);
+    if ((s.includes(':') ? 6 : 4) !== target.family)
+      throw new UsageError(`--sources: ${s} is not of the target's family (IPv${target.family})`);
   }
   const payload = one(args, 'payload')!;
   const size = one(args, 'size') === undefined ? null : intOption(args, 'size', 1, MAX_UDP_PAYLOAD);
@@ -370,8 +500,18 @@ async function runUdp(args: ParsedArgs): Promise<number> {
 // hold: long-lived, chatty TCP connections (keep-alive HTTP), e.g. across a MUX failure
 
 export interface HoldRecord {
-  i: number; sourceAddress: string | null; sourcePort: number | null; connectMs: number | null; startMs: number; endMs: number;
-  requests: number; answered: number; backends: string[]; maxGapMs: number; ok: boolean; error: string | null;
+  i: number;
+  sourceAddress: string | null;
+  sourcePort: number | null;
+  connectMs: number | null;
+  startMs: number;
+  endMs: number;
+  requests: number;
+  answered: number;
+  backends: string[];
+  maxGapMs: number;
+  ok: boolean;
+  error: string | null;
 }
 
 /**
@@ -379,16 +519,39 @@ export interface HoldRecord {
  * after the previous answer plus intervalMs, until durationMs is over (or `ended()`); then close it. It fails on a
  * reset, an error, a request without an answer within timeoutMs, or a close by the server.
  */
-function holdOnce(url: URL, i: number, source: string | undefined, durationMs: number, intervalMs: number, timeoutMs: number, t0: bigint, ended: () => boolean = () => false): Promise<HoldRecord> {
+function holdOnce(
+  url: URL,
+  i: number,
+  source: string | undefined,
+  durationMs: number,
+  intervalMs: number,
+  timeoutMs: number,
+  t0: bigint,
+  ended: () => boolean = () => false,
+): Promise<HoldRecord> {
   return new Promise((resolve) => {
     const now = () => Number(process.hrtime.bigint() - t0) / 1e6;
     const start = now();
     const rec: HoldRecord = {
-      i, sourceAddress: source ?? null, sourcePort: null, connectMs: null, startMs: round(start), endMs: 0, requests: 0, answered: 0,
-      backends: [], maxGapMs: 0, ok: false, error: null,
+      i,
+      sourceAddress: source ?? null,
+      sourcePort: null,
+      connectMs: null,
+      startMs: round(start),
+      endMs: 0,
+      requests: 0,
+      answered: 0,
+      backends: [],
+      maxGapMs: 0,
+      ok: false,
+      error: null,
     };
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
-    const sock = netConnect({ host, port: url.port === '' ? 80 : Number(url.port), ...(source !== undefined ? { localAddress: source } : {}) });
+    const sock = netConnect({
+      host,
+      port: url.port === '' ? 80 : Number(url.port),
+      ...(source !== undefined ? { localAddress: source } : {}),
+    });
     sock.setNoDelay(true);
     let buf: Buffer = Buffer.alloc(0);
     let sentAt = 0;
@@ -402,12 +565,16 @@ function holdOnce(url: URL, i: number, source: string | undefined, durationMs: n
       rec.error = error;
       rec.ok = error === null && rec.requests === rec.answered && rec.answered > 0;
       if (error === null && !rec.ok) rec.error = 'no answer';
-      if (error === null) sock.end(); else sock.destroy();
+      if (error === null) sock.end();
+      else sock.destroy();
       resolve(rec);
     };
     const ask = () => {
       if (done) return;
-      if (now() - start >= durationMs || ended()) { finish(null); return; }
+      if (now() - start >= durationMs || ended()) {
+        finish(null);
+        return;
+      }
       rec.requests++;
       sentAt = now();
       sock.write(`GET ${url.pathname}${url.search} HTTP/1.1\r\nHost: ${url.host}\r\nConnection: keep-alive\r\n\r\n`);
@@ -432,7 +599,10 @@ function holdOnce(url: URL, i: number, source: string | undefined, durationMs: n
         buf = buf.subarray(end + 4 + len);
         if (timer !== null) clearTimeout(timer);
         timer = null;
-        if (status !== 200) { finish(`status ${status}`); return; }
+        if (status !== 200) {
+          finish(`status ${status}`);
+          return;
+        }
         rec.answered++;
         rec.maxGapMs = Math.max(rec.maxGapMs, round(now() - sentAt));
         if (backend !== null && !rec.backends.includes(backend)) rec.backends.push(backend);
@@ -448,7 +618,11 @@ const HOLD_OPTIONS: readonly OptionSpec[] = [
   { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH asked again and again on each connection (e.g. /health)' },
   { name: 'connections', value: 'N', help: 'connections, all opened at the start', default: '1' },
   { name: 'duration-ms', value: 'MS', help: 'how long each connection lives (with --end-file: at most)', default: '5000' },
-  { name: 'end-file', value: 'FILE', help: 'end every connection (after its current answer) once FILE exists, polled every 50 ms: a scenario ends them after its change, so they outlive it by construction' },
+  {
+    name: 'end-file',
+    value: 'FILE',
+    help: 'end every connection (after its current answer) once FILE exists, polled every 50 ms: a scenario ends them after its change, so they outlive it by construction',
+  },
   { name: 'interval-ms', value: 'MS', help: 'pause between an answer and the next request', default: '200' },
   { name: 'source', value: 'ADDRS', help: 'local address(es): A, A-B or A,B,...; round robin per connection' },
   { name: 'timeout-ms', value: 'MS', help: 'per request', default: '10000' },
@@ -456,15 +630,25 @@ const HOLD_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const HOLD_COMMAND: CommandSpec = { program: 'client hold', usage: 'client.js hold --url URL --connections N --duration-ms MS [options]', options: HOLD_OPTIONS, errorSuffix: ' (see client.js hold --help)',
-  about: 'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).' };
+const HOLD_COMMAND: CommandSpec = {
+  program: 'client hold',
+  usage: 'client.js hold --url URL --connections N --duration-ms MS [options]',
+  options: HOLD_OPTIONS,
+  errorSuffix: ' (see client.js hold --help)',
+  about:
+    'Long-lived keep-alive HTTP connections, each asking again and again for its whole life; records per connection the requests, answers, backends seen (one expected), the longest wait and any error (a reset is ECONNRESET).',
+};
 
 async function runHold(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required');
   let url: URL;
-  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  try {
+    url = new URL(urlText);
+  } catch {
+    throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`);
+  }
   if (url.protocol !== 'http:') throw new UsageError('--url: only http:// URLs');
   const n = intOption(args, 'connections', 1, 100_000);
   const durationMs = intOption(args, 'duration-ms', 1, 3_600_000);
@@ -475,9 +659,18 @@ async function runHold(args: ParsedArgs): Promise<number> {
   const json = one(args, 'json');
   const endFile = one(args, 'end-file');
   let endSeen = false;
-  const endPoll = endFile === undefined ? null : setInterval(() => { if (existsSync(endFile)) endSeen = true; }, 50);
+  const endPoll =
+    endFile === undefined
+      ? null
+      : setInterval(() => {
+          if (existsSync(endFile)) endSeen = true;
+        }, 50);
   const t0 = process.hrtime.bigint();
-  const records = await Promise.all(Array.from({ length: n }, (_, i) => holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0, () => endSeen)));
+  const records = await Promise.all(
+    Array.from({ length: n }, (_, i) =>
+      holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0, () => endSeen),
+    ),
+  );
   if (endPoll !== null) clearInterval(endPoll);
   const ok = records.filter((r) => r.ok).length;
   const errors: Record<string, number> = {};
@@ -485,13 +678,22 @@ async function runHold(args: ParsedArgs): Promise<number> {
   const perBackend: Record<string, number> = {};
   for (const r of records) for (const b of r.backends) perBackend[b] = (perBackend[b] ?? 0) + 1;
   const summary = {
-    total: n, ok, failed: n - ok, requests: records.reduce((a, r) => a + r.requests, 0), answered: records.reduce((a, r) => a + r.answered, 0),
-    movedBackend: records.filter((r) => r.backends.length > 1).length, maxGapMs: Math.max(0, ...records.map((r) => r.maxGapMs)),
-    elapsedMs: round(Number(process.hrtime.bigint() - t0) / 1e6), perBackend, errors,
+    total: n,
+    ok,
+    failed: n - ok,
+    requests: records.reduce((a, r) => a + r.requests, 0),
+    answered: records.reduce((a, r) => a + r.answered, 0),
+    movedBackend: records.filter((r) => r.backends.length > 1).length,
+    maxGapMs: Math.max(0, ...records.map((r) => r.maxGapMs)),
+    elapsedMs: round(Number(process.hrtime.bigint() - t0) / 1e6),
+    perBackend,
+    errors,
   };
   const out = json === '-' ? process.stderr : process.stdout;
-  out.write(`hold ${url.href}: ${n} connections, ${ok} ok, ${n - ok} failed; ${summary.answered}/${summary.requests} requests answered; `
-    + `${summary.movedBackend} saw more than one backend; longest wait ${summary.maxGapMs} ms\n`);
+  out.write(
+    `hold ${url.href}: ${n} connections, ${ok} ok, ${n - ok} failed; ${summary.answered}/${summary.requests} requests answered; ` +
+      `${summary.movedBackend} saw more than one backend; longest wait ${summary.maxGapMs} ms\n`,
+  );
   for (const [e, k] of Object.entries(errors)) out.write(`  error ${e}: ${k}\n`);
   if (json !== undefined) writeRecords(json, { mode: 'hold', target: url.href, summary, records });
   return ok === n && summary.movedBackend === 0 ? 0 : 1;
@@ -501,29 +703,62 @@ async function runHold(args: ParsedArgs): Promise<number> {
 // download (one long, paced transfer that a scenario can make outlive a change by construction)
 
 interface DownloadRecord {
-  sourceAddress: string | null; sourcePort: number | null; status: number | null; backend: string | null;
-  bytes: number; expectedBytes: number | null; heldMs: number; receivedAtRelease: number | null;
-  elapsedMs: number; ok: boolean; error: string | null;
+  sourceAddress: string | null;
+  sourcePort: number | null;
+  status: number | null;
+  backend: string | null;
+  bytes: number;
+  expectedBytes: number | null;
+  heldMs: number;
+  receivedAtRelease: number | null;
+  elapsedMs: number;
+  ok: boolean;
+  error: string | null;
 }
 
 const DOWNLOAD_OPTIONS: readonly OptionSpec[] = [
   { name: 'url', value: 'URL', help: 'http://ADDRESS[:PORT]/PATH of a long body, e.g. http://203.0.113.10/bytes/16000000' },
-  { name: 'rate', value: 'BYTES', help: 'read at most BYTES a second (the socket is paused when ahead: TCP flow control paces the sender)', default: '2000000' },
+  {
+    name: 'rate',
+    value: 'BYTES',
+    help: 'read at most BYTES a second (the socket is paused when ahead: TCP flow control paces the sender)',
+    default: '2000000',
+  },
   { name: 'hold-at', value: 'BYTES', help: 'once this much is read, stop reading until --release-file exists (0: never)', default: '0' },
-  { name: 'release-file', value: 'FILE', help: 'the scenario creates it after its change; the client notes how much it had read when it first saw it (polled every 20 ms)' },
+  {
+    name: 'release-file',
+    value: 'FILE',
+    help: 'the scenario creates it after its change; the client notes how much it had read when it first saw it (polled every 20 ms)',
+  },
   { name: 'source', value: 'ADDR', help: 'local address to connect from' },
   { name: 'timeout-ms', value: 'MS', help: 'for the whole transfer', default: '120000' },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records} (one record)' },
   { name: 'help', help: 'this help' },
 ];
 
-function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: string | undefined, source: string | undefined, timeoutMs: number): Promise<DownloadRecord> {
+function downloadOnce(
+  url: URL,
+  rate: number,
+  holdAt: number,
+  releaseFile: string | undefined,
+  source: string | undefined,
+  timeoutMs: number,
+): Promise<DownloadRecord> {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     const elapsedMs = () => Number(process.hrtime.bigint() - t0) / 1e6;
     const rec: DownloadRecord = {
-      sourceAddress: null, sourcePort: null, status: null, backend: null, bytes: 0, expectedBytes: null,
-      heldMs: 0, receivedAtRelease: null, elapsedMs: 0, ok: false, error: null,
+      sourceAddress: null,
+      sourcePort: null,
+      status: null,
+      backend: null,
+      bytes: 0,
+      expectedBytes: null,
+      heldMs: 0,
+      receivedAtRelease: null,
+      elapsedMs: 0,
+      ok: false,
+      error: null,
     };
     let done = false;
     let heldSince: number | null = null;
@@ -534,39 +769,58 @@ function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: strin
     const poll = setInterval(() => {
       if (releaseFile === undefined || released() || !existsSync(releaseFile)) return;
       rec.receivedAtRelease = rec.bytes;
-      if (heldSince !== null) { rec.heldMs += elapsedMs() - heldSince; heldSince = null; pump(); }
+      if (heldSince !== null) {
+        rec.heldMs += elapsedMs() - heldSince;
+        heldSince = null;
+        pump();
+      }
     }, 20);
     const finish = (error: string | null) => {
       if (done) return;
       done = true;
-      clearTimeout(timer); clearInterval(poll); if (paceTimer !== null) clearTimeout(paceTimer);
+      clearTimeout(timer);
+      clearInterval(poll);
+      if (paceTimer !== null) clearTimeout(paceTimer);
       rec.elapsedMs = round(elapsedMs());
       rec.heldMs = round(rec.heldMs);
       rec.error = error;
       rec.ok = error === null && rec.status === 200 && rec.expectedBytes !== null && rec.bytes === rec.expectedBytes;
-      if (error === null && !rec.ok) rec.error = rec.status !== 200 ? `status ${rec.status}` : `short body ${rec.bytes}/${rec.expectedBytes}`;
+      if (error === null && !rec.ok)
+        rec.error = rec.status !== 200 ? `status ${rec.status}` : `short body ${rec.bytes}/${rec.expectedBytes}`;
       resolve(rec);
     };
     // reading: paused while ahead of the rate, or at the hold point until released
     const pump = () => {
       if (res === null || done) return;
       if (holdAt > 0 && rec.bytes >= holdAt && releaseFile !== undefined && !released()) {
-        if (heldSince === null) { heldSince = elapsedMs(); process.stdout.write(`held ${rec.sourceAddress} ${rec.sourcePort} ${rec.bytes}\n`); }
+        if (heldSince === null) {
+          heldSince = elapsedMs();
+          process.stdout.write(`held ${rec.sourceAddress} ${rec.sourcePort} ${rec.bytes}\n`);
+        }
         res.pause();
         return;
       }
       const aheadMs = (rec.bytes / rate) * 1000 - elapsedMs() + rec.heldMs;
       if (aheadMs > 1) {
         res.pause();
-        if (paceTimer === null) paceTimer = setTimeout(() => { paceTimer = null; pump(); }, aheadMs);
+        if (paceTimer === null)
+          paceTimer = setTimeout(() => {
+            paceTimer = null;
+            pump();
+          }, aheadMs);
         return;
       }
       res.resume();
     };
     const host = url.hostname.startsWith('[') ? url.hostname.slice(1, -1) : url.hostname;
     const req = request({
-      host, port: url.port === '' ? 80 : Number(url.port), path: `${url.pathname}${url.search}`, method: 'GET',
-      agent: false, headers: { connection: 'close', host: url.host }, ...(source !== undefined ? { localAddress: source } : {}),
+      host,
+      port: url.port === '' ? 80 : Number(url.port),
+      path: `${url.pathname}${url.search}`,
+      method: 'GET',
+      agent: false,
+      headers: { connection: 'close', host: url.host },
+      ...(source !== undefined ? { localAddress: source } : {}),
     });
     const timer = setTimeout(() => req.destroy(new Error('timeout')), timeoutMs);
     req.on('socket', (s) => {
@@ -584,7 +838,10 @@ function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: strin
       if (typeof hb === 'string') rec.backend = hb;
       const cl = r.headers['content-length'];
       rec.expectedBytes = cl === undefined ? null : Number(cl);
-      r.on('data', (d: Buffer) => { rec.bytes += d.length; pump(); });
+      r.on('data', (d: Buffer) => {
+        rec.bytes += d.length;
+        pump();
+      });
       r.on('aborted', () => finish('aborted'));
       r.on('error', (e) => finish(errorName(e)));
       r.on('end', () => finish(null));
@@ -597,10 +854,11 @@ function downloadOnce(url: URL, rate: number, holdAt: number, releaseFile: strin
 const DOWNLOAD_COMMAND: CommandSpec = {
   program: 'client download',
   usage: 'client.js download --url URL [--rate BYTES] [--hold-at BYTES --release-file FILE] [options]',
-  about: 'One HTTP download on one connection, read at a steady rate. Prints "connected ADDR PORT" once connected, "held ADDR PORT BYTES" if it stops at --hold-at, '
-    + 'and at the end "ADDR PORT BYTES STATUS". With --hold-at and --release-file a scenario makes the transfer outlive its change by construction: '
-    + 'the client reads no further than --hold-at before the file exists, so the sender still has the rest to send after it (less what the kernel buffers). '
-    + 'The record says how much it had read when the file appeared (receivedAtRelease) and how long it waited (heldMs).',
+  about:
+    'One HTTP download on one connection, read at a steady rate. Prints "connected ADDR PORT" once connected, "held ADDR PORT BYTES" if it stops at --hold-at, ' +
+    'and at the end "ADDR PORT BYTES STATUS". With --hold-at and --release-file a scenario makes the transfer outlive its change by construction: ' +
+    'the client reads no further than --hold-at before the file exists, so the sender still has the rest to send after it (less what the kernel buffers). ' +
+    'The record says how much it had read when the file appeared (receivedAtRelease) and how long it waited (heldMs).',
   options: DOWNLOAD_OPTIONS,
   errorSuffix: ' (see client.js download --help)',
 };
@@ -610,7 +868,11 @@ async function runDownload(args: ParsedArgs): Promise<number> {
   const urlText = one(args, 'url');
   if (urlText === undefined) throw new UsageError('--url is required');
   let url: URL;
-  try { url = new URL(urlText); } catch { throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`); }
+  try {
+    url = new URL(urlText);
+  } catch {
+    throw new UsageError(`--url: not a URL: ${JSON.stringify(urlText)}`);
+  }
   if (url.protocol !== 'http:') throw new UsageError('--url: only http:// URLs');
   const rate = intOption(args, 'rate', 1000, 10_000_000_000);
   const holdAt = intOption(args, 'hold-at', 0, 1_000_000_000_000);
@@ -618,12 +880,14 @@ async function runDownload(args: ParsedArgs): Promise<number> {
   if (holdAt > 0 && releaseFile === undefined) throw new UsageError('--hold-at needs --release-file (what ends the hold)');
   const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
   const source = one(args, 'source');
-  if (source !== undefined && parseIpAddr(source) === null) throw new UsageError(`--source: ${JSON.stringify(source)} is not an IP address`);
+  if (source !== undefined && parseIpAddr(source) === null)
+    throw new UsageError(`--source: ${JSON.stringify(source)} is not an IP address`);
   const json = one(args, 'json');
   const r = await downloadOnce(url, rate, holdAt, releaseFile, source, timeoutMs);
   process.stdout.write(`${r.sourceAddress} ${r.sourcePort} ${r.bytes} ${r.status ?? 0}\n`);
   if (r.error !== null) process.stderr.write(`download ${url.href}: ${r.error}\n`);
-  if (json !== undefined) writeRecords(json, { mode: 'download', target: url.href, summary: { ok: r.ok ? 1 : 0, failed: r.ok ? 0 : 1 }, records: [r] });
+  if (json !== undefined)
+    writeRecords(json, { mode: 'download', target: url.href, summary: { ok: r.ok ? 1 : 0, failed: r.ok ? 0 : 1 }, records: [r] });
   return r.ok ? 0 : 1;
 }
 
@@ -650,20 +914,28 @@ const PING_OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const PING_COMMAND: CommandSpec = { program: 'client ping', usage: 'client.js ping --target ADDR [options]', options: PING_OPTIONS, errorSuffix: ' (see client.js ping --help)',
-  about: 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.' };
+const PING_COMMAND: CommandSpec = {
+  program: 'client ping',
+  usage: 'client.js ping --target ADDR [options]',
+  options: PING_OPTIONS,
+  errorSuffix: ' (see client.js ping --help)',
+  about: 'ICMP / ICMPv6 echo over a raw socket (root). Exit 0 when at least one reply came back, 1 when none did.',
+};
 
 async function runPing(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
   const t = one(args, 'target');
   const target = t === undefined ? null : parseIpAddr(t);
-  if (target === null) throw new UsageError(`--target: an IPv4 or IPv6 address is required${t === undefined ? '' : `, got ${JSON.stringify(t)}`}`);
+  if (target === null)
+    throw new UsageError(`--target: an IPv4 or IPv6 address is required${t === undefined ? '' : `, got ${JSON.stringify(t)}`}`);
   const count = intOption(args, 'count', 1, 1_000_000);
   const intervalMs = intOption(args, 'interval-ms', 0, 3_600_000);
   const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
   const raw = require('raw-socket') as RawModule;
   const v6 = target.family === 6;
-  const sock = raw.createSocket(v6 ? { protocol: raw.Protocol.ICMPv6, addressFamily: raw.AddressFamily.IPv6 } : { protocol: raw.Protocol.ICMP });
+  const sock = raw.createSocket(
+    v6 ? { protocol: raw.Protocol.ICMPv6, addressFamily: raw.AddressFamily.IPv6 } : { protocol: raw.Protocol.ICMP },
+  );
   const id = process.pid & 0xffff;
   const sent = new Map<number, bigint>();
   const rtts: number[] = [];
@@ -692,10 +964,12 @@ async function runPing(args: ParsedArgs): Promise<number> {
     // the kernel fills in the ICMPv6 checksum (it needs the pseudo-header); ICMPv4 has none
     if (!v6) pkt.writeUInt16BE(finishChecksum(sumBytes(pkt, 0, pkt.length, 0)), 2);
     sent.set(seq, process.hrtime.bigint());
-    await new Promise<void>((res) => sock.send(pkt, 0, pkt.length, target.text, (e) => {
-      if (e) process.stderr.write(`ping: send seq ${seq}: ${e.message}\n`);
-      res();
-    }));
+    await new Promise<void>((res) =>
+      sock.send(pkt, 0, pkt.length, target.text, (e) => {
+        if (e) process.stderr.write(`ping: send seq ${seq}: ${e.message}\n`);
+        res();
+      }),
+    );
     if (seq < count) await new Promise((r) => setTimeout(r, intervalMs));
   }
   const deadline = Date.now() + timeoutMs;
@@ -725,12 +999,20 @@ const INJECT_OPTIONS: readonly OptionSpec[] = [
 function sleepUs(us: number): Promise<void> {
   if (us >= 2000) return new Promise((r) => setTimeout(r, Math.round(us / 1000)));
   const end = process.hrtime.bigint() + BigInt(us) * 1000n;
-  while (process.hrtime.bigint() < end) { /* short gaps: spin, timers are too coarse */ }
+  while (process.hrtime.bigint() < end) {
+    /* short gaps: spin, timers are too coarse */
+  }
   return Promise.resolve();
 }
 
-const INJECT_COMMAND: CommandSpec = { program: 'client inject', usage: 'client.js inject --interface IF --in FRAMES.pcap [--gap-us N]', options: INJECT_OPTIONS, errorSuffix: ' (see client.js inject --help)',
-  about: 'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.' };
+const INJECT_COMMAND: CommandSpec = {
+  program: 'client inject',
+  usage: 'client.js inject --interface IF --in FRAMES.pcap [--gap-us N]',
+  options: INJECT_OPTIONS,
+  errorSuffix: ' (see client.js inject --help)',
+  about:
+    'Sends every frame of a pcap file on an interface with libpcap (cap), as it is: for malformed and hand-built frames. Errors are reported per frame.',
+};
 
 async function runInject(args: ParsedArgs): Promise<number> {
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]}`);
@@ -740,11 +1022,23 @@ async function runInject(args: ParsedArgs): Promise<number> {
   if (file === undefined) throw new UsageError('--in is required');
   const gapUs = intOption(args, 'gap-us', 0, 60_000_000);
   let bytes: Buffer;
-  try { bytes = readFileSync(file); } catch (e) { process.stderr.write(`inject: cannot read ${file}: ${(e as Error).message}\n`); return 1; }
+  try {
+    bytes = readFileSync(file);
+  } catch (e) {
+    process.stderr.write(`inject: cannot read ${file}: ${(e as Error).message}\n`);
+    return 1;
+  }
   const pcap = readPcap(bytes);
-  if (typeof pcap === 'number') { process.stderr.write(`inject: ${file} is not a pcap file (${codecErrorName(pcap)}); convert pcapng with 'editcap -F pcap IN OUT'\n`); return 1; }
-  if (pcap.linkType !== LINKTYPE_ETHERNET) { process.stderr.write(`inject: ${file} has link type ${pcap.linkType}, not Ethernet (1)\n`); return 1; }
-  if (pcap.truncated) process.stderr.write(`inject: warning: ${file} ends in a truncated record; sending the ${pcap.packets.length} whole ones\n`);
+  if (typeof pcap === 'number') {
+    process.stderr.write(`inject: ${file} is not a pcap file (${codecErrorName(pcap)}); convert pcapng with 'editcap -F pcap IN OUT'\n`);
+    return 1;
+  }
+  if (pcap.linkType !== LINKTYPE_ETHERNET) {
+    process.stderr.write(`inject: ${file} has link type ${pcap.linkType}, not Ethernet (1)\n`);
+    return 1;
+  }
+  if (pcap.truncated)
+    process.stderr.write(`inject: warning: ${file} ends in a truncated record; sending the ${pcap.packets.length} whole ones\n`);
   const { Cap } = require('cap') as { Cap: new () => CapHandle };
   const cap = new Cap();
   try {
@@ -758,7 +1052,8 @@ async function runInject(args: ParsedArgs): Promise<number> {
   let failed = 0;
   for (let i = 0; i < pcap.packets.length; i++) {
     const p = pcap.packets[i]!;
-    if (p.data.length < p.origLen) process.stderr.write(`inject: frame ${i + 1}: captured ${p.data.length} of ${p.origLen} bytes; sending what was captured\n`);
+    if (p.data.length < p.origLen)
+      process.stderr.write(`inject: frame ${i + 1}: captured ${p.data.length} of ${p.origLen} bytes; sending what was captured\n`);
     const buf = Buffer.from(p.data.buffer, p.data.byteOffset, p.data.byteLength);
     try {
       cap.send(buf, buf.length);
@@ -777,8 +1072,12 @@ async function runInject(args: ParsedArgs): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 
 const MODES: Record<string, [CommandSpec, (args: ParsedArgs) => Promise<number>]> = {
-  http: [HTTP_COMMAND, runHttp], udp: [UDP_COMMAND, runUdp], hold: [HOLD_COMMAND, runHold],
-  download: [DOWNLOAD_COMMAND, runDownload], ping: [PING_COMMAND, runPing], inject: [INJECT_COMMAND, runInject],
+  http: [HTTP_COMMAND, runHttp],
+  udp: [UDP_COMMAND, runUdp],
+  hold: [HOLD_COMMAND, runHold],
+  download: [DOWNLOAD_COMMAND, runDownload],
+  ping: [PING_COMMAND, runPing],
+  inject: [INJECT_COMMAND, runInject],
 };
 
 const USAGE = `usage: client.js MODE [options]   (client.js MODE --help for the options of a mode)
@@ -811,5 +1110,13 @@ export async function main(argv: readonly string[]): Promise<number> {
 }
 
 if (isMain(import.meta.url)) {
-  main(process.argv.slice(2)).then((rc) => { process.exitCode = rc; }, (e) => { process.stderr.write(`client: ${(e as Error).stack}\n`); process.exitCode = 1; });
+  main(process.argv.slice(2)).then(
+    (rc) => {
+      process.exitCode = rc;
+    },
+    (e) => {
+      process.stderr.write(`client: ${(e as Error).stack}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -12,7 +12,11 @@ import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export const LAB_MAX_MUXES = 8;
 
-export interface LabMux { name: string; address: string; address6: string }
+export interface LabMux {
+  name: string;
+  address: string;
+  address6: string;
+}
 
 /** mux1..muxN on the lab fabric. */
 export function labMuxes(n: number): LabMux[] {
@@ -42,20 +46,39 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'derive-config', usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]', options: OPTIONS, noPositional: true,
-  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).' };
+const COMMAND: CommandSpec = {
+  program: 'derive-config',
+  usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]',
+  options: OPTIONS,
+  noPositional: true,
+  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).',
+};
 
 const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
   const n = one(args, 'muxes');
-  if (file === undefined || n === undefined) { process.stderr.write('derive-config: --config and --muxes are required\n'); return 2; }
-  if (!/^\d+$/.test(n) || Number(n) < 1 || Number(n) > LAB_MAX_MUXES) { process.stderr.write(`derive-config: --muxes must be an integer 1..${LAB_MAX_MUXES}, got ${n}\n`); return 2; }
+  if (file === undefined || n === undefined) {
+    process.stderr.write('derive-config: --config and --muxes are required\n');
+    return 2;
+  }
+  if (!/^\d+$/.test(n) || Number(n) < 1 || Number(n) > LAB_MAX_MUXES) {
+    process.stderr.write(`derive-config: --muxes must be an integer 1..${LAB_MAX_MUXES}, got ${n}\n`);
+    return 2;
+  }
   let text: string;
-  try { text = readFileSync(file, 'utf8'); } catch (e) { process.stderr.write(`derive-config: cannot read ${file}: ${(e as Error).message}\n`); return 1; }
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (e) {
+    process.stderr.write(`derive-config: cannot read ${file}: ${(e as Error).message}\n`);
+    return 1;
+  }
   const r = deriveConfigText(text, Number(n), file);
-  if ('error' in r) { process.stderr.write(`${r.error}\n`); return 1; }
+  if ('error' in r) {
+    process.stderr.write(`${r.error}\n`);
+    return 1;
+  }
   const out = one(args, 'out');
   if (out === undefined) process.stdout.write(r.text);
   else writeFileSync(out, r.text);

@@ -8,7 +8,11 @@ import { readFileSync, realpathSync } from 'node:fs';
 import { pathToFileURL } from 'node:url';
 import { PCAP_GLOBAL_HEADER_LEN, PCAP_MAGIC_NS, PCAP_MAGIC_US, PCAP_RECORD_HEADER_LEN } from '../../shared/pcap-file.js';
 
-export interface PcapRecordCount { records: number; truncated: number; longest: number }
+export interface PcapRecordCount {
+  records: number;
+  truncated: number;
+  longest: number;
+}
 
 /** Walks a classic pcap file's record headers; throws on a bad magic or a record cut short. */
 export function countPcapRecords(buf: Uint8Array): PcapRecordCount {
@@ -42,7 +46,9 @@ const runAsMain = process.argv[1] !== undefined && import.meta.url === pathToFil
 if (runAsMain) {
   const files = process.argv.slice(2);
   if (files.length === 0 || files.includes('--help') || files.includes('-h')) {
-    process.stdout.write('usage: node dist/scripts/lab/pcap-records.js FILE.pcap...\n  prints "FILE RECORDS TRUNCATED LONGEST" per file (TRUNCATED: records shorter than their packet)\n');
+    process.stdout.write(
+      'usage: node dist/scripts/lab/pcap-records.js FILE.pcap...\n  prints "FILE RECORDS TRUNCATED LONGEST" per file (TRUNCATED: records shorter than their packet)\n',
+    );
     process.exit(files.length === 0 ? 2 : 0);
   }
   let status = 0;

@@ -44,7 +44,10 @@ const IFNAME_MAX = 15;
 
 /** The only address ranges the lab may use (documentation and benchmarking space). */
 const ALLOWED_V4: readonly (readonly [string, number])[] = [
-  ['198.18.0.0', 15], ['192.0.2.0', 24], ['198.51.100.0', 24], ['203.0.113.0', 24],
+  ['198.18.0.0', 15],
+  ['192.0.2.0', 24],
+  ['198.51.100.0', 24],
+  ['203.0.113.0', 24],
 ];
 const ALLOWED_V6: readonly (readonly [string, number])[] = [['2001:db8::', 32]];
 
@@ -52,23 +55,56 @@ const RESERVED_NODES = new Set(['router', 'fabric', 'controller']);
 /** The controller sits on the fabric at .5 (and ::5); its API listens on this port. */
 export const LAB_CONTROLLER_HOST = 5;
 export const LAB_CONTROLLER_PORT = 8480;
-export interface PlanController { addr4: string; addr6: string | null; fabPort: string; mac: string; port: number }
+export interface PlanController {
+  addr4: string;
+  addr6: string | null;
+  fabPort: string;
+  mac: string;
+  port: number;
+}
 const CLIENT_NODE_RE = /^client\d+$/;
 
-export interface PlanClient { name: string; port: string; mac: string; addrs4: string[]; addrs6: string[] }
-export interface PlanNode { name: string; addr4: string; addr6: string | null; fabPort: string; mac: string }
-export interface PlanNic {
-  name: string; host: string; port: string; mac: string;
-  addr4: string | null; addr6: string | null; gw4: string | null; gw6: string | null;
-  tcpPorts: number[]; udpPorts: number[];
+export interface PlanClient {
+  name: string;
+  port: string;
+  mac: string;
+  addrs4: string[];
+  addrs6: string[];
 }
-export interface PlanVip { address: string; prefixLen: number; nexthops: string[] }
+export interface PlanNode {
+  name: string;
+  addr4: string;
+  addr6: string | null;
+  fabPort: string;
+  mac: string;
+}
+export interface PlanNic {
+  name: string;
+  host: string;
+  port: string;
+  mac: string;
+  addr4: string | null;
+  addr6: string | null;
+  gw4: string | null;
+  gw6: string | null;
+  tcpPorts: number[];
+  udpPorts: number[];
+}
+export interface PlanVip {
+  address: string;
+  prefixLen: number;
+  nexthops: string[];
+}
 /** The router's side of BGP (the config's bgp section seen from the router). */
 export interface PlanBgp {
-  muxAsn: number; routerAsn: number; holdTimeS: number; keepaliveS: number;
+  muxAsn: number;
+  routerAsn: number;
+  holdTimeS: number;
+  keepaliveS: number;
   bfd: { enabled: boolean; intervalMs: number; multiplier: number };
   /** The router's addresses the muxes peer with (null: no session of that family). */
-  peer4: string | null; peer6: string | null;
+  peer4: string | null;
+  peer6: string | null;
 }
 /** The lab uses private 2-octet ASNs only. */
 export const LAB_ASN_RANGE: readonly [number, number] = [64512, 65534];
@@ -95,7 +131,7 @@ function netOf(a: IpAddr, len: number): IpAddr {
   let left = len;
   for (let i = 0; i < w.length; i++) {
     const bits = Math.max(0, Math.min(32, left));
-    const mask = bits === 0 ? 0 : bits === 32 ? 0xffffffff : (~(0xffffffff >>> bits)) >>> 0;
+    const mask = bits === 0 ? 0 : bits === 32 ? 0xffffffff : ~(0xffffffff >>> bits) >>> 0;
     w[i] = (a.words[i]! & mask) >>> 0;
     left -= 32;
   }
@@ -137,7 +173,9 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const errors: string[] = [];
   const warnings: string[] = [];
   if (!Number.isInteger(clients) || clients < 1 || clients > MAX_CLIENTS) {
-    errors.push(`clients: must be an integer 1..${MAX_CLIENTS} (each client owns ${CLIENT_ADDRS_PER_CLIENT} addresses of ${CLIENT_NET4}/24), got ${clients}`);
+    errors.push(
+      `clients: must be an integer 1..${MAX_CLIENTS} (each client owns ${CLIENT_ADDRS_PER_CLIENT} addresses of ${CLIENT_NET4}/24), got ${clients}`,
+    );
     clients = 1;
   }
   const client4Net = parseIpAddr(CLIENT_NET4)!;
@@ -147,15 +185,26 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const check = (what: string, a: IpAddr | null) => {
     if (a === null) return;
     if (!allowed(a)) {
-      errors.push(`${what}: ${a.text} is outside the lab's address ranges (198.18.0.0/15, 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32)`);
+      errors.push(
+        `${what}: ${a.text} is outside the lab's address ranges (198.18.0.0/15, 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24, 2001:db8::/32)`,
+      );
     }
     if (inPrefix(a, client4Net, LAB_PREFIX_LEN_V4) || inPrefix(a, client6Net, LAB_PREFIX_LEN_V6)) {
       errors.push(`${what}: ${a.text} is in the lab's client segment (${CLIENT_NET4}/24, ${CLIENT_NET6}/64); use another range`);
     }
   };
-  config.muxes.forEach((m, i) => { check(`muxes[${i}].address`, m.address); check(`muxes[${i}].address6`, m.address6); });
-  config.hosts.forEach((h, i) => { check(`hosts[${i}].address`, h.address); check(`hosts[${i}].address6`, h.address6); });
-  config.networks.forEach((n, i) => { check(`networks[${i}].gateway`, n.gateway); check(`networks[${i}].gateway6`, n.gateway6); });
+  config.muxes.forEach((m, i) => {
+    check(`muxes[${i}].address`, m.address);
+    check(`muxes[${i}].address6`, m.address6);
+  });
+  config.hosts.forEach((h, i) => {
+    check(`hosts[${i}].address`, h.address);
+    check(`hosts[${i}].address6`, h.address6);
+  });
+  config.networks.forEach((n, i) => {
+    check(`networks[${i}].gateway`, n.gateway);
+    check(`networks[${i}].gateway6`, n.gateway6);
+  });
   config.nics.forEach((n, i) => n.addresses.forEach((a, j) => check(`nics[${i}].addresses[${j}]`, a)));
   config.vips.forEach((v, i) => check(`vips[${i}].address`, v.address));
 
@@ -168,7 +217,8 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
       errors.push(`${what}: the name ${JSON.stringify(name)} is a fixed lab node (router, fabric, clientN); rename it`);
     }
     const prev = seen.get(name);
-    if (prev !== undefined) errors.push(`${what}: the name ${JSON.stringify(name)} is also ${prev}; lab nodes (namespaces) need distinct names`);
+    if (prev !== undefined)
+      errors.push(`${what}: the name ${JSON.stringify(name)} is also ${prev}; lab nodes (namespaces) need distinct names`);
     else seen.set(name, what);
   };
   config.muxes.forEach((m, i) => claim(m.name, `muxes[${i}].name`));
@@ -182,25 +232,36 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const fabNet4 = netOf(first4, LAB_PREFIX_LEN_V4);
   const router4 = plus(fabNet4, 1);
   for (const a of pas4) {
-    if (!inPrefix(a, fabNet4, LAB_PREFIX_LEN_V4)) errors.push(`provider address ${a.text}: the lab puts every provider address on one fabric segment, ${fabNet4.text}/24 (from the first one); move it there`);
+    if (!inPrefix(a, fabNet4, LAB_PREFIX_LEN_V4))
+      errors.push(
+        `provider address ${a.text}: the lab puts every provider address on one fabric segment, ${fabNet4.text}/24 (from the first one); move it there`,
+      );
     const last = a.words[0]! & 0xff;
-    if (last === 0 || last === 1 || last === 255) errors.push(`provider address ${a.text}: .0, .1 (the lab router) and .255 are taken on the fabric`);
-    if (last === LAB_CONTROLLER_HOST) errors.push(`provider address ${a.text}: .${LAB_CONTROLLER_HOST} is the lab controller's on the fabric`);
+    if (last === 0 || last === 1 || last === 255)
+      errors.push(`provider address ${a.text}: .0, .1 (the lab router) and .255 are taken on the fabric`);
+    if (last === LAB_CONTROLLER_HOST)
+      errors.push(`provider address ${a.text}: .${LAB_CONTROLLER_HOST} is the lab controller's on the fabric`);
   }
   let router6: IpAddr | null = null;
   if (pas6.length > 0) {
     const fabNet6 = netOf(pas6[0]!, LAB_PREFIX_LEN_V6);
     router6 = plus(fabNet6, 1);
     for (const a of pas6) {
-      if (!inPrefix(a, fabNet6, LAB_PREFIX_LEN_V6)) errors.push(`provider address ${a.text}: every IPv6 provider address must be in ${fabNet6.text}/64 (from the first one)`);
-      if (a.text === router6.text || a.text === fabNet6.text) errors.push(`provider address ${a.text}: ${router6.text} is the lab router's and the subnet-router anycast address is reserved`);
-      if (a.text === plus(fabNet6, LAB_CONTROLLER_HOST).text) errors.push(`provider address ${a.text}: it is the lab controller's on the fabric`);
+      if (!inPrefix(a, fabNet6, LAB_PREFIX_LEN_V6))
+        errors.push(`provider address ${a.text}: every IPv6 provider address must be in ${fabNet6.text}/64 (from the first one)`);
+      if (a.text === router6.text || a.text === fabNet6.text)
+        errors.push(`provider address ${a.text}: ${router6.text} is the lab router's and the subnet-router anycast address is reserved`);
+      if (a.text === plus(fabNet6, LAB_CONTROLLER_HOST).text)
+        errors.push(`provider address ${a.text}: it is the lab controller's on the fabric`);
     }
   }
   const controller4 = plus(fabNet4, LAB_CONTROLLER_HOST);
   const controller: PlanController = {
-    addr4: controller4.text, addr6: router6 === null ? null : plus(netOf(router6, LAB_PREFIX_LEN_V6), LAB_CONTROLLER_HOST).text,
-    fabPort: 'controller', mac: macOfV4(controller4), port: LAB_CONTROLLER_PORT,
+    addr4: controller4.text,
+    addr6: router6 === null ? null : plus(netOf(router6, LAB_PREFIX_LEN_V6), LAB_CONTROLLER_HOST).text,
+    fabPort: 'controller',
+    mac: macOfV4(controller4),
+    port: LAB_CONTROLLER_PORT,
   };
   for (const v of config.vips) {
     if (inPrefix(v.address, fabNet4, LAB_PREFIX_LEN_V4) || (router6 !== null && inPrefix(v.address, netOf(router6, 64), 64))) {
@@ -218,10 +279,18 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   };
   let portIndex = 0;
   const muxes: PlanNode[] = config.muxes.map((m) => ({
-    name: m.name, addr4: m.address.text, addr6: m.address6?.text ?? null, fabPort: fabPort(m.name, ++portIndex), mac: macOfV4(m.address),
+    name: m.name,
+    addr4: m.address.text,
+    addr6: m.address6?.text ?? null,
+    fabPort: fabPort(m.name, ++portIndex),
+    mac: macOfV4(m.address),
   }));
   const hosts: PlanNode[] = config.hosts.map((h) => ({
-    name: h.name, addr4: h.address.text, addr6: h.address6?.text ?? null, fabPort: fabPort(h.name, ++portIndex), mac: macOfV4(h.address),
+    name: h.name,
+    addr4: h.address.text,
+    addr6: h.address6?.text ?? null,
+    fabPort: fabPort(h.name, ++portIndex),
+    mac: macOfV4(h.address),
   }));
 
   // Services per nic: the backend ports of the rules whose pool holds the nic, and the probe ports.
@@ -248,25 +317,35 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const networks = new Map(config.networks.map((n) => [n.name, n]));
   const nics: PlanNic[] = config.nics.map((n, i) => {
     const net = networks.get(n.network);
-    if (n.port === 'fab0' || n.port === 'lo') errors.push(`nics[${i}].port: ${n.port} is taken in the host's namespace; name the port otherwise`);
-    if (!tcpOf.has(n.name) && !udpOf.has(n.name)) warnings.push(`nic ${n.name} is in no pool of a rule: it gets the default services (HTTP on 80, UDP echo on 7)`);
+    if (n.port === 'fab0' || n.port === 'lo')
+      errors.push(`nics[${i}].port: ${n.port} is taken in the host's namespace; name the port otherwise`);
+    if (!tcpOf.has(n.name) && !udpOf.has(n.name))
+      warnings.push(`nic ${n.name} is in no pool of a rule: it gets the default services (HTTP on 80, UDP echo on 7)`);
     return {
-      name: n.name, host: n.host, port: n.port, mac: formatMac(n.mac),
-      addr4: n.address4?.text ?? null, addr6: n.address6?.text ?? null,
-      gw4: n.address4 !== null ? net?.gateway?.text ?? null : null,
-      gw6: n.address6 !== null ? net?.gateway6?.text ?? null : null,
-      tcpPorts: sorted(tcpOf.get(n.name), 80), udpPorts: sorted(udpOf.get(n.name), 7),
+      name: n.name,
+      host: n.host,
+      port: n.port,
+      mac: formatMac(n.mac),
+      addr4: n.address4?.text ?? null,
+      addr6: n.address6?.text ?? null,
+      gw4: n.address4 !== null ? (net?.gateway?.text ?? null) : null,
+      gw6: n.address6 !== null ? (net?.gateway6?.text ?? null) : null,
+      tcpPorts: sorted(tcpOf.get(n.name), 80),
+      udpPorts: sorted(udpOf.get(n.name), 7),
     };
   });
   for (const n of nics) {
-    if (n.addr4 !== null && n.gw4 === null) warnings.push(`nic ${n.name}: its network has no gateway, so it has no IPv4 default route and cannot answer clients`);
-    if (n.addr6 !== null && n.gw6 === null) warnings.push(`nic ${n.name}: its network has no gateway6, so it has no IPv6 default route and cannot answer clients`);
+    if (n.addr4 !== null && n.gw4 === null)
+      warnings.push(`nic ${n.name}: its network has no gateway, so it has no IPv4 default route and cannot answer clients`);
+    if (n.addr6 !== null && n.gw6 === null)
+      warnings.push(`nic ${n.name}: its network has no gateway6, so it has no IPv6 default route and cannot answer clients`);
   }
 
   const vips: PlanVip[] = config.vips.map((v) => {
     const v6 = v.address.family === 6;
     const nexthops = v6 ? muxes.map((m) => m.addr6).filter((a): a is string => a !== null) : muxes.map((m) => m.addr4);
-    if (nexthops.length === 0) warnings.push(`VIP ${v.address.text}: no mux has an IPv6 provider address, so the router has no route to it`);
+    if (nexthops.length === 0)
+      warnings.push(`VIP ${v.address.text}: no mux has an IPv6 provider address, so the router has no route to it`);
     return { address: v.address.text, prefixLen: v6 ? 128 : 32, nexthops };
   });
 
@@ -287,7 +366,9 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const routerFabMac = macOfV4(router4);
   const routerClientMac = macOfV4(plus(client4Net, 1));
   const macOwners: [string, string][] = [
-    [routerFabMac, 'router fab0'], [routerClientMac, 'router br0'], [controller.mac, 'controller fab0'],
+    [routerFabMac, 'router fab0'],
+    [routerClientMac, 'router br0'],
+    [controller.mac, 'controller fab0'],
     ...muxes.map((m): [string, string] => [m.mac, `mux ${m.name}`]),
     ...hosts.map((h): [string, string] => [h.mac, `host ${h.name}`]),
     ...nics.map((n): [string, string] => [n.mac, `nic ${n.name}`]),
@@ -304,21 +385,34 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   if (config.bgp !== null) {
     const b = config.bgp;
     const inRange = (asn: number) => asn >= LAB_ASN_RANGE[0] && asn <= LAB_ASN_RANGE[1];
-    if (!inRange(b.asn)) errors.push(`bgp.asn: ${b.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`);
+    if (!inRange(b.asn))
+      errors.push(`bgp.asn: ${b.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`);
     let peer4: string | null = null;
     let peer6: string | null = null;
     b.peers.forEach((p, i) => {
       if (p.address.text === router4.text) peer4 = p.address.text;
       else if (router6 !== null && p.address.text === router6.text) peer6 = p.address.text;
-      else errors.push(`bgp.peers[${i}].address: ${p.address.text} is not the lab router (${router4.text}${router6 !== null ? ` or ${router6.text}` : ''}): the muxes peer with the router`);
-      if (!inRange(p.asn)) errors.push(`bgp.peers[${i}].asn: ${p.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`);
-      if (p.asn !== b.peers[0]!.asn) errors.push(`bgp.peers[${i}].asn: ${p.asn} differs from bgp.peers[0].asn (${b.peers[0]!.asn}); the lab router has one AS`);
+      else
+        errors.push(
+          `bgp.peers[${i}].address: ${p.address.text} is not the lab router (${router4.text}${router6 !== null ? ` or ${router6.text}` : ''}): the muxes peer with the router`,
+        );
+      if (!inRange(p.asn))
+        errors.push(
+          `bgp.peers[${i}].asn: ${p.asn} is not a private 2-octet ASN (${LAB_ASN_RANGE[0]}..${LAB_ASN_RANGE[1]}), which the lab uses`,
+        );
+      if (p.asn !== b.peers[0]!.asn)
+        errors.push(`bgp.peers[${i}].asn: ${p.asn} differs from bgp.peers[0].asn (${b.peers[0]!.asn}); the lab router has one AS`);
       if (p.asn === b.asn) errors.push(`bgp.peers[${i}].asn: ${p.asn} is the muxes' own AS; the lab router is an eBGP peer in another AS`);
       if (p.port !== 179) errors.push(`bgp.peers[${i}].port: BIRD in the lab listens on 179, not ${p.port}`);
     });
     bgp = {
-      muxAsn: b.asn, routerAsn: b.peers[0]!.asn, holdTimeS: b.holdTimeS, keepaliveS: b.keepaliveS,
-      bfd: { ...b.bfd }, peer4, peer6,
+      muxAsn: b.asn,
+      routerAsn: b.peers[0]!.asn,
+      holdTimeS: b.holdTimeS,
+      keepaliveS: b.keepaliveS,
+      bfd: { ...b.bfd },
+      peer4,
+      peer6,
     };
   }
 
@@ -328,11 +422,23 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
     plan: {
       fabricMtu: config.fabric.mtu,
       router: {
-        client4: plus(client4Net, 1).text, client6: plus(client6Net, 1).text,
-        fab4: router4.text, fab6: router6?.text ?? null, fabPort: 'router', fabMac: routerFabMac, clientMac: routerClientMac,
+        client4: plus(client4Net, 1).text,
+        client6: plus(client6Net, 1).text,
+        fab4: router4.text,
+        fab6: router6?.text ?? null,
+        fabPort: 'router',
+        fabMac: routerFabMac,
+        clientMac: routerClientMac,
       },
       controller,
-      clients: clientList, muxes, hosts, nics, vips, vipRanges: config.vipRanges.map((r) => r.text), bgp, warnings,
+      clients: clientList,
+      muxes,
+      hosts,
+      nics,
+      vips,
+      vipRanges: config.vipRanges.map((r) => r.text),
+      bgp,
+      warnings,
     },
   };
 }
@@ -352,12 +458,16 @@ export function formatLabPlan(p: LabPlan): string {
   for (const m of p.muxes) lines.push(`mux ${m.name} ${m.addr4} ${dash(m.addr6)} ${m.fabPort} ${m.mac}`);
   for (const h of p.hosts) lines.push(`host ${h.name} ${h.addr4} ${dash(h.addr6)} ${h.fabPort} ${h.mac}`);
   for (const n of p.nics) {
-    lines.push(`nic ${n.name} ${n.host} ${n.port} ${n.mac} ${dash(n.addr4)} ${dash(n.addr6)} ${dash(n.gw4)} ${dash(n.gw6)} ${list(n.tcpPorts)} ${list(n.udpPorts)}`);
+    lines.push(
+      `nic ${n.name} ${n.host} ${n.port} ${n.mac} ${dash(n.addr4)} ${dash(n.addr6)} ${dash(n.gw4)} ${dash(n.gw6)} ${list(n.tcpPorts)} ${list(n.udpPorts)}`,
+    );
   }
   for (const v of p.vips) lines.push(`vip ${v.address} ${v.prefixLen} ${list(v.nexthops)}`);
   if (p.bgp !== null) {
     const b = p.bgp;
-    lines.push(`bgp ${b.muxAsn} ${b.routerAsn} ${b.holdTimeS} ${b.keepaliveS} ${b.bfd.enabled ? 'on' : 'off'} ${b.bfd.intervalMs} ${b.bfd.multiplier} ${dash(b.peer4)} ${dash(b.peer6)}`);
+    lines.push(
+      `bgp ${b.muxAsn} ${b.routerAsn} ${b.holdTimeS} ${b.keepaliveS} ${b.bfd.enabled ? 'on' : 'off'} ${b.bfd.intervalMs} ${b.bfd.multiplier} ${dash(b.peer4)} ${dash(b.peer6)}`,
+    );
   }
   for (const w of p.warnings) lines.push(`warning ${w}`);
   return `${lines.join('\n')}\n`;
@@ -370,15 +480,23 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'plan', usage: 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]', options: OPTIONS, noPositional: true,
-  about: 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.' };
+const COMMAND: CommandSpec = {
+  program: 'plan',
+  usage: 'node dist/scripts/lab/plan.js [--config FILE] [--clients N] [--json]',
+  options: OPTIONS,
+  noPositional: true,
+  about: 'Prints the lab topology (namespaces, links, addresses, routes, services) derived from an slbx config.',
+};
 
 const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config')!;
   const clientsText = one(args, 'clients')!;
-  if (!/^\d+$/.test(clientsText)) { process.stderr.write(`plan: --clients must be a number 1..${MAX_CLIENTS}, got ${clientsText}\n`); return 2; }
+  if (!/^\d+$/.test(clientsText)) {
+    process.stderr.write(`plan: --clients must be a number 1..${MAX_CLIENTS}, got ${clientsText}\n`);
+    return 2;
+  }
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -387,9 +505,15 @@ function runParsed(args: ParsedArgs): number {
     return 1;
   }
   const r = parseConfig(text, file);
-  if (!r.ok) { process.stderr.write(`${formatConfigErrors(r.errors, file)}\n`); return 1; }
+  if (!r.ok) {
+    process.stderr.write(`${formatConfigErrors(r.errors, file)}\n`);
+    return 1;
+  }
   const p = buildLabPlan(r.config, Number(clientsText));
-  if (!p.ok) { process.stderr.write(`${p.errors.map((e) => `${file}: lab: ${e}`).join('\n')}\n`); return 1; }
+  if (!p.ok) {
+    process.stderr.write(`${p.errors.map((e) => `${file}: lab: ${e}`).join('\n')}\n`);
+    return 1;
+  }
   process.stdout.write(args.flags.has('json') ? `${JSON.stringify(p.plan, null, 2)}\n` : formatLabPlan(p.plan));
   return 0;
 }

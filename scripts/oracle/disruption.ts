@@ -22,7 +22,13 @@ prints a markdown table (the one in docs/hashing.md) and the per-case detail
 const pct = (x: number) => `${(100 * x).toFixed(2)} %`;
 const num = (x: number) => (100 * x).toFixed(2);
 
-export interface Row { n: number; own: number[]; other: number[]; added: number[]; between: number[] }
+export interface Row {
+  n: number;
+  own: number[];
+  other: number[];
+  added: number[];
+  between: number[];
+}
 
 export function measure(n: number, size: number, log: (s: string) => void = () => {}): Row {
   const members: OracleMember[] = Array.from({ length: n }, (_, i) => ({ id: `backend-${i}`, weight: 1 }));
@@ -31,8 +37,12 @@ export function measure(n: number, size: number, log: (s: string) => void = () =
   const deletions = n <= 100 ? members.map((_, i) => i) : Array.from({ length: 100 }, (_, k) => Math.floor((k * n) / 100) + 3);
   for (const del of deletions) {
     const id = `backend-${del}`;
-    const t = oracleTable(members.filter((m) => m.id !== id), size);
-    let own = 0; let other = 0;
+    const t = oracleTable(
+      members.filter((m) => m.id !== id),
+      size,
+    );
+    let own = 0;
+    let other = 0;
     for (let s = 0; s < size; s++) {
       if (base[s] === id) own++;
       else if (t[s] !== base[s]) other++;
@@ -40,11 +50,14 @@ export function measure(n: number, size: number, log: (s: string) => void = () =
     row.own.push(own / size);
     row.other.push(other / size);
   }
-  log(`N=${n}: deleted ${deletions.length} members, one at a time (${deletions.length <= 10 ? deletions.map((d) => `backend-${d}`).join(', ') : `backend-${deletions[0]}, backend-${deletions[1]}, ... backend-${deletions[deletions.length - 1]}`})`);
+  log(
+    `N=${n}: deleted ${deletions.length} members, one at a time (${deletions.length <= 10 ? deletions.map((d) => `backend-${d}`).join(', ') : `backend-${deletions[0]}, backend-${deletions[1]}, ... backend-${deletions[deletions.length - 1]}`})`,
+  );
   const newIds = [`backend-${n}`, ...Array.from({ length: 19 }, (_, k) => `added-${k + 1}`)];
   for (const id of newIds) {
     const t = oracleTable([...members, { id, weight: 1 }], size);
-    let moved = 0; let between = 0;
+    let moved = 0;
+    let between = 0;
     for (let s = 0; s < size; s++) {
       if (t[s] === base[s]) continue;
       moved++;
@@ -66,23 +79,36 @@ export function formatRow(r: Row): string {
 }
 
 function main(argv: string[]): number {
-  if (argv.includes('--help') || argv.includes('-h')) { process.stdout.write(HELP); return 0; }
+  if (argv.includes('--help') || argv.includes('-h')) {
+    process.stdout.write(HELP);
+    return 0;
+  }
   let size = 65537;
   let ns = [10, 100, 1000];
   for (let i = 0; i < argv.length; i += 2) {
     const v = argv[i + 1];
     if (argv[i] === '--size' && v !== undefined) size = Number(v);
     else if (argv[i] === '--n' && v !== undefined) ns = v.split(',').map(Number);
-    else { process.stderr.write(`disruption: unknown argument ${argv[i]}\n${HELP}`); return 2; }
+    else {
+      process.stderr.write(`disruption: unknown argument ${argv[i]}\n${HELP}`);
+      return 2;
+    }
   }
-  if (ns.some((n) => !Number.isInteger(n) || n < 2)) { process.stderr.write('disruption: --n takes integers >= 2\n'); return 2; }
+  if (ns.some((n) => !Number.isInteger(n) || n < 2)) {
+    process.stderr.write('disruption: --n takes integers >= 2\n');
+    return 2;
+  }
   const lines: string[] = [];
   const rows = ns.map((n) => measure(n, size, (s) => lines.push(s)));
   const out: string[] = [];
   out.push(`Maglev disruption at M = ${size}, equal weights, members backend-0 .. backend-(N-1); computed by scripts/oracle/disruption.ts`);
-  out.push('with the independent oracle (scripts/oracle/maglev-oracle.ts, equal to shared/maglev.ts slot for slot: test/maglev-oracle.test.ts).');
+  out.push(
+    'with the independent oracle (scripts/oracle/maglev-oracle.ts, equal to shared/maglev.ts slot for slot: test/maglev-oracle.test.ts).',
+  );
   out.push('');
-  out.push('| N | deleting one: its own slots | deleting one: other slots that move | adding one: all slots that move (ideal 1/(N+1)) | adding one: of which between old members |');
+  out.push(
+    '| N | deleting one: its own slots | deleting one: other slots that move | adding one: all slots that move (ideal 1/(N+1)) | adding one: of which between old members |',
+  );
   out.push('|---|---|---|---|---|');
   for (const r of rows) out.push(formatRow(r));
   out.push('');

@@ -40,7 +40,11 @@ export function oracleRule(config: SlbxConfig, vip: string, protocol: number, po
   const backends: OracleBackend[] = pool.backends.map((b) => {
     const lat = opts.latencyMs?.get(b.nic);
     return {
-      id: b.nic, enabled: b.enabled, drained: b.drain, priority: b.priority, weight: b.weight,
+      id: b.nic,
+      enabled: b.enabled,
+      drained: b.drain,
+      priority: b.priority,
+      weight: b.weight,
       // a rule without a probe sees every backend healthy
       healthy: rule.probe === null || !down.has(b.nic),
       ...(lat === undefined ? {} : { latencyMs: lat }),
@@ -51,13 +55,23 @@ export function oracleRule(config: SlbxConfig, vip: string, protocol: number, po
   const table = oracleTable(members, size);
   const mode = rule.distribution;
   return {
-    pool: pool.name, mode, size, level, table,
+    pool: pool.name,
+    mode,
+    size,
+    level,
+    table,
     members: members.map((m) => ({ id: m.id, weight: m.weight, available: m.available !== false })),
     choose: (src, sport) => table[slotOf(flowHash(unmap(src), vip, protocol, sport, port, mode, config.hashSeed), size)] ?? null,
   };
 }
 
 /** Shorthand: the chooser of oracleRule. */
-export function expectedBackendOf(config: SlbxConfig, vip: string, protocol: number, port: number, opts: ExpectedBackendOptions = {}): (src: string, sport: number) => string | null {
+export function expectedBackendOf(
+  config: SlbxConfig,
+  vip: string,
+  protocol: number,
+  port: number,
+  opts: ExpectedBackendOptions = {},
+): (src: string, sport: number) => string | null {
   return oracleRule(config, vip, protocol, port, opts).choose;
 }

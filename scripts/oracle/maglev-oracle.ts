@@ -22,7 +22,7 @@ import { pathToFileURL } from 'node:url';
 function mul32(a: number, b: number): number {
   const aLo = a & 0xffff;
   const aHi = a >>> 16;
-  return ((aLo * b) + (((aHi * b) & 0xffff) * 0x10000)) % 0x100000000;
+  return (aLo * b + ((aHi * b) & 0xffff) * 0x10000) % 0x100000000;
 }
 
 function rotl32(x: number, r: number): number {
@@ -185,9 +185,11 @@ function checkPrime(m: number): void {
 export function oracleTable(members: readonly OracleMember[], size: number): (string | null)[] {
   checkPrime(size);
   const sorted = [...members].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  for (let i = 1; i < sorted.length; i++) if (sorted[i]!.id === sorted[i - 1]!.id) throw new RangeError(`member ${sorted[i]!.id} appears twice`);
+  for (let i = 1; i < sorted.length; i++)
+    if (sorted[i]!.id === sorted[i - 1]!.id) throw new RangeError(`member ${sorted[i]!.id} appears twice`);
   for (const m of sorted) {
-    if (!Number.isInteger(m.weight) || m.weight < 1 || m.weight > 1000) throw new RangeError(`member ${m.id}: weight must be an integer 1..1000`);
+    if (!Number.isInteger(m.weight) || m.weight < 1 || m.weight > 1000)
+      throw new RangeError(`member ${m.id}: weight must be an integer 1..1000`);
   }
   const entry: (number | null)[] = new Array<number | null>(size).fill(null); // member index in `sorted`
   if (!sorted.some((m) => m.available !== false)) return entry.map(() => null);
@@ -217,14 +219,23 @@ export function oracleTable(members: readonly OracleMember[], size: number): (st
     }
   };
 
-  populate(sorted.map((_, i) => i), size);
+  populate(
+    sorted.map((_, i) => i),
+    size,
+  );
   const down = new Set(sorted.flatMap((m, i) => (m.available === false ? [i] : [])));
   if (down.size > 0) {
     let freed = 0;
     for (let c = 0; c < size; c++) {
-      if (down.has(entry[c]!)) { entry[c] = null; freed++; }
+      if (down.has(entry[c]!)) {
+        entry[c] = null;
+        freed++;
+      }
     }
-    populate(sorted.flatMap((_, i) => (down.has(i) ? [] : [i])), freed);
+    populate(
+      sorted.flatMap((_, i) => (down.has(i) ? [] : [i])),
+      freed,
+    );
   }
   return entry.map((i) => sorted[i!]!.id);
 }
@@ -250,7 +261,10 @@ export interface OracleBackend {
  * not drained backend; available = that, and within latencySensitivityMs of the level's fastest
  * measured backend. No such level: no members (every slot empty).
  */
-export function oraclePoolMembers(backends: readonly OracleBackend[], latencySensitivityMs = 0): { level: number | null; members: OracleMember[] } {
+export function oraclePoolMembers(
+  backends: readonly OracleBackend[],
+  latencySensitivityMs = 0,
+): { level: number | null; members: OracleMember[] } {
   const eligible = (b: OracleBackend) => b.enabled && b.healthy !== false && !b.drained;
   const levels = backends.filter(eligible).map((b) => b.priority);
   if (levels.length === 0) return { level: null, members: [] };
@@ -301,7 +315,10 @@ function main(argv: string[]): number {
   const opts = new Map<string, string[]>();
   for (let i = 0; i < rest.length; i++) {
     const k = rest[i]!;
-    if (!k.startsWith('--') || i + 1 >= rest.length) { process.stderr.write(`maglev-oracle: expected --name value, got ${k}\n${HELP}`); return 2; }
+    if (!k.startsWith('--') || i + 1 >= rest.length) {
+      process.stderr.write(`maglev-oracle: expected --name value, got ${k}\n${HELP}`);
+      return 2;
+    }
     opts.set(k.slice(2), [...(opts.get(k.slice(2)) ?? []), rest[++i]!]);
   }
   const one = (k: string, dflt?: string) => {
@@ -325,7 +342,14 @@ function main(argv: string[]): number {
     return 0;
   }
   if (cmd === 'flow') {
-    const args = [one('src'), one('dst'), Number(one('protocol')), Number(one('sport', '0')), Number(one('dport', '0')), Number(one('mode', '5'))] as const;
+    const args = [
+      one('src'),
+      one('dst'),
+      Number(one('protocol')),
+      Number(one('sport', '0')),
+      Number(one('dport', '0')),
+      Number(one('mode', '5')),
+    ] as const;
     const seed = Number(one('seed', String(asciiSeed('slbx'))));
     const h = flowHash(...args, seed);
     const words = flowKeyWords(...args).map((w) => `0x${w.toString(16).padStart(8, '0')}`);

@@ -40,7 +40,7 @@ import type { SoakAction, SoakPlan } from './plan.js';
 import type { TrafficKind, TrafficRecord } from './traffic.js';
 import { sendErrorsOf, type CounterSample, type DaemonSample, type MachineSample } from './sample.js';
 
-export const RSS_GROWTH_MAX = 0.10;
+export const RSS_GROWTH_MAX = 0.1;
 export const WINDOW_MAX_S = 60;
 export const MIN_JUDGED_SPAN_S = 30;
 export const FD_SLACK = 2;
@@ -54,7 +54,14 @@ export const PREDICT_SLACK_MS = 300;
 /** A kind of the open-loop traffic must have at least this share of its planned requests. */
 export const TRAFFIC_MIN_SHARE = 0.99;
 /** Errors of a connection to a backend whose HTTP server stopped: refused, reset, closed. */
-export const FLAP_ERRORS: readonly string[] = ['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'closed by the server', 'closed before the response', 'closed'];
+export const FLAP_ERRORS: readonly string[] = [
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'closed by the server',
+  'closed before the response',
+  'closed',
+];
 
 /** One line of events.jsonl: an event of the plan as the driver ran it (epoch ms). */
 export interface RunEvent {
@@ -100,9 +107,20 @@ export interface ViewChange {
   settled: number;
 }
 
-export interface Check { name: string; ok: boolean; detail: string }
+export interface Check {
+  name: string;
+  ok: boolean;
+  detail: string;
+}
 
-export interface KindTotals { total: number; ok: number; failed: number; predicted: number; unpredicted: number; planned: number | null }
+export interface KindTotals {
+  total: number;
+  ok: number;
+  failed: number;
+  predicted: number;
+  unpredicted: number;
+  planned: number | null;
+}
 
 export interface FlapResult {
   cycle: number;
@@ -154,7 +172,17 @@ export interface SeriesResult {
   ended: boolean;
 }
 
-export interface FailureRecord { k: TrafficKind; t0: number; t1: number; src: string; sp: number | null; err: string | null; prev?: string | null; backend: string | null; why: string }
+export interface FailureRecord {
+  k: TrafficKind;
+  t0: number;
+  t1: number;
+  src: string;
+  sp: number | null;
+  err: string | null;
+  prev?: string | null;
+  backend: string | null;
+  why: string;
+}
 
 export interface SoakResult {
   verdict: 'pass' | 'fail';
@@ -205,13 +233,19 @@ function quantile(xs: readonly number[], q: number): number | null {
  * The backend the all-healthy Maglev table names for a TCP or UDP flow to a VIP: the independent oracle's
  * answer (scripts/oracle) from the config values, not the MUXes' code.
  */
-export function maglevNamer(config: SlbxConfig): (rec: { src: string; sp: number | null; dst: string; dp: number; k: TrafficKind }) => string | null {
+export function maglevNamer(
+  config: SlbxConfig,
+): (rec: { src: string; sp: number | null; dst: string; dp: number; k: TrafficKind }) => string | null {
   const rules = new Map<string, OracleRule | null>();
   const ruleOf = (dst: string, proto: number, port: number): OracleRule | null => {
     const key = `${dst} ${proto} ${port}`;
     let r = rules.get(key);
     if (r === undefined) {
-      try { r = oracleRule(config, dst, proto, port); } catch { r = null; }
+      try {
+        r = oracleRule(config, dst, proto, port);
+      } catch {
+        r = null;
+      }
       rules.set(key, r);
     }
     return r;
@@ -249,19 +283,32 @@ export function parsePolicyLog(text: string): PolicyApplied[] {
   for (const line of text.split('\n')) {
     if (!line.includes('"policy_applied"')) continue;
     let o: { ts?: string; daemon?: string; event?: string; down?: string[] };
-    try { o = JSON.parse(line); } catch { continue; }
+    try {
+      o = JSON.parse(line);
+    } catch {
+      continue;
+    }
     if (o.event !== 'policy_applied' || typeof o.ts !== 'string') continue;
     out.push({ t: Date.parse(o.ts), mux: o.daemon ?? '?', down: Array.isArray(o.down) ? o.down : [], first: out.length === 0 });
   }
   return out;
 }
 
-interface Flap { cycle: number; stop: RunEvent; start: RunEvent | null; downSettled: number; downFromLogs: boolean; upSettled: number | null }
+interface Flap {
+  cycle: number;
+  stop: RunEvent;
+  start: RunEvent | null;
+  downSettled: number;
+  downFromLogs: boolean;
+  upSettled: number | null;
+}
 
 export function judgeSoak(input: JudgeInput): SoakResult {
   const { plan, meta, events, records, samples, config } = input;
   const checks: Check[] = [];
-  const check = (name: string, ok: boolean, detail: string) => { checks.push({ name, ok, detail }); };
+  const check = (name: string, ok: boolean, detail: string) => {
+    checks.push({ name, ok, detail });
+  };
   const views = input.policies === null ? null : viewChanges(input.policies);
   const nic = plan.flapNic;
   const flapTag = (down: readonly string[]) => down.some((d) => d.startsWith(`${nic}/`));
@@ -269,10 +316,18 @@ export function judgeSoak(input: JudgeInput): SoakResult {
   // --- the plan as it ran
   const late = events.filter((e) => e.t0 - e.planned > EVENT_LATE_MAX_MS);
   const failedEvents = events.filter((e) => !e.ok);
-  check('plan: every event ran', failedEvents.length === 0 && events.length === plan.events.length,
-    `${events.length} of ${plan.events.length} events ran${failedEvents.length > 0 ? `; failed: ${failedEvents.map((e) => `${e.action} ${e.target} at ${e.atS} s`).join(', ')}` : ''}`);
-  check('plan: on time', late.length === 0,
-    late.length === 0 ? `every event started within ${EVENT_LATE_MAX_MS} ms of its time (latest ${Math.max(0, ...events.map((e) => e.t0 - e.planned))} ms)` : `late: ${late.map((e) => `${e.action} at ${e.atS} s by ${e.t0 - e.planned} ms`).join(', ')}`);
+  check(
+    'plan: every event ran',
+    failedEvents.length === 0 && events.length === plan.events.length,
+    `${events.length} of ${plan.events.length} events ran${failedEvents.length > 0 ? `; failed: ${failedEvents.map((e) => `${e.action} ${e.target} at ${e.atS} s`).join(', ')}` : ''}`,
+  );
+  check(
+    'plan: on time',
+    late.length === 0,
+    late.length === 0
+      ? `every event started within ${EVENT_LATE_MAX_MS} ms of its time (latest ${Math.max(0, ...events.map((e) => e.t0 - e.planned))} ms)`
+      : `late: ${late.map((e) => `${e.action} at ${e.atS} s by ${e.t0 - e.planned} ms`).join(', ')}`,
+  );
 
   // --- flaps: when each took the backend out and put it back, from the logs (or the plan's bounds)
   const stops = events.filter((e) => e.action === 'backend-stop' && e.target === nic).sort((a, b) => a.t0 - b.t0);
@@ -280,24 +335,35 @@ export function judgeSoak(input: JudgeInput): SoakResult {
   const flaps: Flap[] = stops.map((stop, cycle) => {
     const start = startsB.find((s) => s.t0 > stop.t0) ?? null;
     const down = views?.find((v) => v.begin >= stop.t0 && flapTag(v.down)) ?? null;
-    const up = start === null ? null : views?.find((v) => v.begin >= start.t0 && !flapTag(v.down)) ?? null;
+    const up = start === null ? null : (views?.find((v) => v.begin >= start.t0 && !flapTag(v.down)) ?? null);
     return {
-      cycle, stop, start,
+      cycle,
+      stop,
+      start,
       downSettled: down !== null ? down.settled : stop.t1 + plan.detectDownMaxMs,
       downFromLogs: down !== null,
       upSettled: up !== null ? up.settled : null,
     };
   });
   if (views !== null) {
-    const slow = flaps.filter((f) => !f.downFromLogs || f.downSettled - f.stop.t1 > plan.detectDownMaxMs
-      || (f.start !== null && (f.upSettled === null || f.upSettled - f.start.t1 > plan.detectUpMaxMs)));
-    check('flaps: the MUXes took the backend out and back within the probe bounds', slow.length === 0,
-      `down within ${plan.detectDownMaxMs} ms, up within ${plan.detectUpMaxMs} ms of the event (probe ${plan.probe.intervalMs} ms x ${plan.probe.downThreshold}/${plan.probe.upThreshold} + push); measured down ${fmtRange(flaps.filter((f) => f.downFromLogs).map((f) => f.downSettled - f.stop.t1))} ms, up ${fmtRange(flaps.filter((f) => f.upSettled !== null && f.start !== null).map((f) => f.upSettled! - f.start!.t1))} ms${slow.length > 0 ? `; outside: cycles ${slow.map((f) => f.cycle + 1).join(', ')}` : ''}`);
+    const slow = flaps.filter(
+      (f) =>
+        !f.downFromLogs ||
+        f.downSettled - f.stop.t1 > plan.detectDownMaxMs ||
+        (f.start !== null && (f.upSettled === null || f.upSettled - f.start.t1 > plan.detectUpMaxMs)),
+    );
+    check(
+      'flaps: the MUXes took the backend out and back within the probe bounds',
+      slow.length === 0,
+      `down within ${plan.detectDownMaxMs} ms, up within ${plan.detectUpMaxMs} ms of the event (probe ${plan.probe.intervalMs} ms x ${plan.probe.downThreshold}/${plan.probe.upThreshold} + push); measured down ${fmtRange(flaps.filter((f) => f.downFromLogs).map((f) => f.downSettled - f.stop.t1))} ms, up ${fmtRange(flaps.filter((f) => f.upSettled !== null && f.start !== null).map((f) => f.upSettled! - f.start!.t1))} ms${slow.length > 0 ? `; outside: cycles ${slow.map((f) => f.cycle + 1).join(', ')}` : ''}`,
+    );
   }
 
   // --- requests
   const backendUp = maglevNamer(config);
-  const totals = Object.fromEntries(KINDS.map((k) => [k, { total: 0, ok: 0, failed: 0, predicted: 0, unpredicted: 0, planned: null }])) as unknown as Record<TrafficKind, KindTotals>;
+  const totals = Object.fromEntries(
+    KINDS.map((k) => [k, { total: 0, ok: 0, failed: 0, predicted: 0, unpredicted: 0, planned: null }]),
+  ) as unknown as Record<TrafficKind, KindTotals>;
   const predicted: FailureRecord[] = [];
   const unpredicted: FailureRecord[] = [];
   const perFlap = flaps.map(() => ({ n: 0, byKind: {} as Partial<Record<TrafficKind, number>> }));
@@ -305,14 +371,28 @@ export function judgeSoak(input: JudgeInput): SoakResult {
     const t = totals[r.k];
     if (t === undefined) continue;
     t.total++;
-    if (r.err === null) { t.ok++; continue; }
+    if (r.err === null) {
+      t.ok++;
+      continue;
+    }
     t.failed++;
     const tcp = !r.k.startsWith('udp');
     const backend = r.prev ?? backendUp(r);
-    const fr: FailureRecord = { k: r.k, t0: r.t0, t1: r.t1, src: r.src, sp: r.sp, err: r.err, ...(r.prev !== undefined ? { prev: r.prev } : {}), backend, why: '' };
-    const k = tcp && backend === nic && FLAP_ERRORS.includes(r.err)
-      ? flaps.findIndex((f) => r.t1 >= f.stop.t0 && r.t1 <= f.downSettled + PREDICT_SLACK_MS)
-      : -1;
+    const fr: FailureRecord = {
+      k: r.k,
+      t0: r.t0,
+      t1: r.t1,
+      src: r.src,
+      sp: r.sp,
+      err: r.err,
+      ...(r.prev !== undefined ? { prev: r.prev } : {}),
+      backend,
+      why: '',
+    };
+    const k =
+      tcp && backend === nic && FLAP_ERRORS.includes(r.err)
+        ? flaps.findIndex((f) => r.t1 >= f.stop.t0 && r.t1 <= f.downSettled + PREDICT_SLACK_MS)
+        : -1;
     if (k >= 0) {
       fr.why = `flap ${k + 1}: to ${nic} within ${Math.round(r.t1 - flaps[k]!.stop.t0)} ms of its stop`;
       predicted.push(fr);
@@ -320,44 +400,84 @@ export function judgeSoak(input: JudgeInput): SoakResult {
       perFlap[k]!.n++;
       perFlap[k]!.byKind[r.k] = (perFlap[k]!.byKind[r.k] ?? 0) + 1;
     } else {
-      fr.why = !tcp ? 'UDP: never predicted' : backend !== nic ? `to ${backend ?? 'an unknown backend'}, not the flapping one`
-        : !FLAP_ERRORS.includes(r.err) ? `error ${r.err} is not a refusal, reset or close` : 'outside every flap\'s detection window';
+      fr.why = !tcp
+        ? 'UDP: never predicted'
+        : backend !== nic
+          ? `to ${backend ?? 'an unknown backend'}, not the flapping one`
+          : !FLAP_ERRORS.includes(r.err)
+            ? `error ${r.err} is not a refusal, reset or close`
+            : "outside every flap's detection window";
       unpredicted.push(fr);
       t.unpredicted++;
     }
   }
   for (const k of ['http4', 'http6', 'udp4', 'udp6'] as const) totals[k].planned = Math.floor(meta.durationS * meta.rate);
   const shortKinds = (['http4', 'http6', 'udp4', 'udp6'] as const).filter((k) => totals[k].total < TRAFFIC_MIN_SHARE * totals[k].planned!);
-  check('traffic: the open loop kept its rate', shortKinds.length === 0 && totals.ka4.ok > 0 && totals.ka6.ok > 0,
-    `${KINDS.map((k) => `${k} ${totals[k].total}${totals[k].planned !== null ? `/${totals[k].planned}` : ''}`).join(', ')}${shortKinds.length > 0 ? `; short: ${shortKinds.join(', ')}` : ''}`);
+  check(
+    'traffic: the open loop kept its rate',
+    shortKinds.length === 0 && totals.ka4.ok > 0 && totals.ka6.ok > 0,
+    `${KINDS.map((k) => `${k} ${totals[k].total}${totals[k].planned !== null ? `/${totals[k].planned}` : ''}`).join(', ')}${shortKinds.length > 0 ? `; short: ${shortKinds.join(', ')}` : ''}`,
+  );
   const failedTotal = KINDS.reduce((a, k) => a + totals[k].failed, 0);
   const totalAll = KINDS.reduce((a, k) => a + totals[k].total, 0);
-  check('requests: no failure but the predicted ones', unpredicted.length === 0,
-    `${totalAll} requests, ${failedTotal} failed: ${predicted.length} predicted, ${unpredicted.length} not${unpredicted.length > 0 ? ` (first: ${unpredicted.slice(0, 3).map((f) => `${f.k} ${f.src}:${f.sp} ${f.err} at +${((f.t1 - meta.startMs) / 1000).toFixed(2)} s, ${f.why}`).join('; ')})` : ''}`);
+  check(
+    'requests: no failure but the predicted ones',
+    unpredicted.length === 0,
+    `${totalAll} requests, ${failedTotal} failed: ${predicted.length} predicted, ${unpredicted.length} not${
+      unpredicted.length > 0
+        ? ` (first: ${unpredicted
+            .slice(0, 3)
+            .map((f) => `${f.k} ${f.src}:${f.sp} ${f.err} at +${((f.t1 - meta.startMs) / 1000).toFixed(2)} s, ${f.why}`)
+            .join('; ')})`
+        : ''
+    }`,
+  );
 
   // the bound of each flap's predicted failures: twice the new connections its window sends to the
   // backend at its share, plus each keep-alive connection twice (on it at the stop, and its reconnect)
   const pool = config.pools.find((p) => p.backends.some((b) => b.nic === nic));
-  const share = pool === undefined ? 1 : pool.backends.find((b) => b.nic === nic)!.weight / pool.backends.reduce((a, b) => a + (b.enabled ? b.weight : 0), 0);
+  const share =
+    pool === undefined
+      ? 1
+      : pool.backends.find((b) => b.nic === nic)!.weight / pool.backends.reduce((a, b) => a + (b.enabled ? b.weight : 0), 0);
   const flapResults: FlapResult[] = flaps.map((f, i) => {
     const windowMs = f.downSettled + PREDICT_SLACK_MS - f.stop.t0;
     const bound = Math.ceil(2 * (2 * meta.rate) * (windowMs / 1000) * share) + 4 * meta.keepAlive + 2;
     return {
-      cycle: f.cycle, stopAt: f.stop.t0, startAt: f.start?.t0 ?? null, detectDownMs: f.downFromLogs ? f.downSettled - f.stop.t1 : null,
-      detectUpMs: f.upSettled !== null && f.start !== null ? f.upSettled - f.start.t1 : null, windowMs, predicted: perFlap[i]!.n, bound, byKind: perFlap[i]!.byKind,
+      cycle: f.cycle,
+      stopAt: f.stop.t0,
+      startAt: f.start?.t0 ?? null,
+      detectDownMs: f.downFromLogs ? f.downSettled - f.stop.t1 : null,
+      detectUpMs: f.upSettled !== null && f.start !== null ? f.upSettled - f.start.t1 : null,
+      windowMs,
+      predicted: perFlap[i]!.n,
+      bound,
+      byKind: perFlap[i]!.byKind,
     };
   });
   const over = flapResults.filter((f) => f.predicted > f.bound);
-  check('requests: predicted failures within their bound', over.length === 0,
-    `per flap ${fmtRange(flapResults.map((f) => f.predicted))} (bounds ${fmtRange(flapResults.map((f) => f.bound))})${over.length > 0 ? `; over: cycles ${over.map((f) => f.cycle + 1).join(', ')}` : ''}`);
+  check(
+    'requests: predicted failures within their bound',
+    over.length === 0,
+    `per flap ${fmtRange(flapResults.map((f) => f.predicted))} (bounds ${fmtRange(flapResults.map((f) => f.bound))})${over.length > 0 ? `; over: cycles ${over.map((f) => f.cycle + 1).join(', ')}` : ''}`,
+  );
 
   // the backend came back: after each start it answered new connections again (before the next stop)
-  const notBack = flaps.filter((f) => f.start !== null).filter((f) => {
-    const next = flaps[f.cycle + 1]?.stop.t0 ?? Infinity;
-    return !records.some((r) => r.err === null && r.be === nic && (r.k === 'http4' || r.k === 'http6') && r.t0 > f.start!.t1 && r.t0 < next);
-  });
-  check('flaps: the backend served new connections again after each start', notBack.length === 0,
-    notBack.length === 0 ? `${flaps.filter((f) => f.start !== null).length} of ${flaps.filter((f) => f.start !== null).length}` : `not after: cycles ${notBack.map((f) => f.cycle + 1).join(', ')}`);
+  const notBack = flaps
+    .filter((f) => f.start !== null)
+    .filter((f) => {
+      const next = flaps[f.cycle + 1]?.stop.t0 ?? Infinity;
+      return !records.some(
+        (r) => r.err === null && r.be === nic && (r.k === 'http4' || r.k === 'http6') && r.t0 > f.start!.t1 && r.t0 < next,
+      );
+    });
+  check(
+    'flaps: the backend served new connections again after each start',
+    notBack.length === 0,
+    notBack.length === 0
+      ? `${flaps.filter((f) => f.start !== null).length} of ${flaps.filter((f) => f.start !== null).length}`
+      : `not after: cycles ${notBack.map((f) => f.cycle + 1).join(', ')}`,
+  );
 
   // --- restarts: each lay where every open connection had been placed under the view in force
   const muxStops = events.filter((e) => e.action === 'mux-stop').sort((a, b) => a.t0 - b.t0);
@@ -374,12 +494,25 @@ export function judgeSoak(input: JudgeInput): SoakResult {
       marginAfterMs = next === undefined ? null : next.begin - back;
     }
     const failuresAround = unpredicted.filter((f) => f.t1 >= stop.t0 - 1000 && f.t1 <= back + 5000).length;
-    return { index: i, kind: plan.restarts[i]?.kind ?? '?', stopAt: stop.t0, startedAt: back, marginBeforeMs, marginAfterMs, failuresAround };
+    return {
+      index: i,
+      kind: plan.restarts[i]?.kind ?? '?',
+      stopAt: stop.t0,
+      startedAt: back,
+      marginBeforeMs,
+      marginAfterMs,
+      failuresAround,
+    };
   });
   if (views !== null) {
-    const bad = restarts.filter((r) => (r.marginBeforeMs !== null && r.marginBeforeMs < 0) || (r.marginAfterMs !== null && r.marginAfterMs < 0));
-    check('restarts: each lay where every open connection was placed under the view in force', bad.length === 0,
-      `margins before ${fmtRange(restarts.map((r) => r.marginBeforeMs).filter((x): x is number => x !== null))} ms, after ${fmtRange(restarts.map((r) => r.marginAfterMs).filter((x): x is number => x !== null))} ms${bad.length > 0 ? `; outside: restarts ${bad.map((r) => r.index + 1).join(', ')}` : ''}`);
+    const bad = restarts.filter(
+      (r) => (r.marginBeforeMs !== null && r.marginBeforeMs < 0) || (r.marginAfterMs !== null && r.marginAfterMs < 0),
+    );
+    check(
+      'restarts: each lay where every open connection was placed under the view in force',
+      bad.length === 0,
+      `margins before ${fmtRange(restarts.map((r) => r.marginBeforeMs).filter((x): x is number => x !== null))} ms, after ${fmtRange(restarts.map((r) => r.marginAfterMs).filter((x): x is number => x !== null))} ms${bad.length > 0 ? `; outside: restarts ${bad.map((r) => r.index + 1).join(', ')}` : ''}`,
+    );
   }
 
   // --- daemons: memory, fds, CPU, and whether any died
@@ -417,11 +550,31 @@ export function judgeSoak(input: JudgeInput): SoakResult {
     const cpuS = cpu.length >= 2 ? cpu[cpu.length - 1]!.cpuS! - cpu[0]!.cpuS! : null;
     const cpuShare = cpuS !== null && lastT > firstT ? cpuS / ((lastT - firstT) / 1000) : null;
     const base: SeriesResult = {
-      name, pid, firstT, lastT, samples: live.length, judged: false, why: null, windowS: null, rssFirstKb: null, rssLastKb: null,
-      rssMaxKb: Math.max(...live.map((s) => s.rssKb!)), growth: null, fdsFirst: null, fdsLast: null, fdsFirstMax: null, fdsLastMax: null, cpuS, cpuShare, ended,
+      name,
+      pid,
+      firstT,
+      lastT,
+      samples: live.length,
+      judged: false,
+      why: null,
+      windowS: null,
+      rssFirstKb: null,
+      rssLastKb: null,
+      rssMaxKb: Math.max(...live.map((s) => s.rssKb!)),
+      growth: null,
+      fdsFirst: null,
+      fdsLast: null,
+      fdsFirstMax: null,
+      fdsLastMax: null,
+      cpuS,
+      cpuShare,
+      ended,
     };
     if (spanS < MIN_JUDGED_SPAN_S) {
-      series.push({ ...base, why: `${Math.max(0, Math.round(spanS))} s after its ${plan.warmupS} s warm-up (< ${MIN_JUDGED_SPAN_S} s): not judged` });
+      series.push({
+        ...base,
+        why: `${Math.max(0, Math.round(spanS))} s after its ${plan.warmupS} s warm-up (< ${MIN_JUDGED_SPAN_S} s): not judged`,
+      });
       continue;
     }
     const w = Math.min(WINDOW_MAX_S, spanS / 3);
@@ -432,20 +585,39 @@ export function judgeSoak(input: JudgeInput): SoakResult {
     const fdF = first.map((s) => s.fds).filter((x): x is number => x !== null);
     const fdL = last.map((s) => s.fds).filter((x): x is number => x !== null);
     series.push({
-      ...base, judged: true, windowS: Math.round(w * 10) / 10, rssFirstKb, rssLastKb,
+      ...base,
+      judged: true,
+      windowS: Math.round(w * 10) / 10,
+      rssFirstKb,
+      rssLastKb,
       growth: rssFirstKb !== null && rssLastKb !== null ? rssLastKb / rssFirstKb - 1 : null,
-      fdsFirst: median(fdF), fdsLast: median(fdL), fdsFirstMax: fdF.length > 0 ? Math.max(...fdF) : null, fdsLastMax: fdL.length > 0 ? Math.max(...fdL) : null,
+      fdsFirst: median(fdF),
+      fdsLast: median(fdL),
+      fdsFirstMax: fdF.length > 0 ? Math.max(...fdF) : null,
+      fdsLastMax: fdL.length > 0 ? Math.max(...fdL) : null,
     });
   }
   series.sort((a, b) => a.name.localeCompare(b.name) || a.firstT - b.firstT);
-  check('daemons: none died but the restarting MUX at its planned stops', died.length === 0, died.length === 0 ? `${byProc.size} processes sampled` : `ended unplanned: ${died.join(', ')}`);
+  check(
+    'daemons: none died but the restarting MUX at its planned stops',
+    died.length === 0,
+    died.length === 0 ? `${byProc.size} processes sampled` : `ended unplanned: ${died.join(', ')}`,
+  );
   const judged = series.filter((s) => s.judged);
   const grown = judged.filter((s) => s.growth === null || s.growth > RSS_GROWTH_MAX);
-  check(`memory: resident memory after the warm-up grew at most ${RSS_GROWTH_MAX * 100} %`, grown.length === 0 && judged.length > 0,
-    `${judged.map((s) => `${s.name} ${fmtPct(s.growth)}`).join(', ')}${grown.length > 0 ? `; over: ${grown.map((s) => s.name).join(', ')}` : ''}${judged.length === 0 ? 'no process judged' : ''}`);
-  const leaky = judged.filter((s) => s.fdsFirst === null || s.fdsLast === null || s.fdsLast > s.fdsFirst || (s.fdsLastMax ?? 0) > (s.fdsFirstMax ?? 0) + FD_SLACK);
-  check('fds: no growth in open file descriptors', leaky.length === 0 && judged.length > 0,
-    `${judged.map((s) => `${s.name} ${s.fdsFirst}->${s.fdsLast}`).join(', ')}${leaky.length > 0 ? `; grew: ${leaky.map((s) => s.name).join(', ')}` : ''}`);
+  check(
+    `memory: resident memory after the warm-up grew at most ${RSS_GROWTH_MAX * 100} %`,
+    grown.length === 0 && judged.length > 0,
+    `${judged.map((s) => `${s.name} ${fmtPct(s.growth)}`).join(', ')}${grown.length > 0 ? `; over: ${grown.map((s) => s.name).join(', ')}` : ''}${judged.length === 0 ? 'no process judged' : ''}`,
+  );
+  const leaky = judged.filter(
+    (s) => s.fdsFirst === null || s.fdsLast === null || s.fdsLast > s.fdsFirst || (s.fdsLastMax ?? 0) > (s.fdsFirstMax ?? 0) + FD_SLACK,
+  );
+  check(
+    'fds: no growth in open file descriptors',
+    leaky.length === 0 && judged.length > 0,
+    `${judged.map((s) => `${s.name} ${s.fdsFirst}->${s.fdsLast}`).join(', ')}${leaky.length > 0 ? `; grew: ${leaky.map((s) => s.name).join(', ')}` : ''}`,
+  );
 
   // --- send errors: every MUX and host agent read, and none counted a send the kernel refused
   if (input.counters !== undefined) {
@@ -463,23 +635,36 @@ export function judgeSoak(input: JudgeInput): SoakResult {
     }
     const finalUnread: string[] = [];
     for (const f of input.finalCounters ?? []) {
-      if (f.sendErrors === null) { finalUnread.push(`${f.name} (${f.error ?? 'unreadable'})`); continue; }
+      if (f.sendErrors === null) {
+        finalUnread.push(`${f.name} (${f.error ?? 'unreadable'})`);
+        continue;
+      }
       reads.set(f.name, (reads.get(f.name) ?? 0) + 1);
       for (const [k, v] of Object.entries(f.sendErrors)) if (v !== 0) note(`${f.name} (after the traffic)`, k, v, meta.endMs);
     }
     const unread = names.filter((n) => (reads.get(n) ?? 0) === 0);
     const bad = [...worst].map(([k, w]) => `${k} ${w.n} (by ${((w.at - meta.startMs) / 1000).toFixed(0)} s)`);
-    check('send errors: no MUX or host agent counted a send the kernel refused', bad.length === 0 && unread.length === 0 && finalUnread.length === 0,
-      `${input.counters.length} reads during the run, ${(input.finalCounters ?? []).length} after it, of ${names.join(', ')}`
-      + (bad.length > 0 ? `; counted: ${bad.join(', ')}` : '; every send_error_* 0')
-      + (unread.length > 0 ? `; never read: ${unread.join(', ')}` : '')
-      + (finalUnread.length > 0 ? `; unreadable after the traffic: ${finalUnread.join(', ')}` : ''));
+    check(
+      'send errors: no MUX or host agent counted a send the kernel refused',
+      bad.length === 0 && unread.length === 0 && finalUnread.length === 0,
+      `${input.counters.length} reads during the run, ${(input.finalCounters ?? []).length} after it, of ${names.join(', ')}` +
+        (bad.length > 0 ? `; counted: ${bad.join(', ')}` : '; every send_error_* 0') +
+        (unread.length > 0 ? `; never read: ${unread.join(', ')}` : '') +
+        (finalUnread.length > 0 ? `; unreadable after the traffic: ${finalUnread.join(', ')}` : ''),
+    );
   }
 
   return {
-    verdict: checks.every((c) => c.ok) ? 'pass' : 'fail', checks, totals, flaps: flapResults, restarts, series,
+    verdict: checks.every((c) => c.ok) ? 'pass' : 'fail',
+    checks,
+    totals,
+    flaps: flapResults,
+    restarts,
+    series,
     machine: { busyMedian: median(machine), busyP90: quantile(machine, 0.9), busyMax: machine.length > 0 ? Math.max(...machine) : null },
-    predicted, unpredicted, views,
+    predicted,
+    unpredicted,
+    views,
   };
 }
 
@@ -501,31 +686,76 @@ export function formatSummary(r: SoakResult, plan: SoakPlan, meta: RunMeta): str
   const rel = (t: number) => `${((t - meta.startMs) / 1000).toFixed(1)}`;
   const L: string[] = [];
   L.push(`# soak ${meta.name}: ${r.verdict.toUpperCase()}`, '');
-  L.push(`${plan.durationS} s (${plan.scale} scale), ${meta.rate} new flows/s of each of http4, http6, udp4, udp6, ${meta.keepAlive} keep-alive connections per family (life ${plan.keepAliveLifeS[0]}-${plan.keepAliveLifeS[1]} s, a request every ${plan.kaIntervalMs} ms); ${r.flaps.length} flaps of ${plan.flapNic}'s HTTP server (${plan.flapDownS} s down every ${plan.flapPeriodS} s), ${r.restarts.length} restarts of ${plan.restartMux} (SIGTERM, ${plan.muxDownS} s down); warm-up ${plan.warmupS} s.`, '');
+  L.push(
+    `${plan.durationS} s (${plan.scale} scale), ${meta.rate} new flows/s of each of http4, http6, udp4, udp6, ${meta.keepAlive} keep-alive connections per family (life ${plan.keepAliveLifeS[0]}-${plan.keepAliveLifeS[1]} s, a request every ${plan.kaIntervalMs} ms); ${r.flaps.length} flaps of ${plan.flapNic}'s HTTP server (${plan.flapDownS} s down every ${plan.flapPeriodS} s), ${r.restarts.length} restarts of ${plan.restartMux} (SIGTERM, ${plan.muxDownS} s down); warm-up ${plan.warmupS} s.`,
+    '',
+  );
   L.push('## Checks', '');
   for (const c of r.checks) L.push(`- ${c.ok ? 'PASS' : '**FAIL**'} ${c.name}: ${c.detail}`);
   L.push('', '## Requests', '', '| kind | requests | ok | failed | predicted | not predicted |', '|---|---:|---:|---:|---:|---:|');
   for (const k of KINDS) {
     const t = r.totals[k];
-    L.push(`| ${k} | ${t.total}${t.planned !== null ? ` / ${t.planned}` : ''} | ${t.ok} | ${t.failed} | ${t.predicted} | ${t.unpredicted} |`);
+    L.push(
+      `| ${k} | ${t.total}${t.planned !== null ? ` / ${t.planned}` : ''} | ${t.ok} | ${t.failed} | ${t.predicted} | ${t.unpredicted} |`,
+    );
   }
-  L.push('', '## Flaps', '', '| # | stop at s | taken out after ms | back after ms | predicted failures (bound) | by kind |', '|---:|---:|---:|---:|---:|---|');
+  L.push(
+    '',
+    '## Flaps',
+    '',
+    '| # | stop at s | taken out after ms | back after ms | predicted failures (bound) | by kind |',
+    '|---:|---:|---:|---:|---:|---|',
+  );
   for (const f of r.flaps) {
-    L.push(`| ${f.cycle + 1} | ${rel(f.stopAt)} | ${f.detectDownMs ?? '-'} | ${f.detectUpMs ?? '-'} | ${f.predicted} (${f.bound}) | ${Object.entries(f.byKind).map(([k, n]) => `${k} ${n}`).join(', ') || '-'} |`);
+    L.push(
+      `| ${f.cycle + 1} | ${rel(f.stopAt)} | ${f.detectDownMs ?? '-'} | ${f.detectUpMs ?? '-'} | ${f.predicted} (${f.bound}) | ${
+        Object.entries(f.byKind)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ') || '-'
+      } |`,
+    );
   }
-  L.push('', `## Restarts of ${plan.restartMux}`, '', '| # | kind | stop at s | back in the route at s | margin before ms | margin after ms | failures around it |', '|---:|---|---:|---:|---:|---:|---:|');
-  for (const x of r.restarts) L.push(`| ${x.index + 1} | ${x.kind} | ${rel(x.stopAt)} | ${rel(x.startedAt)} | ${x.marginBeforeMs ?? '-'} | ${x.marginAfterMs ?? '-'} | ${x.failuresAround} |`);
-  L.push('', '## Daemons', '', `Resident memory (median of the first and the last window after the warm-up), open file descriptors (median, max), CPU (mean share of one core).`, '',
-    '| daemon | pid | window s | RSS first MB | RSS last MB | growth | RSS max MB | fds first (max) | fds last (max) | CPU | |', '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|');
+  L.push(
+    '',
+    `## Restarts of ${plan.restartMux}`,
+    '',
+    '| # | kind | stop at s | back in the route at s | margin before ms | margin after ms | failures around it |',
+    '|---:|---|---:|---:|---:|---:|---:|',
+  );
+  for (const x of r.restarts)
+    L.push(
+      `| ${x.index + 1} | ${x.kind} | ${rel(x.stopAt)} | ${rel(x.startedAt)} | ${x.marginBeforeMs ?? '-'} | ${x.marginAfterMs ?? '-'} | ${x.failuresAround} |`,
+    );
+  L.push(
+    '',
+    '## Daemons',
+    '',
+    `Resident memory (median of the first and the last window after the warm-up), open file descriptors (median, max), CPU (mean share of one core).`,
+    '',
+    '| daemon | pid | window s | RSS first MB | RSS last MB | growth | RSS max MB | fds first (max) | fds last (max) | CPU | |',
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|',
+  );
   for (const s of r.series) {
-    L.push(`| ${s.name} | ${s.pid} | ${s.windowS ?? '-'} | ${mb(s.rssFirstKb)} | ${mb(s.rssLastKb)} | ${s.judged ? fmtPct(s.growth) : '-'} | ${mb(s.rssMaxKb)} | ${s.fdsFirst ?? '-'} (${s.fdsFirstMax ?? '-'}) | ${s.fdsLast ?? '-'} (${s.fdsLastMax ?? '-'}) | ${s.cpuShare === null ? '-' : `${(s.cpuShare * 100).toFixed(1)} %`} | ${s.why ?? ''}${s.ended ? ' (ended)' : ''} |`);
+    L.push(
+      `| ${s.name} | ${s.pid} | ${s.windowS ?? '-'} | ${mb(s.rssFirstKb)} | ${mb(s.rssLastKb)} | ${s.judged ? fmtPct(s.growth) : '-'} | ${mb(s.rssMaxKb)} | ${s.fdsFirst ?? '-'} (${s.fdsFirstMax ?? '-'}) | ${s.fdsLast ?? '-'} (${s.fdsLastMax ?? '-'}) | ${s.cpuShare === null ? '-' : `${(s.cpuShare * 100).toFixed(1)} %`} | ${s.why ?? ''}${s.ended ? ' (ended)' : ''} |`,
+    );
   }
   const m = r.machine;
-  L.push('', `Machine CPU busy (all cores, 1 s samples): median ${fmtPct(m.busyMedian).replace('+', '')}, p90 ${fmtPct(m.busyP90).replace('+', '')}, max ${fmtPct(m.busyMax).replace('+', '')}.`);
+  L.push(
+    '',
+    `Machine CPU busy (all cores, 1 s samples): median ${fmtPct(m.busyMedian).replace('+', '')}, p90 ${fmtPct(m.busyP90).replace('+', '')}, max ${fmtPct(m.busyMax).replace('+', '')}.`,
+  );
   if (typeof meta.otherLabs === 'string' && meta.otherLabs !== '') L.push(`Other labs on this machine at the start: ${meta.otherLabs}.`);
   if (r.unpredicted.length > 0) {
-    L.push('', '## Failures not predicted', '', '| kind | at s | client | error | backend | why not predicted |', '|---|---:|---|---|---|---|');
-    for (const f of r.unpredicted.slice(0, 50)) L.push(`| ${f.k} | ${rel(f.t1)} | ${f.src}:${f.sp} | ${f.err} | ${f.backend ?? '-'} | ${f.why} |`);
+    L.push(
+      '',
+      '## Failures not predicted',
+      '',
+      '| kind | at s | client | error | backend | why not predicted |',
+      '|---|---:|---|---|---|---|',
+    );
+    for (const f of r.unpredicted.slice(0, 50))
+      L.push(`| ${f.k} | ${rel(f.t1)} | ${f.src}:${f.sp} | ${f.err} | ${f.backend ?? '-'} | ${f.why} |`);
     if (r.unpredicted.length > 50) L.push(`| ... | | ${r.unpredicted.length - 50} more in result.json | | | |`);
   }
   return `${L.join('\n')}\n`;
@@ -533,7 +763,10 @@ export function formatSummary(r: SoakResult, plan: SoakPlan, meta: RunMeta): str
 
 function readJsonLines<T>(path: string): T[] {
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => JSON.parse(l) as T);
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => JSON.parse(l) as T);
 }
 
 /** Every MUX log of a lab run (NODE.log and the NODE.log.N of earlier processes), muxes named in the plan or config. */
@@ -564,13 +797,17 @@ export function readFinalCounters(run: string): { name: string; sendErrors: Reco
 
 const OPTIONS: readonly OptionSpec[] = [
   { name: 'run', value: 'DIR', help: 'the soak run folder (plan.json, meta.json, events.jsonl, records.jsonl, samples.jsonl)' },
-  { name: 'lab', value: 'DIR', help: 'the lab run folder (runs/lab/NAME: config.yaml, logs/); default: meta.json\'s labDir' },
+  { name: 'lab', value: 'DIR', help: "the lab run folder (runs/lab/NAME: config.yaml, logs/); default: meta.json's labDir" },
   { name: 'quiet', help: 'do not print the summary' },
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'judge', usage: 'judge.js --run DIR [--lab DIR]', options: OPTIONS,
-  about: 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.' };
+const COMMAND: CommandSpec = {
+  program: 'judge',
+  usage: 'judge.js --run DIR [--lab DIR]',
+  options: OPTIONS,
+  about: 'Judges a soak run (see the top of scripts/soak/judge.ts); writes result.json and summary.md into it; exit 0 pass, 1 fail.',
+};
 
 export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
@@ -584,13 +821,21 @@ function runParsed(args: ParsedArgs): number {
   const labDir = lab ?? String(meta.labDir);
   const cfgPath = join(labDir, 'config.yaml');
   const parsed = parseConfig(readFileSync(cfgPath, 'utf8'), cfgPath);
-  if (!parsed.ok) { process.stderr.write(`judge: ${formatConfigErrors(parsed.errors, cfgPath)}\n`); return 2; }
+  if (!parsed.ok) {
+    process.stderr.write(`judge: ${formatConfigErrors(parsed.errors, cfgPath)}\n`);
+    return 2;
+  }
   const result = judgeSoak({
-    plan, meta, config: parsed.config,
+    plan,
+    meta,
+    config: parsed.config,
     events: readJsonLines<RunEvent>(join(run, 'events.jsonl')),
     records: readJsonLines<TrafficRecord>(join(run, 'records.jsonl')),
     samples: readJsonLines<DaemonSample | MachineSample>(join(run, 'samples.jsonl')),
-    policies: readPolicies(labDir, parsed.config.muxes.map((m) => m.name)),
+    policies: readPolicies(
+      labDir,
+      parsed.config.muxes.map((m) => m.name),
+    ),
     counters: readJsonLines<CounterSample>(join(run, 'counters.jsonl')),
     finalCounters: readFinalCounters(run),
   });

@@ -130,7 +130,8 @@ export function warmupFor(durationS: number): number {
  *   in-up    late in the up time, once every connection placed while it was down is closed.
  */
 export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
-  if (!Number.isInteger(durationS) || durationS < MIN_DURATION_S) throw new RangeError(`duration must be an integer >= ${MIN_DURATION_S} s (got ${durationS})`);
+  if (!Number.isInteger(durationS) || durationS < MIN_DURATION_S)
+    throw new RangeError(`duration must be an integer >= ${MIN_DURATION_S} s (got ${durationS})`);
   const probe = o.probe ?? DEFAULT_PROBE;
   const [kaMin, kaMax] = o.keepAliveLifeS ?? [2, 5];
   const kaIntervalMs = o.kaIntervalMs ?? 250;
@@ -155,7 +156,9 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
     const latest = kind === 'in-down' ? D + detectUpMinMs / 1000 : P + detectDownMinMs / 1000;
     const stop = Math.ceil(earliest);
     if (stop + MUX_DOWN_S + MUX_START_ALLOWANCE_S > latest) {
-      throw new RangeError(`no room for an ${kind} MUX restart: it may stop ${earliest} s into the cycle and must be back by ${latest} s (probe ${probe.intervalMs} ms x ${probe.downThreshold}/${probe.upThreshold}, keep-alive life up to ${kaMax} s)`);
+      throw new RangeError(
+        `no room for an ${kind} MUX restart: it may stop ${earliest} s into the cycle and must be back by ${latest} s (probe ${probe.intervalMs} ms x ${probe.downThreshold}/${probe.upThreshold}, keep-alive life up to ${kaMax} s)`,
+      );
     }
     return { stop, latest, earliest };
   };
@@ -167,7 +170,13 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
     const s = leadS + c * P;
     if (s + D + FLAP_TAIL_S > durationS) break;
     events.push({ atS: s, action: 'backend-stop', target: o.flapNic, cycle: c, note: `flap ${c + 1}: ${o.flapNic}'s HTTP server stopped` });
-    events.push({ atS: s + D, action: 'backend-start', target: o.flapNic, cycle: c, note: `flap ${c + 1}: ${o.flapNic}'s HTTP server started again` });
+    events.push({
+      atS: s + D,
+      action: 'backend-start',
+      target: o.flapNic,
+      cycle: c,
+      note: `flap ${c + 1}: ${o.flapNic}'s HTTP server started again`,
+    });
     cycles++;
   }
   const restarts: SoakRestart[] = [];
@@ -185,14 +194,43 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
     const s = leadS + c * P;
     restarts.push({ index: j, kind, cycle: c, mux: o.restartMux, stopAtS, startAtS, windowS: [s + sl.earliest, s + sl.latest] });
     const where = kind === 'in-down' ? `while ${o.flapNic} is down` : `late in ${o.flapNic}'s up time`;
-    events.push({ atS: stopAtS, action: 'mux-stop', target: o.restartMux, cycle: c, note: `restart ${j + 1}: ${o.restartMux} stopped (SIGTERM) ${where}` });
-    events.push({ atS: startAtS, action: 'mux-start', target: o.restartMux, cycle: c, note: `restart ${j + 1}: ${o.restartMux} started again` });
+    events.push({
+      atS: stopAtS,
+      action: 'mux-stop',
+      target: o.restartMux,
+      cycle: c,
+      note: `restart ${j + 1}: ${o.restartMux} stopped (SIGTERM) ${where}`,
+    });
+    events.push({
+      atS: startAtS,
+      action: 'mux-start',
+      target: o.restartMux,
+      cycle: c,
+      note: `restart ${j + 1}: ${o.restartMux} started again`,
+    });
   }
   events.sort((a, b) => a.atS - b.atS);
   return {
-    durationS, scale: full ? 'full' : 'short', warmupS: o.warmupS ?? warmupFor(durationS), flapNic: o.flapNic, restartMux: o.restartMux,
-    flapPeriodS: P, flapDownS: D, leadS, muxPeriodS, muxDownS: MUX_DOWN_S, keepAliveLifeS: [kaMin, kaMax], kaIntervalMs, probe,
-    detectDownMaxMs, detectUpMaxMs, detectDownMinMs, detectUpMinMs, kaCloseMs, events, restarts,
+    durationS,
+    scale: full ? 'full' : 'short',
+    warmupS: o.warmupS ?? warmupFor(durationS),
+    flapNic: o.flapNic,
+    restartMux: o.restartMux,
+    flapPeriodS: P,
+    flapDownS: D,
+    leadS,
+    muxPeriodS,
+    muxDownS: MUX_DOWN_S,
+    keepAliveLifeS: [kaMin, kaMax],
+    kaIntervalMs,
+    probe,
+    detectDownMaxMs,
+    detectUpMaxMs,
+    detectDownMinMs,
+    detectUpMinMs,
+    kaCloseMs,
+    events,
+    restarts,
   };
 }
 
@@ -212,7 +250,11 @@ export function flapProbeTiming(config: SlbxConfig, nic: string): ProbeTiming {
 
 const OPTIONS: readonly OptionSpec[] = [
   { name: 'duration-s', value: 'S', help: `run length in seconds (>= ${MIN_DURATION_S})`, default: '600' },
-  { name: 'config', value: 'FILE', help: 'the lab\'s config: the probe timing of the flapping nic comes from it (default: 1000 ms, 2 up, 2 down)' },
+  {
+    name: 'config',
+    value: 'FILE',
+    help: "the lab's config: the probe timing of the flapping nic comes from it (default: 1000 ms, 2 up, 2 down)",
+  },
   { name: 'restart-mux', value: 'NODE', help: 'the MUX that restarts', default: 'mux2' },
   { name: 'flap-nic', value: 'NIC', help: 'the backend whose HTTP server flaps', default: 'h1vm1' },
   { name: 'ka-life-s', value: 'MIN-MAX', help: 'keep-alive connection life (as traffic.js)', default: '2-5' },
@@ -222,8 +264,12 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'plan', usage: 'plan.js --duration-s S [--config F] [--json FILE]', options: OPTIONS,
-  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).' };
+const COMMAND: CommandSpec = {
+  program: 'plan',
+  usage: 'plan.js --duration-s S [--config F] [--json FILE]',
+  options: OPTIONS,
+  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).',
+};
 
 export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
@@ -232,7 +278,8 @@ function runParsed(args: ParsedArgs): number {
     const d = one(args, 'duration-s')!;
     if (!/^\d+$/.test(d)) throw new UsageError(`--duration-s must be a whole number of seconds, got ${JSON.stringify(d)}`);
     const life = /^(\d+)-(\d+)$/.exec(one(args, 'ka-life-s')!);
-    if (life === null || Number(life[1]) < 1 || Number(life[2]) < Number(life[1])) throw new UsageError('--ka-life-s must be MIN-MAX seconds, 1 <= MIN <= MAX');
+    if (life === null || Number(life[1]) < 1 || Number(life[2]) < Number(life[1]))
+      throw new UsageError('--ka-life-s must be MIN-MAX seconds, 1 <= MIN <= MAX');
     const kaI = one(args, 'ka-interval-ms')!;
     if (!/^\d+$/.test(kaI)) throw new UsageError('--ka-interval-ms must be a whole number');
     const flapNic = one(args, 'flap-nic')!;
@@ -247,7 +294,11 @@ function runParsed(args: ParsedArgs): number {
     const w = one(args, 'warmup-s');
     if (w !== undefined && !/^\d+$/.test(w)) throw new UsageError(`--warmup-s must be a whole number of seconds, got ${JSON.stringify(w)}`);
     const plan = planSoak(Number(d), {
-      flapNic, restartMux: one(args, 'restart-mux')!, probe, keepAliveLifeS: [Number(life[1]), Number(life[2])], kaIntervalMs: Number(kaI),
+      flapNic,
+      restartMux: one(args, 'restart-mux')!,
+      probe,
+      keepAliveLifeS: [Number(life[1]), Number(life[2])],
+      kaIntervalMs: Number(kaI),
       ...(w !== undefined ? { warmupS: Number(w) } : {}),
     });
     const json = one(args, 'json');

@@ -55,7 +55,11 @@ export function statusPortOf(name: string): number | null {
 /** The send_error_* counters of a /counters body, or an error when it has none (an older daemon, not JSON). */
 export function sendErrorsOf(body: string): Record<string, number> | string {
   let c: unknown;
-  try { c = JSON.parse(body); } catch { return 'the answer is not JSON'; }
+  try {
+    c = JSON.parse(body);
+  } catch {
+    return 'the answer is not JSON';
+  }
   if (c === null || typeof c !== 'object') return 'the answer is not an object';
   const out: Record<string, number> = {};
   for (const [k, v] of Object.entries(c as Record<string, unknown>)) if (k.startsWith('send_error_') && typeof v === 'number') out[k] = v;
@@ -65,11 +69,19 @@ export function sendErrorsOf(body: string): Record<string, number> | string {
 /** Reads a daemon's counters inside its network namespace; calls back once with the sample. */
 export function sampleCounters(name: string, pid: number, port: number, done: (s: CounterSample) => void): void {
   const t = Date.now();
-  execFile('nsenter', [`--net=/proc/${pid}/ns/net`, 'curl', '-sf', '-m', '2', `http://127.0.0.1:${port}/counters`], { timeout: 5000 }, (err, stdout) => {
-    if (err) { done({ t, name, pid, sendErrors: null, error: err.message.split('\n')[0]! }); return; }
-    const r = sendErrorsOf(stdout);
-    done(typeof r === 'string' ? { t, name, pid, sendErrors: null, error: r } : { t, name, pid, sendErrors: r });
-  });
+  execFile(
+    'nsenter',
+    [`--net=/proc/${pid}/ns/net`, 'curl', '-sf', '-m', '2', `http://127.0.0.1:${port}/counters`],
+    { timeout: 5000 },
+    (err, stdout) => {
+      if (err) {
+        done({ t, name, pid, sendErrors: null, error: err.message.split('\n')[0]! });
+        return;
+      }
+      const r = sendErrorsOf(stdout);
+      done(typeof r === 'string' ? { t, name, pid, sendErrors: null, error: r } : { t, name, pid, sendErrors: r });
+    },
+  );
 }
 
 const CLOCK_TICKS = 100; // USER_HZ on Linux
@@ -107,9 +119,17 @@ export function sampleDaemon(name: string, pid: number, t: number): DaemonSample
     const status = readFileSync(`/proc/${pid}/status`, 'utf8');
     if (/^State:\s+Z/m.test(status)) return { t, name, pid, rssKb: null, fds: null, cpuS: null, gone: true };
     let fds: number | null = null;
-    try { fds = readdirSync(`/proc/${pid}/fd`).length; } catch { /* raced with its exit */ }
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`).length;
+    } catch {
+      /* raced with its exit */
+    }
     let cpuS: number | null = null;
-    try { cpuS = parseCpuS(readFileSync(`/proc/${pid}/stat`, 'utf8')); } catch { /* raced */ }
+    try {
+      cpuS = parseCpuS(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    } catch {
+      /* raced */
+    }
     return { t, name, pid, rssKb: parseVmRssKb(status), fds, cpuS };
   } catch {
     return { t, name, pid, rssKb: null, fds: null, cpuS: null, gone: true };
@@ -132,13 +152,21 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'daemons', value: 'FILE', help: '"NAME PID" lines, re-read at every sample' },
   { name: 'out', value: 'FILE', help: 'JSON lines are appended here' },
   { name: 'interval-ms', value: 'MS', help: 'between samples', default: '1000' },
-  { name: 'counters-out', value: 'FILE', help: 'send_error_* counters of the MUXes and host agents are appended here (default: counters.jsonl beside --out; "none": not read)' },
+  {
+    name: 'counters-out',
+    value: 'FILE',
+    help: 'send_error_* counters of the MUXes and host agents are appended here (default: counters.jsonl beside --out; "none": not read)',
+  },
   { name: 'counters-interval-ms', value: 'MS', help: 'between reads of the counters', default: '2000' },
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = { program: 'sample', usage: 'sample.js --daemons FILE --out FILE [--interval-ms MS]', options: OPTIONS,
-  about: 'Samples the resident memory, open file descriptors and CPU time of the soak\'s daemons from /proc.' };
+const COMMAND: CommandSpec = {
+  program: 'sample',
+  usage: 'sample.js --daemons FILE --out FILE [--interval-ms MS]',
+  options: OPTIONS,
+  about: "Samples the resident memory, open file descriptors and CPU time of the soak's daemons from /proc.",
+};
 
 export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
@@ -158,11 +186,19 @@ function runParsed(args: ParsedArgs): number {
   const once = () => {
     const t = Date.now();
     let list: { name: string; pid: number }[] = [];
-    try { list = parseDaemonList(readFileSync(daemons, 'utf8')); } catch { /* not written yet */ }
+    try {
+      list = parseDaemonList(readFileSync(daemons, 'utf8'));
+    } catch {
+      /* not written yet */
+    }
     const lines = list.map((d) => JSON.stringify(sampleDaemon(d.name, d.pid, t)));
     const cpu = cpuTotals();
     if (cpu !== null && lastCpu !== null && cpu.all > lastCpu.all) {
-      const m: MachineSample = { t, name: 'machine', busy: Math.round(((cpu.busy - lastCpu.busy) / (cpu.all - lastCpu.all)) * 1000) / 1000 };
+      const m: MachineSample = {
+        t,
+        name: 'machine',
+        busy: Math.round(((cpu.busy - lastCpu.busy) / (cpu.all - lastCpu.all)) * 1000) / 1000,
+      };
       lines.push(JSON.stringify(m));
     }
     lastCpu = cpu;
@@ -171,7 +207,11 @@ function runParsed(args: ParsedArgs): number {
   const readCounters = () => {
     if (countersOut === null) return;
     let list: { name: string; pid: number }[] = [];
-    try { list = parseDaemonList(readFileSync(daemons, 'utf8')); } catch { /* not written yet */ }
+    try {
+      list = parseDaemonList(readFileSync(daemons, 'utf8'));
+    } catch {
+      /* not written yet */
+    }
     for (const d of list) {
       const port = statusPortOf(d.name);
       if (port !== null) sampleCounters(d.name, d.pid, port, (s) => appendFileSync(countersOut!, `${JSON.stringify(s)}\n`));
@@ -179,7 +219,12 @@ function runParsed(args: ParsedArgs): number {
   };
   const timer = setInterval(once, intervalMs);
   const cTimer = setInterval(readCounters, countersMs);
-  const stop = () => { clearInterval(timer); clearInterval(cTimer); once(); process.exit(0); };
+  const stop = () => {
+    clearInterval(timer);
+    clearInterval(cTimer);
+    once();
+    process.exit(0);
+  };
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
   once();

@@ -68,7 +68,11 @@ export function parseResponseHead(head: string): { status: number; backend: stri
   return { status, backend, length: cl === undefined ? null : Number(cl) };
 }
 
-interface Target { host: string; family: 4 | 6; hostHeader: string }
+interface Target {
+  host: string;
+  family: 4 | 6;
+  hostHeader: string;
+}
 
 function target(text: string): Target {
   const a = parseIpAddr(text);
@@ -81,15 +85,29 @@ class Traffic {
   private stopping = false;
   private inFlight = 0;
   private readonly ids: Record<TrafficKind, number> = { http4: 0, http6: 0, udp4: 0, udp6: 0, ka4: 0, ka6: 0 };
-  readonly totals: Record<TrafficKind, { total: number; ok: number; failed: number }> = Object.fromEntries(TRAFFIC_KINDS.map((k) => [k, { total: 0, ok: 0, failed: 0 }])) as never;
+  readonly totals: Record<TrafficKind, { total: number; ok: number; failed: number }> = Object.fromEntries(
+    TRAFFIC_KINDS.map((k) => [k, { total: 0, ok: 0, failed: 0 }]),
+  ) as never;
   private kaConns = 0;
   private readonly kaOpen = new Set<Socket>();
   private readonly timers = new Set<NodeJS.Timeout>();
 
-  constructor(private readonly o: {
-    out: string; durationMs: number; rate: number; keepAlive: number; kaIntervalMs: number; kaLifeMs: [number, number];
-    vip4: Target; vip6: Target; sources4: string[]; sources6: string[]; httpPort: number; udpPort: number;
-  }) {
+  constructor(
+    private readonly o: {
+      out: string;
+      durationMs: number;
+      rate: number;
+      keepAlive: number;
+      kaIntervalMs: number;
+      kaLifeMs: [number, number];
+      vip4: Target;
+      vip6: Target;
+      sources4: string[];
+      sources6: string[];
+      httpPort: number;
+      udpPort: number;
+    },
+  ) {
     this.out = createWriteStream(o.out, { flags: 'w' });
   }
 
@@ -107,7 +125,10 @@ class Traffic {
   }
 
   private later(ms: number, f: () => void): void {
-    const t = setTimeout(() => { this.timers.delete(t); f(); }, ms);
+    const t = setTimeout(() => {
+      this.timers.delete(t);
+      f();
+    }, ms);
     this.timers.add(t);
   }
 
@@ -143,7 +164,10 @@ class Traffic {
     }
     return new Promise((resolve) => {
       const end = setTimeout(() => this.stop().then(resolve), this.o.durationMs);
-      this.stopNow = () => { clearTimeout(end); void this.stop().then(resolve); };
+      this.stopNow = () => {
+        clearTimeout(end);
+        void this.stop().then(resolve);
+      };
     });
   }
 
@@ -167,7 +191,13 @@ class Traffic {
     const sock = netConnect({ host: t.host, port: this.o.httpPort, localAddress: src, family: t.family });
     const chunks: Buffer[] = [];
     let done = false;
-    const notePort = () => { try { if (sock.localPort !== undefined) rec.sp = sock.localPort; } catch { /* not bound */ } };
+    const notePort = () => {
+      try {
+        if (sock.localPort !== undefined) rec.sp = sock.localPort;
+      } catch {
+        /* not bound */
+      }
+    };
     // node binds and calls connect(2) on the next tick (net.connect to an IP address); a tick queued now
     // runs right after it, before any answer can come, so even a refused connection says which source
     // port, hence which 5-tuple and Maglev slot, it used (setImmediate was too late for some refusals)
@@ -193,7 +223,10 @@ class Traffic {
     sock.on('end', () => {
       const buf = Buffer.concat(chunks);
       const headEnd = buf.indexOf('\r\n\r\n');
-      if (headEnd < 0) { finish(buf.length === 0 ? 'closed before the response' : 'truncated head'); return; }
+      if (headEnd < 0) {
+        finish(buf.length === 0 ? 'closed before the response' : 'truncated head');
+        return;
+      }
       const h = parseResponseHead(buf.subarray(0, headEnd).toString('latin1'));
       rec.be = h.backend;
       const bodyLen = buf.length - headEnd - 4;
@@ -219,7 +252,11 @@ class Traffic {
       clearTimeout(timer);
       rec.t1 = endOf(rec, p0);
       rec.err = err;
-      try { sock.close(); } catch { /* closed */ }
+      try {
+        sock.close();
+      } catch {
+        /* closed */
+      }
       this.inFlight--;
       this.write(rec);
     };
@@ -234,7 +271,11 @@ class Traffic {
     });
     sock.bind({ port: 0, address: src }, () => {
       rec.sp = sock.address().port;
-      sock.connect(this.o.udpPort, t.host, () => sock.send(payload, (e) => { if (e) finish(errorName(e)); }));
+      sock.connect(this.o.udpPort, t.host, () =>
+        sock.send(payload, (e) => {
+          if (e) finish(errorName(e));
+        }),
+      );
     });
   }
 
@@ -256,9 +297,29 @@ class Traffic {
     let buf: Buffer = Buffer.alloc(0);
     let timer: NodeJS.Timeout | null = null;
     let over = false;
-    const notePort = () => { try { if (sock.localPort !== undefined) sp = sock.localPort; } catch { /* not bound */ } };
+    const notePort = () => {
+      try {
+        if (sock.localPort !== undefined) sp = sock.localPort;
+      } catch {
+        /* not bound */
+      }
+    };
     process.nextTick(notePort); // as in httpNew
-    const newRec = (): TrafficRecord => ({ k: kind, id: this.ids[kind]++, t0: nowMs(), t1: 0, src, sp, dst: t.host, dp: this.o.httpPort, be: null, err: null, conn, seq, prev });
+    const newRec = (): TrafficRecord => ({
+      k: kind,
+      id: this.ids[kind]++,
+      t0: nowMs(),
+      t1: 0,
+      src,
+      sp,
+      dst: t.host,
+      dp: this.o.httpPort,
+      be: null,
+      err: null,
+      conn,
+      seq,
+      prev,
+    });
     // the end of this connection: a failure (recorded against the request in flight, or as an idle
     // failure) or our own close; either way a new connection takes its place
     const end = (err: string | null) => {
@@ -299,7 +360,11 @@ class Traffic {
       timer = setTimeout(() => end('timeout'), TCP_TIMEOUT_MS);
     };
     sock.setNoDelay(true);
-    sock.once('connect', () => { connected = true; notePort(); ask(); });
+    sock.once('connect', () => {
+      connected = true;
+      notePort();
+      ask();
+    });
     sock.on('data', (d: Buffer) => {
       if (over) return;
       buf = buf.length === 0 ? d : Buffer.concat([buf, d]);
@@ -310,7 +375,10 @@ class Traffic {
         const len = h.length ?? 0;
         if (buf.length < headEnd + 4 + len) return;
         buf = buf.subarray(headEnd + 4 + len);
-        if (pending === null) { end('unexpected response'); return; }
+        if (pending === null) {
+          end('unexpected response');
+          return;
+        }
         if (timer !== null) clearTimeout(timer);
         timer = null;
         const r = pending;
@@ -318,7 +386,10 @@ class Traffic {
         r.be = h.backend;
         r.sp = sp;
         // end() records the request in flight (pending) and counts it out of inFlight
-        if (h.status !== 200) { end(`status ${h.status}`); return; }
+        if (h.status !== 200) {
+          end(`status ${h.status}`);
+          return;
+        }
         pending = null;
         this.inFlight--;
         this.write(r);
@@ -342,8 +413,8 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'ka-life-s', value: 'MIN-MAX', help: 'life of a keep-alive connection, seconds, random in the range', default: '2-5' },
   { name: 'vip4', value: 'ADDR', help: 'IPv4 VIP', default: '203.0.113.10' },
   { name: 'vip6', value: 'ADDR', help: 'IPv6 VIP', default: '2001:db8:ff::10' },
-  { name: 'http-port', value: 'N', help: 'the VIPs\' HTTP port (a rule with a probe)', default: '80' },
-  { name: 'udp-port', value: 'N', help: 'the VIPs\' UDP echo port', default: '7' },
+  { name: 'http-port', value: 'N', help: "the VIPs' HTTP port (a rule with a probe)", default: '80' },
+  { name: 'udp-port', value: 'N', help: "the VIPs' UDP echo port", default: '7' },
   { name: 'sources4', value: 'A-B', help: 'IPv4 source addresses, round robin', default: '198.51.100.10-198.51.100.41' },
   { name: 'sources6', value: 'A-B', help: 'IPv6 source addresses, round robin', default: '2001:db8:c::10-2001:db8:c::2f' },
   { name: 'help', help: 'this help' },
@@ -351,12 +422,18 @@ const OPTIONS: readonly OptionSpec[] = [
 
 function intArg(args: ParsedArgs, name: string, min: number, max: number): number {
   const v = one(args, name)!;
-  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw new UsageError(`--${name} must be an integer ${min}..${max}, got ${JSON.stringify(v)}`);
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+    throw new UsageError(`--${name} must be an integer ${min}..${max}, got ${JSON.stringify(v)}`);
   return Number(v);
 }
 
-const COMMAND: CommandSpec = { program: 'traffic', usage: 'traffic.js --duration-s S --out FILE [options]', options: OPTIONS, errorSuffix: ' (see --help)',
-  about: 'The soak\'s mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.' };
+const COMMAND: CommandSpec = {
+  program: 'traffic',
+  usage: 'traffic.js --duration-s S --out FILE [options]',
+  options: OPTIONS,
+  errorSuffix: ' (see --help)',
+  about: "The soak's mixed traffic (see the top of scripts/soak/traffic.ts); run it in a client namespace.",
+};
 
 export const main = (argv: readonly string[]): Promise<number> => runCommandAsync(COMMAND, argv, runParsed);
 
@@ -366,15 +443,24 @@ async function runParsed(args: ParsedArgs): Promise<number> {
     const out = one(args, 'out');
     if (out === undefined) throw new UsageError('--out FILE is required');
     const life = /^(\d+)-(\d+)$/.exec(one(args, 'ka-life-s')!);
-    if (life === null || Number(life[1]) < 1 || Number(life[2]) < Number(life[1])) throw new UsageError('--ka-life-s must be MIN-MAX seconds, 1 <= MIN <= MAX');
+    if (life === null || Number(life[1]) < 1 || Number(life[2]) < Number(life[1]))
+      throw new UsageError('--ka-life-s must be MIN-MAX seconds, 1 <= MIN <= MAX');
     const vip4 = target(one(args, 'vip4')!);
     const vip6 = target(one(args, 'vip6')!);
     if (vip4.family !== 4 || vip6.family !== 6) throw new UsageError('--vip4 must be IPv4 and --vip6 IPv6');
     t = new Traffic({
-      out, durationMs: intArg(args, 'duration-s', 1, 86400) * 1000, rate: intArg(args, 'rate', 1, 1000), keepAlive: intArg(args, 'keepalive', 0, 1000),
-      kaIntervalMs: intArg(args, 'ka-interval-ms', 0, 60000), kaLifeMs: [Number(life[1]) * 1000, Number(life[2]) * 1000], vip4, vip6,
-      sources4: parseAddressList(one(args, 'sources4')!, 'sources4'), sources6: parseAddressList(one(args, 'sources6')!, 'sources6'),
-      httpPort: intArg(args, 'http-port', 1, 65535), udpPort: intArg(args, 'udp-port', 1, 65535),
+      out,
+      durationMs: intArg(args, 'duration-s', 1, 86400) * 1000,
+      rate: intArg(args, 'rate', 1, 1000),
+      keepAlive: intArg(args, 'keepalive', 0, 1000),
+      kaIntervalMs: intArg(args, 'ka-interval-ms', 0, 60000),
+      kaLifeMs: [Number(life[1]) * 1000, Number(life[2]) * 1000],
+      vip4,
+      vip6,
+      sources4: parseAddressList(one(args, 'sources4')!, 'sources4'),
+      sources6: parseAddressList(one(args, 'sources6')!, 'sources6'),
+      httpPort: intArg(args, 'http-port', 1, 65535),
+      udpPort: intArg(args, 'udp-port', 1, 65535),
     });
   }
   for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => t.stopNow());
@@ -385,5 +471,13 @@ async function runParsed(args: ParsedArgs): Promise<number> {
 }
 
 if (isMain(import.meta.url)) {
-  main(process.argv.slice(2)).then((rc) => { process.exitCode = rc; }, (e) => { process.stderr.write(`traffic: ${(e as Error).stack}\n`); process.exitCode = 1; });
+  main(process.argv.slice(2)).then(
+    (rc) => {
+      process.exitCode = rc;
+    },
+    (e) => {
+      process.stderr.write(`traffic: ${(e as Error).stack}\n`);
+      process.exitCode = 1;
+    },
+  );
 }

@@ -61,7 +61,14 @@ export function optAddressField(c: Checker, o: Obj, path: Path, key: string, fam
   return parseAddress(c, [...path, key], o[key], family, otherField);
 }
 
-export function reqAddressField(c: Checker, o: Obj, path: Path, key: string, family: FamilyWanted, otherField?: string): IpAddr | undefined {
+export function reqAddressField(
+  c: Checker,
+  o: Obj,
+  path: Path,
+  key: string,
+  family: FamilyWanted,
+  otherField?: string,
+): IpAddr | undefined {
   if (!has(o, key)) {
     c.add([...path, key], undefined, `required: ${familyText(family)}`);
     return undefined;

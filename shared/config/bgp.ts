@@ -1,5 +1,18 @@
 // The bgp section: the MUXes' speaker toward the router (docs/bgp.md).
-import { checkKeys, boolField, has, intField, isList, isObj, itemObj, listItems, type Checker, type Claim, type Obj, type Path } from './check.js';
+import {
+  checkKeys,
+  boolField,
+  has,
+  intField,
+  isList,
+  isObj,
+  itemObj,
+  listItems,
+  type Checker,
+  type Claim,
+  type Obj,
+  type Path,
+} from './check.js';
 import { ipKey, reqAddressField } from './addresses.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { NodeP } from './nodes.js';
@@ -13,7 +26,13 @@ export /**
  * The optional `bgp` section (docs/bgp.md). Absent or null: no BGP. Returns undefined when invalid
  * (reported), null when absent.
  */
-function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[], taken: ReadonlyMap<string, Claim>, vipSeen: ReadonlyMap<string, number>): BgpConfig | null | undefined {
+function validateBgp(
+  c: Checker,
+  raw: Obj,
+  muxes: readonly (NodeP | undefined)[],
+  taken: ReadonlyMap<string, Claim>,
+  vipSeen: ReadonlyMap<string, number>,
+): BgpConfig | null | undefined {
   if (!has(raw, 'bgp') || raw['bgp'] === null) return null;
   const v = raw['bgp'];
   if (!isObj(v)) {
@@ -44,7 +63,11 @@ function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[]
   else {
     keepaliveS = intField(c, v, at, 'keepaliveS', L.keepaliveS, undefined);
     if (keepaliveS !== undefined && holdTimeS !== undefined && holdTimeS > 0 && keepaliveS * 3 > holdTimeS) {
-      c.add([...at, 'keepaliveS'], keepaliveS, `must be at most a third of holdTimeS (${holdTimeS} s, RFC 4271 10), so that a lost keepalive does not end the session: at most ${Math.max(1, Math.floor(holdTimeS / 3))}`);
+      c.add(
+        [...at, 'keepaliveS'],
+        keepaliveS,
+        `must be at most a third of holdTimeS (${holdTimeS} s, RFC 4271 10), so that a lost keepalive does not end the session: at most ${Math.max(1, Math.floor(holdTimeS / 3))}`,
+      );
       keepaliveS = undefined;
     }
   }
@@ -70,7 +93,10 @@ function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[]
     listItems(v['peers'] as unknown[]).forEach((it, i) => {
       const pat: Path = [...pAt, i];
       const o = itemObj(c, it, pat, BGP_PEER_KEYS);
-      if (o === undefined) { peers = undefined; return; }
+      if (o === undefined) {
+        peers = undefined;
+        return;
+      }
       const address = reqAddressField(c, o, pat, 'address', 'any');
       const pasn = asnCheck([...pat, 'asn'], intField(c, o, pat, 'asn', L.asn, undefined, asnHint));
       const port = intField(c, o, pat, 'port', L.port, D.peerPort);
@@ -79,17 +105,26 @@ function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[]
         if (prev !== undefined) c.add([...pat, 'address'], o['address'], `peer ${address.text} is already bgp.peers[${prev}]`);
         else seen.set(ipKey(address), i);
         const t = taken.get(ipKey(address));
-        if (t !== undefined) c.add([...pat, 'address'], o['address'], `${address.text} is ${t.what} (${t.path}); a peer is the router, an address of its own`);
-        if (vipSeen.has(ipKey(address))) c.add([...pat, 'address'], o['address'], `${address.text} is a VIP; a peer is the router, an address of its own`);
+        if (t !== undefined)
+          c.add([...pat, 'address'], o['address'], `${address.text} is ${t.what} (${t.path}); a peer is the router, an address of its own`);
+        if (vipSeen.has(ipKey(address)))
+          c.add([...pat, 'address'], o['address'], `${address.text} is a VIP; a peer is the router, an address of its own`);
         if (address.family === 6) {
           muxes.forEach((m, mi) => {
             if (m !== undefined && m.address6 === null) {
-              c.add([...pat, 'address'], o['address'], `an IPv6 peer needs every mux to have an IPv6 provider address, and mux ${m.name ?? mi} (muxes[${mi}]) has no address6`);
+              c.add(
+                [...pat, 'address'],
+                o['address'],
+                `an IPv6 peer needs every mux to have an IPv6 provider address, and mux ${m.name ?? mi} (muxes[${mi}]) has no address6`,
+              );
             }
           });
         }
       }
-      if (address === undefined || pasn === undefined || port === undefined) { peers = undefined; return; }
+      if (address === undefined || pasn === undefined || port === undefined) {
+        peers = undefined;
+        return;
+      }
       peers?.push({ address, asn: pasn, port });
     });
   }
@@ -108,8 +143,17 @@ function validateBgp(c: Checker, raw: Obj, muxes: readonly (NodeP | undefined)[]
     if (enabled !== undefined && intervalMs !== undefined && multiplier !== undefined) bfd = { enabled, intervalMs, multiplier };
   }
 
-  if (asn === undefined || holdTimeS === undefined || keepaliveS === undefined || reconnectMinMs === undefined || reconnectMaxMs === undefined
-    || shutdownGraceMs === undefined || peers === undefined || bfd === undefined) return undefined;
+  if (
+    asn === undefined ||
+    holdTimeS === undefined ||
+    keepaliveS === undefined ||
+    reconnectMinMs === undefined ||
+    reconnectMaxMs === undefined ||
+    shutdownGraceMs === undefined ||
+    peers === undefined ||
+    bfd === undefined
+  )
+    return undefined;
   return { asn, holdTimeS, keepaliveS, reconnectMinMs, reconnectMaxMs, shutdownGraceMs, peers, bfd };
 }
 

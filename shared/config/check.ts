@@ -131,12 +131,22 @@ export function boolField(c: Checker, o: Obj, path: Path, key: string, def: bool
   if (!has(o, key)) return def;
   const v = o[key];
   if (typeof v === 'boolean') return v;
-  const hint = typeof v === 'string' && /^(yes|no|on|off|y|n|true|false)$/i.test(v) ? ' (YAML 1.2 reads yes/no/on/off as strings; write true or false without quotes)' : '';
+  const hint =
+    typeof v === 'string' && /^(yes|no|on|off|y|n|true|false)$/i.test(v)
+      ? ' (YAML 1.2 reads yes/no/on/off as strings; write true or false without quotes)'
+      : '';
   c.add([...path, key], v, `must be true or false${hint}`);
   return undefined;
 }
 
-export function enumField<T extends string>(c: Checker, o: Obj, path: Path, key: string, allowed: readonly T[], def: T | undefined): T | undefined {
+export function enumField<T extends string>(
+  c: Checker,
+  o: Obj,
+  path: Path,
+  key: string,
+  allowed: readonly T[],
+  def: T | undefined,
+): T | undefined {
   const at = [...path, key];
   if (!has(o, key)) {
     if (def !== undefined) return def;
@@ -248,9 +258,16 @@ export function refField(c: Checker, o: Obj, path: Path, key: string, kind: stri
     return undefined;
   }
   const dym = didYouMean(v, [...names.keys()]);
-  c.add(at, v, `unknown ${kind} '${v}'${dym !== null ? ` (did you mean '${dym}'?)` : ''}; defined ${plural}: ${listNames([...names.keys()])}`);
+  c.add(
+    at,
+    v,
+    `unknown ${kind} '${v}'${dym !== null ? ` (did you mean '${dym}'?)` : ''}; defined ${plural}: ${listNames([...names.keys()])}`,
+  );
   return undefined;
 }
 
 /** An address or name taken by one field: who holds it, for the message about the second. */
-export interface Claim { readonly what: string; readonly path: string }
+export interface Claim {
+  readonly what: string;
+  readonly path: string;
+}

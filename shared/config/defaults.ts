@@ -8,12 +8,26 @@ export const CONFIG_DEFAULTS = deepFreeze({
   hashSeed: DEFAULT_HASH_SEED,
   maglevTableSize: 65537,
   fabric: { mtu: 1500, vxlanPort: VXLAN_PORT, underlay: 'ipv4' as Underlay },
-  flowTable: { maxFlows: 1_000_000, tcpIdleTimeoutS: 240, udpIdleTimeoutS: 30, otherIdleTimeoutS: 30, untrustedMaxFlows: 100_000, untrustedTimeoutS: 5 },
+  flowTable: {
+    maxFlows: 1_000_000,
+    tcpIdleTimeoutS: 240,
+    udpIdleTimeoutS: 30,
+    otherIdleTimeoutS: 30,
+    untrustedMaxFlows: 100_000,
+    untrustedTimeoutS: 5,
+  },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },
   backend: { priority: 1, weight: 50, enabled: true, drain: false },
   rule: { distribution: '5-tuple' as const },
-  bgp: { holdTimeS: 9, reconnectMinMs: 500, reconnectMaxMs: 8000, shutdownGraceMs: 300, peerPort: 179, bfd: { enabled: false, intervalMs: 100, multiplier: 3 } },
+  bgp: {
+    holdTimeS: 9,
+    reconnectMinMs: 500,
+    reconnectMaxMs: 8000,
+    shutdownGraceMs: 300,
+    peerPort: 179,
+    bfd: { enabled: false, intervalMs: 100, multiplier: 3 },
+  },
 });
 
 /** Inclusive integer ranges. `probe.timeoutMs` is further bounded by the probe's intervalMs. */

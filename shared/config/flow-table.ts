@@ -3,7 +3,14 @@ import { intField, sectionObj, type Checker, type Obj } from './check.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { FlowTableConfig } from './types.js';
 
-const FLOW_KEYS = ['maxFlows', 'tcpIdleTimeoutS', 'udpIdleTimeoutS', 'otherIdleTimeoutS', 'untrustedMaxFlows', 'untrustedTimeoutS'] as const;
+const FLOW_KEYS = [
+  'maxFlows',
+  'tcpIdleTimeoutS',
+  'udpIdleTimeoutS',
+  'otherIdleTimeoutS',
+  'untrustedMaxFlows',
+  'untrustedTimeoutS',
+] as const;
 
 export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig> {
   const D = CONFIG_DEFAULTS;
@@ -16,7 +23,11 @@ export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig
   const untrustedMax = intField(c, flowRaw, ['flowTable'], 'untrustedMaxFlows', L.maxFlows, D.flowTable.untrustedMaxFlows);
   const untrustedTimeout = intField(c, flowRaw, ['flowTable'], 'untrustedTimeoutS', L.idleTimeoutS, D.flowTable.untrustedTimeoutS);
   return {
-    maxFlows, tcpIdleTimeoutS: tcpIdle, udpIdleTimeoutS: udpIdle, otherIdleTimeoutS: otherIdle,
-    untrustedMaxFlows: untrustedMax, untrustedTimeoutS: untrustedTimeout,
+    maxFlows,
+    tcpIdleTimeoutS: tcpIdle,
+    udpIdleTimeoutS: udpIdle,
+    otherIdleTimeoutS: otherIdle,
+    untrustedMaxFlows: untrustedMax,
+    untrustedTimeoutS: untrustedTimeout,
   };
 }

@@ -1,5 +1,15 @@
 // Lookups by name a daemon needs, built once per config object.
-import type { HostConfig, MuxConfig, NetworkConfig, NicConfig, PoolConfig, ProbeConfig, RuleConfig, SlbxConfig, VipConfig } from './types.js';
+import type {
+  HostConfig,
+  MuxConfig,
+  NetworkConfig,
+  NicConfig,
+  PoolConfig,
+  ProbeConfig,
+  RuleConfig,
+  SlbxConfig,
+  VipConfig,
+} from './types.js';
 
 /** Lookups a daemon needs, built once per config object. */
 export interface ConfigIndex {

@@ -2,13 +2,29 @@
 // network and per host.
 import { formatMac, parseMac } from '../addr.js';
 import type { IpAddr } from '../addr.js';
-import { formatPath, has, isList, itemObj, listItems, nameField, quoteHint, refField, type Checker, type Claim, type NameTable, type Path } from './check.js';
+import {
+  formatPath,
+  has,
+  isList,
+  itemObj,
+  listItems,
+  nameField,
+  quoteHint,
+  refField,
+  type Checker,
+  type Claim,
+  type NameTable,
+  type Path,
+} from './check.js';
 import { ipKey, parseAddress } from './addresses.js';
 import { IFNAME_MAX_BYTES } from './defaults.js';
 
 const NIC_KEYS = ['name', 'host', 'network', 'port', 'mac', 'addresses'] as const;
 
-export interface NicAddr { addr: IpAddr; index: number }
+export interface NicAddr {
+  addr: IpAddr;
+  index: number;
+}
 export interface NicP {
   name?: string;
   host?: string;
@@ -19,7 +35,12 @@ export interface NicP {
   addrs?: NicAddr[];
 }
 
-export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames: NameTable, netNames: NameTable): { nics: (NicP | undefined)[]; nicAddrClaims: Map<string, Claim> } {
+export function validateNics(
+  c: Checker,
+  nicItems: readonly unknown[],
+  hostNames: NameTable,
+  netNames: NameTable,
+): { nics: (NicP | undefined)[]; nicAddrClaims: Map<string, Claim> } {
   const nics: (NicP | undefined)[] = [];
   const nicAddrClaims = new Map<string, Claim>(); // network|address
   const nicMacClaims = new Map<string, Claim>(); // network|mac
@@ -45,17 +66,27 @@ export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames
       }
     } else if (n.name !== undefined) {
       const problem = ifnameProblem(n.name);
-      if (problem !== null) c.add([...at, 'port'], undefined, `the port defaults to the nic's name '${n.name}', which ${problem}: set 'port' to the interface name`);
+      if (problem !== null)
+        c.add(
+          [...at, 'port'],
+          undefined,
+          `the port defaults to the nic's name '${n.name}', which ${problem}: set 'port' to the interface name`,
+        );
       else n.port = n.name;
     }
 
     // mac
-    if (!has(o, 'mac')) c.add([...at, 'mac'], undefined, 'required: the backend\'s MAC address, like 02:00:c0:00:02:0a');
+    if (!has(o, 'mac')) c.add([...at, 'mac'], undefined, "required: the backend's MAC address, like 02:00:c0:00:02:0a");
     else {
       const m = o['mac'];
       const mac = typeof m === 'string' ? parseMac(m) : null;
       if (mac === null) c.add([...at, 'mac'], m, `must be a MAC address written as a string like 02:00:c0:00:02:0a${quoteHint(m)}`);
-      else if ((mac[0]! & 1) === 1) c.add([...at, 'mac'], m, 'must be a unicast MAC: the lowest bit of the first byte (I/G) is set, which makes it multicast or broadcast');
+      else if ((mac[0]! & 1) === 1)
+        c.add(
+          [...at, 'mac'],
+          m,
+          'must be a unicast MAC: the lowest bit of the first byte (I/G) is set, which makes it multicast or broadcast',
+        );
       else if (mac.every((b) => b === 0)) c.add([...at, 'mac'], m, 'must not be all zero');
       else n.mac = mac;
     }
@@ -63,7 +94,12 @@ export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames
     // addresses: 1..2, at most one per family
     const addrsAt: Path = [...at, 'addresses'];
     if (!has(o, 'addresses')) c.add(addrsAt, undefined, 'required: a list of 1 or 2 addresses, at most one IPv4 and one IPv6');
-    else if (!isList(o['addresses'])) c.add(addrsAt, o['addresses'], 'must be a list of 1 or 2 addresses, at most one IPv4 and one IPv6, like [192.0.2.10, 2001:db8:d::10]');
+    else if (!isList(o['addresses']))
+      c.add(
+        addrsAt,
+        o['addresses'],
+        'must be a list of 1 or 2 addresses, at most one IPv4 and one IPv6, like [192.0.2.10, 2001:db8:d::10]',
+      );
     else {
       const list = listItems(o['addresses'] as unknown[]);
       let ok = true;
@@ -98,7 +134,11 @@ export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames
         const key = `${n.network}|${ipKey(addr)}`;
         const prev = nicAddrClaims.get(key);
         if (prev !== undefined) {
-          c.add([...addrsAt, index], addr.text, `address ${addr.text} in network ${n.network} already belongs to ${prev.what} (${prev.path}); an address belongs to one nic per network`);
+          c.add(
+            [...addrsAt, index],
+            addr.text,
+            `address ${addr.text} in network ${n.network} already belongs to ${prev.what} (${prev.path}); an address belongs to one nic per network`,
+          );
         } else {
           nicAddrClaims.set(key, { what: label, path: formatPath([...addrsAt, index]) });
         }
@@ -109,7 +149,11 @@ export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames
       const key = `${n.network}|${text}`;
       const prev = nicMacClaims.get(key);
       if (prev !== undefined) {
-        c.add([...at, 'mac'], o['mac'], `MAC ${text} in network ${n.network} already belongs to ${prev.what} (${prev.path}); host agents switch on (VNI, MAC), so it must be unique per network`);
+        c.add(
+          [...at, 'mac'],
+          o['mac'],
+          `MAC ${text} in network ${n.network} already belongs to ${prev.what} (${prev.path}); host agents switch on (VNI, MAC), so it must be unique per network`,
+        );
       } else {
         nicMacClaims.set(key, { what: label, path: formatPath([...at, 'mac']) });
       }
@@ -119,7 +163,11 @@ export function validateNics(c: Checker, nicItems: readonly unknown[], hostNames
       const prev = portClaims.get(key);
       const portAt: Path = has(o, 'port') ? [...at, 'port'] : [...at, 'name'];
       if (prev !== undefined) {
-        c.add(portAt, n.port, `port ${n.port} on host ${n.host} is already the port of ${prev.what} (${prev.path}); every nic on a host needs its own interface`);
+        c.add(
+          portAt,
+          n.port,
+          `port ${n.port} on host ${n.host} is already the port of ${prev.what} (${prev.path}); every nic on a host needs its own interface`,
+        );
       } else {
         portClaims.set(key, { what: label, path: formatPath(portAt) });
       }
@@ -141,7 +189,8 @@ function utf8Length(s: string): number {
 /** Why `name` cannot be a Linux interface name (the kernel's dev_valid_name), or null. */
 function ifnameProblem(name: string): string | null {
   if (name.length === 0) return 'is empty';
-  if (utf8Length(name) > IFNAME_MAX_BYTES) return `is ${utf8Length(name)} bytes long; Linux interface names have at most ${IFNAME_MAX_BYTES}`;
+  if (utf8Length(name) > IFNAME_MAX_BYTES)
+    return `is ${utf8Length(name)} bytes long; Linux interface names have at most ${IFNAME_MAX_BYTES}`;
   if (name === '.' || name === '..') return `cannot be '.' or '..'`;
   if (/[/:\s\0]/.test(name)) return `contains '/', ':', whitespace or NUL, which Linux refuses in interface names`;
   if (name.includes('%')) return `contains '%', which Linux expands as a name template; it can never be the name of an existing interface`;

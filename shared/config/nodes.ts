@@ -6,15 +6,28 @@ import type { Underlay } from './types.js';
 
 const NODE_KEYS = ['name', 'address', 'address6'] as const;
 
-export interface NodeP { name?: string; address?: IpAddr; address6?: IpAddr | null }
+export interface NodeP {
+  name?: string;
+  address?: IpAddr;
+  address6?: IpAddr | null;
+}
 
-export function validateNodes(c: Checker, muxItems: readonly unknown[], hostItems: readonly unknown[], underlay: Underlay | undefined): { muxes: (NodeP | undefined)[]; hosts: (NodeP | undefined)[] } {
+export function validateNodes(
+  c: Checker,
+  muxItems: readonly unknown[],
+  hostItems: readonly unknown[],
+  underlay: Underlay | undefined,
+): { muxes: (NodeP | undefined)[]; hosts: (NodeP | undefined)[] } {
   const providers = new Map<string, Claim>();
   const claimProvider = (a: IpAddr | null | undefined, at: Path, what: string): void => {
     if (a === null || a === undefined) return;
     const prev = providers.get(ipKey(a));
     if (prev !== undefined) {
-      c.add(at, a.text, `provider address ${a.text} is already used by ${prev.what} (${prev.path}); every mux and host needs its own provider address`);
+      c.add(
+        at,
+        a.text,
+        `provider address ${a.text} is already used by ${prev.what} (${prev.path}); every mux and host needs its own provider address`,
+      );
     } else {
       providers.set(ipKey(a), { what, path: formatPath(at) });
     }
@@ -38,10 +51,17 @@ export function validateNodes(c: Checker, muxItems: readonly unknown[], hostItem
   const hosts = readNodes(hostItems, 'hosts', 'host');
   if (underlay === 'ipv6') {
     // the outer header is IPv6 from the MUX's address6 to the host's address6
-    for (const [section, list] of [['muxes', muxes], ['hosts', hosts]] as const) {
+    for (const [section, list] of [
+      ['muxes', muxes],
+      ['hosts', hosts],
+    ] as const) {
       list.forEach((n, i) => {
         if (n !== undefined && n.address6 === null) {
-          c.add([section, i, 'address6'], undefined, `fabric.underlay is ipv6, so ${section === 'muxes' ? 'mux' : 'host'} ${n.name ?? i} needs an IPv6 provider address (address6), or set fabric.underlay: ipv4`);
+          c.add(
+            [section, i, 'address6'],
+            undefined,
+            `fabric.underlay is ipv6, so ${section === 'muxes' ? 'mux' : 'host'} ${n.name ?? i} needs an IPv6 provider address (address6), or set fabric.underlay: ipv4`,
+          );
         }
       });
     }

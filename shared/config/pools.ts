@@ -1,15 +1,46 @@
 // The pools section: backends (nic, priority, weight, enabled, drain), all in one network.
-import { boolField, has, intField, isList, itemObj, listItems, nameField, refField, type Checker, type NameTable, type Path } from './check.js';
+import {
+  boolField,
+  has,
+  intField,
+  isList,
+  itemObj,
+  listItems,
+  nameField,
+  refField,
+  type Checker,
+  type NameTable,
+  type Path,
+} from './check.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { NicP } from './nics.js';
 
 const POOL_KEYS = ['name', 'latencySensitivityMs', 'backends'] as const;
 const BACKEND_KEYS = ['nic', 'priority', 'weight', 'enabled', 'drain'] as const;
 
-export interface BackendP { nic?: string; nicIndex?: number; priority?: number; weight?: number; enabled?: boolean; drain?: boolean }
-export interface PoolP { name?: string; network?: string; latencySensitivityMs?: number; backends?: (BackendP | undefined)[]; backendCount: number }
+export interface BackendP {
+  nic?: string;
+  nicIndex?: number;
+  priority?: number;
+  weight?: number;
+  enabled?: boolean;
+  drain?: boolean;
+}
+export interface PoolP {
+  name?: string;
+  network?: string;
+  latencySensitivityMs?: number;
+  backends?: (BackendP | undefined)[];
+  backendCount: number;
+}
 
-export function validatePools(c: Checker, poolItems: readonly unknown[], nicNames: NameTable, nics: readonly (NicP | undefined)[], tableSize: number | undefined): (PoolP | undefined)[] {
+export function validatePools(
+  c: Checker,
+  poolItems: readonly unknown[],
+  nicNames: NameTable,
+  nics: readonly (NicP | undefined)[],
+  tableSize: number | undefined,
+): (PoolP | undefined)[] {
   const D = CONFIG_DEFAULTS;
   const L = CONFIG_LIMITS;
   const pools: (PoolP | undefined)[] = poolItems.map((it, i) => {
@@ -41,7 +72,15 @@ export function validatePools(c: Checker, poolItems: readonly unknown[], nicName
       if (b === undefined) return undefined;
       const be: BackendP = {
         priority: intField(c, b, at2, 'priority', L.priority, D.backend.priority, ' (1 is the highest)'),
-        weight: intField(c, b, at2, 'weight', L.weight, D.backend.weight, b['weight'] === 0 ? '; 0 is refused: use drain: true to stop new flows' : ''),
+        weight: intField(
+          c,
+          b,
+          at2,
+          'weight',
+          L.weight,
+          D.backend.weight,
+          b['weight'] === 0 ? '; 0 is refused: use drain: true to stop new flows' : '',
+        ),
         enabled: boolField(c, b, at2, 'enabled', D.backend.enabled),
         drain: boolField(c, b, at2, 'drain', D.backend.drain),
       };
@@ -70,7 +109,11 @@ export function validatePools(c: Checker, poolItems: readonly unknown[], nicName
     });
     if (firstNet !== undefined) pool.network = firstNet.network;
     if (tableSize !== undefined && list.length > tableSize) {
-      c.add(bAt, list.length, `the pool has ${list.length} backends but maglevTableSize is ${tableSize}; raise maglevTableSize to a prime >= ${list.length}`);
+      c.add(
+        bAt,
+        list.length,
+        `the pool has ${list.length} backends but maglevTableSize is ${tableSize}; raise maglevTableSize to a prime >= ${list.length}`,
+      );
     }
     return pool;
   });

@@ -44,7 +44,11 @@ export function validateProbes(c: Checker, probeItems: readonly unknown[]): (Pro
       if (typeof v !== 'string') c.add([...at, 'path'], v, `must be a string starting with '/'${quoteHint(v)}`);
       else if (!v.startsWith('/')) c.add([...at, 'path'], v, `must start with '/', like /health`);
       else if (v.length < minLen || v.length > maxLen || !/^[\x21-\x7e]+$/.test(v)) {
-        c.add([...at, 'path'], v, `must be ${minLen}..${maxLen} visible ASCII characters (no spaces or control characters; percent-encode others)`);
+        c.add(
+          [...at, 'path'],
+          v,
+          `must be ${minLen}..${maxLen} visible ASCII characters (no spaces or control characters; percent-encode others)`,
+        );
       } else p.path = v;
     }
     // timeoutMs: 10..intervalMs, default min(2000, intervalMs)

@@ -26,7 +26,11 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
     version: config.version,
     hashSeed: config.hashSeed,
     maglevTableSize: config.maglevTableSize,
-    fabric: { mtu: config.fabric.mtu, vxlanPort: config.fabric.vxlanPort, ...(config.fabric.underlay !== 'ipv4' ? { underlay: config.fabric.underlay } : {}) },
+    fabric: {
+      mtu: config.fabric.mtu,
+      vxlanPort: config.fabric.vxlanPort,
+      ...(config.fabric.underlay !== 'ipv4' ? { underlay: config.fabric.underlay } : {}),
+    },
     flowTable: {
       maxFlows: config.flowTable.maxFlows,
       tcpIdleTimeoutS: config.flowTable.tcpIdleTimeoutS,
@@ -105,8 +109,13 @@ export function serializeConfig(config: SlbxConfig): string {
 
 function serializeBgp(b: BgpConfig): Record<string, unknown> {
   return {
-    asn: b.asn, holdTimeS: b.holdTimeS, keepaliveS: b.keepaliveS, reconnectMinMs: b.reconnectMinMs, reconnectMaxMs: b.reconnectMaxMs,
-    shutdownGraceMs: b.shutdownGraceMs, peers: b.peers.map((p) => ({ address: p.address.text, asn: p.asn, port: p.port })),
+    asn: b.asn,
+    holdTimeS: b.holdTimeS,
+    keepaliveS: b.keepaliveS,
+    reconnectMinMs: b.reconnectMinMs,
+    reconnectMaxMs: b.reconnectMaxMs,
+    shutdownGraceMs: b.shutdownGraceMs,
+    peers: b.peers.map((p) => ({ address: p.address.text, asn: p.asn, port: p.port })),
     bfd: { enabled: b.bfd.enabled, intervalMs: b.bfd.intervalMs, multiplier: b.bfd.multiplier },
   };
 }

@@ -10,11 +10,36 @@ import { validateNics } from './nics.js';
 import { validateNodes, type NodeP } from './nodes.js';
 import { validatePools } from './pools.js';
 import { validateProbes } from './probes.js';
-import type { BackendConfig, MuxConfig, NetworkConfig, NicConfig, PoolConfig, ProbeConfig, RuleConfig, SlbxConfig, VipConfig } from './types.js';
+import type {
+  BackendConfig,
+  MuxConfig,
+  NetworkConfig,
+  NicConfig,
+  PoolConfig,
+  ProbeConfig,
+  RuleConfig,
+  SlbxConfig,
+  VipConfig,
+} from './types.js';
 import { checkVipsInRanges, validateVipRanges } from './vip-ranges.js';
 import { RULE_PROTOCOLS, takenAddresses, validateVips } from './vips.js';
 
-const TOP_KEYS = ['version', 'hashSeed', 'maglevTableSize', 'fabric', 'flowTable', 'networks', 'muxes', 'hosts', 'nics', 'probes', 'pools', 'vipRanges', 'vips', 'bgp'] as const;
+const TOP_KEYS = [
+  'version',
+  'hashSeed',
+  'maglevTableSize',
+  'fabric',
+  'flowTable',
+  'networks',
+  'muxes',
+  'hosts',
+  'nics',
+  'probes',
+  'pools',
+  'vipRanges',
+  'vips',
+  'bgp',
+] as const;
 
 export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
   if (raw === undefined || raw === null) {
@@ -75,8 +100,19 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
   const pools = validatePools(c, poolItems, nicNames, nics, tableSize);
   const taken = takenAddresses(muxes, hosts, nics, nets);
 
-  const vipRangesGiven = validateVipRanges(c, raw, [['muxes', muxes], ['hosts', hosts]]);
-  const { vips, vipSeen } = validateVips(c, vipItems, taken, { pools: poolNames, probes: probeNames, networks: netNames }, pools, nics, nets);
+  const vipRangesGiven = validateVipRanges(c, raw, [
+    ['muxes', muxes],
+    ['hosts', hosts],
+  ]);
+  const { vips, vipSeen } = validateVips(
+    c,
+    vipItems,
+    taken,
+    { pools: poolNames, probes: probeNames, networks: netNames },
+    pools,
+    nics,
+    nets,
+  );
 
   const bgp = validateBgp(c, raw, muxes, taken, vipSeen);
   const vipRanges = checkVipsInRanges(c, vipRangesGiven, vips, taken, bgp);
@@ -93,8 +129,12 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     maglevTableSize: maglevTableSize!,
     fabric: { mtu: fabric.mtu!, vxlanPort: fabric.vxlanPort!, underlay: fabric.underlay! },
     flowTable: {
-      maxFlows: flow.maxFlows!, tcpIdleTimeoutS: flow.tcpIdleTimeoutS!, udpIdleTimeoutS: flow.udpIdleTimeoutS!, otherIdleTimeoutS: flow.otherIdleTimeoutS!,
-      untrustedMaxFlows: flow.untrustedMaxFlows!, untrustedTimeoutS: flow.untrustedTimeoutS!,
+      maxFlows: flow.maxFlows!,
+      tcpIdleTimeoutS: flow.tcpIdleTimeoutS!,
+      udpIdleTimeoutS: flow.udpIdleTimeoutS!,
+      otherIdleTimeoutS: flow.otherIdleTimeoutS!,
+      untrustedMaxFlows: flow.untrustedMaxFlows!,
+      untrustedTimeoutS: flow.untrustedTimeoutS!,
     },
     networks: net,
     muxes: muxes.map(node),
@@ -126,7 +166,13 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
       name: p!.name!,
       network: p!.network!,
       latencySensitivityMs: p!.latencySensitivityMs!,
-      backends: p!.backends!.map((b): BackendConfig => ({ nic: b!.nic!, priority: b!.priority!, weight: b!.weight!, enabled: b!.enabled!, drain: b!.drain! })),
+      backends: p!.backends!.map((b): BackendConfig => ({
+        nic: b!.nic!,
+        priority: b!.priority!,
+        weight: b!.weight!,
+        enabled: b!.enabled!,
+        drain: b!.drain!,
+      })),
     })),
     vips: vips.map((v): VipConfig => ({
       address: v!.address!,

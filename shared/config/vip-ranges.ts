@@ -40,7 +40,11 @@ export function parseVipRange(text: string): VipRange | string {
 }
 
 /** The `vipRanges` list: null when absent (derived from the VIPs), undefined when invalid (reported). */
-export function validateVipRanges(c: Checker, raw: Obj, nodes: readonly (readonly [string, readonly (NodeP | undefined)[]])[]): VipRange[] | null | undefined {
+export function validateVipRanges(
+  c: Checker,
+  raw: Obj,
+  nodes: readonly (readonly [string, readonly (NodeP | undefined)[]])[],
+): VipRange[] | null | undefined {
   if (!has(raw, 'vipRanges') || raw['vipRanges'] === null) return null;
   const v = raw['vipRanges'];
   const hint = 'prefixes like 203.0.113.0/24 and 2001:db8:ff::/48';
@@ -54,18 +58,31 @@ export function validateVipRanges(c: Checker, raw: Obj, nodes: readonly (readonl
   listItems(v).forEach((it, i) => {
     const at: Path = ['vipRanges', i];
     const r = typeof it === 'string' ? parseVipRange(it) : `must be a prefix written as a string${quoteHint(it)}, like 203.0.113.0/24`;
-    if (typeof r === 'string') { c.add(at, it, r); ok = false; return; }
+    if (typeof r === 'string') {
+      c.add(at, it, r);
+      ok = false;
+      return;
+    }
     const prev = seen.get(r.text);
-    if (prev !== undefined) { c.add(at, it, `${r.text} is already vipRanges[${prev}]; list each prefix once`); ok = false; return; }
+    if (prev !== undefined) {
+      c.add(at, it, `${r.text} is already vipRanges[${prev}]; list each prefix once`);
+      ok = false;
+      return;
+    }
     seen.set(r.text, i);
     const held: string[] = [];
     for (const [section, list] of nodes) {
       list.forEach((n, ni) => {
-        for (const a of [n?.address, n?.address6]) if (a != null && inVipRange(a, r)) held.push(`${a.text} (${n?.name ?? `${section}[${ni}]`})`);
+        for (const a of [n?.address, n?.address6])
+          if (a != null && inVipRange(a, r)) held.push(`${a.text} (${n?.name ?? `${section}[${ni}]`})`);
       });
     }
     if (held.length > 0) {
-      c.add(at, it, `${r.text} holds the provider address${held.length > 1 ? 'es' : ''} ${listNames(held, 4)}; the router would accept routes into its own fabric from a MUX: delegate a prefix of VIPs only`);
+      c.add(
+        at,
+        it,
+        `${r.text} holds the provider address${held.length > 1 ? 'es' : ''} ${listNames(held, 4)}; the router would accept routes into its own fabric from a MUX: delegate a prefix of VIPs only`,
+      );
       ok = false;
     }
     out.push(r);
@@ -74,25 +91,40 @@ export function validateVipRanges(c: Checker, raw: Obj, nodes: readonly (readonl
 }
 
 /** Every VIP inside a range, no BGP peer inside one; the ranges in force (derived when absent). */
-export function checkVipsInRanges(c: Checker, given: VipRange[] | null | undefined, vips: readonly (VipP | undefined)[], taken: ReadonlyMap<string, Claim>, bgp: BgpConfig | null | undefined): VipRange[] | undefined {
+export function checkVipsInRanges(
+  c: Checker,
+  given: VipRange[] | null | undefined,
+  vips: readonly (VipP | undefined)[],
+  taken: ReadonlyMap<string, Claim>,
+  bgp: BgpConfig | null | undefined,
+): VipRange[] | undefined {
   if (given === undefined) return undefined;
   if (given === null) {
     // absent: the VIPs' own host routes. They are written out in the normalized config (plainConfig),
     // so a controller seeded from this config keeps them: a VIP added later needs a declared range.
     const derived: VipRange[] = [];
-    for (const v of vips) if (v?.address !== undefined && !derived.some((r) => r.network.text === v.address!.text)) derived.push(hostVipRange(v.address));
+    for (const v of vips)
+      if (v?.address !== undefined && !derived.some((r) => r.network.text === v.address!.text)) derived.push(hostVipRange(v.address));
     return derived;
   }
   const list = given.map((r) => r.text).join(', ');
   vips.forEach((v, vi) => {
     const a = v?.address;
     if (a === undefined || taken.has(ipKey(a)) || given.some((r) => inVipRange(a, r))) return; // a taken address is refused already
-    c.add(['vips', vi, 'address'], a.text,
-      `VIP ${a.text} is outside vipRanges (${list}), the prefixes the router accepts from the MUXes, so no client could reach it: take an address inside one, or add a prefix that holds it to vipRanges (and to the router's import policy, docs/bgp.md)`);
+    c.add(
+      ['vips', vi, 'address'],
+      a.text,
+      `VIP ${a.text} is outside vipRanges (${list}), the prefixes the router accepts from the MUXes, so no client could reach it: take an address inside one, or add a prefix that holds it to vipRanges (and to the router's import policy, docs/bgp.md)`,
+    );
   });
   bgp?.peers.forEach((p, pi) => {
     const r = given.find((x) => inVipRange(p.address, x));
-    if (r !== undefined) c.add(['bgp', 'peers', pi, 'address'], p.address.text, `${p.address.text} is inside vipRanges (${r.text}); the router's address must not be a prefix it accepts from the MUXes`);
+    if (r !== undefined)
+      c.add(
+        ['bgp', 'peers', pi, 'address'],
+        p.address.text,
+        `${p.address.text} is inside vipRanges (${r.text}); the router's address must not be a prefix it accepts from the MUXes`,
+      );
   });
   return given;
 }

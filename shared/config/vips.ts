@@ -1,6 +1,21 @@
 // The vips section and their rules: protocol, ports, pool, distribution, probe; the addresses a VIP
 // must not take; stateless direct server return (one (VIP, frontendPort) per backend port).
-import { formatPath, has, isList, itemObj, listItems, listNames, enumField, intField, nameField, refField, type Checker, type Claim, type NameTable, type Path } from './check.js';
+import {
+  formatPath,
+  has,
+  isList,
+  itemObj,
+  listItems,
+  listNames,
+  enumField,
+  intField,
+  nameField,
+  refField,
+  type Checker,
+  type Claim,
+  type NameTable,
+  type Path,
+} from './check.js';
 import { ipKey, reqAddressField } from './addresses.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { NetP } from './networks.js';
@@ -28,31 +43,51 @@ export interface RuleP {
   distribution?: Distribution;
   probe?: string | null;
 }
-export interface VipP { address?: IpAddr; rules?: (RuleP | undefined)[] }
+export interface VipP {
+  address?: IpAddr;
+  rules?: (RuleP | undefined)[];
+}
 
 /** The addresses a VIP must not take: provider addresses, nic addresses and gateways. */
-export function takenAddresses(muxes: readonly (NodeP | undefined)[], hosts: readonly (NodeP | undefined)[], nics: readonly (NicP | undefined)[], nets: readonly (NetP | undefined)[]): Map<string, Claim> {
+export function takenAddresses(
+  muxes: readonly (NodeP | undefined)[],
+  hosts: readonly (NodeP | undefined)[],
+  nics: readonly (NicP | undefined)[],
+  nets: readonly (NetP | undefined)[],
+): Map<string, Claim> {
   const taken = new Map<string, Claim>();
-  for (const [section, list] of [['muxes', muxes], ['hosts', hosts]] as const) {
+  for (const [section, list] of [
+    ['muxes', muxes],
+    ['hosts', hosts],
+  ] as const) {
     list.forEach((n, i) => {
       if (n === undefined) return;
       const label = `the provider address of ${section === 'muxes' ? 'mux' : 'host'} ${n.name ?? `${section}[${i}]`}`;
-      if (n.address !== undefined && !taken.has(ipKey(n.address))) taken.set(ipKey(n.address), { what: label, path: formatPath([section, i, 'address']) });
-      if (n.address6 != null && !taken.has(ipKey(n.address6))) taken.set(ipKey(n.address6), { what: label, path: formatPath([section, i, 'address6']) });
+      if (n.address !== undefined && !taken.has(ipKey(n.address)))
+        taken.set(ipKey(n.address), { what: label, path: formatPath([section, i, 'address']) });
+      if (n.address6 != null && !taken.has(ipKey(n.address6)))
+        taken.set(ipKey(n.address6), { what: label, path: formatPath([section, i, 'address6']) });
     });
   }
   nics.forEach((n, i) => {
     if (n?.addrs === undefined) return;
     for (const { addr, index } of n.addrs) {
       if (!taken.has(ipKey(addr))) {
-        taken.set(ipKey(addr), { what: `the address of nic ${n.name ?? `nics[${i}]`}${n.network !== undefined ? ` in network ${n.network}` : ''}`, path: formatPath(['nics', i, 'addresses', index]) });
+        taken.set(ipKey(addr), {
+          what: `the address of nic ${n.name ?? `nics[${i}]`}${n.network !== undefined ? ` in network ${n.network}` : ''}`,
+          path: formatPath(['nics', i, 'addresses', index]),
+        });
       }
     }
   });
   nets.forEach((n, i) => {
     if (n === undefined) return;
-    for (const [key, gw] of [['gateway', n.gateway], ['gateway6', n.gateway6]] as const) {
-      if (gw != null && !taken.has(ipKey(gw))) taken.set(ipKey(gw), { what: `the gateway of network ${n.name ?? `networks[${i}]`}`, path: formatPath(['networks', i, key]) });
+    for (const [key, gw] of [
+      ['gateway', n.gateway],
+      ['gateway6', n.gateway6],
+    ] as const) {
+      if (gw != null && !taken.has(ipKey(gw)))
+        taken.set(ipKey(gw), { what: `the gateway of network ${n.name ?? `networks[${i}]`}`, path: formatPath(['networks', i, key]) });
     }
   });
   return taken;
@@ -77,7 +112,10 @@ export function validateVips(
   // stateless DSR: (nic, family, protocol, backendPort) -> the one (vip, frontendPort)
   const dsrClaims = new Map<string, { vi: number; ri: number; frontend: string }>();
   const mixedReported = new Set<string>(); // vip|pool|nic: one report per VIP and pool
-  const dsrConflicts = new Map<string, { vi: number; ri: number; ovi: number; ori: number; protos: Set<string>; nics: Set<string>; backendPort: number }>();
+  const dsrConflicts = new Map<
+    string,
+    { vi: number; ri: number; ovi: number; ori: number; protos: Set<string>; nics: Set<string>; backendPort: number }
+  >();
   const vips: (VipP | undefined)[] = vipItems.map((it, vi) => {
     const at: Path = ['vips', vi];
     const o = itemObj(c, it, at, VIP_KEYS);
@@ -86,10 +124,12 @@ export function validateVips(
     const addr = vip.address;
     if (addr !== undefined) {
       const prev = vipSeen.get(ipKey(addr));
-      if (prev !== undefined) c.add([...at, 'address'], o['address'], `VIP ${addr.text} is already vips[${prev}]; list each VIP once with all its rules`);
+      if (prev !== undefined)
+        c.add([...at, 'address'], o['address'], `VIP ${addr.text} is already vips[${prev}]; list each VIP once with all its rules`);
       else vipSeen.set(ipKey(addr), vi);
       const t = taken.get(ipKey(addr));
-      if (t !== undefined) c.add([...at, 'address'], o['address'], `VIP ${addr.text} is ${t.what} (${t.path}); a VIP must be an address of its own`);
+      if (t !== undefined)
+        c.add([...at, 'address'], o['address'], `VIP ${addr.text} is ${t.what} (${t.path}); a VIP must be an address of its own`);
     }
     const rAt: Path = [...at, 'rules'];
     if (!has(o, 'rules')) {
@@ -131,7 +171,11 @@ export function validateVips(
         if (prev === undefined) ruleNames.set(rule.name, { ri, defaulted: rule.nameDefaulted });
         else if (!(prev.defaulted && rule.nameDefaulted)) {
           // two defaulted names collide only when (protocol, frontendPort) does, which is reported below
-          c.add([...at2, 'name'], rule.name, `rule name '${rule.name}' is already rules[${prev.ri}] of this VIP${rule.nameDefaulted ? ' (this name is the default protocol-frontendPort)' : ''}; give each rule of a VIP its own name`);
+          c.add(
+            [...at2, 'name'],
+            rule.name,
+            `rule name '${rule.name}' is already rules[${prev.ri}] of this VIP${rule.nameDefaulted ? ' (this name is the default protocol-frontendPort)' : ''}; give each rule of a VIP its own name`,
+          );
         }
       }
       const pi = refField(c, r, at2, 'pool', 'pool', 'pools', poolNames);

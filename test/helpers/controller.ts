@@ -23,13 +23,20 @@ export interface TestController {
   cleanup(): Promise<void>;
 }
 
-export async function startTestController(o: { init?: SlbxConfig | null; dir?: string; port?: number; token?: string | null } = {}): Promise<TestController> {
+export async function startTestController(
+  o: { init?: SlbxConfig | null; dir?: string; port?: number; token?: string | null } = {},
+): Promise<TestController> {
   configureLog('controller', 'error');
   const dir = o.dir ?? mkdtempSync(join(tmpdir(), 'slbx-controller-test-'));
   const statePath = join(dir, 'state.json');
   let handle: Awaited<ReturnType<typeof startController>>;
   try {
-    handle = await startController({ statePath, init: o.init === undefined ? labConfig() : o.init, listen: [{ host: '127.0.0.1', port: o.port ?? 0 }], token: o.token ?? null });
+    handle = await startController({
+      statePath,
+      init: o.init === undefined ? labConfig() : o.init,
+      listen: [{ host: '127.0.0.1', port: o.port ?? 0 }],
+      token: o.token ?? null,
+    });
   } catch (e) {
     if (o.dir === undefined) rmSync(dir, { recursive: true, force: true }); // a refused start leaves nothing behind
     throw e;
@@ -38,11 +45,19 @@ export async function startTestController(o: { init?: SlbxConfig | null; dir?: s
   const url = `http://127.0.0.1:${port}`;
   let stopped = false;
   const t: TestController = {
-    get handle() { return handle; },
-    url, port, dir, statePath,
+    get handle() {
+      return handle;
+    },
+    url,
+    port,
+    dir,
+    statePath,
     req: (method, path, body, headers) => requestJson(new URL(`${url}${path}`), { method, body, headers, timeoutMs: 30_000 }),
     async stop() {
-      if (!stopped) { stopped = true; await handle.stop(); }
+      if (!stopped) {
+        stopped = true;
+        await handle.stop();
+      }
     },
     async restart() {
       await t.stop();

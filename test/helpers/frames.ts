@@ -27,7 +27,11 @@ export function describeDiff(actual: Uint8Array, expected: Uint8Array, linkType 
     lines.push(`${mark}${(e[i] ?? '').padEnd(w)} | ${a[i] ?? ''}`);
   }
   let firstByte = -1;
-  for (let i = 0; i < Math.max(actual.length, expected.length); i++) if (actual[i] !== expected[i]) { firstByte = i; break; }
+  for (let i = 0; i < Math.max(actual.length, expected.length); i++)
+    if (actual[i] !== expected[i]) {
+      firstByte = i;
+      break;
+    }
   lines.push(`lengths: expected ${expected.length}, actual ${actual.length}; first differing byte: ${firstByte}`);
   return lines.join('\n');
 }

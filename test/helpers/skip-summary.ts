@@ -22,10 +22,15 @@ export default class SkipSummary implements Reporter {
         if (r.state === 'failed' && t.name.endsWith(': prerequisite')) noted.add(r.errors[0]?.message ?? t.name);
         if (r.state !== 'skipped') continue;
         // the prerequisite test only carries the reason: the block's own tests are what was skipped
-        if (t.name.endsWith(': prerequisite')) { if (r.note) noted.add(r.note); continue; }
+        if (t.name.endsWith(': prerequisite')) {
+          if (r.note) noted.add(r.note);
+          continue;
+        }
         skipped++;
-        if (r.note !== undefined && r.note !== '') { noted.add(r.note); reasons.set(r.note, (reasons.get(r.note) ?? 0) + 1); }
-        else unnoted.push(t.fullName);
+        if (r.note !== undefined && r.note !== '') {
+          noted.add(r.note);
+          reasons.set(r.note, (reasons.get(r.note) ?? 0) + 1);
+        } else unnoted.push(t.fullName);
       }
       if (unnoted.length === 0) continue;
       if (noted.size > 0) {

@@ -15,12 +15,19 @@ export function printAccount(path: string, runDir: string): void {
   const how = existsSync(join(runDir, 'bird.conf')) ? 'learned by BGP from the MUXes (BIRD, merge paths)' : 'static multipath route';
   row('  router', `ECMP over ${a.muxes.length} MUX${a.muxes.length > 1 ? 'es' : ''} (${how}, L4 hash)`);
   for (const m of a.muxes) {
-    const by = Object.entries(m.vxlanByHost as Record<string, number>).map(([h, n]) => `${h} ${n}`).join(', ');
+    const by = Object.entries(m.vxlanByHost as Record<string, number>)
+      .map(([h, n]) => `${h} ${n}`)
+      .join(', ');
     row(`${m.name} (${m.pa})`, `received ${m.received}, sent ${total(m.vxlanByHost)} in VXLAN VNI ${a.vni} (to ${by || 'none'})`);
   }
-  row('', 'each the client\'s packet byte for byte inside; no reply crossed a MUX');
-  for (const h of a.hosts) row(`${h.name} (${h.pa})`, `received ${h.vxlanIn} VXLAN packets, NAT ${a.vip}:${a.port} -> DIP:${a.backendPort}`);
-  for (const n of a.nics) row(`  ${n.name} (${n.dip})`, `received ${n.received} packets to ${n.dip}:${a.backendPort}, sent ${n.replied} replies, answered ${n.requests} requests`);
+  row('', "each the client's packet byte for byte inside; no reply crossed a MUX");
+  for (const h of a.hosts)
+    row(`${h.name} (${h.pa})`, `received ${h.vxlanIn} VXLAN packets, NAT ${a.vip}:${a.port} -> DIP:${a.backendPort}`);
+  for (const n of a.nics)
+    row(
+      `  ${n.name} (${n.dip})`,
+      `received ${n.received} packets to ${n.dip}:${a.backendPort}, sent ${n.replied} replies, answered ${n.requests} requests`,
+    );
   for (const h of a.hosts) row(`${h.name} -> router (DSR)`, `${h.dsrOut} replies from ${a.vip}:${a.port}, straight to the router`);
   row('client1', `received ${a.client.received} replies from ${a.vip}:${a.port}; ${a.ok}/${a.requests} requests answered`);
   row('any MUX interface', `${a.repliesAtMux} reply packets (direct server return)`);

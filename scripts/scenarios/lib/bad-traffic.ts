@@ -28,7 +28,10 @@ export function generateBadTraffic(argv: readonly string[]): void {
     ['drop_ipv4_bad_checksum', () => toMux().ipv4({ src: client, dst: vip, checksum: 0xbad }).tcp({ sport: 1113, dport: 80 }).build()],
     ['drop_tcp_truncated', () => toMux().ipv4({ src: client, dst: vip, protocol: 6 }).payload(10).build()],
     ['drop_tcp_bad_data_offset', () => toMux().ipv4({ src: client, dst: vip }).tcp({ sport: 1114, dport: 80, dataOffset: 2 }).build()],
-    ['drop_udp_bad_udp_length', () => toMux().ipv4({ src: client, dst: vip }).udp({ sport: 1115, dport: 7, length: 300 }).payload(4).build()],
+    [
+      'drop_udp_bad_udp_length',
+      () => toMux().ipv4({ src: client, dst: vip }).udp({ sport: 1115, dport: 7, length: 300 }).payload(4).build(),
+    ],
     ['drop_no_rule', () => toMux().ipv4({ src: client, dst: vip }).tcp({ sport: 1116, dport: 443, flags: TCP_SYN }).build()],
     ['drop_no_rule', () => toMux().ipv4({ src: client, dst: vip }).icmp({ type: 8, rest: 0x00010001 }).payload(16).build()],
     // not a VIP: the MUX's capture filter keeps it out of the process; the kernel drops it silently
@@ -36,11 +39,15 @@ export function generateBadTraffic(argv: readonly string[]): void {
   ];
   const vx = (o: { src?: string; vni?: number; flags?: number; innerMac?: string; innerDst?: string; innerChecksum?: number }) =>
     // as mux1 would send it: the host agent takes a MUX's VXLAN only from that MUX's MAC (docs/security.md)
-    pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: o.src ?? muxPa, dst: hostPa })
-      .udp({ sport: 50001, dport: 4789, checksum: 'zero' }).vxlan({ vni: o.vni ?? 5001, ...(o.flags !== undefined ? { flags: o.flags } : {}) })
+    pkt()
+      .eth({ src: muxMac, dst: hostMac })
+      .ipv4({ src: o.src ?? muxPa, dst: hostPa })
+      .udp({ sport: 50001, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: o.vni ?? 5001, ...(o.flags !== undefined ? { flags: o.flags } : {}) })
       .eth({ src: muxMac, dst: o.innerMac ?? nicMac })
       .ipv4({ src: client, dst: o.innerDst ?? vip, ...(o.innerChecksum !== undefined ? { checksum: o.innerChecksum } : {}) })
-      .tcp({ sport: 1200, dport: 80, flags: TCP_SYN }).build();
+      .tcp({ sport: 1200, dport: 80, flags: TCP_SYN })
+      .build();
   const host: [string, () => Buffer][] = [
     ['drop_in_unknown_source', () => vx({ src: '198.18.0.1' })],
     ['drop_in_vxlan_bad_vxlan_flags', () => vx({ flags: 0 })],
@@ -49,7 +56,11 @@ export function generateBadTraffic(argv: readonly string[]): void {
     // another non-VIP than the MUX's (.99): these leave mux1's own port, whose capture must show no .99 in VXLAN
     ['drop_in_not_vip_of_vni', () => vx({ innerDst: '203.0.113.98' })],
     ['drop_in_inner_ipv4_bad_checksum', () => vx({ innerChecksum: 0x1 })],
-    ['drop_in_vxlan_truncated', () => pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: muxPa, dst: hostPa }).udp({ sport: 50002, dport: 4789 }).payload(4).build()],
+    [
+      'drop_in_vxlan_truncated',
+      () =>
+        pkt().eth({ src: muxMac, dst: hostMac }).ipv4({ src: muxPa, dst: hostPa }).udp({ sport: 50002, dport: 4789 }).payload(4).build(),
+    ],
   ];
   const write = (name: string, list: [string | null, () => Buffer][]) => {
     const frames: Buffer[] = [];
@@ -60,7 +71,13 @@ export function generateBadTraffic(argv: readonly string[]): void {
       if (counter === null) ignored += COPIES;
       else expected[counter] = (expected[counter] ?? 0) + COPIES;
     }
-    writeFileSync(join(out, `${name}.pcap`), buildPcap(LINKTYPE_ETHERNET, frames.map((d, i) => ({ tsUs: 1e15 + i, data: d, origLen: d.length }))));
+    writeFileSync(
+      join(out, `${name}.pcap`),
+      buildPcap(
+        LINKTYPE_ETHERNET,
+        frames.map((d, i) => ({ tsUs: 1e15 + i, data: d, origLen: d.length })),
+      ),
+    );
     return { frames: frames.length, expected, filteredByKernel: ignored };
   };
   const summary = { mux: write('bad-to-mux', mux), host: write('bad-to-host', host) };
@@ -77,19 +94,32 @@ export function verifyBadTraffic(argv: readonly string[]): Checks {
   const exp = JSON.parse(readFileSync(need(f, 'expected'), 'utf8'));
   const read = (k: string) => JSON.parse(readFileSync(need(f, k), 'utf8')) as Record<string, number>;
   const delta = (before: Record<string, number>, after: Record<string, number>, k: string) => (after[k] ?? 0) - (before[k] ?? 0);
-  for (const [who, before, after] of [['mux', read('mux-before'), read('mux-after')], ['host', read('host-before'), read('host-after')]] as const) {
+  for (const [who, before, after] of [
+    ['mux', read('mux-before'), read('mux-after')],
+    ['host', read('host-before'), read('host-after')],
+  ] as const) {
     const e = exp[who].expected as Record<string, number>;
     for (const [k, n] of Object.entries(e)) {
-      c.check(delta(before, after, k) === n, `${who}: ${k} counted every injected frame`, `expected +${n}, got +${delta(before, after, k)}`);
+      c.check(
+        delta(before, after, k) === n,
+        `${who}: ${k} counted every injected frame`,
+        `expected +${n}, got +${delta(before, after, k)}`,
+      );
     }
     c.check(delta(before, after, 'drop_internal_error') === 0, `${who}: no internal error`);
     const otherDrops = Object.keys(after).filter((k) => k.startsWith('drop_') && !(k in e) && delta(before, after, k) !== 0);
-    c.note(`${who}: other drop counters that moved during the run: ${otherDrops.map((k) => `${k} +${delta(before, after, k)}`).join(', ') || 'none'}`);
+    c.note(
+      `${who}: other drop counters that moved during the run: ${otherDrops.map((k) => `${k} +${delta(before, after, k)}`).join(', ') || 'none'}`,
+    );
   }
   // the non-VIP frames reached the MUX's interface (the capture shows them) and produced nothing
   const cap = loadCapture(need(f, 'mux-capture'));
   const nonVip = cap.filter((p) => p.d.first('ipv4')?.dst === '203.0.113.99' && p.d.first('vxlan') === undefined);
   const forwarded = cap.filter((p) => p.d.first('vxlan') !== undefined && p.d.all('ipv4')[1]?.dst === '203.0.113.99');
-  c.check(nonVip.length === exp.mux.filteredByKernel && forwarded.length === 0, 'non-VIP frames reached the MUX\'s interface and went no further (its capture filter takes VIPs only)', `${nonVip.length} arrived, ${forwarded.length} forwarded`);
+  c.check(
+    nonVip.length === exp.mux.filteredByKernel && forwarded.length === 0,
+    "non-VIP frames reached the MUX's interface and went no further (its capture filter takes VIPs only)",
+    `${nonVip.length} arrived, ${forwarded.length} forwarded`,
+  );
   return c;
 }

@@ -26,7 +26,12 @@ const TCP_SYN = 0x02;
  * independent oracle's answer (scripts/oracle), computed from the config values alone, not with the
  * MUX's code (mux/tables.ts, shared/maglev.ts, shared/flow-hash.ts).
  */
-export function expectedBackend(config: SlbxConfig, vip: string, proto: 6 | 17, port: number): (src: string, sport: number) => string | null {
+export function expectedBackend(
+  config: SlbxConfig,
+  vip: string,
+  proto: 6 | 17,
+  port: number,
+): (src: string, sport: number) => string | null {
   const rule = oracleRule(config, vip, proto, port);
   if (rule.mode !== 5) throw new Error('the scenario expects a 5-tuple rule');
   return rule.choose;
@@ -47,7 +52,11 @@ function logEventMs(run: string, node: string, event: string, last = false): num
   let found: number | null = null;
   for (const line of readFileSync(f, 'utf8').split('\n')) {
     if (!line.includes(`"event":"${event}"`)) continue;
-    try { found = Date.parse(JSON.parse(line).ts); } catch { continue; }
+    try {
+      found = Date.parse(JSON.parse(line).ts);
+    } catch {
+      continue;
+    }
     if (!last) return found;
   }
   return found;
@@ -67,10 +76,13 @@ export function birdLog(run: string, pattern: RegExp): { ms: number; line: strin
 
 /** Route polls: "EPOCH_US hop,hop,..." lines; EPOCH_US is when the read had ended (the route was so at or before it). */
 export function readPolls(path: string): { us: number; hops: string[] }[] {
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => {
-    const [t, h] = l.split(' ');
-    return { us: Number(t), hops: (h ?? '').split(',').filter((x) => x !== '') };
-  });
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const [t, h] = l.split(' ');
+      return { us: Number(t), hops: (h ?? '').split(',').filter((x) => x !== '') };
+    });
 }
 
 /** `ip -ts monitor route` output: the changes of one prefix, each with its time (ms) and next hops. */
@@ -102,7 +114,11 @@ function readMonitor(path: string, vip: string): { ms: number; hops: string[]; d
  * connection placed anew then (moved to another MUX) may reach another backend: the scenarios that keep
  * a pool stable on purpose fail on it, saying that the machine was too loaded for the probes.
  */
-export function healthDownEvents(run: string, muxes: readonly string[], sinceUs: number): { mux: string; ms: number; generation: number; down: string[] }[] {
+export function healthDownEvents(
+  run: string,
+  muxes: readonly string[],
+  sinceUs: number,
+): { mux: string; ms: number; generation: number; down: string[] }[] {
   const out: { mux: string; ms: number; generation: number; down: string[] }[] = [];
   for (const m of muxes) {
     const file = join(run, 'logs', `${m}.log`);
@@ -110,9 +126,14 @@ export function healthDownEvents(run: string, muxes: readonly string[], sinceUs:
     for (const line of readFileSync(file, 'utf8').split('\n')) {
       if (!line.includes('"event":"policy_applied"')) continue;
       let e: any;
-      try { e = JSON.parse(line); } catch { continue; }
+      try {
+        e = JSON.parse(line);
+      } catch {
+        continue;
+      }
       const ms = Date.parse(e.ts);
-      if (ms * 1000 >= sinceUs && Array.isArray(e.down) && e.down.length > 0) out.push({ mux: m, ms, generation: e.generation, down: e.down });
+      if (ms * 1000 >= sinceUs && Array.isArray(e.down) && e.down.length > 0)
+        out.push({ mux: m, ms, generation: e.generation, down: e.down });
     }
   }
   return out.sort((a, b) => a.ms - b.ms);
@@ -121,15 +142,28 @@ export function healthDownEvents(run: string, muxes: readonly string[], sinceUs:
 /** The check: the pool's health held from `sinceUs` on (every MUX's log), or a FAIL naming the load. */
 function checkHealthHeld(c: Checks, run: string, muxes: readonly string[], sinceUs: number, eventUs: number, what: string): void {
   const ev = healthDownEvents(run, muxes, sinceUs);
-  c.check(ev.length === 0, `every backend stayed up in every MUX's tables from the start of the connections on (each MUX's policy_applied log events): ${what}`,
-    ev.length === 0 ? `${muxes.length} MUX logs`
-      : `the machine was too loaded for the probes: ${ev.slice(0, 4).map((e) => `${e.mux} generation ${e.generation} at ${((e.ms * 1000 - eventUs) / 1000).toFixed(0)} ms from the kill with ${e.down.join(', ')} down`).join('; ')}${ev.length > 4 ? `; ${ev.length - 4} more` : ''}; a health change moves the Maglev table, so the verdicts on moved connections cannot tell it from a fault`);
+  c.check(
+    ev.length === 0,
+    `every backend stayed up in every MUX's tables from the start of the connections on (each MUX's policy_applied log events): ${what}`,
+    ev.length === 0
+      ? `${muxes.length} MUX logs`
+      : `the machine was too loaded for the probes: ${ev
+          .slice(0, 4)
+          .map(
+            (e) =>
+              `${e.mux} generation ${e.generation} at ${((e.ms * 1000 - eventUs) / 1000).toFixed(0)} ms from the kill with ${e.down.join(', ')} down`,
+          )
+          .join(
+            '; ',
+          )}${ev.length > 4 ? `; ${ev.length - 4} more` : ''}; a health change moves the Maglev table, so the verdicts on moved connections cannot tell it from a fault`,
+  );
 }
 
 /** BIRD `show route all PREFIX`: the protocols (muxes) with a path, their AS paths and next hops. */
 function birdPaths(text: string): { proto: string; asPath: string; nextHop: string }[] {
   const out: { proto: string; asPath: string; nextHop: string }[] = [];
-  for (const m of text.matchAll(/unicast \[(\S+) [^\]]*\][^[\n]*\[(AS[^\]]*)\][\s\S]*?BGP\.next_hop: (\S+)/g)) out.push({ proto: m[1]!, asPath: m[2]!, nextHop: m[3]! });
+  for (const m of text.matchAll(/unicast \[(\S+) [^\]]*\][^[\n]*\[(AS[^\]]*)\][\s\S]*?BGP\.next_hop: (\S+)/g))
+    out.push({ proto: m[1]!, asPath: m[2]!, nextHop: m[3]! });
   return out;
 }
 
@@ -154,21 +188,31 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
 
   // BIRD: every mux's session up, one path per mux, AS path [65001] IGP, merged into one kernel route
   const protos = birdEstablished(readFileSync(need(f, 'bird-protocols'), 'utf8'));
-  c.check(muxes.every((m) => protos.includes(m)), `BIRD: a BGP session Established with each of the ${muxes.length} MUXes`, protos.join(', '));
+  c.check(
+    muxes.every((m) => protos.includes(m)),
+    `BIRD: a BGP session Established with each of the ${muxes.length} MUXes`,
+    protos.join(', '),
+  );
   const paths = birdPaths(readFileSync(need(f, 'bird-route'), 'utf8'));
-  c.check(paths.length === muxes.length && paths.every((p) => p.asPath === `AS${config.bgp!.asn}i` && muxByPa.get(p.nextHop) === p.proto),
-    `BIRD: ${vip}/32 learned from every MUX, AS path [${config.bgp!.asn}] ORIGIN IGP, next hop the MUX itself`, paths.map((p) => `${p.proto} via ${p.nextHop} ${p.asPath}`).join('; '));
+  c.check(
+    paths.length === muxes.length && paths.every((p) => p.asPath === `AS${config.bgp!.asn}i` && muxByPa.get(p.nextHop) === p.proto),
+    `BIRD: ${vip}/32 learned from every MUX, AS path [${config.bgp!.asn}] ORIGIN IGP, next hop the MUX itself`,
+    paths.map((p) => `${p.proto} via ${p.nextHop} ${p.asPath}`).join('; '),
+  );
 
   // the router's kernel FIB (ip -j route show VIP/32): one route, one next hop per MUX, equal weights
   const fib: any[] = readJson(need(f, 'fib-json'));
   const route = fib.filter((r) => r.dst === vip || r.dst === `${vip}/32`);
-  const hops: { gateway?: string; weight?: number }[] = route.length === 1 ? (route[0].nexthops ?? (route[0].gateway === undefined ? [] : [route[0]])) : [];
+  const hops: { gateway?: string; weight?: number }[] =
+    route.length === 1 ? (route[0].nexthops ?? (route[0].gateway === undefined ? [] : [route[0]])) : [];
   const gws = hops.map((h) => h.gateway ?? '?').sort();
   const pas = [...muxByPa.keys()].sort();
   const weights = new Set(hops.map((h) => h.weight ?? 1));
-  c.check(route.length === 1 && gws.join() === pas.join() && weights.size === 1,
+  c.check(
+    route.length === 1 && gws.join() === pas.join() && weights.size === 1,
     `the router's kernel FIB: one route to ${vip}, with exactly one next hop per MUX (${muxes.length}), equal weights`,
-    `${route.length} route(s); next hops ${hops.map((h) => `${h.gateway ?? '?'} (${muxByPa.get(h.gateway ?? '') ?? 'not a MUX'}) weight ${h.weight ?? 1}`).join(', ') || 'none'}`);
+    `${route.length} route(s); next hops ${hops.map((h) => `${h.gateway ?? '?'} (${muxByPa.get(h.gateway ?? '') ?? 'not a MUX'}) weight ${h.weight ?? 1}`).join(', ') || 'none'}`,
+  );
 
   // the client's flows
   const recs: any[] = readJson(need(f, 'udp-json')).records;
@@ -196,12 +240,19 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
   const uses = countBy(flows, (k) => k);
   const arrivals = [...muxOf.values()].reduce((n, l) => n + l.length, 0);
   const exact = [...uses].every(([k, n]) => (muxOf.get(k)?.length ?? 0) === n);
-  c.check(exact && arrivals === flows.length, 'every flow\'s datagram reached a MUX exactly once', `${arrivals} arrivals for ${flows.length} flows`);
+  c.check(
+    exact && arrivals === flows.length,
+    "every flow's datagram reached a MUX exactly once",
+    `${arrivals} arrivals for ${flows.length} flows`,
+  );
   const reused = [...uses].filter(([, n]) => n > 1).map(([k]) => k);
   const share = countBy(flows, (k) => muxOf.get(k)?.[0] ?? 'none');
   const min = Math.min(...muxes.map((m) => share.get(m) ?? 0));
-  c.check(min >= minShare * flows.length, `each MUX carried at least ${Math.round(minShare * 100)} % of the flows (the router's ECMP)`,
-    `${muxes.map((m) => `${m} ${share.get(m) ?? 0} (${(((share.get(m) ?? 0) * 100) / flows.length).toFixed(1)} %)`).join(', ')}`);
+  c.check(
+    min >= minShare * flows.length,
+    `each MUX carried at least ${Math.round(minShare * 100)} % of the flows (the router's ECMP)`,
+    `${muxes.map((m) => `${m} ${share.get(m) ?? 0} (${(((share.get(m) ?? 0) * 100) / flows.length).toFixed(1)} %)`).join(', ')}`,
+  );
 
   // the router's FIB names the same MUX for each flow (ip route get ... sport N dport M)
   const fibGet = new Map<string, string>();
@@ -214,7 +265,9 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
   // random per socket, kept across the veth and the bridge) when there is one, not with its 5-tuple; so
   // `ip route get ... sport dport` predicts the MUX only by chance in this lab (docs/bgp.md)
   const split = reused.filter((k) => new Set(muxOf.get(k)).size > 1);
-  c.note(`the router's FIB lookup by 5-tuple (ip route get VIP from SRC iif br0 ipproto udp sport N dport M) names the MUX that got the flow for ${fibAgree} of ${flows.length} flows: the kernel hashed these packets with their socket's hash (sk_txhash), not the 5-tuple; ${reused.length} 5-tuples used by two sockets went to ${split.length > 0 ? `different MUXes ${split.length} times` : 'the same MUX'}`);
+  c.note(
+    `the router's FIB lookup by 5-tuple (ip route get VIP from SRC iif br0 ipproto udp sport N dport M) names the MUX that got the flow for ${fibAgree} of ${flows.length} flows: the kernel hashed these packets with their socket's hash (sk_txhash), not the 5-tuple; ${reused.length} 5-tuples used by two sockets went to ${split.length > 0 ? `different MUXes ${split.length} times` : 'the same MUX'}`,
+  );
 
   // the backend: what the backends' captures show = what the oracle names = the echo
   const expect = expectedBackend(config, vip, 17, port);
@@ -231,7 +284,8 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
       backendOf.set(k, [...(backendOf.get(k) ?? []), nic.name]);
     }
   }
-  let wrongCapture = 0; let wrongEcho = 0;
+  let wrongCapture = 0;
+  let wrongEcho = 0;
   const perBackend = new Map<string, number>();
   for (const r of ok) {
     const k = flowKey(r.sourceAddress, r.sourcePort);
@@ -241,19 +295,34 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
     if (r.backend !== want) wrongEcho++;
     perBackend.set(want ?? 'none', (perBackend.get(want ?? 'none') ?? 0) + 1);
   }
-  c.check(wrongCapture === 0, 'every flow\'s datagram reached exactly the backend Maglev chooses (the independent oracle, scripts/oracle, from the config alone: no code of the daemons)', `${wrongCapture} differ; ${fmtCounts(perBackend)}`);
+  c.check(
+    wrongCapture === 0,
+    "every flow's datagram reached exactly the backend Maglev chooses (the independent oracle, scripts/oracle, from the config alone: no code of the daemons)",
+    `${wrongCapture} differ; ${fmtCounts(perBackend)}`,
+  );
   c.check(wrongEcho === 0, 'every echo came from that backend', `${wrongEcho} differ`);
   if (split.length > 0) {
     const same = split.filter((k) => new Set(backendOf.get(k)).size === 1).length;
-    c.check(same === split.length, 'a 5-tuple that reached two MUXes reached the same backend from both (same decision on every MUX)', `${same} of ${split.length}`);
+    c.check(
+      same === split.length,
+      'a 5-tuple that reached two MUXes reached the same backend from both (same decision on every MUX)',
+      `${same} of ${split.length}`,
+    );
   }
 
   // tshark, independently: the datagrams to the VIP each MUX captured
   const ts: string[] = [];
   let haveTshark = true;
   for (const m of muxes) {
-    const rows = tsharkFields(join(run, 'pcaps', `${m}.pcap`), ['ip.src', 'udp.srcport'], `ip.dst == ${vip} && udp.dstport == ${port} && !vxlan`);
-    if (rows === null) { haveTshark = false; break; }
+    const rows = tsharkFields(
+      join(run, 'pcaps', `${m}.pcap`),
+      ['ip.src', 'udp.srcport'],
+      `ip.dst == ${vip} && udp.dstport == ${port} && !vxlan`,
+    );
+    if (rows === null) {
+      haveTshark = false;
+      break;
+    }
     ts.push(`${m} ${rows.length}`);
     if (rows.length !== perMuxPackets.get(m)) haveTshark = false;
   }
@@ -279,7 +348,10 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   const config = loadConfig(join(run, 'config.yaml'));
   const c = new Checks();
   const victimPa = config.muxes.find((m) => m.name === victim)!.address.text;
-  const others = config.muxes.filter((m) => m.name !== victim).map((m) => m.address.text).sort();
+  const others = config.muxes
+    .filter((m) => m.name !== victim)
+    .map((m) => m.address.text)
+    .sort();
 
   // 1. how long until the router dropped the MUX's next hop (route polled every ~10-20 ms)
   const polls = readPolls(need(f, 'polls'));
@@ -289,115 +361,184 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   const lastWith = [...after].reverse().find((p) => drop !== undefined && p.us < drop.us && p.hops.includes(victimPa));
   const gaps = before.filter((p) => !p.hops.includes(victimPa));
   // on a starved machine a MUX can miss its keepalives for the whole hold time: BIRD's log says so
-  const lost = gaps.length === 0 ? [] : birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|Connection lost|BGP session closed)`))
-    .filter((x) => x.ms * 1000 < eventUs && x.ms * 1000 >= (before[0]?.us ?? 0) - 5_000_000);
-  c.check(before.length > 0 && gaps.length === 0, `before the ${kind}, the router routed ${vip} over ${victim}`,
-    `${before.length} polls${gaps.length > 0 ? `, ${gaps.length} without ${victim} (the first ${((gaps[0]!.us - eventUs) / 1000).toFixed(0)} ms from the ${kind})` : ''}${lost.length > 0
-      ? `; BIRD lost ${victim}'s session before the ${kind} (a MUX starved of CPU misses its keepalives for the hold time: the machine was too loaded): ${lost.map((x) => `${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`).join('; ')}` : ''}`);
+  const lost =
+    gaps.length === 0
+      ? []
+      : birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|Connection lost|BGP session closed)`)).filter(
+          (x) => x.ms * 1000 < eventUs && x.ms * 1000 >= (before[0]?.us ?? 0) - 5_000_000,
+        );
+  c.check(
+    before.length > 0 && gaps.length === 0,
+    `before the ${kind}, the router routed ${vip} over ${victim}`,
+    `${before.length} polls${gaps.length > 0 ? `, ${gaps.length} without ${victim} (the first ${((gaps[0]!.us - eventUs) / 1000).toFixed(0)} ms from the ${kind})` : ''}${
+      lost.length > 0
+        ? `; BIRD lost ${victim}'s session before the ${kind} (a MUX starved of CPU misses its keepalives for the hold time: the machine was too loaded): ${lost.map((x) => `${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`).join('; ')}`
+        : ''
+    }`,
+  );
   const ms = drop === undefined ? Infinity : (drop.us - eventUs) / 1000;
-  const resolution = drop === undefined ? 0 : ((drop.us - (lastWith?.us ?? eventUs)) / 1000);
-  c.check(ms <= limitMs, `the router dropped ${victim}'s next hop within ${limitMs} ms of the ${kind === 'crash' ? 'kill -9' : 'SIGSTOP'}`,
-    drop === undefined ? 'never' : `${ms.toFixed(1)} ms (poll resolution ${resolution.toFixed(1)} ms; ${after.length} polls)`);
-  c.check(drop !== undefined && drop.hops.slice().sort().join(',') === others.join(','), 'and kept the other MUXes', drop?.hops.join(', ') ?? '-');
+  const resolution = drop === undefined ? 0 : (drop.us - (lastWith?.us ?? eventUs)) / 1000;
+  c.check(
+    ms <= limitMs,
+    `the router dropped ${victim}'s next hop within ${limitMs} ms of the ${kind === 'crash' ? 'kill -9' : 'SIGSTOP'}`,
+    drop === undefined ? 'never' : `${ms.toFixed(1)} ms (poll resolution ${resolution.toFixed(1)} ms; ${after.length} polls)`,
+  );
+  c.check(
+    drop !== undefined && drop.hops.slice().sort().join(',') === others.join(','),
+    'and kept the other MUXes',
+    drop?.hops.join(', ') ?? '-',
+  );
   const monitor = f.get('monitor');
   if (monitor !== undefined) {
     // the kernel's own timestamp of the change (ip -ts monitor route), to the microsecond
     const change = readMonitor(monitor, vip).find((x) => x.ms >= eventUs / 1000 && (x.deleted || !x.hops.includes(victimPa)));
     const cms = change === undefined ? Infinity : change.ms - eventUs / 1000;
-    c.check(cms <= limitMs, `the kernel's route change (ip -ts monitor route) came ${change === undefined ? 'never' : `${cms.toFixed(1)} ms`} after the ${kind === 'crash' ? 'kill' : 'SIGSTOP'}`,
-      change === undefined ? 'no change recorded' : `new next hops: ${change.hops.join(', ') || 'none'}`);
+    c.check(
+      cms <= limitMs,
+      `the kernel's route change (ip -ts monitor route) came ${change === undefined ? 'never' : `${cms.toFixed(1)} ms`} after the ${kind === 'crash' ? 'kill' : 'SIGSTOP'}`,
+      change === undefined ? 'no change recorded' : `new next hops: ${change.hops.join(', ') || 'none'}`,
+    );
   }
   // BIRD's own account
-  const birdDown = birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|Connection closed|Connection lost|BGP session closed|State changed to stop|Down)`))
-    .filter((x) => x.ms >= eventUs / 1000 - 5);
-  if (birdDown.length > 0) c.note(`BIRD log: ${birdDown.slice(0, 4).map((x) => `+${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`).join('; ')}`);
+  const birdDown = birdLog(
+    run,
+    new RegExp(`${victim}: (Error: Hold timer expired|Connection closed|Connection lost|BGP session closed|State changed to stop|Down)`),
+  ).filter((x) => x.ms >= eventUs / 1000 - 5);
+  if (birdDown.length > 0)
+    c.note(
+      `BIRD log: ${birdDown
+        .slice(0, 4)
+        .map((x) => `+${(x.ms - eventUs / 1000).toFixed(0)} ms ${x.line.replace(/^\S+ \S+ <\w+> /, '')}`)
+        .join('; ')}`,
+    );
 
   // BIRD's hold timer (12-mux-hang): the session is declared down within the hold time
   const holdLimit = f.get('hold-limit-ms');
   if (holdLimit !== undefined) {
     const exp = birdLog(run, new RegExp(`${victim}: (Error: Hold timer expired|BFD session down)`)).find((x) => x.ms >= eventUs / 1000);
     const hms = exp === undefined ? Infinity : exp.ms - eventUs / 1000;
-    c.check(hms <= Number(holdLimit), `BIRD declared ${victim}'s session down within ${holdLimit} ms of the SIGSTOP`, exp === undefined ? 'never' : `${hms.toFixed(0)} ms: ${exp.line.replace(/^\S+ \S+ <\w+> /, '')}`);
+    c.check(
+      hms <= Number(holdLimit),
+      `BIRD declared ${victim}'s session down within ${holdLimit} ms of the SIGSTOP`,
+      exp === undefined ? 'never' : `${hms.toFixed(0)} ms: ${exp.line.replace(/^\S+ \S+ <\w+> /, '')}`,
+    );
   }
 
   // 2. the long-lived connections
   const healthSince = f.get('health-since-us');
-  if (healthSince !== undefined) checkHealthHeld(c, run, config.muxes.map((m) => m.name), Number(healthSince), eventUs, 'the connections the kill moved must reach their backend');
+  if (healthSince !== undefined)
+    checkHealthHeld(
+      c,
+      run,
+      config.muxes.map((m) => m.name),
+      Number(healthSince),
+      eventUs,
+      'the connections the kill moved must reach their backend',
+    );
   const holdJson = f.get('hold-json');
   const hold = holdJson === undefined ? { records: [], summary: { answered: 0, requests: 0, maxGapMs: 0 } } : readJson(holdJson);
   const recs: any[] = hold.records;
   if (holdJson !== undefined) {
-  const failed = recs.filter((r) => !r.ok);
-  c.check(recs.length > 0 && failed.length === 0, `all ${recs.length} long-lived connections completed`, `${recs.length - failed.length} ok; ${fmtCounts(countBy(failed, (r) => r.error ?? 'no answer'))}`);
-  const resets = recs.filter((r) => r.error === 'ECONNRESET').length;
-  c.check(resets === 0, 'none was reset', `${resets} ECONNRESET`);
-  const multi = recs.filter((r) => r.backends.length !== 1).length;
-  c.check(multi === 0, 'each connection was answered by one backend all along', `${multi} saw another`);
-  c.check(hold.summary.answered === hold.summary.requests, 'every request on them was answered', `${hold.summary.answered} of ${hold.summary.requests}; longest wait ${hold.summary.maxGapMs} ms`);
+    const failed = recs.filter((r) => !r.ok);
+    c.check(
+      recs.length > 0 && failed.length === 0,
+      `all ${recs.length} long-lived connections completed`,
+      `${recs.length - failed.length} ok; ${fmtCounts(countBy(failed, (r) => r.error ?? 'no answer'))}`,
+    );
+    const resets = recs.filter((r) => r.error === 'ECONNRESET').length;
+    c.check(resets === 0, 'none was reset', `${resets} ECONNRESET`);
+    const multi = recs.filter((r) => r.backends.length !== 1).length;
+    c.check(multi === 0, 'each connection was answered by one backend all along', `${multi} saw another`);
+    c.check(
+      hold.summary.answered === hold.summary.requests,
+      'every request on them was answered',
+      `${hold.summary.answered} of ${hold.summary.requests}; longest wait ${hold.summary.maxGapMs} ms`,
+    );
 
-  // 3. captures: connections that moved from the victim to another MUX, and their backend
-  const expect = expectedBackend(config, vip, 6, port);
-  const seenAt = new Map<string, { mux: string; us: number }[]>();
-  for (const m of config.muxes) {
-    for (const p of loadCapture(join(run, 'pcaps', `${m.name}.pcap`))) {
-      const ip = ipOf(p);
-      const t = p.d.first('tcp');
-      if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
-      const k = `${ip.src}:${t.srcPort}`;
-      const list = seenAt.get(k) ?? [];
-      list.push({ mux: m.name, us: p.tsUs });
-      seenAt.set(k, list);
+    // 3. captures: connections that moved from the victim to another MUX, and their backend
+    const expect = expectedBackend(config, vip, 6, port);
+    const seenAt = new Map<string, { mux: string; us: number }[]>();
+    for (const m of config.muxes) {
+      for (const p of loadCapture(join(run, 'pcaps', `${m.name}.pcap`))) {
+        const ip = ipOf(p);
+        const t = p.d.first('tcp');
+        if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
+        const k = `${ip.src}:${t.srcPort}`;
+        const list = seenAt.get(k) ?? [];
+        list.push({ mux: m.name, us: p.tsUs });
+        seenAt.set(k, list);
+      }
     }
-  }
-  const holdKeys = new Set(recs.map((r) => `${r.sourceAddress}:${r.sourcePort}`));
-  let moved = 0; let movedOk = 0; let wrongBackend = 0;
-  const movedTo = new Map<string, number>();
-  for (const r of recs) {
-    const k = `${r.sourceAddress}:${r.sourcePort}`;
-    const seen = seenAt.get(k) ?? [];
-    const onVictimBefore = seen.some((s) => s.mux === victim && s.us < eventUs);
-    const elsewhereAfter = seen.filter((s) => s.mux !== victim && s.us >= eventUs);
-    if (onVictimBefore && elsewhereAfter.length > 0) {
-      moved++;
-      if (r.ok) movedOk++;
-      for (const m of new Set(elsewhereAfter.map((s) => s.mux))) movedTo.set(m, (movedTo.get(m) ?? 0) + 1);
+    const holdKeys = new Set(recs.map((r) => `${r.sourceAddress}:${r.sourcePort}`));
+    let moved = 0;
+    let movedOk = 0;
+    let wrongBackend = 0;
+    const movedTo = new Map<string, number>();
+    for (const r of recs) {
+      const k = `${r.sourceAddress}:${r.sourcePort}`;
+      const seen = seenAt.get(k) ?? [];
+      const onVictimBefore = seen.some((s) => s.mux === victim && s.us < eventUs);
+      const elsewhereAfter = seen.filter((s) => s.mux !== victim && s.us >= eventUs);
+      if (onVictimBefore && elsewhereAfter.length > 0) {
+        moved++;
+        if (r.ok) movedOk++;
+        for (const m of new Set(elsewhereAfter.map((s) => s.mux))) movedTo.set(m, (movedTo.get(m) ?? 0) + 1);
+      }
+      const want = expect(r.sourceAddress, r.sourcePort);
+      if (r.backends.length !== 1 || r.backends[0] !== want) wrongBackend++;
     }
-    const want = expect(r.sourceAddress, r.sourcePort);
-    if (r.backends.length !== 1 || r.backends[0] !== want) wrongBackend++;
-  }
-  c.check(moved > 0 && movedOk === moved, `connections that were on ${victim} moved to the other MUXes (no flow-table entry there) and still completed`, `${moved} moved (${fmtCounts(movedTo)}), ${movedOk} completed`);
-  // hash-threshold multipath is not consistent: some connections move between the surviving MUXes too
-  let shuffled = 0;
-  for (const r of recs) {
-    const seen = seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? [];
-    const pre = new Set(seen.filter((s) => s.us < eventUs).map((s) => s.mux));
-    const post = new Set(seen.filter((s) => s.us >= eventUs).map((s) => s.mux));
-    if (!pre.has(victim) && pre.size > 0 && [...post].some((m) => !pre.has(m))) shuffled++;
-  }
-  c.note(`${shuffled} connections moved between the surviving MUXes as well (the kernel's multipath is hash-threshold, not consistent); all completed on their backend`);
-  c.check(wrongBackend === 0, 'every connection was answered by the backend Maglev chooses (the independent oracle, from the config)', `${wrongBackend} differ`);
-  let rstFromBackends = 0; let rstAfterClose = 0;
-  const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(6))!;
-  for (const b of config.pools.find((p) => p.name === rule.pool)!.backends) {
-    const nic = config.nics.find((n) => n.name === b.nic)!;
-    const file = join(run, 'pcaps', `${nic.name}.pcap`);
-    if (!existsSync(file)) continue;
-    // a RST once both sides have sent their FIN ends nothing: the backend answers a late duplicate of the
-    // client's last ACK that way after its socket closed; only a RST before that aborts a connection
-    const fins = new Map<string, number>();
-    for (const p of loadCapture(file)) {
-      const t = p.d.first('tcp');
-      const ip = ipOf(p);
-      if (t === undefined || ip === undefined) continue;
-      const k = holdKeys.has(`${ip.dst}:${t.dstPort}`) ? `${ip.dst}:${t.dstPort}` : holdKeys.has(`${ip.src}:${t.srcPort}`) ? `${ip.src}:${t.srcPort}` : null;
-      if (k === null) continue;
-      if ((t.flags & TCP_FIN) !== 0) fins.set(k, (fins.get(k) ?? 0) | (k === `${ip.src}:${t.srcPort}` ? 1 : 2));
-      if ((t.flags & TCP_RST) === 0) continue;
-      if (fins.get(k) === 3) rstAfterClose++; else rstFromBackends++;
+    c.check(
+      moved > 0 && movedOk === moved,
+      `connections that were on ${victim} moved to the other MUXes (no flow-table entry there) and still completed`,
+      `${moved} moved (${fmtCounts(movedTo)}), ${movedOk} completed`,
+    );
+    // hash-threshold multipath is not consistent: some connections move between the surviving MUXes too
+    let shuffled = 0;
+    for (const r of recs) {
+      const seen = seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? [];
+      const pre = new Set(seen.filter((s) => s.us < eventUs).map((s) => s.mux));
+      const post = new Set(seen.filter((s) => s.us >= eventUs).map((s) => s.mux));
+      if (!pre.has(victim) && pre.size > 0 && [...post].some((m) => !pre.has(m))) shuffled++;
     }
-  }
-  c.check(rstFromBackends === 0, 'the backends\' captures hold no RST on those connections (before their FIN exchange)',
-    `${rstFromBackends}; ${rstAfterClose} after both FINs (a late duplicate ACK answered by a closed socket)`);
+    c.note(
+      `${shuffled} connections moved between the surviving MUXes as well (the kernel's multipath is hash-threshold, not consistent); all completed on their backend`,
+    );
+    c.check(
+      wrongBackend === 0,
+      'every connection was answered by the backend Maglev chooses (the independent oracle, from the config)',
+      `${wrongBackend} differ`,
+    );
+    let rstFromBackends = 0;
+    let rstAfterClose = 0;
+    const rule = config.vips.find((v) => v.address.text === vip)!.rules.find((r) => r.frontendPort === port && r.protocols.includes(6))!;
+    for (const b of config.pools.find((p) => p.name === rule.pool)!.backends) {
+      const nic = config.nics.find((n) => n.name === b.nic)!;
+      const file = join(run, 'pcaps', `${nic.name}.pcap`);
+      if (!existsSync(file)) continue;
+      // a RST once both sides have sent their FIN ends nothing: the backend answers a late duplicate of the
+      // client's last ACK that way after its socket closed; only a RST before that aborts a connection
+      const fins = new Map<string, number>();
+      for (const p of loadCapture(file)) {
+        const t = p.d.first('tcp');
+        const ip = ipOf(p);
+        if (t === undefined || ip === undefined) continue;
+        const k = holdKeys.has(`${ip.dst}:${t.dstPort}`)
+          ? `${ip.dst}:${t.dstPort}`
+          : holdKeys.has(`${ip.src}:${t.srcPort}`)
+            ? `${ip.src}:${t.srcPort}`
+            : null;
+        if (k === null) continue;
+        if ((t.flags & TCP_FIN) !== 0) fins.set(k, (fins.get(k) ?? 0) | (k === `${ip.src}:${t.srcPort}` ? 1 : 2));
+        if ((t.flags & TCP_RST) === 0) continue;
+        if (fins.get(k) === 3) rstAfterClose++;
+        else rstFromBackends++;
+      }
+    }
+    c.check(
+      rstFromBackends === 0,
+      "the backends' captures hold no RST on those connections (before their FIN exchange)",
+      `${rstFromBackends}; ${rstAfterClose} after both FINs (a late duplicate ACK answered by a closed socket)`,
+    );
   }
 
   // 4. short connections during a hang: failures only for SYNs that went to the frozen MUX
@@ -407,17 +548,25 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
     const bad: any[] = h.records.filter((r: any) => !r.ok);
     const synAtVictim = new Set<string>();
     for (const p of loadCapture(join(run, 'pcaps', `${victim}.pcap`))) {
-      const ip = ipOf(p); const t = p.d.first('tcp');
+      const ip = ipOf(p);
+      const t = p.d.first('tcp');
       if (ip !== undefined && t !== undefined && (t.flags & TCP_SYN) !== 0 && p.tsUs >= eventUs) synAtVictim.add(`${ip.src}:${t.srcPort}`);
     }
     const expectHttp = expectedBackend(config, vip, 6, port);
     const okRecs = h.records.filter((r: any) => r.ok);
     const wrong = okRecs.filter((r: any) => r.backend !== expectHttp(r.sourceAddress, r.sourcePort)).length;
-    c.check(wrong === 0, 'every answered request came from the backend Maglev chooses (the independent oracle)', `${wrong} of ${okRecs.length} differ`);
+    c.check(
+      wrong === 0,
+      'every answered request came from the backend Maglev chooses (the independent oracle)',
+      `${wrong} of ${okRecs.length} differ`,
+    );
     const explained = bad.filter((r) => synAtVictim.has(`${r.sourceAddress}:${r.sourcePort}`)).length;
     const slow = h.records.filter((r: any) => r.ok && r.latencyMs > 1000).length;
-    c.check(explained === bad.length, `new connections during the ${kind}: failures only among those whose handshake went to the frozen ${victim}`,
-      `${h.records.length} requests, ${bad.length} failed (${explained} of them mid-handshake on ${victim}), ${slow} slower than 1 s (retransmitted SYNs), ${synAtVictim.size} handshakes reached ${victim} after the SIGSTOP`);
+    c.check(
+      explained === bad.length,
+      `new connections during the ${kind}: failures only among those whose handshake went to the frozen ${victim}`,
+      `${h.records.length} requests, ${bad.length} failed (${explained} of them mid-handshake on ${victim}), ${slow} slower than 1 s (retransmitted SYNs), ${synAtVictim.size} handshakes reached ${victim} after the SIGSTOP`,
+    );
   }
 
   // 5. rejoin (after SIGCONT)
@@ -427,12 +576,20 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
     const back = rp.find((p) => p.hops.includes(victimPa));
     const rms = back === undefined ? Infinity : (back.us - Number(rejoinUs)) / 1000;
     const rlimit = Number(need(f, 'rejoin-limit-ms'));
-    c.check(rms <= rlimit, `after SIGCONT ${victim} rejoined the router's route within ${rlimit} ms`, back === undefined ? 'never' : `${rms.toFixed(0)} ms`);
+    c.check(
+      rms <= rlimit,
+      `after SIGCONT ${victim} rejoined the router's route within ${rlimit} ms`,
+      back === undefined ? 'never' : `${rms.toFixed(0)} ms`,
+    );
   }
   const bp = f.get('bird-protocols');
   if (bp !== undefined) {
     const up = birdEstablished(readFileSync(bp, 'utf8'));
-    c.check(config.muxes.every((m) => up.includes(m.name)), 'BIRD: every MUX Established at the end', up.join(', '));
+    c.check(
+      config.muxes.every((m) => up.includes(m.name)),
+      'BIRD: every MUX Established at the end',
+      up.join(', '),
+    );
   }
   return c;
 }
@@ -456,9 +613,17 @@ export function verifyMuxAddRemove(argv: readonly string[]): Checks {
 
   const http = readJson(need(f, 'http-json'));
   const bad = http.records.filter((r: any) => !r.ok);
-  c.check(http.records.length >= 2000 && bad.length === 0, `zero failed requests out of ${http.records.length} while ${added} joined and ${removed} left`, `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`);
+  c.check(
+    http.records.length >= 2000 && bad.length === 0,
+    `zero failed requests out of ${http.records.length} while ${added} joined and ${removed} left`,
+    `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`,
+  );
   const hold = readJson(need(f, 'hold-json'));
-  c.check(hold.summary.failed === 0 && hold.summary.movedBackend === 0, `all ${hold.summary.total} long-lived connections opened before completed, each on one backend`, `${hold.summary.ok} ok, longest wait ${hold.summary.maxGapMs} ms`);
+  c.check(
+    hold.summary.failed === 0 && hold.summary.movedBackend === 0,
+    `all ${hold.summary.total} long-lived connections opened before completed, each on one backend`,
+    `${hold.summary.ok} ok, longest wait ${hold.summary.maxGapMs} ms`,
+  );
 
   // per MUX: first and last packet to the VIP
   const span = new Map<string, { first: number; last: number; n: number; syn: number }>();
@@ -467,29 +632,56 @@ export function verifyMuxAddRemove(argv: readonly string[]): Checks {
     if (!existsSync(file)) continue;
     const s = { first: Infinity, last: -Infinity, n: 0, syn: 0 };
     for (const p of loadCapture(file)) {
-      const ip = ipOf(p); const t = p.d.first('tcp');
+      const ip = ipOf(p);
+      const t = p.d.first('tcp');
       if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
-      s.first = Math.min(s.first, p.tsUs); s.last = Math.max(s.last, p.tsUs); s.n++;
+      s.first = Math.min(s.first, p.tsUs);
+      s.last = Math.max(s.last, p.tsUs);
+      s.n++;
       if ((t.flags & TCP_SYN) !== 0) s.syn++;
     }
     span.set(m.name, s);
   }
   const a = span.get(added);
-  c.check(a !== undefined && a.n > 0 && a.first >= addedUs, `${added} carried traffic once it had joined (none before its start)`, a === undefined ? 'no capture' : `${a.n} packets, ${a.syn} new connections, first +${((a.first - addedUs) / 1000).toFixed(0)} ms after its start`);
+  c.check(
+    a !== undefined && a.n > 0 && a.first >= addedUs,
+    `${added} carried traffic once it had joined (none before its start)`,
+    a === undefined
+      ? 'no capture'
+      : `${a.n} packets, ${a.syn} new connections, first +${((a.first - addedUs) / 1000).toFixed(0)} ms after its start`,
+  );
   const stoppedMs = logEventMs(run, removed, 'mux_stopped', true);
   const withdrawnMs = logEventMs(run, removed, 'bgp_shutdown', true);
   const r = span.get(removed);
-  c.check(stoppedMs !== null && withdrawnMs !== null && withdrawnMs < stoppedMs, `${removed} withdrew (and sent Cease) before it stopped forwarding`,
-    stoppedMs === null || withdrawnMs === null ? 'log events missing' : `withdrawn and closed at +${(withdrawnMs - removedUs / 1000).toFixed(0)} ms, stopped forwarding at +${(stoppedMs - removedUs / 1000).toFixed(0)} ms after the SIGTERM`);
-  c.check(r !== undefined && stoppedMs !== null && r.last / 1000 < stoppedMs, `no packet reached ${removed} after it stopped forwarding`,
-    r === undefined || stoppedMs === null ? '-' : `last packet ${((stoppedMs - r.last / 1000)).toFixed(0)} ms before it stopped (${r.n} packets in all)`);
+  c.check(
+    stoppedMs !== null && withdrawnMs !== null && withdrawnMs < stoppedMs,
+    `${removed} withdrew (and sent Cease) before it stopped forwarding`,
+    stoppedMs === null || withdrawnMs === null
+      ? 'log events missing'
+      : `withdrawn and closed at +${(withdrawnMs - removedUs / 1000).toFixed(0)} ms, stopped forwarding at +${(stoppedMs - removedUs / 1000).toFixed(0)} ms after the SIGTERM`,
+  );
+  c.check(
+    r !== undefined && stoppedMs !== null && r.last / 1000 < stoppedMs,
+    `no packet reached ${removed} after it stopped forwarding`,
+    r === undefined || stoppedMs === null
+      ? '-'
+      : `last packet ${(stoppedMs - r.last / 1000).toFixed(0)} ms before it stopped (${r.n} packets in all)`,
+  );
   const protos = birdEstablished(readFileSync(need(f, 'bird-protocols'), 'utf8'));
   c.check(protos.includes(added) && !protos.includes(removed), `BIRD: ${added} Established, ${removed} not`, protos.join(', '));
   const shut = birdLog(run, new RegExp(`${removed}: .*(Administrative shutdown|Received: Administrative)`));
   const birdAll = readFileSync(need(f, 'bird-protocols'), 'utf8');
-  c.check(shut.length > 0 || /Received: Administrative shutdown/.test(birdAll), `BIRD received Cease / Administrative Shutdown from ${removed}`, shut[0]?.line.replace(/^\S+ \S+ /, '') ?? 'in show protocols all');
+  c.check(
+    shut.length > 0 || /Received: Administrative shutdown/.test(birdAll),
+    `BIRD received Cease / Administrative Shutdown from ${removed}`,
+    shut[0]?.line.replace(/^\S+ \S+ /, '') ?? 'in show protocols all',
+  );
   const counters = readJson(need(f, 'counters-added'));
-  c.check((counters.flow_new ?? 0) > 0, `${added}'s counters: it created flows`, `flow_new ${counters.flow_new ?? 0}, tx_packets ${counters.tx_packets ?? 0}`);
+  c.check(
+    (counters.flow_new ?? 0) > 0,
+    `${added}'s counters: it created flows`,
+    `flow_new ${counters.flow_new ?? 0}, tx_packets ${counters.tx_packets ?? 0}`,
+  );
   return c;
 }
 
@@ -518,17 +710,29 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
   const config = loadConfig(join(run, 'config.yaml'));
   const c = new Checks();
   // the drain is the only change to the pool this half reasons about: a probe failing meanwhile moves the table too
-  checkHealthHeld(c, run, config.muxes.map((m) => m.name), Number(need(f, 'health-since-us')), eventUs, `the drain of ${drained} is the pool's only change`);
+  checkHealthHeld(
+    c,
+    run,
+    config.muxes.map((m) => m.name),
+    Number(need(f, 'health-since-us')),
+    eventUs,
+    `the drain of ${drained} is the pool's only change`,
+  );
   const hold = readJson(need(f, 'hold-json'));
   const recs: any[] = hold.records;
   // without the records of every connection the checks below would hold for nothing
-  c.check(recs.length === connections && connections > 0, `the client recorded all ${connections} long-lived connections`, `${recs.length} records`);
+  c.check(
+    recs.length === connections && connections > 0,
+    `the client recorded all ${connections} long-lived connections`,
+    `${recs.length} records`,
+  );
   const seenAt = new Map<string, { mux: string; us: number }[]>();
   for (const m of config.muxes) {
     const file = join(run, 'pcaps', `${m.name}.pcap`);
     if (!existsSync(file)) continue;
     for (const p of loadCapture(file)) {
-      const ip = ipOf(p); const t = p.d.first('tcp');
+      const ip = ipOf(p);
+      const t = p.d.first('tcp');
       if (ip === undefined || t === undefined || ip.dst !== vip || t.dstPort !== port || p.d.first('vxlan') !== undefined) continue;
       const k = `${ip.src}:${t.srcPort}`;
       const list = seenAt.get(k) ?? [];
@@ -555,21 +759,47 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
   const movedDrained = onDrained.filter((r) => moved(r) && movedAt(r)! >= drainedUs);
   const duringDrain = onDrained.filter((r) => moved(r) && movedAt(r)! < drainedUs).length;
   const explained = failed.filter((r) => r.backends[0] === drained && moved(r));
-  c.check(fromVictim > 0, `connections that were on ${victim} moved to another MUX after the kill (MUX captures)`,
-    `${movedAll.length} moved after the drain began: ${byKill.length} after the kill (${fromVictim} of them from ${victim}), ${byTimeout} before it (a retransmission timeout: a new flow hash)`);
-  c.check(movedDrained.length > 0, `some of them had been on the drained ${drained}: the case this half is about happened`,
-    `${movedDrained.length} moved connections on ${drained}, of ${onDrained.length} on it${duringDrain > 0 ? `; ${duringDrain} more moved while the drain was being applied (either table)` : ''}`);
+  c.check(
+    fromVictim > 0,
+    `connections that were on ${victim} moved to another MUX after the kill (MUX captures)`,
+    `${movedAll.length} moved after the drain began: ${byKill.length} after the kill (${fromVictim} of them from ${victim}), ${byTimeout} before it (a retransmission timeout: a new flow hash)`,
+  );
+  c.check(
+    movedDrained.length > 0,
+    `some of them had been on the drained ${drained}: the case this half is about happened`,
+    `${movedDrained.length} moved connections on ${drained}, of ${onDrained.length} on it${duringDrain > 0 ? `; ${duringDrain} more moved while the drain was being applied (either table)` : ''}`,
+  );
   // a new backend answers an unknown connection with RST; rarely the old one's keep-alive timeout closes it first
-  c.check(failed.every((r) => r.error === 'ECONNRESET' || r.error === 'closed by the server'), 'the connections that broke were reset (or closed) by a backend, none timed out', fmtCounts(countBy(failed, (r) => r.error ?? '?')));
-  c.check(explained.length === failed.length, `every broken connection had been on the drained ${drained} and moved to another MUX (no flow-table entry there, and the new table no longer names ${drained})`,
-    `${failed.length} broke: ${explained.length} of them on ${drained} and moved`);
+  c.check(
+    failed.every((r) => r.error === 'ECONNRESET' || r.error === 'closed by the server'),
+    'the connections that broke were reset (or closed) by a backend, none timed out',
+    fmtCounts(countBy(failed, (r) => r.error ?? '?')),
+  );
+  c.check(
+    explained.length === failed.length,
+    `every broken connection had been on the drained ${drained} and moved to another MUX (no flow-table entry there, and the new table no longer names ${drained})`,
+    `${failed.length} broke: ${explained.length} of them on ${drained} and moved`,
+  );
   const movedDrainedBroke = movedDrained.filter((r) => !r.ok).length;
-  c.check(movedDrainedBroke === movedDrained.length, `and each of the ${movedDrained.length} moved connections on ${drained} broke (the other MUX placed it on another backend)`,
-    `${movedDrainedBroke} of ${movedDrained.length} broke`);
-  c.check(recs.filter((r) => r.backends[0] !== drained).every((r) => r.ok), `every connection on another backend completed, moved or not`, `${recs.filter((r) => r.backends[0] !== drained && r.ok).length} of ${recs.filter((r) => r.backends[0] !== drained).length}`);
+  c.check(
+    movedDrainedBroke === movedDrained.length,
+    `and each of the ${movedDrained.length} moved connections on ${drained} broke (the other MUX placed it on another backend)`,
+    `${movedDrainedBroke} of ${movedDrained.length} broke`,
+  );
+  c.check(
+    recs.filter((r) => r.backends[0] !== drained).every((r) => r.ok),
+    `every connection on another backend completed, moved or not`,
+    `${recs.filter((r) => r.backends[0] !== drained && r.ok).length} of ${recs.filter((r) => r.backends[0] !== drained).length}`,
+  );
   // the lab client exits 1 when a connection failed or saw two backends, 0 when all completed on one
   const wantExit = failed.length > 0 || recs.some((r) => r.backends.length > 1) ? 1 : 0;
-  c.check(clientExit === wantExit, `the client's exit status (${clientExit}) is the one its records call for (${wantExit}: ${failed.length} failed)`, `exit ${clientExit}`);
-  c.note(`measured: of ${recs.length} connections, ${movedAll.length} moved to another MUX after the drain began (${byKill.length} after the kill, ${fromVictim} of them from ${victim}; ${byTimeout} before it) and ${onDrained.length} were on ${drained}; ${failed.length} broke (${((failed.length * 100) / Math.max(1, recs.length)).toFixed(1)} %), ${explained.length} of them on ${drained} and moved; the connections on ${drained} that stayed on their MUX kept it (its flow table)`);
+  c.check(
+    clientExit === wantExit,
+    `the client's exit status (${clientExit}) is the one its records call for (${wantExit}: ${failed.length} failed)`,
+    `exit ${clientExit}`,
+  );
+  c.note(
+    `measured: of ${recs.length} connections, ${movedAll.length} moved to another MUX after the drain began (${byKill.length} after the kill, ${fromVictim} of them from ${victim}; ${byTimeout} before it) and ${onDrained.length} were on ${drained}; ${failed.length} broke (${((failed.length * 100) / Math.max(1, recs.length)).toFixed(1)} %), ${explained.length} of them on ${drained} and moved; the connections on ${drained} that stayed on their MUX kept it (its flow table)`,
+  );
   return c;
 }

@@ -15,7 +15,8 @@ export class Checks {
     const line = `${ok ? 'PASS' : 'FAIL'}  ${what}${detail ? `  (${detail})` : ''}`;
     this.lines.push(line);
     process.stdout.write(`${line}\n`);
-    if (ok) this.passes++; else this.failures++;
+    if (ok) this.passes++;
+    else this.failures++;
     return ok;
   }
 
@@ -28,7 +29,11 @@ export class Checks {
 
   exit(): never {
     if (tsharkMissing.length > 0) {
-      this.check(false, 'tshark cross-checks ran', `tshark could not be run (${tsharkMissing[0]!.why}; apt-get install tshark): ${tsharkMissing.length} cross-check(s) of ${[...new Set(tsharkMissing.map((m) => m.path))].join(', ')} did not run`);
+      this.check(
+        false,
+        'tshark cross-checks ran',
+        `tshark could not be run (${tsharkMissing[0]!.why}; apt-get install tshark): ${tsharkMissing.length} cross-check(s) of ${[...new Set(tsharkMissing.map((m) => m.path))].join(', ')} did not run`,
+      );
       tsharkMissing.length = 0;
     }
     process.stdout.write(`${this.failures === 0 ? 'OK' : 'FAILED'}: ${this.passes} checks passed, ${this.failures} failed\n`);
@@ -79,7 +84,10 @@ export function tsharkFields(path: string, fields: string[], filter = '', decode
   if (filter) args.push('-Y', filter);
   for (const f of fields) args.push('-e', f);
   const r = spawnSync('tshark', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
-  if (r.error) { tsharkUnavailable(path, r.error); return null; }
+  if (r.error) {
+    tsharkUnavailable(path, r.error);
+    return null;
+  }
   if (r.status !== 0) throw new Error(`tshark failed on ${path}: ${r.stderr}`);
   const text = r.stdout.trimEnd();
   return text === '' ? [] : text.split('\n').map((l) => l.split('\t'));
@@ -109,12 +117,18 @@ export function innerIpPacket(p: CapturedPacket): Uint8Array | null {
 
 export function countBy<T>(xs: Iterable<T>, key: (x: T) => string): Map<string, number> {
   const m = new Map<string, number>();
-  for (const x of xs) { const k = key(x); m.set(k, (m.get(k) ?? 0) + 1); }
+  for (const x of xs) {
+    const k = key(x);
+    m.set(k, (m.get(k) ?? 0) + 1);
+  }
   return m;
 }
 
 export function fmtCounts(m: Map<string, number>): string {
-  return [...m.entries()].sort().map(([k, v]) => `${k}: ${v}`).join(', ');
+  return [...m.entries()]
+    .sort()
+    .map(([k, v]) => `${k}: ${v}`)
+    .join(', ');
 }
 
 /** argv --name value pairs into a map (verifiers take only such). */

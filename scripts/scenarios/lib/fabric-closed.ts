@@ -52,8 +52,10 @@ const LAB_ROUTER6 = ['2001:db8:c::1'];
 interface LabAddrs {
   muxes: { name: string; a4: string; a6: string | null }[];
   hosts: { name: string; a4: string; a6: string | null; nicMac: string }[];
-  controller4: string; controller6: string | null;
-  routerFab4: string; routerFab6: string | null;
+  controller4: string;
+  controller6: string | null;
+  routerFab4: string;
+  routerFab6: string | null;
   vips: string[];
   /** The prefixes delegated to the load balancer (config vipRanges): what the edge forwards inward. */
   vipRanges: [IpAddr, number][];
@@ -66,7 +68,15 @@ function net24(a: string, host: number): string {
 }
 function net64(a: string, host: number): string {
   const w = parseIpAddr(a)!.words;
-  return parseIpAddr(`${w[0]!.toString(16).padStart(8, '0').replace(/(.{4})/, '$1:')}:${w[1]!.toString(16).padStart(8, '0').replace(/(.{4})/, '$1:')}::${host.toString(16)}`)!.text;
+  return parseIpAddr(
+    `${w[0]!
+      .toString(16)
+      .padStart(8, '0')
+      .replace(/(.{4})/, '$1:')}:${w[1]!
+      .toString(16)
+      .padStart(8, '0')
+      .replace(/(.{4})/, '$1:')}::${host.toString(16)}`,
+  )!.text;
 }
 
 function labAddrs(config: SlbxConfig): LabAddrs {
@@ -79,15 +89,28 @@ function labAddrs(config: SlbxConfig): LabAddrs {
     const a = parseIpAddr(t)!;
     own.push([a, a.family === 4 ? len4 : len6]);
   };
-  for (const n of [...config.muxes, ...config.hosts]) { add(n.address.text, 24, 64); add(n.address6?.text, 24, 64); }
-  for (const n of config.nics) { add(n.address4?.text, 24, 64); add(n.address6?.text, 24, 64); }
+  for (const n of [...config.muxes, ...config.hosts]) {
+    add(n.address.text, 24, 64);
+    add(n.address6?.text, 24, 64);
+  }
+  for (const n of config.nics) {
+    add(n.address4?.text, 24, 64);
+    add(n.address6?.text, 24, 64);
+  }
   for (const r of config.vipRanges) own.push([r.network, r.prefixLen]);
   for (const r of [...LAB_ROUTER4, ...LAB_ROUTER6]) add(r, 32, 128);
   return {
     muxes: config.muxes.map((m) => ({ name: m.name, a4: m.address.text, a6: m.address6?.text ?? null })),
-    hosts: config.hosts.map((h) => ({ name: h.name, a4: h.address.text, a6: h.address6?.text ?? null, nicMac: macText(nicOf(h.name)!.mac) })),
-    controller4: net24(m0.address.text, 5), controller6: m0.address6 ? net64(m0.address6.text, 5) : null,
-    routerFab4: net24(m0.address.text, 1), routerFab6: m0.address6 ? net64(m0.address6.text, 1) : null,
+    hosts: config.hosts.map((h) => ({
+      name: h.name,
+      a4: h.address.text,
+      a6: h.address6?.text ?? null,
+      nicMac: macText(nicOf(h.name)!.mac),
+    })),
+    controller4: net24(m0.address.text, 5),
+    controller6: m0.address6 ? net64(m0.address6.text, 5) : null,
+    routerFab4: net24(m0.address.text, 1),
+    routerFab6: m0.address6 ? net64(m0.address6.text, 1) : null,
     vips: config.vips.map((v) => v.address.text),
     vipRanges: config.vipRanges.map((r): [IpAddr, number] => [r.network, r.prefixLen]),
     own,
@@ -99,19 +122,36 @@ function inVipRanges(a: IpAddr, lab: LabAddrs): boolean {
 }
 
 function mapOf(text: string): Map<string, string> {
-  return new Map(text.split(',').filter(Boolean).map((kv) => kv.split('=') as [string, string]));
+  return new Map(
+    text
+      .split(',')
+      .filter(Boolean)
+      .map((kv) => kv.split('=') as [string, string]),
+  );
 }
 
 function writePcap(path: string, frames: Buffer[]): void {
-  writeFileSync(path, buildPcap(LINKTYPE_ETHERNET, frames.map((d, i) => ({ tsUs: 1e15 + i, data: d, origLen: d.length }))));
+  writeFileSync(
+    path,
+    buildPcap(
+      LINKTYPE_ETHERNET,
+      frames.map((d, i) => ({ tsUs: 1e15 + i, data: d, origLen: d.length })),
+    ),
+  );
 }
 
 /** A spoofed VXLAN frame: outer `src` -> host `dst` (the family of the addresses), to the host's first nic. */
 function spoofedVxlan(ethSrc: string, ethDst: string, src: string, dst: string, nicMac: string, vip4: string, i: number): Buffer {
   const p = pkt().eth({ src: ethSrc, dst: ethDst });
   const outer = src.includes(':') ? p.ipv6({ src, dst }) : p.ipv4({ src, dst });
-  return outer.udp({ sport: 50200 + i, dport: 4789, ...(src.includes(':') ? {} : { checksum: 'zero' as const }) }).vxlan({ vni: 5001 })
-    .eth({ src: ethSrc, dst: nicMac }).ipv4({ src: SPOOF_INNER_SRC, dst: vip4 }).udp({ sport: 40000, dport: 7 }).payload(`slbx-spoof ${i}`).build();
+  return outer
+    .udp({ sport: 50200 + i, dport: 4789, ...(src.includes(':') ? {} : { checksum: 'zero' as const }) })
+    .vxlan({ vni: 5001 })
+    .eth({ src: ethSrc, dst: nicMac })
+    .ipv4({ src: SPOOF_INNER_SRC, dst: vip4 })
+    .udp({ sport: 40000, dport: 7 })
+    .payload(`slbx-spoof ${i}`)
+    .build();
 }
 
 export function generate(argv: readonly string[]): void {
@@ -140,17 +180,44 @@ export function generate(argv: readonly string[]): void {
   // 2. ICMP echo, TCP SYNs and UDP to the fabric: every host, MUX and the controller, IPv4 and IPv6,
   //    and the router's own fabric address
   const targets: string[] = [];
-  for (const n of [...a.hosts, ...a.muxes]) { targets.push(n.a4); if (n.a6) targets.push(n.a6); }
+  for (const n of [...a.hosts, ...a.muxes]) {
+    targets.push(n.a4);
+    if (n.a6) targets.push(n.a6);
+  }
   targets.push(a.controller4, a.routerFab4);
   if (a.controller6) targets.push(a.controller6);
   if (a.routerFab6) targets.push(a.routerFab6);
   for (const t of targets) {
     const v6 = t.includes(':');
-    const ipl = () => (v6 ? pkt().eth({ src: clientMac, dst: routerMac }).ipv6({ src: CLIENT6, dst: t }) : pkt().eth({ src: clientMac, dst: routerMac }).ipv4({ src: CLIENT4, dst: t }));
+    const ipl = () =>
+      v6
+        ? pkt().eth({ src: clientMac, dst: routerMac }).ipv6({ src: CLIENT6, dst: t })
+        : pkt().eth({ src: clientMac, dst: routerMac }).ipv4({ src: CLIENT4, dst: t });
     for (let i = 0; i < PROBE_COPIES; i++) {
-      outside.push(v6 ? ipl().icmpv6({ type: 128, rest: (0x5b0c << 16) | i }).payload('slbx-probe').build() : ipl().icmp({ type: 8, rest: (0x5b0c << 16) | i }).payload('slbx-probe').build());
-      for (const port of TCP_PORTS) outside.push(ipl().tcp({ sport: 41000 + i, dport: port, flags: TCP_SYN, seq: 1000 + i }).build());
-      for (const port of UDP_PORTS) outside.push(ipl().udp({ sport: 42000 + i, dport: port }).payload(24).build());
+      outside.push(
+        v6
+          ? ipl()
+              .icmpv6({ type: 128, rest: (0x5b0c << 16) | i })
+              .payload('slbx-probe')
+              .build()
+          : ipl()
+              .icmp({ type: 8, rest: (0x5b0c << 16) | i })
+              .payload('slbx-probe')
+              .build(),
+      );
+      for (const port of TCP_PORTS)
+        outside.push(
+          ipl()
+            .tcp({ sport: 41000 + i, dport: port, flags: TCP_SYN, seq: 1000 + i })
+            .build(),
+        );
+      for (const port of UDP_PORTS)
+        outside.push(
+          ipl()
+            .udp({ sport: 42000 + i, dport: port })
+            .payload(24)
+            .build(),
+        );
     }
   }
   writePcap(join(out, 'outside.pcap'), outside);
@@ -170,7 +237,8 @@ export function generate(argv: readonly string[]): void {
 
 /** The outermost IP header (a VXLAN packet over IPv6 may carry IPv4 inside). */
 function outerIp(p: CapturedPacket) {
-  return p.d.layers.find((x) => x.layer === 'ipv4' || x.layer === 'ipv6') as Extract<CapturedPacket['d']['layers'][number], { layer: 'ipv4' | 'ipv6' }> | undefined;
+  return p.d.layers.find((x) => x.layer === 'ipv4' || x.layer === 'ipv6') as
+    Extract<CapturedPacket['d']['layers'][number], { layer: 'ipv4' | 'ipv6' }> | undefined;
 }
 
 /** What the router's edge filter must do with a packet from the outside, by its addresses alone. */
@@ -187,7 +255,7 @@ function classify(p: CapturedPacket, a: LabAddrs, clientMac: string): { fate: Fa
   const icmp6 = p.d.first('icmpv6');
   // neighbour discovery and link-scope multicast stay on the link (the filter lets them be)
   if (icmp6 !== undefined && icmp6.type >= 133 && icmp6.type <= 137) return { fate: 'ignored', family };
-  if (family === 6 && (dst.words[0]! >>> 16) === 0xff02) return { fate: 'ignored', family };
+  if (family === 6 && dst.words[0]! >>> 16 === 0xff02) return { fate: 'ignored', family };
   if (a.own.some(([n, len]) => inPrefix(src, n, len))) return { fate: 'spoofed', family };
   const router = [...LAB_ROUTER4, ...LAB_ROUTER6, a.routerFab4, a.routerFab6].filter((x): x is string => x !== null);
   if (router.includes(dst.text)) {
@@ -200,7 +268,10 @@ function classify(p: CapturedPacket, a: LabAddrs, clientMac: string): { fate: Fa
 }
 
 const COUNTER_OF: Record<Exclude<Fate, 'ignored'>, string> = {
-  spoofed: 'edge_spoofed_source', toRouter: 'edge_to_router', notVip: 'edge_not_vip', toVip: 'edge_to_vip',
+  spoofed: 'edge_spoofed_source',
+  toRouter: 'edge_to_router',
+  notVip: 'edge_not_vip',
+  toVip: 'edge_to_vip',
 };
 
 /** What the router's edge counters must move by for client1's capture: counter name -> packets; and how many packets that was. */
@@ -217,7 +288,9 @@ function wantedEdge(client: readonly CapturedPacket[], a: LabAddrs, clientMac: s
   return { want, sent };
 }
 
-const EDGE_COUNTERS = (['spoofed', 'toRouter', 'notVip', 'toVip'] as const).flatMap((fate) => ([4, 6] as const).map((fam) => `${COUNTER_OF[fate]}${fam}`));
+const EDGE_COUNTERS = (['spoofed', 'toRouter', 'notVip', 'toVip'] as const).flatMap((fate) =>
+  ([4, 6] as const).map((fam) => `${COUNTER_OF[fate]}${fam}`),
+);
 
 /**
  * The scenario's evidence that everything sent has been counted (instead of a pause): with client1's
@@ -275,14 +348,29 @@ export function verify(argv: readonly string[]): Checks {
       const d = (after[name]?.packets ?? NaN) - (before[name]?.packets ?? NaN);
       const w = want.get(name) ?? 0;
       c.check(d === w, `router counter ${name} moved by exactly what client1 sent of that kind`, `+${d}, client1's capture: ${w}`);
-      if (fate !== 'toVip') { dropped += d; wantDropped += w; }
+      if (fate !== 'toVip') {
+        dropped += d;
+        wantDropped += w;
+      }
     }
   }
   const spoofSent = (want.get('edge_spoofed_source4') ?? 0) + (want.get('edge_spoofed_source6') ?? 0);
-  c.check(spoofSent >= a.muxes.length * a.hosts.length * SPOOF_COPIES, 'client1 sent VXLAN with each MUX\'s PA to every host PA', `${spoofSent} packets with a source of ours`);
-  c.check(dropped === wantDropped && wantDropped > 0, 'the router\'s drop counters account for every packet client1 sent that was not to a VIP', `${dropped} dropped of ${wantDropped} (of ${sent} client packets in all)`);
+  c.check(
+    spoofSent >= a.muxes.length * a.hosts.length * SPOOF_COPIES,
+    "client1 sent VXLAN with each MUX's PA to every host PA",
+    `${spoofSent} packets with a source of ours`,
+  );
+  c.check(
+    dropped === wantDropped && wantDropped > 0,
+    "the router's drop counters account for every packet client1 sent that was not to a VIP",
+    `${dropped} dropped of ${wantDropped} (of ${sent} client packets in all)`,
+  );
   const rpf = ['fabric_rpf4', 'fabric_rpf6'].map((n) => (after[n]?.packets ?? 0) - (before[n]?.packets ?? 0));
-  c.check(rpf[0] === 0 && rpf[1] === 0, 'the fabric side\'s reverse-path filter dropped nothing of the lab\'s own traffic', `fabric_rpf4 +${rpf[0]}, fabric_rpf6 +${rpf[1]}`);
+  c.check(
+    rpf[0] === 0 && rpf[1] === 0,
+    "the fabric side's reverse-path filter dropped nothing of the lab's own traffic",
+    `fabric_rpf4 +${rpf[0]}, fabric_rpf6 +${rpf[1]}`,
+  );
 
   // 2. nothing from the outside entered the fabric but packets to a VIP (the router's fabric side)
   const routerFab = pcap('router-fab');
@@ -294,8 +382,15 @@ export function verify(argv: readonly string[]): Checks {
     const fromClient = inPrefix(s, clientNets[0]!, 24) || inPrefix(s, clientNets[1]!, 64);
     return (fromClient && !inVipRanges(parseIpAddr(l.dst)!, a)) || isSpoofInner(p);
   });
-  const toVip = routerFab.filter((p) => { const l = outerIp(p); return l !== undefined && inVipRanges(parseIpAddr(l.dst)!, a); }).length;
-  c.check(fromOutside.length === 0, 'nothing from the outside reached the fabric but packets to a VIP (router fab0 capture)', `${fromOutside.length} other packets, ${toVip} to VIPs`);
+  const toVip = routerFab.filter((p) => {
+    const l = outerIp(p);
+    return l !== undefined && inVipRanges(parseIpAddr(l.dst)!, a);
+  }).length;
+  c.check(
+    fromOutside.length === 0,
+    'nothing from the outside reached the fabric but packets to a VIP (router fab0 capture)',
+    `${fromOutside.length} other packets, ${toVip} to VIPs`,
+  );
 
   // 3. the compromised node: its frames reached the hosts and were refused by the MAC check, counted
   const perHost = new Map(a.hosts.map((h) => [h.name, 0]));
@@ -304,7 +399,11 @@ export function verify(argv: readonly string[]): Checks {
     const arrived = cap.filter((p) => p.d.first('eth')?.src === rogueMac && p.d.first('vxlan') !== undefined).length;
     perHost.set(h.name, arrived);
     const expected = a.muxes.length * SPOOF_COPIES;
-    c.check(arrived === expected, `${h.name}: the forged VXLAN of a node on the segment that is no MUX arrived (its fab0 capture)`, `${arrived} frames from ${rogueMac}, sent ${expected}`);
+    c.check(
+      arrived === expected,
+      `${h.name}: the forged VXLAN of a node on the segment that is no MUX arrived (its fab0 capture)`,
+      `${arrived} frames from ${rogueMac}, sent ${expected}`,
+    );
     const hb = json(`host-before-${h.name}.json`) as Record<string, number>;
     const ha = json(`host-after-${h.name}.json`) as Record<string, number>;
     const d = (ha.drop_in_spoofed_source ?? NaN) - (hb.drop_in_spoofed_source ?? NaN);
@@ -321,7 +420,11 @@ export function verify(argv: readonly string[]): Checks {
     for (const m of a.muxes) {
       const pa = underlay === 'ipv6' ? m.a6 : m.a4;
       const e = nb.find((x) => x.address === pa);
-      c.check(e?.mac === muxMacs.get(m.name), `${h.name} learned ${m.name}'s MAC for ${pa} by ${underlay === 'ipv6' ? 'ND' : 'ARP'}`, `${e?.mac ?? 'nothing'}, ${m.name} fab0 is ${muxMacs.get(m.name)}`);
+      c.check(
+        e?.mac === muxMacs.get(m.name),
+        `${h.name} learned ${m.name}'s MAC for ${pa} by ${underlay === 'ipv6' ? 'ND' : 'ARP'}`,
+        `${e?.mac ?? 'nothing'}, ${m.name} fab0 is ${muxMacs.get(m.name)}`,
+      );
     }
   }
 
@@ -334,14 +437,28 @@ export function verify(argv: readonly string[]): Checks {
   // 5. the good requests, all the while
   const recs = readClientRecords(join(run, 'client-http.json'));
   const ok = recs.filter((r) => r.ok).length;
-  c.check(ok === requests && recs.length === requests, `${requests} requests through the VIP all succeeded meanwhile`, `${ok}/${recs.length}`);
+  c.check(
+    ok === requests && recs.length === requests,
+    `${requests} requests through the VIP all succeeded meanwhile`,
+    `${ok}/${recs.length}`,
+  );
 
   // 6. tshark, independently: what client1 sent to UDP 4789, what the hosts got from the rogue, what the VMs got
   const vx = tsharkFields(join(run, 'pcaps', 'client1.pcap'), ['frame.number'], `eth.src==${clientMac} && udp.dstport==4789`);
-  if (vx !== null) c.check(vx.length === spoofSent, 'tshark: client1 sent as many VXLAN packets as the router counted as spoofed', `${vx.length} vs ${spoofSent}`);
+  if (vx !== null)
+    c.check(
+      vx.length === spoofSent,
+      'tshark: client1 sent as many VXLAN packets as the router counted as spoofed',
+      `${vx.length} vs ${spoofSent}`,
+    );
   for (const h of a.hosts) {
     const t = tsharkFields(join(run, 'pcaps', `${h.name}.pcap`), ['vxlan.vni'], `eth.src==${rogueMac} && vxlan`);
-    if (t !== null) c.check(t.length === perHost.get(h.name), `tshark: ${h.name}'s capture holds the rogue's VXLAN`, `${t.length} frames, VNI ${[...new Set(t.map((r) => r[0]))].join(',')}`);
+    if (t !== null)
+      c.check(
+        t.length === perHost.get(h.name),
+        `tshark: ${h.name}'s capture holds the rogue's VXLAN`,
+        `${t.length} frames, VNI ${[...new Set(t.map((r) => r[0]))].join(',')}`,
+      );
   }
   for (const nic of config.nics) {
     const t = tsharkFields(join(run, 'pcaps', `${nic.name}.pcap`), ['frame.number'], `ip.src==${SPOOF_INNER_SRC}`);
@@ -352,13 +469,19 @@ export function verify(argv: readonly string[]): Checks {
 
 function main(argv: readonly string[]): number {
   const [cmd, ...rest] = argv;
-  if (cmd === 'gen') { generate(rest); return 0; }
+  if (cmd === 'gen') {
+    generate(rest);
+    return 0;
+  }
   if (cmd === 'verify') verify(rest).exit();
   if (cmd === 'settled') return settled(rest);
-  process.stderr.write('usage: fabric-closed.js gen --config F --out DIR --underlay ipv4|ipv6 --client-mac M --router-mac M --rogue-mac M --host-macs host1=M,...\n'
-    + '       fabric-closed.js verify --config F --run DIR --underlay ipv4|ipv6 --client-mac M --rogue-mac M --mux-macs mux1=M,... --requests N\n'
-    + '       fabric-closed.js settled --config F --run DIR --client-mac M --edge-now F --host-now host1=F,...\n');
+  process.stderr.write(
+    'usage: fabric-closed.js gen --config F --out DIR --underlay ipv4|ipv6 --client-mac M --router-mac M --rogue-mac M --host-macs host1=M,...\n' +
+      '       fabric-closed.js verify --config F --run DIR --underlay ipv4|ipv6 --client-mac M --rogue-mac M --mux-macs mux1=M,... --requests N\n' +
+      '       fabric-closed.js settled --config F --run DIR --client-mac M --edge-now F --host-now host1=F,...\n',
+  );
   return cmd === '--help' || cmd === '-h' ? 0 : 2;
 }
 
-if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) process.exitCode = main(process.argv.slice(2));
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href)
+  process.exitCode = main(process.argv.slice(2));

@@ -27,22 +27,52 @@ import { oracleRule } from '../../oracle/expected-backend.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
 
-interface Phase { name: string; startUs: number; endUs: number; clientJson: string; expect: string[] }
-interface ClientRecord { src: string; sport: number; ok: boolean; backend: string | null; error: string | null }
-interface FlowSeen { key: string; src: string; sport: number; nic: string; tsUs: number; id: string }
+interface Phase {
+  name: string;
+  startUs: number;
+  endUs: number;
+  clientJson: string;
+  expect: string[];
+}
+interface ClientRecord {
+  src: string;
+  sport: number;
+  ok: boolean;
+  backend: string | null;
+  error: string | null;
+}
+interface FlowSeen {
+  key: string;
+  src: string;
+  sport: number;
+  nic: string;
+  tsUs: number;
+  id: string;
+}
 
 function readPhases(run: string): Phase[] {
   const file = join(run, 'phases.txt');
   if (!existsSync(file)) throw new Error(`${file} is missing`);
-  return readFileSync(file, 'utf8').split('\n').filter((l) => l.trim() !== '').map((l) => {
-    const [name, s, e, json, ...expect] = l.trim().split(/\s+/);
-    return { name: name!, startUs: Number(s), endUs: Number(e), clientJson: json!, expect };
-  });
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const [name, s, e, json, ...expect] = l.trim().split(/\s+/);
+      return { name: name!, startUs: Number(s), endUs: Number(e), clientJson: json!, expect };
+    });
 }
 
 function readRecords(path: string): ClientRecord[] {
-  const doc = JSON.parse(readFileSync(path, 'utf8')) as { records: { sourceAddress: string | null; sourcePort: number | null; ok: boolean; backend: string | null; error: string | null }[] };
-  return doc.records.map((r) => ({ src: unmap(r.sourceAddress ?? '?'), sport: r.sourcePort ?? -1, ok: r.ok, backend: r.backend, error: r.error }));
+  const doc = JSON.parse(readFileSync(path, 'utf8')) as {
+    records: { sourceAddress: string | null; sourcePort: number | null; ok: boolean; backend: string | null; error: string | null }[];
+  };
+  return doc.records.map((r) => ({
+    src: unmap(r.sourceAddress ?? '?'),
+    sport: r.sourcePort ?? -1,
+    ok: r.ok,
+    backend: r.backend,
+    error: r.error,
+  }));
 }
 
 function unmap(a: string): string {
@@ -65,7 +95,8 @@ function innerOf(p: CapturedPacket) {
 
 function outerOf(p: CapturedPacket) {
   const ip = p.d.layers.find((l) => l.layer === 'ipv4' || l.layer === 'ipv6') as { src: string; dst: string } | undefined;
-  const tcp = p.d.layers.find((l) => l.layer === 'tcp') as { srcPort: number; dstPort: number; flags: number; payloadLen: number; seq: number } | undefined;
+  const tcp = p.d.layers.find((l) => l.layer === 'tcp') as
+    { srcPort: number; dstPort: number; flags: number; payloadLen: number; seq: number } | undefined;
   const udp = p.d.layers.find((l) => l.layer === 'udp') as { srcPort: number; dstPort: number } | undefined;
   return { ip, tcp, udp };
 }
@@ -142,12 +173,17 @@ function tsharkNicFlows(run: string, x: PhasesContext, ph: Phase): Map<string, n
   for (const n of x.nics) {
     const dip = x.dipOf.get(n.name)!;
     const gw = [...x.gateways].filter((g) => g.includes(':') === v6);
-    const l4 = x.proto === 'tcp'
-      ? `tcp.dstport == ${x.backendPort} && tcp.flags.syn == 1 && tcp.flags.ack == 0`
-      : `udp.dstport == ${x.backendPort}`;
-    const filter = `${a}.dst == ${dip} && ${gw.map((g) => `!(${a}.src == ${g})`).join(' && ') || 'frame'} && ${l4}`
-      + ` && frame.time_epoch >= ${(ph.startUs / 1e6).toFixed(6)} && frame.time_epoch <= ${(ph.endUs / 1e6).toFixed(6)}`;
-    const rows = tsharkFields(join(run, 'pcaps', `${n.name}.pcap`), [`${a}.src`, x.proto === 'tcp' ? 'tcp.srcport' : 'udp.srcport', x.proto === 'tcp' ? 'tcp.seq_raw' : 'frame.number'], filter, []);
+    const l4 =
+      x.proto === 'tcp' ? `tcp.dstport == ${x.backendPort} && tcp.flags.syn == 1 && tcp.flags.ack == 0` : `udp.dstport == ${x.backendPort}`;
+    const filter =
+      `${a}.dst == ${dip} && ${gw.map((g) => `!(${a}.src == ${g})`).join(' && ') || 'frame'} && ${l4}` +
+      ` && frame.time_epoch >= ${(ph.startUs / 1e6).toFixed(6)} && frame.time_epoch <= ${(ph.endUs / 1e6).toFixed(6)}`;
+    const rows = tsharkFields(
+      join(run, 'pcaps', `${n.name}.pcap`),
+      [`${a}.src`, x.proto === 'tcp' ? 'tcp.srcport' : 'udp.srcport', x.proto === 'tcp' ? 'tcp.seq_raw' : 'frame.number'],
+      filter,
+      [],
+    );
     if (rows === null) return null;
     m.set(n.name, new Set(rows.map((r) => r.join('|'))).size);
   }
@@ -155,7 +191,14 @@ function tsharkNicFlows(run: string, x: PhasesContext, ph: Phase): Map<string, n
 }
 
 function parseExpect(tokens: readonly string[]) {
-  const e = { allok: false, count: -1, only: null as string[] | null, none: [] as string[], split: null as Map<string, number> | null, tol: 2 };
+  const e = {
+    allok: false,
+    count: -1,
+    only: null as string[] | null,
+    none: [] as string[],
+    split: null as Map<string, number> | null,
+    tol: 2,
+  };
   for (const t of tokens) {
     if (t === 'allok') e.allok = true;
     else if (t.startsWith('count=')) e.count = Number(t.slice(6));
@@ -165,7 +208,8 @@ function parseExpect(tokens: readonly string[]) {
       e.split = new Map();
       for (const part of t.slice(6).split(',')) {
         const [k, v] = part.split(':');
-        if (k === 'tol') e.tol = Number(v); else e.split.set(k!, Number(v));
+        if (k === 'tol') e.tol = Number(v);
+        else e.split.set(k!, Number(v));
       }
     } else throw new Error(`unknown expectation ${t}`);
   }
@@ -173,7 +217,7 @@ function parseExpect(tokens: readonly string[]) {
 }
 
 export function verifyPhases(argv: readonly string[]): Checks {
-  const f = flagsOf(argv.filter((a, i) => !((a === '--long' || a === '--maglev') || ((argv[i - 1] === '--long' || argv[i - 1] === '--maglev')))));
+  const f = flagsOf(argv.filter((a, i) => !(a === '--long' || a === '--maglev' || argv[i - 1] === '--long' || argv[i - 1] === '--maglev')));
   const longs: string[] = [];
   const maglevs: string[] = [];
   for (let i = 0; i < argv.length; i++) {
@@ -193,12 +237,20 @@ export function verifyPhases(argv: readonly string[]): Checks {
   const network = config.networks.find((n) => n.name === pool.network)!;
   const poolNics = config.nics.filter((n) => n.network === network.name);
   const x: PhasesContext = {
-    config, vip, port, proto, backendPort: rule.backendPort, pool: pool.name, probe: rule.probe,
+    config,
+    vip,
+    port,
+    proto,
+    backendPort: rule.backendPort,
+    pool: pool.name,
+    probe: rule.probe,
     gateways: new Set([network.gateway?.text, network.gateway6?.text].filter((g): g is string => g != null)),
     nicByMac: new Map(poolNics.map((n) => [[...n.mac].map((b) => b.toString(16).padStart(2, '0')).join(':'), n.name])),
     dipOf: new Map(poolNics.map((n) => [n.name, (vip.family === 4 ? n.address4 : n.address6)?.text ?? '?'])),
     mux: config.muxes.map((m) => ({ name: m.name, packets: loadCapture(join(run, 'pcaps', `${m.name}.pcap`)) })),
-    nics: poolNics.filter((n) => existsSync(join(run, 'pcaps', `${n.name}.pcap`))).map((n) => ({ name: n.name, packets: loadCapture(join(run, 'pcaps', `${n.name}.pcap`)) })),
+    nics: poolNics
+      .filter((n) => existsSync(join(run, 'pcaps', `${n.name}.pcap`)))
+      .map((n) => ({ name: n.name, packets: loadCapture(join(run, 'pcaps', `${n.name}.pcap`)) })),
   };
   const c = new Checks();
   const allMux = muxFlows(x);
@@ -215,21 +267,49 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const ok = records.filter((r) => r.ok);
     const failed = records.filter((r) => !r.ok);
     const byBackend = countBy(ok, (r) => r.backend ?? '?');
-    c.note(`phase ${ph.name}: ${records.length} ${proto === 'tcp' ? 'requests' : 'flows'}, ${ok.length} ok; answered by ${fmtCounts(byBackend)}`);
-    if (e.count >= 0) c.check(records.length === e.count, `${ph.name}: the client made ${e.count} ${proto === 'tcp' ? 'requests' : 'flows'}`, `${records.length}`);
-    if (e.allok) c.check(failed.length === 0 && records.length > 0, `${ph.name}: every one succeeded`, failed.length === 0 ? `${ok.length} ok` : `${failed.length} failed: ${fmtCounts(countBy(failed, (r) => r.error ?? '?'))}`);
+    c.note(
+      `phase ${ph.name}: ${records.length} ${proto === 'tcp' ? 'requests' : 'flows'}, ${ok.length} ok; answered by ${fmtCounts(byBackend)}`,
+    );
+    if (e.count >= 0)
+      c.check(
+        records.length === e.count,
+        `${ph.name}: the client made ${e.count} ${proto === 'tcp' ? 'requests' : 'flows'}`,
+        `${records.length}`,
+      );
+    if (e.allok)
+      c.check(
+        failed.length === 0 && records.length > 0,
+        `${ph.name}: every one succeeded`,
+        failed.length === 0 ? `${ok.length} ok` : `${failed.length} failed: ${fmtCounts(countBy(failed, (r) => r.error ?? '?'))}`,
+      );
 
     // each answered request: the MUX chose its backend, and the backend saw the flow
     // a source port may serve several connections of a phase: the backend must be among their choices
-    const byKey = (fl: FlowSeen[]) => { const m = new Map<string, Set<string>>(); for (const f of fl) { const s = m.get(f.key) ?? new Set(); s.add(f.nic); m.set(f.key, s); } return m; };
+    const byKey = (fl: FlowSeen[]) => {
+      const m = new Map<string, Set<string>>();
+      for (const f of fl) {
+        const s = m.get(f.key) ?? new Set();
+        s.add(f.nic);
+        m.set(f.key, s);
+      }
+      return m;
+    };
     const muxByKey = byKey(mux);
     const nicByKey = byKey(nic);
     const muxDisagree = ok.filter((r) => !(muxByKey.get(keyOf(r.src, r.sport))?.has(r.backend ?? '') ?? false));
     const nicDisagree = ok.filter((r) => !(nicByKey.get(keyOf(r.src, r.sport))?.has(r.backend ?? '') ?? false));
-    c.check(muxDisagree.length === 0, `${ph.name}: every answer came from the backend the MUX chose for its flow (VXLAN inner MAC)`,
-      muxDisagree.length === 0 ? `${ok.length} flows` : `${muxDisagree.length} disagree, e.g. ${JSON.stringify(muxDisagree[0])} -> mux ${[...(muxByKey.get(keyOf(muxDisagree[0]!.src, muxDisagree[0]!.sport)) ?? [])].join(',') || 'none'}`);
-    c.check(nicDisagree.length === 0, `${ph.name}: and that backend received the flow at DIP:${x.backendPort}`,
-      nicDisagree.length === 0 ? `${ok.length} flows` : `${nicDisagree.length} disagree`);
+    c.check(
+      muxDisagree.length === 0,
+      `${ph.name}: every answer came from the backend the MUX chose for its flow (VXLAN inner MAC)`,
+      muxDisagree.length === 0
+        ? `${ok.length} flows`
+        : `${muxDisagree.length} disagree, e.g. ${JSON.stringify(muxDisagree[0])} -> mux ${[...(muxByKey.get(keyOf(muxDisagree[0]!.src, muxDisagree[0]!.sport)) ?? [])].join(',') || 'none'}`,
+    );
+    c.check(
+      nicDisagree.length === 0,
+      `${ph.name}: and that backend received the flow at DIP:${x.backendPort}`,
+      nicDisagree.length === 0 ? `${ok.length} flows` : `${nicDisagree.length} disagree`,
+    );
 
     const muxCounts = countBy(mux, (m) => m.nic);
     const nicCounts = countBy(nic, (m) => m.nic);
@@ -237,26 +317,50 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const excluded = new Set([...e.none, ...(e.only === null ? [] : [...x.dipOf.keys()].filter((n) => !e.only!.includes(n)))]);
     if (excluded.size > 0) {
       const bad = [...excluded].filter((n) => (muxCounts.get(n) ?? 0) > 0 || (nicCounts.get(n) ?? 0) > 0);
-      c.check(bad.length === 0, `${ph.name}: no new flow reached ${[...excluded].sort().join(', ')}`,
-        bad.length === 0 ? 'none in the MUX or backend captures' : bad.map((n) => `${n}: ${muxCounts.get(n) ?? 0} at MUXes, ${nicCounts.get(n) ?? 0} at the backend`).join('; '));
+      c.check(
+        bad.length === 0,
+        `${ph.name}: no new flow reached ${[...excluded].sort().join(', ')}`,
+        bad.length === 0
+          ? 'none in the MUX or backend captures'
+          : bad.map((n) => `${n}: ${muxCounts.get(n) ?? 0} at MUXes, ${nicCounts.get(n) ?? 0} at the backend`).join('; '),
+      );
     }
     if (e.only !== null) {
       const missing = e.only.filter((n) => (byBackend.get(n) ?? 0) === 0);
-      c.check(missing.length === 0, `${ph.name}: each of ${e.only.join(', ')} got new flows`, missing.length === 0 ? fmtCounts(byBackend) : `none for ${missing.join(', ')}`);
+      c.check(
+        missing.length === 0,
+        `${ph.name}: each of ${e.only.join(', ')} got new flows`,
+        missing.length === 0 ? fmtCounts(byBackend) : `none for ${missing.join(', ')}`,
+      );
     }
     if (e.split !== null) {
       const total = ok.length;
-      const parts = [...e.split].map(([n, want]) => ({ n, want, got: total === 0 ? 0 : (100 * (byBackend.get(n) ?? 0)) / total, mux: total === 0 ? 0 : (100 * (muxCounts.get(n) ?? 0)) / mux.length }));
+      const parts = [...e.split].map(([n, want]) => ({
+        n,
+        want,
+        got: total === 0 ? 0 : (100 * (byBackend.get(n) ?? 0)) / total,
+        mux: total === 0 ? 0 : (100 * (muxCounts.get(n) ?? 0)) / mux.length,
+      }));
       const within = parts.every((p) => Math.abs(p.got - p.want) <= e.tol && Math.abs(p.mux - p.want) <= e.tol);
-      c.check(within, `${ph.name}: the split of ${total} new flows is within ${e.tol} points of ${parts.map((p) => `${p.n} ${p.want} %`).join(' / ')}`,
-        parts.map((p) => `${p.n} ${p.got.toFixed(2)} % (MUX captures ${p.mux.toFixed(2)} %)`).join(', '));
+      c.check(
+        within,
+        `${ph.name}: the split of ${total} new flows is within ${e.tol} points of ${parts.map((p) => `${p.n} ${p.want} %`).join(' / ')}`,
+        parts.map((p) => `${p.n} ${p.got.toFixed(2)} % (MUX captures ${p.mux.toFixed(2)} %)`).join(', '),
+      );
     }
     // tshark, independently: client flows arriving at each backend in the window
     const ts = tsharkNicFlows(run, x, ph);
-    if (ts === null) c.check(false, `${ph.name}: tshark finds the same new flows at each backend`, 'tshark could not be run: no cross-check');
+    if (ts === null)
+      c.check(false, `${ph.name}: tshark finds the same new flows at each backend`, 'tshark could not be run: no cross-check');
     else {
-      const same = [...x.dipOf.keys()].filter((n) => x.nics.some((y) => y.name === n)).every((n) => (ts.get(n) ?? 0) === (nicCounts.get(n) ?? 0));
-      c.check(same, `${ph.name}: tshark finds the same new flows at each backend`, `tshark ${fmtCounts(new Map([...ts].filter(([, v]) => v > 0)))}`);
+      const same = [...x.dipOf.keys()]
+        .filter((n) => x.nics.some((y) => y.name === n))
+        .every((n) => (ts.get(n) ?? 0) === (nicCounts.get(n) ?? 0));
+      c.check(
+        same,
+        `${ph.name}: tshark finds the same new flows at each backend`,
+        `tshark ${fmtCounts(new Map([...ts].filter(([, v]) => v > 0)))}`,
+      );
     }
   }
 
@@ -264,7 +368,9 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const [src = '', sport = '', nicName = '', changeUs = ''] = spec.split(',');
     const key = keyOf(src, Number(sport));
     const change = Number(changeUs);
-    let before = 0; let after = 0; const elsewhere = new Map<string, number>();
+    let before = 0;
+    let after = 0;
+    const elsewhere = new Map<string, number>();
     for (const m of x.mux) {
       for (const p of m.packets) {
         const inner = innerOf(p);
@@ -272,18 +378,32 @@ export function verifyPhases(argv: readonly string[]): Checks {
         if (keyOf(inner.ip.src, inner.tcp.srcPort) !== key) continue;
         const n = x.nicByMac.get(inner.eth.dst) ?? '?';
         if (n !== nicName) elsewhere.set(n, (elsewhere.get(n) ?? 0) + 1);
-        else if (p.tsUs < change) before++; else after++;
+        else if (p.tsUs < change) before++;
+        else after++;
       }
     }
-    c.check(before > 0 && after > 0 && elsewhere.size === 0, `the long flow ${src}:${sport} kept going to ${nicName} across the change (MUX captures)`,
-      `${before} packets before, ${after} after; elsewhere: ${elsewhere.size === 0 ? 'none' : fmtCounts(elsewhere)}`);
+    c.check(
+      before > 0 && after > 0 && elsewhere.size === 0,
+      `the long flow ${src}:${sport} kept going to ${nicName} across the change (MUX captures)`,
+      `${before} packets before, ${after} after; elsewhere: ${elsewhere.size === 0 ? 'none' : fmtCounts(elsewhere)}`,
+    );
     const nicCap = x.nics.find((n) => n.name === nicName);
     if (nicCap !== undefined) {
       const dip = x.dipOf.get(nicName);
       let sentAfter = 0;
       for (const p of nicCap.packets) {
         const o = outerOf(p);
-        if (o.ip !== undefined && o.tcp !== undefined && o.ip.src === dip && o.tcp.srcPort === x.backendPort && o.tcp.dstPort === Number(sport) && o.ip.dst === src && o.tcp.payloadLen > 0 && p.tsUs >= change) sentAfter++;
+        if (
+          o.ip !== undefined &&
+          o.tcp !== undefined &&
+          o.ip.src === dip &&
+          o.tcp.srcPort === x.backendPort &&
+          o.tcp.dstPort === Number(sport) &&
+          o.ip.dst === src &&
+          o.tcp.payloadLen > 0 &&
+          p.tsUs >= change
+        )
+          sentAfter++;
       }
       c.check(sentAfter > 0, `${nicName} kept sending the long flow's data after the change`, `${sentAfter} data segments after it`);
     }
@@ -299,24 +419,37 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const protoNum = proto === 'tcp' ? 6 : 17;
     const tb = oracleRule(before, vip.text, protoNum, port);
     const ta = oracleRule(after, vip.text, protoNum, port);
-    let movedSlots = 0; let movedToAdded = 0;
+    let movedSlots = 0;
+    let movedToAdded = 0;
     for (let i = 0; i < tb.size; i++) {
       const a = tb.table[i] ?? '-';
       const b = ta.table[i] ?? '-';
-      if (a !== b) { movedSlots++; if (b === added) movedToAdded++; }
+      if (a !== b) {
+        movedSlots++;
+        if (b === added) movedToAdded++;
+      }
     }
-    c.note(`Maglev (table size ${tb.size}, the oracle's tables): adding ${added} moved ${movedSlots} slots (${((100 * movedSlots) / tb.size).toFixed(2)} %), ${movedToAdded} of them to ${added}`);
+    c.note(
+      `Maglev (table size ${tb.size}, the oracle's tables): adding ${added} moved ${movedSlots} slots (${((100 * movedSlots) / tb.size).toFixed(2)} %), ${movedToAdded} of them to ${added}`,
+    );
     const choose = (t: typeof tb, fl: FlowSeen) => t.choose(fl.src, fl.sport) ?? '-';
     // a connection that reuses the 5-tuple of an earlier one may follow that one's flow entry: only
     // 5-tuples new to the whole run show the table's choice
     const firstSeen = new Map<string, number>();
     for (const fl of allMux) if (!firstSeen.has(fl.key)) firstSeen.set(fl.key, fl.tsUs);
     const fresh = flows.filter((fl) => firstSeen.get(fl.key) === fl.tsUs);
-    if (fresh.length < flows.length) c.note(`${phaseName}: ${flows.length - fresh.length} of ${flows.length} new flows reuse an earlier 5-tuple and are left out of the Maglev checks`);
+    if (fresh.length < flows.length)
+      c.note(
+        `${phaseName}: ${flows.length - fresh.length} of ${flows.length} new flows reuse an earlier 5-tuple and are left out of the Maglev checks`,
+      );
     const matchAfter = fresh.filter((fl) => choose(ta, fl) === fl.nic).length;
     const moved = fresh.filter((fl) => choose(tb, fl) !== fl.nic);
     const movedTo = countBy(moved, (fl) => fl.nic);
-    c.check(fresh.length > 0 && matchAfter === fresh.length, `${phaseName}: every new flow went where the new Maglev table says (the independent oracle's choice)`, `${matchAfter} of ${fresh.length}`);
+    c.check(
+      fresh.length > 0 && matchAfter === fresh.length,
+      `${phaseName}: every new flow went where the new Maglev table says (the independent oracle's choice)`,
+      `${matchAfter} of ${fresh.length}`,
+    );
     const share = fresh.length === 0 ? 0 : moved.length / fresh.length;
     const members = ta.members.filter((m) => m.available).length;
     // binomial counts over the flows (each 5-tuple hash an independent draw), within 6 standard
@@ -326,9 +459,14 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const movedB = binomialBounds(fresh.length, movedSlots / tb.size);
     const elsewhere = moved.length - (movedTo.get(added!) ?? 0);
     const elsewhereB = binomialBounds(fresh.length, (movedSlots - movedToAdded) / tb.size);
-    c.check(fresh.length > 0 && Math.abs(movedSlots / tb.size - 1 / members) <= 0.01 && withinBinomial(moved.length, movedB) && withinBinomial(elsewhere, elsewhereB),
+    c.check(
+      fresh.length > 0 &&
+        Math.abs(movedSlots / tb.size - 1 / members) <= 0.01 &&
+        withinBinomial(moved.length, movedB) &&
+        withinBinomial(elsewhere, elsewhereB),
       `${phaseName}: about 1/${members} of the new flows moved from where the old table would have put them (the tables moved ${((100 * movedSlots) / tb.size).toFixed(1)} % of their slots), to ${added} but for the slots Maglev moved between the old backends`,
-      `${moved.length} of ${fresh.length} (${(100 * share).toFixed(1)} %) moved: ${fmtCounts(movedTo)}; moved ${fmtBinomial(moved.length, movedB)}; elsewhere than ${added} ${fmtBinomial(elsewhere, elsewhereB)}`);
+      `${moved.length} of ${fresh.length} (${(100 * share).toFixed(1)} %) moved: ${fmtCounts(movedTo)}; moved ${fmtBinomial(moved.length, movedB)}; elsewhere than ${added} ${fmtBinomial(elsewhere, elsewhereB)}`,
+    );
   }
   return c;
 }

@@ -11,10 +11,17 @@ import { Checks, flagsOf, loadCapture, loadConfig, need } from './check.js';
 /** --out FILE --router-mac M --mux-mac M --router ADDR --vip ADDR --client ADDR --client-port N */
 export function generateIcmp(argv: readonly string[]): void {
   const f = flagsOf(argv);
-  const quoted = pkt().ipv4({ src: need(f, 'vip'), dst: need(f, 'client'), ttl: 1 })
-    .tcp({ sport: 80, dport: Number(need(f, 'client-port')), flags: TCP_ACK, seq: 1 }).payload(64).build();
-  const frame = pkt().eth({ src: need(f, 'router-mac'), dst: need(f, 'mux-mac') })
-    .ipv4({ src: need(f, 'router'), dst: need(f, 'vip') }).icmp({ type: 11, code: 0 }).payload(quoted).build();
+  const quoted = pkt()
+    .ipv4({ src: need(f, 'vip'), dst: need(f, 'client'), ttl: 1 })
+    .tcp({ sport: 80, dport: Number(need(f, 'client-port')), flags: TCP_ACK, seq: 1 })
+    .payload(64)
+    .build();
+  const frame = pkt()
+    .eth({ src: need(f, 'router-mac'), dst: need(f, 'mux-mac') })
+    .ipv4({ src: need(f, 'router'), dst: need(f, 'vip') })
+    .icmp({ type: 11, code: 0 })
+    .payload(quoted)
+    .build();
   writeFileSync(need(f, 'out'), buildPcap(LINKTYPE_ETHERNET, [{ tsUs: 1e15, data: frame, origLen: frame.length }]));
 }
 
@@ -34,7 +41,11 @@ export function verifyPmtu(argv: readonly string[]): Checks {
 
   // the download: the backends' full-size replies met the host agents' ICMP and came down to the fabric MTU
   const [size, code] = need(f, 'download-result').split(' ');
-  c.check(Number(size) === Number(need(f, 'download-bytes')) && code === '200', `a ${need(f, 'download-bytes')}-byte download through the VIP completed`, `${size} bytes, HTTP ${code}`);
+  c.check(
+    Number(size) === Number(need(f, 'download-bytes')) && code === '200',
+    `a ${need(f, 'download-bytes')}-byte download through the VIP completed`,
+    `${size} bytes, HTTP ${code}`,
+  );
   let toBackends = 0;
   for (const n of config.nics) {
     for (const p of cap(n.name)) {
@@ -45,8 +56,13 @@ export function verifyPmtu(argv: readonly string[]): Checks {
       }
     }
   }
-  c.check(toBackends > 0, `host agents told the backend its replies were too big: ICMP fragmentation needed, MTU ${mtu}, from the gateway`, `${toBackends} seen at the backends`);
-  let dsr = 0; let dsrTooBig = 0;
+  c.check(
+    toBackends > 0,
+    `host agents told the backend its replies were too big: ICMP fragmentation needed, MTU ${mtu}, from the gateway`,
+    `${toBackends} seen at the backends`,
+  );
+  let dsr = 0;
+  let dsrTooBig = 0;
   for (const h of config.hosts) {
     for (const p of cap(h.name)) {
       const ip = p.d.first('ipv4');
@@ -59,12 +75,20 @@ export function verifyPmtu(argv: readonly string[]): Checks {
 
   // the upload: the client's full-size packets met the MUX's ICMP and came down to what VXLAN leaves
   const up = need(f, 'upload-result').trim().split(' ');
-  c.check(up[1] === need(f, 'upload-bytes'), `a ${need(f, 'upload-bytes')}-byte upload through the VIP completed`, `backend ${up[0]} received ${up[1]} bytes`);
+  c.check(
+    up[1] === need(f, 'upload-bytes'),
+    `a ${need(f, 'upload-bytes')}-byte upload through the VIP completed`,
+    `backend ${up[0]} received ${up[1]} bytes`,
+  );
   const client = cap('client1');
   const fromVip = client.filter((p) => p.d.first('icmp')?.type === 3 && p.d.first('icmp')?.code === 4 && p.d.first('ipv4')?.src === vip);
-  c.check(fromVip.length > 0 && fromVip.every((p) => (p.d.first('icmp')!.rest & 0xffff) === inner && p.d.first('icmp')!.checksumOk === true),
-    `the client received ICMP fragmentation needed from the VIP with MTU ${inner} (${mtu} - 50 for VXLAN)`, `${fromVip.length} received`);
-  let vx = 0; let vxTooBig = 0;
+  c.check(
+    fromVip.length > 0 && fromVip.every((p) => (p.d.first('icmp')!.rest & 0xffff) === inner && p.d.first('icmp')!.checksumOk === true),
+    `the client received ICMP fragmentation needed from the VIP with MTU ${inner} (${mtu} - 50 for VXLAN)`,
+    `${fromVip.length} received`,
+  );
+  let vx = 0;
+  let vxTooBig = 0;
   for (const m of config.muxes) {
     for (const p of cap(m.name)) {
       if (p.d.first('vxlan') === undefined) continue;
@@ -77,7 +101,8 @@ export function verifyPmtu(argv: readonly string[]): Checks {
   // an ICMP error about an existing flow reached that flow's backend, outer and quoted headers translated
   const port = Number(need(f, 'client-port'));
   const owner = need(f, 'slow-backend');
-  let atOwner = 0; let elsewhere = 0;
+  let atOwner = 0;
+  let elsewhere = 0;
   for (const n of config.nics) {
     const dip = n.addresses[0]!.text;
     for (const p of cap(n.name)) {
@@ -85,14 +110,26 @@ export function verifyPmtu(argv: readonly string[]): Checks {
       if (ic?.type !== 11) continue;
       const ips = p.d.all('ipv4');
       const q = p.d.all('tcp')[0];
-      const translated = ips[0]!.dst === dip && ips[1]?.src === dip && q?.srcPort === 80 && q.dstPort === port && ic.checksumOk === true && ips[1]?.checksumOk === true;
+      const translated =
+        ips[0]!.dst === dip &&
+        ips[1]?.src === dip &&
+        q?.srcPort === 80 &&
+        q.dstPort === port &&
+        ic.checksumOk === true &&
+        ips[1]?.checksumOk === true;
       if (n.name === owner && translated) atOwner++;
       else elsewhere++;
     }
   }
-  c.check(atOwner === 1 && elsewhere === 0, `an ICMP time-exceeded sent to the VIP about the flow of client port ${port} reached its backend ${owner}, translated to DIP:80`, `${atOwner} at ${owner}, ${elsewhere} elsewhere`);
+  c.check(
+    atOwner === 1 && elsewhere === 0,
+    `an ICMP time-exceeded sent to the VIP about the flow of client port ${port} reached its backend ${owner}, translated to DIP:80`,
+    `${atOwner} at ${owner}, ${elsewhere} elsewhere`,
+  );
   const mb = JSON.parse(readFileSync(need(f, 'mux-before'), 'utf8'));
   const ma = JSON.parse(readFileSync(need(f, 'mux-after'), 'utf8'));
-  c.note(`mux1's counters (the other MUXes took their share of flows): icmp_too_big_sent ${ma.icmp_too_big_sent - mb.icmp_too_big_sent >= 0 ? `+${ma.icmp_too_big_sent - mb.icmp_too_big_sent}` : ''}, icmp_errors_forwarded +${(ma.icmp_errors_forwarded ?? 0) - (mb.icmp_errors_forwarded ?? 0)}`);
+  c.note(
+    `mux1's counters (the other MUXes took their share of flows): icmp_too_big_sent ${ma.icmp_too_big_sent - mb.icmp_too_big_sent >= 0 ? `+${ma.icmp_too_big_sent - mb.icmp_too_big_sent}` : ''}, icmp_errors_forwarded +${(ma.icmp_errors_forwarded ?? 0) - (mb.icmp_errors_forwarded ?? 0)}`,
+  );
   return c;
 }

@@ -6,7 +6,14 @@
 /** Standard deviations of a binomial bound: a chance failure about 2e-9 a check. */
 export const BINOMIAL_BOUND_SIGMAS = 6;
 
-export interface BinomialBounds { n: number; p: number; mean: number; sd: number; lo: number; hi: number }
+export interface BinomialBounds {
+  n: number;
+  p: number;
+  mean: number;
+  sd: number;
+  lo: number;
+  hi: number;
+}
 
 /** The counts a Binomial(n, p) falls between except with negligible probability: mean -/+ z sd, in [0, n]. */
 export function binomialBounds(n: number, p: number, z = BINOMIAL_BOUND_SIGMAS): BinomialBounds {

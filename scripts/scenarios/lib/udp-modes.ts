@@ -7,12 +7,23 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields } from './check.js';
 
-interface UdpRecord { source: string; localPort: number; ok: boolean; backend: string | null }
+interface UdpRecord {
+  source: string;
+  localPort: number;
+  ok: boolean;
+  backend: string | null;
+}
 
 function readUdpRecords(path: string): UdpRecord[] {
   const text = readFileSync(path, 'utf8').trim();
-  const raw: any[] = text.startsWith('[') ? JSON.parse(text) : text.startsWith('{') && !text.includes('\n{')
-    ? (JSON.parse(text).records ?? JSON.parse(text).flows ?? []) : text.split('\n').filter(Boolean).map((l) => JSON.parse(l));
+  const raw: any[] = text.startsWith('[')
+    ? JSON.parse(text)
+    : text.startsWith('{') && !text.includes('\n{')
+      ? (JSON.parse(text).records ?? JSON.parse(text).flows ?? [])
+      : text
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l));
   return raw.map((r) => ({
     source: String(r.source ?? r.sourceAddress ?? r.localAddress ?? r.src ?? ''),
     localPort: Number(r.localPort ?? r.sourcePort ?? r.port),
@@ -29,8 +40,14 @@ export function verifyUdpModes(argv: readonly string[]): Checks {
   const c = new Checks();
   const vipCfg = config.vips.find((v) => v.address.text === vip)!;
   const ports = { five: Number(need(f, 'five')), three: Number(need(f, 'three')), two: Number(need(f, 'two')) };
-  const rules = Object.fromEntries(Object.entries(ports).map(([k, p]) => [k, vipCfg.rules.find((r) => r.frontendPort === p && r.protocols.includes(17))!]));
-  c.check(rules.five!.distribution === 5 && rules.three!.distribution === 3 && rules.two!.distribution === 2, 'the rules use 5-, 3- and 2-tuple distribution', `ports ${ports.five}, ${ports.three}, ${ports.two}`);
+  const rules = Object.fromEntries(
+    Object.entries(ports).map(([k, p]) => [k, vipCfg.rules.find((r) => r.frontendPort === p && r.protocols.includes(17))!]),
+  );
+  c.check(
+    rules.five!.distribution === 5 && rules.three!.distribution === 3 && rules.two!.distribution === 2,
+    'the rules use 5-, 3- and 2-tuple distribution',
+    `ports ${ports.five}, ${ports.three}, ${ports.two}`,
+  );
   const pool = config.pools.find((p) => p.name === rules.five!.pool)!;
   const nics = pool.backends.map((b) => config.nics.find((n) => n.name === b.nic)!);
 
@@ -46,14 +63,26 @@ export function verifyUdpModes(argv: readonly string[]): Checks {
     }
   }
 
-  const modes: [keyof typeof ports, string][] = [['five', '5-tuple'], ['three', '3-tuple'], ['two', '2-tuple']];
+  const modes: [keyof typeof ports, string][] = [
+    ['five', '5-tuple'],
+    ['three', '3-tuple'],
+    ['two', '2-tuple'],
+  ];
   for (const [k, label] of modes) {
     const recs = readUdpRecords(need(f, `${k}-json`));
     const ok = recs.filter((r) => r.ok);
-    c.check(recs.length > 0 && ok.length === recs.length, `${label}: every echo through ${vip}:${ports[k]} came back`, `${ok.length} of ${recs.length}`);
+    c.check(
+      recs.length > 0 && ok.length === recs.length,
+      `${label}: every echo through ${vip}:${ports[k]} came back`,
+      `${ok.length} of ${recs.length}`,
+    );
     const port = rules[k]!.backendPort;
     const got = seen.filter((s) => s.dport === port);
-    c.check(got.length === recs.length, `${label}: the backends received one datagram per flow`, `${got.length} received, ${recs.length} flows`);
+    c.check(
+      got.length === recs.length,
+      `${label}: the backends received one datagram per flow`,
+      `${got.length} received, ${recs.length} flows`,
+    );
     // what the client was told (the echo names the backend) agrees with the captures
     const byFlow = new Map(got.map((s) => [`${s.src}:${s.sport}`, s.nic]));
     const disagree = ok.filter((r) => r.source && byFlow.get(`${r.source}:${r.localPort}`) !== r.backend).length;
@@ -64,11 +93,28 @@ export function verifyUdpModes(argv: readonly string[]): Checks {
     if (k === 'five') {
       const single = need(f, 'single-source');
       const set = perClient.get(single) ?? new Set();
-      c.check(set.size === nics.length, `${label}: one client's flows spread over all ${nics.length} backends`, `${single}: ${fmtCounts(countBy(got.filter((s) => s.src === single), (s) => s.nic))}`);
+      c.check(
+        set.size === nics.length,
+        `${label}: one client's flows spread over all ${nics.length} backends`,
+        `${single}: ${fmtCounts(
+          countBy(
+            got.filter((s) => s.src === single),
+            (s) => s.nic,
+          ),
+        )}`,
+      );
     } else {
       const multi = [...perClient.values()].filter((s) => s.size > 1).length;
-      c.check(perClient.size > 1 && multi === 0, `${label}: every flow of one client lands on one backend`, `${perClient.size} clients, ${multi} on more than one backend`);
-      c.check(backends.size === nics.length, `${label}: different clients spread over all ${nics.length} backends`, fmtCounts(countBy(got, (s) => s.nic)));
+      c.check(
+        perClient.size > 1 && multi === 0,
+        `${label}: every flow of one client lands on one backend`,
+        `${perClient.size} clients, ${multi} on more than one backend`,
+      );
+      c.check(
+        backends.size === nics.length,
+        `${label}: different clients spread over all ${nics.length} backends`,
+        fmtCounts(countBy(got, (s) => s.nic)),
+      );
     }
   }
   // tshark, independently: the datagrams each backend received on the three backend ports
@@ -77,11 +123,23 @@ export function verifyUdpModes(argv: readonly string[]): Checks {
   let haveTshark = true;
   for (const n of nics) {
     const dip = (vipCfg.address.family === 4 ? n.address4 : n.address6)!.text;
-    const rows = tsharkFields(join(run, 'pcaps', `${n.name}.pcap`), ['udp.dstport'], `${vipCfg.address.family === 4 ? 'ip' : 'ipv6'}.dst==${dip} && udp`, []);
-    if (rows === null) { haveTshark = false; break; }
+    const rows = tsharkFields(
+      join(run, 'pcaps', `${n.name}.pcap`),
+      ['udp.dstport'],
+      `${vipCfg.address.family === 4 ? 'ip' : 'ipv6'}.dst==${dip} && udp`,
+      [],
+    );
+    if (rows === null) {
+      haveTshark = false;
+      break;
+    }
     tsharkTotal += rows.filter((r) => bports.map(String).includes(r[0]!)).length;
   }
   const ours = seen.filter((s) => bports.includes(s.dport)).length;
-  c.check(haveTshark && tsharkTotal === ours, 'tshark counts the same datagrams at the backends', haveTshark ? `tshark ${tsharkTotal}, slbx ${ours}` : 'tshark missing');
+  c.check(
+    haveTshark && tsharkTotal === ours,
+    'tshark counts the same datagrams at the backends',
+    haveTshark ? `tshark ${tsharkTotal}, slbx ${ours}` : 'tshark missing',
+  );
   return c;
 }

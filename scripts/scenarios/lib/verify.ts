@@ -19,28 +19,72 @@ import { verifyBackendRemoved } from './backend-removed.js';
 const [cmd, ...rest] = process.argv.slice(2);
 try {
   switch (cmd) {
-    case 'north-south': verifyNorthSouth(rest).exit(); break;
-    case 'udp-modes': verifyUdpModes(rest).exit(); break;
-    case 'bad-traffic': verifyBadTraffic(rest).exit(); break;
-    case 'gen-bad': generateBadTraffic(rest); break;
-    case 'account': printAccount(rest[0]!, rest[1] ?? '.'); break;
-    case 'ecmp-spread': verifyEcmpSpread(rest).exit(); break;
-    case 'mux-failure': verifyMuxFailure(rest).exit(); break;
-    case 'mux-add-remove': verifyMuxAddRemove(rest).exit(); break;
-    case 'pool-move': verifyPoolMove(rest).exit(); break;
-    case 'controller-restart': verifyControllerRestart(rest).exit(); break;
-    case 'gen-forged': generateForged(rest); break;
-    case 'tenants': verifyTenants(rest).exit(); break;
-    case 'gen-syn-flood': generateSynFlood(rest); break;
-    case 'syn-flood': verifySynFlood(rest).exit(); break;
-    case 'gen-icmp': generateIcmp(rest); break;
-    case 'pmtu': verifyPmtu(rest).exit(); break;
-    case 'gen-unknown-vxlan': generateUnknownVxlan(rest); break;
-    case 'forged': verifyForged(rest).exit(); break;
-    case 'host-restart': verifyHostRestart(rest).exit(); break;
-    case 'mux-restart': verifyMuxRestart(rest).exit(); break;
-    case 'vip-api': verifyVipApi(rest).exit(); break;
-    case 'backend-removed': verifyBackendRemoved(rest).exit(); break;
+    case 'north-south':
+      verifyNorthSouth(rest).exit();
+      break;
+    case 'udp-modes':
+      verifyUdpModes(rest).exit();
+      break;
+    case 'bad-traffic':
+      verifyBadTraffic(rest).exit();
+      break;
+    case 'gen-bad':
+      generateBadTraffic(rest);
+      break;
+    case 'account':
+      printAccount(rest[0]!, rest[1] ?? '.');
+      break;
+    case 'ecmp-spread':
+      verifyEcmpSpread(rest).exit();
+      break;
+    case 'mux-failure':
+      verifyMuxFailure(rest).exit();
+      break;
+    case 'mux-add-remove':
+      verifyMuxAddRemove(rest).exit();
+      break;
+    case 'pool-move':
+      verifyPoolMove(rest).exit();
+      break;
+    case 'controller-restart':
+      verifyControllerRestart(rest).exit();
+      break;
+    case 'gen-forged':
+      generateForged(rest);
+      break;
+    case 'tenants':
+      verifyTenants(rest).exit();
+      break;
+    case 'gen-syn-flood':
+      generateSynFlood(rest);
+      break;
+    case 'syn-flood':
+      verifySynFlood(rest).exit();
+      break;
+    case 'gen-icmp':
+      generateIcmp(rest);
+      break;
+    case 'pmtu':
+      verifyPmtu(rest).exit();
+      break;
+    case 'gen-unknown-vxlan':
+      generateUnknownVxlan(rest);
+      break;
+    case 'forged':
+      verifyForged(rest).exit();
+      break;
+    case 'host-restart':
+      verifyHostRestart(rest).exit();
+      break;
+    case 'mux-restart':
+      verifyMuxRestart(rest).exit();
+      break;
+    case 'vip-api':
+      verifyVipApi(rest).exit();
+      break;
+    case 'backend-removed':
+      verifyBackendRemoved(rest).exit();
+      break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
       process.exit(2);
