@@ -74,6 +74,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
     vips: config.vips.map((v) => ({
       address: v.address.text,
       rules: v.rules.map((r) => ({
+      ...(v.scope === 'internal' ? { scope: v.scope, network: v.network } : {}),
         name: r.name,
         protocol: r.protocol,
         frontendPort: r.frontendPort,

@@ -23,6 +23,7 @@ import type {
 } from './types.js';
 import { checkVipsInRanges, validateVipRanges } from './vip-ranges.js';
 import { RULE_PROTOCOLS, takenAddresses, validateVips } from './vips.js';
+import { checkInternalOutsideRanges } from './internal-vips.js';
 
 const TOP_KEYS = [
   'version',
@@ -116,6 +117,7 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
 
   const bgp = validateBgp(c, raw, muxes, taken, vipSeen);
   const vipRanges = checkVipsInRanges(c, vipRangesGiven, vips, taken, bgp);
+  checkInternalOutsideRanges(c, vips, vipRangesGiven);
 
   if (c.issues.length > 0) return null;
 
@@ -177,6 +179,8 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     vips: vips.map((v): VipConfig => ({
       address: v!.address!,
       rules: v!.rules!.map((r): RuleConfig => ({
+      scope: v!.scope!,
+      network: v!.network!,
         name: r!.name!,
         protocols: RULE_PROTOCOLS[r!.protocol!],
         protocol: r!.protocol!,

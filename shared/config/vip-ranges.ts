@@ -104,13 +104,15 @@ export function checkVipsInRanges(
     // so a controller seeded from this config keeps them: a VIP added later needs a declared range.
     const derived: VipRange[] = [];
     for (const v of vips)
-      if (v?.address !== undefined && !derived.some((r) => r.network.text === v.address!.text)) derived.push(hostVipRange(v.address));
+      if (v?.address !== undefined && v.scope !== 'internal' && !derived.some((r) => r.network.text === v.address!.text))
+        derived.push(hostVipRange(v.address)); // an internal VIP is never announced (docs/east-west.md)
     return derived;
   }
   const list = given.map((r) => r.text).join(', ');
   vips.forEach((v, vi) => {
     const a = v?.address;
     if (a === undefined || taken.has(ipKey(a)) || given.some((r) => inVipRange(a, r))) return; // a taken address is refused already
+    if (v?.scope !== 'public') return; // internal: never announced (checkInternalOutsideRanges); undefined: scope reported
     c.add(
       ['vips', vi, 'address'],
       a.text,

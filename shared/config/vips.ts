@@ -24,8 +24,9 @@ import type { NodeP } from './nodes.js';
 import type { PoolP } from './pools.js';
 import type { Distribution, IpProtocolNumber, RuleProtocol } from './types.js';
 import type { IpAddr } from '../addr.js';
+import { checkInternalRule, readVipScope, type VipScopeP } from './internal-vips.js';
 
-const VIP_KEYS = ['address', 'rules'] as const;
+const VIP_KEYS = ['address', 'scope', 'network', 'rules'] as const;
 const RULE_KEYS = ['name', 'protocol', 'frontendPort', 'backendPort', 'pool', 'distribution', 'probe'] as const;
 
 export const DISTRIBUTIONS: Readonly<Record<string, Distribution>> = { '5-tuple': 5, '3-tuple': 3, '2-tuple': 2 };
@@ -43,7 +44,7 @@ export interface RuleP {
   distribution?: Distribution;
   probe?: string | null;
 }
-export interface VipP {
+export interface VipP extends VipScopeP {
   address?: IpAddr;
   rules?: (RuleP | undefined)[];
 }
@@ -120,7 +121,7 @@ export function validateVips(
     const at: Path = ['vips', vi];
     const o = itemObj(c, it, at, VIP_KEYS);
     if (o === undefined) return undefined;
-    const vip: VipP = { address: reqAddressField(c, o, at, 'address', 'any') };
+    const vip: VipP = { address: reqAddressField(c, o, at, 'address', 'any'), ...readVipScope(c, o, at, netNames) };
     const addr = vip.address;
     if (addr !== undefined) {
       const prev = vipSeen.get(ipKey(addr));
@@ -208,6 +209,7 @@ export function validateVips(
 
       // every backend nic needs an address of the VIP's family; stateless DSR claims
       const pool = pi !== undefined ? pools[pi] : undefined;
+      checkInternalRule(c, at2, vip, pool, r['pool'], nics, nets, netNames, mixedReported);
       if (addr !== undefined && pool?.backends !== undefined) {
         const fam = addr.family;
         const frontend = `${ipKey(addr)}|${rule.frontendPort}`;
