@@ -1,0 +1,104 @@
+// The host agent's flow table (docs/east-west.md): one table per host agent for every per-flow feature.
+// Key: VNI, family, protocol, source and destination address, ports (11 uint32 words, an IPv4 address in
+// the first word of its four). Value: kind (high 8 bits) and action (low 24 bits), whose meaning the kind
+// gives: for FLOW_TO_MUX the MUX (index into the host tables' MUX list) the flow was sent to, for
+// FLOW_FASTPATH the redirect's target (index into the east-west targets). Bounded (inserts beyond the
+// limit fail: the caller keeps the stateless path), idle expiry per entry, no allocation per packet.
+import { FlowTable, type FlowLimit } from '../shared/flow-table.js';
+import { murmur3Words } from '../shared/flow-hash.js';
+
+export const HOST_FLOW_KEY_WORDS = 11;
+/** Sent toward a MUX (east-west, before a redirect): action = the MUX's index. */
+export const FLOW_TO_MUX = 1;
+/** Redirected by a MUX: action = the target's index (its nic, host and MAC). */
+export const FLOW_FASTPATH = 2;
+export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = { [FLOW_TO_MUX]: 'to_mux', [FLOW_FASTPATH]: 'fastpath' };
+const HASH_SEED = 0x686f7374; // 'host'
+
+export class HostFlowTable {
+  readonly table: FlowTable;
+  readonly limit: FlowLimit;
+  /** The hash of the key last written by setKey4/setKey6. */
+  hash = 0;
+
+  constructor(maxFlows: number) {
+    this.limit = { max: maxFlows, count: 0 };
+    this.table = new FlowTable(HOST_FLOW_KEY_WORDS, this.limit);
+  }
+
+  get size(): number {
+    return this.table.size;
+  }
+
+  setKey4(vni: number, src: number, dst: number, proto: number, sport: number, dport: number): void {
+    const k = this.table.key;
+    k[0] = (vni << 8) | 4;
+    k[1] = src;
+    k[2] = 0;
+    k[3] = 0;
+    k[4] = 0;
+    k[5] = dst;
+    k[6] = 0;
+    k[7] = 0;
+    k[8] = 0;
+    k[9] = proto;
+    k[10] = ((sport << 16) | dport) >>> 0;
+    this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+  }
+
+  setKey6(vni: number, src: ArrayLike<number>, dst: ArrayLike<number>, proto: number, sport: number, dport: number): void {
+    const k = this.table.key;
+    k[0] = (vni << 8) | 6;
+    for (let i = 0; i < 4; i++) {
+      k[1 + i] = src[i]!;
+      k[5 + i] = dst[i]!;
+    }
+    k[9] = proto;
+    k[10] = ((sport << 16) | dport) >>> 0;
+    this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+  }
+
+  /** The entry's value (kind << 24 | action) for the key set last, refreshing its expiry; -1 when none. */
+  lookup(now: number, expiresAt: number): number {
+    return this.table.lookup(this.hash, now, expiresAt);
+  }
+
+  peek(now: number): number {
+    return this.table.peek(this.hash, now);
+  }
+
+  /** False when the table is full (counted by the caller). */
+  insert(kind: number, action: number, expiresAt: number): boolean {
+    return this.table.insert(this.hash, ((kind << 24) | (action & 0xffffff)) >>> 0, expiresAt);
+  }
+
+  remove(): boolean {
+    return this.table.remove(this.hash);
+  }
+
+  sweep(now: number, budget: number): number {
+    return this.table.sweep(now, budget);
+  }
+
+  clear(): void {
+    this.table.clear();
+  }
+
+  /** Live entries by kind name (for status). */
+  countByKind(now: number): Record<string, number> {
+    const out: Record<string, number> = {};
+    this.table.forEach(now, (_k, v) => {
+      const name = FLOW_KIND_NAMES[v >>> 24] ?? `kind_${v >>> 24}`;
+      out[name] = (out[name] ?? 0) + 1;
+    });
+    return out;
+  }
+}
+
+export function flowKind(value: number): number {
+  return value >>> 24;
+}
+
+export function flowAction(value: number): number {
+  return value & 0xffffff;
+}

@@ -1,0 +1,214 @@
+// A flow table (the MUX's: flow key -> backend id; the host agent's: host-agent/flow-table.ts), with per-entry idle expiry and a bounded size.
+// Open addressing with linear probing and backward-shift deletion over typed arrays, so a lookup or an
+// insert allocates nothing. Keys are fixed-width runs of uint32 words (4 for IPv4 5-tuples, 10 for IPv6);
+// the caller writes the key into `table.key` and passes the flow hash. Time is whole seconds from the
+// caller's clock; an entry is live while expiresAt > now. The table grows by doubling (a rehash pause
+// proportional to its size) until maxEntries; beyond that, inserts fail and the caller falls back to
+// the stateless choice.
+
+const MIN_CAPACITY = 1024;
+const MAX_LOAD = 0.75;
+
+/** Shared by the IPv4 and IPv6 tables so that maxFlows bounds their sum. */
+export interface FlowLimit {
+  readonly max: number;
+  count: number;
+}
+
+export class FlowTable {
+  readonly keyWords: number;
+  /** Scratch key: write the flow's words here before find/lookup/insert. */
+  readonly key: Uint32Array;
+  private readonly limit: FlowLimit;
+  private cap = 0;
+  private mask = 0;
+  private keys = new Uint32Array(0);
+  private hashes = new Uint32Array(0);
+  private values = new Uint32Array(0);
+  private expires = new Uint32Array(0); // 0 = empty slot
+  private sweepCursor = 0;
+  size = 0;
+
+  constructor(keyWords: number, limit: FlowLimit, initialCapacity = MIN_CAPACITY) {
+    this.keyWords = keyWords;
+    this.key = new Uint32Array(keyWords);
+    this.limit = limit;
+    this.allocate(pow2AtLeast(Math.max(MIN_CAPACITY, initialCapacity)));
+  }
+
+  get capacity(): number {
+    return this.cap;
+  }
+
+  /** Bytes held by the table's arrays. */
+  get bytes(): number {
+    return this.keys.byteLength + this.hashes.byteLength + this.values.byteLength + this.expires.byteLength;
+  }
+
+  private allocate(cap: number): void {
+    this.cap = cap;
+    this.mask = cap - 1;
+    this.keys = new Uint32Array(cap * this.keyWords);
+    this.hashes = new Uint32Array(cap);
+    this.values = new Uint32Array(cap);
+    this.expires = new Uint32Array(cap);
+    this.sweepCursor = 0;
+  }
+
+  private keyAt(slot: number): boolean {
+    const kw = this.keyWords;
+    const base = slot * kw;
+    const k = this.key;
+    const keys = this.keys;
+    for (let i = 0; i < kw; i++) if (keys[base + i] !== k[i]) return false;
+    return true;
+  }
+
+  /** Slot of the entry for `key`, or -1 (expired entries are found too; see lookup). */
+  find(hash: number): number {
+    const h = hash >>> 0;
+    let i = h & this.mask;
+    for (;;) {
+      if (this.expires[i] === 0) return -1;
+      if (this.hashes[i] === h && this.keyAt(i)) return i;
+      i = (i + 1) & this.mask;
+    }
+  }
+
+  /**
+   * The value for `key` if live, refreshing its expiry to `expiresAt`; -1 when absent or expired
+   * (an expired entry is removed on the spot).
+   */
+  lookup(hash: number, now: number, expiresAt: number): number {
+    const s = this.find(hash);
+    if (s < 0) return -1;
+    if (this.expires[s]! <= now) {
+      this.removeSlot(s);
+      return -1;
+    }
+    this.expires[s] = expiresAt;
+    return this.values[s]!;
+  }
+
+  /** The value for `key` if live, without refreshing it (for packets that are not flow activity); -1 otherwise. */
+  peek(hash: number, now: number): number {
+    const s = this.find(hash);
+    return s < 0 || this.expires[s]! <= now ? -1 : this.values[s]!;
+  }
+
+  /** Inserts or replaces the entry for `key`. False when the table is at its limit. */
+  insert(hash: number, value: number, expiresAt: number): boolean {
+    const h = hash >>> 0;
+    const s = this.find(h);
+    if (s >= 0) {
+      this.values[s] = value;
+      this.expires[s] = expiresAt;
+      return true;
+    }
+    if (this.limit.count >= this.limit.max) return false;
+    if (this.size + 1 > this.cap * MAX_LOAD) this.grow();
+    let i = h & this.mask;
+    while (this.expires[i] !== 0) i = (i + 1) & this.mask;
+    this.keys.set(this.key, i * this.keyWords);
+    this.hashes[i] = h;
+    this.values[i] = value;
+    this.expires[i] = expiresAt > 0 ? expiresAt : 1;
+    this.size++;
+    this.limit.count++;
+    return true;
+  }
+
+  /** Removes the entry for `key`; true if there was one. */
+  remove(hash: number): boolean {
+    const s = this.find(hash);
+    if (s < 0) return false;
+    this.removeSlot(s);
+    return true;
+  }
+
+  private removeSlot(slot: number): void {
+    // backward-shift deletion: pull later entries of the probe run into the hole
+    const kw = this.keyWords;
+    let hole = slot;
+    let i = (slot + 1) & this.mask;
+    while (this.expires[i] !== 0) {
+      const home = this.hashes[i]! & this.mask;
+      // move entry i into the hole unless its home lies cyclically in (hole, i]
+      const inRange = hole <= i ? home > hole && home <= i : home > hole || home <= i;
+      if (!inRange) {
+        this.keys.copyWithin(hole * kw, i * kw, i * kw + kw);
+        this.hashes[hole] = this.hashes[i]!;
+        this.values[hole] = this.values[i]!;
+        this.expires[hole] = this.expires[i]!;
+        hole = i;
+      }
+      i = (i + 1) & this.mask;
+    }
+    this.expires[hole] = 0;
+    this.size--;
+    this.limit.count--;
+  }
+
+  private grow(): void {
+    const oldCap = this.cap;
+    const kw = this.keyWords;
+    const oldKeys = this.keys;
+    const oldHashes = this.hashes;
+    const oldValues = this.values;
+    const oldExpires = this.expires;
+    this.allocate(oldCap * 2);
+    for (let s = 0; s < oldCap; s++) {
+      if (oldExpires[s] === 0) continue;
+      let i = oldHashes[s]! & this.mask;
+      while (this.expires[i] !== 0) i = (i + 1) & this.mask;
+      this.keys.set(oldKeys.subarray(s * kw, s * kw + kw), i * kw);
+      this.hashes[i] = oldHashes[s]!;
+      this.values[i] = oldValues[s]!;
+      this.expires[i] = oldExpires[s]!;
+    }
+  }
+
+  /**
+   * Removes expired entries among the next `maxSlots` slots; returns how many were removed. A removal
+   * may pull a later entry into the slot just looked at, so the slot is looked at again; that does not
+   * use up the budget (at most `size` extra looks).
+   */
+  sweep(now: number, maxSlots: number): number {
+    let removed = 0;
+    const n = Math.min(maxSlots, this.cap);
+    for (let steps = 0; steps < n;) {
+      const s = this.sweepCursor;
+      const e = this.expires[s]!;
+      if (e !== 0 && e <= now) {
+        this.removeSlot(s);
+        removed++;
+        continue;
+      }
+      this.sweepCursor = (s + 1) & this.mask;
+      steps++;
+    }
+    return removed;
+  }
+
+  /** Removes everything. */
+  clear(): void {
+    this.limit.count -= this.size;
+    this.size = 0;
+    this.expires.fill(0);
+  }
+
+  /** Calls fn for every live entry (for status output; allocates). */
+  forEach(now: number, fn: (key: Uint32Array, value: number, expiresAt: number) => void): void {
+    const kw = this.keyWords;
+    for (let s = 0; s < this.cap; s++) {
+      const e = this.expires[s]!;
+      if (e !== 0 && e > now) fn(this.keys.slice(s * kw, s * kw + kw), this.values[s]!, e);
+    }
+  }
+}
+
+function pow2AtLeast(n: number): number {
+  let c = 1;
+  while (c < n) c *= 2;
+  return c;
+}
