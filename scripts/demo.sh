@@ -2,8 +2,9 @@
 # The main job: installs what is missing and builds, brings up the default lab (examples/lab.yaml: a
 # client, a router, 2 MUXes, 2 hosts with 2 backends each, in network namespaces), captures every link,
 # sends 1,000 HTTP requests to the VIP, verifies the packet path from the captures (slbx's own decoder,
-# cross-checked by tshark), prints an account of which hop saw what, and tears the lab down. The pcaps
-# and logs stay in the folder it prints.
+# cross-checked by tshark), prints an account of which hop saw what, writes the packet-walk report
+# (report.html beside the pcaps: one flow hop by hop, charts, drops) and tears the lab down. The pcaps,
+# logs and report stay in the folder it prints.
 #   scripts/demo.sh [--requests N] [--keep]     --keep leaves the lab up (scripts/lab.sh down --name demo)
 #   scripts/demo.sh --offline                   the offline replay demo instead (no namespaces)
 set -euo pipefail
@@ -45,6 +46,8 @@ sc_verify north-south --run "$LAB_DIR" --vip 203.0.113.10 --port 80 --requests "
   --client-json "$LAB_DIR/client-http.json" --account "$LAB_DIR/account.json" | sed 's/^/   /' || rc=1
 for n in $(lab_nodes mux) $(lab_nodes host); do sc_counters "$n" "$LAB_DIR/$n-counters.json" || true; done
 node dist/scripts/scenarios/lib/verify.js account "$LAB_DIR/account.json" "$LAB_DIR"
+echo "== the packet-walk report (one flow hop by hop, the run's distribution, drops, tshark), from the captures"
+node dist/scripts/lab/report.js --run "$LAB_DIR" --vip 203.0.113.10 --port 80 | sed 's/^/   /' || rc=1
 if [ $keep = 1 ]; then
   echo
   echo "The lab is still up: scripts/lab.sh status --name demo; scripts/lab.sh exec --name demo client1 curl -s http://203.0.113.10/"
