@@ -26,6 +26,7 @@ commands:
   status  namespaces, addresses, the router's VIP routes, processes, daemon status
   exec    run a command in a node's namespace (curl, tcpdump, ip, the lab client ...)
   birdc   the router's BIRD (labs with BGP): birdc show protocols, show route all ...
+  delay   set a delay link live (labs up with --delays F): scripts/lab.sh delay mux1 host1 40
   list    the labs that are up
   down    take a lab down (processes, namespaces, veths); logs and pcaps stay in runs/lab/NAME/
 
@@ -47,6 +48,8 @@ options:
   --config F     slbx config (default: examples/lab.yaml)
   --clients N    client namespaces, 1..6 (default 1); client1 has 198.51.100.10-41 and 2001:db8:c::10-2f
   --muxes N      replace the config's MUXes with mux1..muxN, 1..8 (198.18.0.11.., 2001:db8:f::11..)
+  --delays F     lab-only delay links (YAML: delays: [{ between: [mux1, host1], ms: 40 }]): adds ms of
+                 round trip between two nodes, changeable live (lab_delay_set A B MS); docs/lab.md "Delay links"
 
 With a bgp section in the config (examples/lab.yaml has one) the router runs BIRD 2 and learns the
 VIP routes from the MUXes' BGP speakers (docs/bgp.md); `scripts/lab.sh birdc show route` asks it.
@@ -109,7 +112,7 @@ case $cmd in
         -h|--help) usage_up; exit 0 ;;
         --name) [ $# -ge 2 ] || { echo "--name needs a value" >&2; exit 2; }; name=$2; args+=(--name "$2"); shift 2 ;;
         --name=*) name=${1#*=}; args+=("$1"); shift ;;
-        --config|--clients|--muxes) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
+        --config|--clients|--muxes|--delays) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
         --config=*|--clients=*|--muxes=*|--no-daemons|--no-controller) args+=("$1"); shift ;;
         *) echo "scripts/lab.sh up: unknown argument '$1' (see scripts/lab.sh up --help)" >&2; exit 2 ;;
       esac
@@ -177,6 +180,15 @@ case $cmd in
     ns=$(lab_ns "$node")
     # as lab_exec does: slbctl finds the controller's API token here (runs/lab/NAME/api-token, mode 600)
     SLBX_TOKEN_FILE=${SLBX_TOKEN_FILE:-$LAB_DIR/api-token} exec ip netns exec "$ns" "${REST[@]:1}"
+    ;;
+  delay)  # delay links (scripts/lab/delay.sh; docs/lab.md "Delay links")
+    parse_name "$@"
+    [ "$HELP" = 0 ] || { printf 'usage: scripts/lab.sh delay [--name N] A B MS\n       scripts/lab.sh delay [--name N] status\n\nSets the delay link between lab nodes A and B to MS ms of round trip (MS/2 each way), live, and\nwaits until it applies; status prints the device'"'"'s settings and counters. The lab must have been\nbrought up with --delays FILE naming the pair (0 ms is fine).\n'; exit 0; }
+    [ "$(id -u)" = 0 ] || { echo "scripts/lab.sh delay: needs root" >&2; exit 1; }
+    lab_use "$NAME"
+    if [ "${REST[*]}" = status ]; then lab_delay_status; exit; fi
+    [ ${#REST[@]} = 3 ] || { echo "usage: scripts/lab.sh delay [--name N] A B MS | status (see --help)" >&2; exit 2; }
+    lab_delay_set "${REST[@]}"
     ;;
   *)
     echo "scripts/lab.sh: unknown command '$cmd' (up, down, status, exec, birdc, list; see --help)" >&2

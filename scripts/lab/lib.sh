@@ -139,6 +139,8 @@ LAB_SLBCTL_JS=${LAB_SLBCTL_JS:-$SLBX_ROOT/dist/cli/slbctl.js}
 # The daemons' capture and injection (their --io: pcap or ring); empty: their default (pcap).
 LAB_DAEMON_IO=${LAB_DAEMON_IO:-}
 LAB_NODE=(node --enable-source-maps)
+# shellcheck source=delay.sh
+source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, lab_delay_set
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -268,6 +270,7 @@ lab_up() {
       --no-controller) controller=0; shift ;;
       --muxes) muxes=${2:-}; shift 2 || { _lab_err '--muxes needs a value'; return 2; } ;;
       --muxes=*) muxes=${1#*=}; shift ;;
+      --delays) LAB_DELAYS=${2:-}; shift 2 || { _lab_err '--delays needs a value'; return 2; } ;;  # scripts/lab/delay.sh
       *) _lab_err "lab_up: unknown argument '$1' (lab_up [--name NAME] [--config FILE] [--clients N] [--muxes N] [--no-daemons] [--no-controller])"; return 2 ;;
     esac
   done
@@ -548,6 +551,7 @@ _lab_build() {
   done 3<"$plan"
   _lab_wait_backends backend_pids backend_logs
 
+  _lab_delay_build  # delay links of lab_up --delays FILE, before any daemon sends (scripts/lab/delay.sh)
   [ "$daemons" = 1 ] || { _lab_state_add "$state" SLBX_LAB_STATE up; return 0; }
 
   # --- the controller first (the daemons watch it), then the daemons: host agents first (they serve
