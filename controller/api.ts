@@ -22,6 +22,9 @@ import { ApiError, COLLECTIONS, isCollection, readTarget, type ApiFieldError, ty
 import { AGENT_KINDS, type AgentKind, type AgentRegistry } from './agents.js';
 import { splitKey, type ControllerState, type HealthResultIn } from './state.js';
 import { authorized, sign, SIGNATURE_HEADER } from '../runtime/api-token.js';
+import { writeProcessMetrics } from '../runtime/process-metrics.js';
+import { PROM_CONTENT_TYPE, PromWriter } from '../shared/prom-text.js';
+import { writeControllerMetrics, type ControllerHealthEntry } from './metrics.js';
 
 export const API_PREFIX = '/v1';
 /** Largest request body accepted (a whole config fits easily). */
@@ -209,6 +212,7 @@ export class ControllerApi {
 
   private route(seg: string[]): Route | null {
     if (seg.length === 1 && seg[0] === '') return { methods: ['GET'], handle: (c) => this.index(c) };
+    if (seg.length === 1 && seg[0] === 'metrics') return { methods: ['GET'], handle: (c) => this.metrics(c) };
     if (`/${seg[0]}` !== API_PREFIX) return null;
     const s = seg.slice(1);
     if (s.length === 0) return { methods: ['GET'], handle: (c) => this.index(c) };
@@ -288,6 +292,7 @@ export class ControllerApi {
         'GET|POST /v1/pools/{pool}/backends, GET|PUT|PATCH|DELETE /v1/pools/{pool}/backends/{nic}',
         'GET|POST /v1/vips/{vip}/rules, GET|PUT|PATCH|DELETE /v1/vips/{vip}/rules/{rule}',
         'GET /v1/health',
+        'GET /metrics (the Prometheus text format)',
         'GET /v1/agents, GET /v1/agents/{mux|host}/{name}',
         'GET /v1/generations, GET /v1/generations/{gen|current}?waitS=S&kind=mux|host|all',
         'GET /v1/agents/{mux|host}/{name}/policy?after=GEN&applied=GEN&state=STATEID&waitS=S',
@@ -408,6 +413,16 @@ export class ControllerApi {
             reportedAt: e.reportedAt,
           };
     });
+  }
+
+  /** GET /metrics: the Prometheus text format (docs/metrics.md); read-only like every GET, no token. */
+  private metrics(c: Ctx): void {
+    const w = new PromWriter();
+    writeControllerMetrics(w, this.state, this.agents, this.healthList() as ControllerHealthEntry[], this.refused);
+    writeProcessMetrics(w);
+    const text = w.text();
+    c.res.writeHead(200, { 'content-type': PROM_CONTENT_TYPE, 'content-length': Buffer.byteLength(text) });
+    c.res.end(text);
   }
 
   private generations(): unknown {

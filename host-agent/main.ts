@@ -8,6 +8,7 @@ import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.
 import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
+import { writeHostMetrics } from './metrics.js';
 
 const PACKET = packetDaemonOptions('host');
 
@@ -35,7 +36,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   defaultStatus: '127.0.0.1:9181',
   extraHelp:
     'status: curl -s http://127.0.0.1:9181/status     ready, ports, DSR, counters\n' +
-    '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>',
+    '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>\n' +
+    '        curl -s http://127.0.0.1:9181/metrics    the Prometheus text format (docs/metrics.md)',
   checkArgs(args) {
     const rp = one(args, 'receive-path')!;
     const ioError = checkPacketDaemonArgs(args);
@@ -72,6 +74,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     return (path) => {
       if (path === '/status') return d.status();
       if (path === '/counters') return d.counters();
+      if (path === '/metrics') return writeHostMetrics(d);
       return undefined;
     };
   },

@@ -110,6 +110,11 @@ export class MuxDaemon {
   private awaitingPolicy: boolean;
   internalErrors = 0;
   lastInternalError = '';
+  /**
+   * Per backend, by nic id (stable for the process's life): [2 id] frames the data plane forwarded to it,
+   * [2 id + 1] their bytes (the VXLAN frames). Read by GET /metrics; grown when a config adds nics.
+   */
+  private nicCounts = new Float64Array(0);
 
   constructor(o: MuxDaemonOptions) {
     this.name = o.name;
@@ -118,6 +123,7 @@ export class MuxDaemon {
     this.config = o.config;
     this.health = o.health ?? ALL_HEALTHY;
     this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.health, null, this.generation));
+    this.growNicCounts();
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -244,6 +250,9 @@ export class MuxDaemon {
     if (v === VERDICT_FORWARD) {
       const path = this.sendPathCode;
       const n = ctx.outLen;
+      const k = ctx.lastNic!.id * 2;
+      this.nicCounts[k]!++;
+      this.nicCounts[k + 1]! += n;
       let failed: number;
       if (path === 0) {
         if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;
@@ -403,6 +412,7 @@ export class MuxDaemon {
       this.ctx = this.newContext(config, tables);
       this.ctx.counters.values.set(counters);
     }
+    this.growNicCounts();
     this.config = config;
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
@@ -454,6 +464,35 @@ export class MuxDaemon {
       bgp: this.bgp?.status() ?? null,
       counters: this.ctx.counters.snapshot(),
     };
+  }
+
+  /** Keeps nicCounts as long as the id space of the tables (ids are never reused, so counts carry over). */
+  private growNicCounts(): void {
+    const need = this.ctx.tables.nicIds.size * 2;
+    if (this.nicCounts.length >= need) return;
+    const next = new Float64Array(need);
+    next.set(this.nicCounts);
+    this.nicCounts = next;
+  }
+
+  /** Per backend ever configured: frames and bytes forwarded to it (GET /metrics). */
+  backendCounts(): { backend: string; vni: number | null; packets: number; bytes: number }[] {
+    const t = this.ctx.tables;
+    const out: { backend: string; vni: number | null; packets: number; bytes: number }[] = [];
+    for (const [name, id] of t.nicIds) {
+      out.push({
+        backend: name,
+        vni: t.nicsById[id]?.vni ?? null,
+        packets: this.nicCounts[id * 2] ?? 0,
+        bytes: this.nicCounts[id * 2 + 1] ?? 0,
+      });
+    }
+    return out;
+  }
+
+  /** The BGP speakers' and BFD sessions' status (docs/bgp.md), or null without BGP. */
+  bgpStatus(): Record<string, unknown> | null {
+    return this.bgp?.status() ?? null;
   }
 
   /** What GET /flows answers: up to `limit` live flows. */

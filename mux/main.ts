@@ -5,6 +5,7 @@ import { isMain } from '../runtime/command.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
+import { writeMuxMetrics } from './metrics.js';
 
 const PACKET = packetDaemonOptions('mux');
 
@@ -33,6 +34,7 @@ export const MUX_PROGRAM: DaemonProgram = {
   extraHelp:
     'status: curl -s http://127.0.0.1:9180/status     ready, tables, hosts, flow count, counters\n' +
     '        curl -s http://127.0.0.1:9180/counters   every counter; drops are drop_<reason>\n' +
+    '        curl -s http://127.0.0.1:9180/metrics    the Prometheus text format (docs/metrics.md)\n' +
     "        curl -s 'http://127.0.0.1:9180/flows?limit=20'",
   checkArgs(args) {
     const sp = one(args, 'send-path')!;
@@ -66,6 +68,7 @@ export const MUX_PROGRAM: DaemonProgram = {
     return (path, q) => {
       if (path === '/status') return d.status();
       if (path === '/counters') return d.counters();
+      if (path === '/metrics') return writeMuxMetrics(d);
       if (path === '/flows') return d.flows(Math.min(10000, Number(q.get('limit') ?? 100) || 100));
       return undefined;
     };

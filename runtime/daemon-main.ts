@@ -13,7 +13,9 @@ import { formatConfigErrors, parseConfig, configSummary, type SlbxConfig } from 
 import { one, type OptionSpec, type ParsedArgs } from '../shared/args.js';
 import { runCommandAsync } from './command.js';
 import { configureLog, logError, logInfo, logWarn, type LogLevel } from './log.js';
-import { isLoopback, parseListen, startStatusServer, type StatusHandler } from './status-server.js';
+import { isLoopback, parseListen, startStatusServer, TextBody, type StatusHandler } from './status-server.js';
+import { PROM_CONTENT_TYPE, PromWriter } from '../shared/prom-text.js';
+import { writeProcessMetrics } from './process-metrics.js';
 import { parseControllerUrl } from './http-json.js';
 import { readToken } from './api-token.js';
 import { PolicyClient, type AppliedPolicy, type HealthReporter } from './policy-client.js';
@@ -94,6 +96,11 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
     ...p.options,
     { name: 'status', value: 'ADDR:PORT', help: 'status endpoint (read-only JSON over HTTP)', default: p.defaultStatus },
     { name: 'status-any', help: 'allow a non-loopback status address' },
+    {
+      name: 'metrics',
+      value: 'ADDR:PORT',
+      help: 'a second listener that answers only GET /metrics (read-only counters and states, no tables), e.g. on the fabric address for a Prometheus in another namespace (docs/metrics.md); GET /metrics is also on the status endpoint',
+    },
     { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
     { name: 'help', help: 'show this help' },
   ];
@@ -128,6 +135,9 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   if (typeof listen === 'string') return err(`--status: ${listen}`);
   if (!isLoopback(listen.host) && !args.flags.has('status-any'))
     return err(`--status ${listen.host} is not a loopback address; add --status-any to mean it`);
+  const metricsText = one(args, 'metrics');
+  const metricsListen = metricsText === undefined ? null : parseListen(metricsText);
+  if (typeof metricsListen === 'string') return err(`--metrics: ${metricsListen}`);
 
   let daemon: Daemon | null = null;
   let bootstrap: SlbxConfig | null = null;
@@ -162,6 +172,16 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   let routes: StatusHandler | null = daemon !== null ? p.routes(daemon) : null;
   const kind = p.program === 'slbx-mux' ? 'mux' : 'host';
   const handler: StatusHandler = (path, q) => {
+    if (path === '/metrics') {
+      // the daemon's own families (its routes answer a PromWriter), then the policy client's and the process's
+      const own = routes?.('/metrics', q);
+      const w = own instanceof PromWriter ? own : new PromWriter();
+      const prefix = kind === 'mux' ? 'slbx_mux' : 'slbx_host';
+      if (routes === null) w.add(`${prefix}_ready`, 'gauge', 'The daemon serves traffic (GET /status ready).', {}, 0);
+      if (client !== null) writePolicyClientMetrics(w, prefix, client.status());
+      writeProcessMetrics(w);
+      return new TextBody(w.text(), PROM_CONTENT_TYPE);
+    }
     if (routes === null) {
       return path === '/status'
         ? {
@@ -185,6 +205,17 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     return err(`status endpoint ${listen.host}:${listen.port}: ${(e as Error).message}`, 1);
   }
   logInfo('status_listening', { address: `${listen.host}:${listen.port}` });
+  let metricsServer: Server | null = null;
+  if (metricsListen !== null) {
+    try {
+      metricsServer = await startStatusServer(metricsListen, (path, q) => (path === '/metrics' ? handler(path, q) : undefined));
+    } catch (e) {
+      server.close();
+      daemon?.stop();
+      return err(`metrics endpoint ${metricsListen.host}:${metricsListen.port}: ${(e as Error).message}`, 1);
+    }
+    logInfo('metrics_listening', { address: `${metricsListen.host}:${metricsListen.port}` });
+  }
 
   if (controllerUrl !== null) {
     const tokenPath = one(args, 'controller-token-file');
@@ -262,12 +293,46 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
           client?.stop();
           daemon?.stop();
           server.close();
+          metricsServer?.close();
           resolve(0);
         });
     };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+}
+
+/** The agent's side of the policy push: the generation it applied and its connection to the controller. */
+function writePolicyClientMetrics(w: PromWriter, prefix: string, s: ReturnType<PolicyClient['status']>): void {
+  w.add(
+    `${prefix}_policy_generation`,
+    'gauge',
+    "The controller's policy generation this daemon applied (-1: none yet).",
+    {},
+    s.appliedGeneration ?? -1,
+  );
+  w.add(
+    `${prefix}_policy_seen_generation`,
+    'gauge',
+    'The newest generation the controller offered (-1: none yet).',
+    {},
+    s.seenGeneration ?? -1,
+  );
+  w.add(
+    `${prefix}_controller_connected`,
+    'gauge',
+    '1 while the watch on the controller is connected.',
+    {},
+    s.connection === 'connected' ? 1 : 0,
+  );
+  const at = s.lastPolicyAt === null ? NaN : Date.parse(s.lastPolicyAt) / 1000;
+  w.add(
+    `${prefix}_policy_last_applied_timestamp_seconds`,
+    'gauge',
+    'When the last policy arrived from the controller (Unix time; NaN: none yet).',
+    {},
+    at,
+  );
 }
 
 /** Runs main and exits with its code; a thrown error is logged as fatal (exit 1). */

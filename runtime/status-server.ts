@@ -25,6 +25,14 @@ export function isLoopback(host: string): boolean {
 
 export type StatusHandler = (path: string, query: URLSearchParams) => unknown;
 
+/** A handler's answer sent as it is (GET /metrics: the Prometheus text format), not as JSON. */
+export class TextBody {
+  constructor(
+    readonly text: string,
+    readonly contentType: string,
+  ) {}
+}
+
 /** Starts the server; resolves once it listens, rejects with the listen error. */
 export function startStatusServer(addr: ListenAddress, handler: StatusHandler): Promise<Server> {
   const server = createServer((req, res) => {
@@ -45,6 +53,11 @@ export function startStatusServer(addr: ListenAddress, handler: StatusHandler): 
     if (body === undefined) {
       res.writeHead(404, { 'content-type': 'application/json' });
       res.end(`${JSON.stringify({ error: `no such path ${url.pathname}` })}\n`);
+      return;
+    }
+    if (body instanceof TextBody) {
+      res.writeHead(200, { 'content-type': body.contentType, 'content-length': Buffer.byteLength(body.text) });
+      res.end(body.text);
       return;
     }
     res.writeHead(200, { 'content-type': 'application/json' });

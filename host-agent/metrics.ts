@@ -1,0 +1,46 @@
+// GET /metrics of the host agent (docs/metrics.md): the data plane's counters, the backends' ports and
+// their health probes, all read at scrape time. Nothing here runs per packet.
+import { PromWriter, writeCounterFamilies } from '../shared/prom-text.js';
+import type { HostDaemon } from './daemon.js';
+
+const DIRECTIONS = {
+  in_packets: {
+    metric: 'slbx_host_packets_total',
+    help: 'Packets judged: VXLAN in from the fabric (in), frames from the backends (out).',
+    labels: { direction: 'in' },
+  },
+  out_packets: {
+    metric: 'slbx_host_packets_total',
+    help: 'Packets judged: VXLAN in from the fabric (in), frames from the backends (out).',
+    labels: { direction: 'out' },
+  },
+  in_bytes: { metric: 'slbx_host_bytes_total', help: 'Bytes of the packets judged, in and out.', labels: { direction: 'in' } },
+  out_bytes: { metric: 'slbx_host_bytes_total', help: 'Bytes of the packets judged, in and out.', labels: { direction: 'out' } },
+} as const;
+
+const PROBE_STATES = ['unknown', 'up', 'down'] as const;
+
+export function writeHostMetrics(d: HostDaemon): PromWriter {
+  const w = new PromWriter();
+  const st = d.status();
+  w.add('slbx_host_ready', 'gauge', 'The daemon serves traffic (GET /status ready).', {}, st.ready === true ? 1 : 0);
+  w.add('slbx_host_tables_generation', 'gauge', "The host agent's own table generation.", {}, Number(st.generation));
+  writeCounterFamilies(w, 'slbx_host', d.counters(), DIRECTIONS);
+
+  w.family('slbx_host_port_open', 'gauge', "1 when the backend's port (its veth) is open for delivery.");
+  for (const p of (st.ports ?? []) as { nic: string; open: boolean }[]) w.sample('slbx_host_port_open', { backend: p.nic }, p.open ? 1 : 0);
+
+  w.family('slbx_host_probe_up', 'gauge', 'Health of a backend by probe and address family: 1 up, 0 down or not known yet.');
+  w.family('slbx_host_probe_state', 'gauge', "The probe dampener's state (unknown, up, down): 1 for the current one.");
+  w.family('slbx_host_probe_rtt_seconds', 'gauge', 'Round trip of the last successful probe, seconds (NaN: none yet).');
+  w.family('slbx_host_probe_state_seconds', 'gauge', 'Seconds since the probe state last changed.');
+  const now = Date.now();
+  for (const p of d.prober.status()) {
+    const l = { backend: p.nic, probe: p.probe, family: `ipv${p.family}` };
+    w.sample('slbx_host_probe_up', l, p.state === 'up' ? 1 : 0);
+    for (const s of PROBE_STATES) w.sample('slbx_host_probe_state', { ...l, state: s }, p.state === s ? 1 : 0);
+    w.sample('slbx_host_probe_rtt_seconds', l, p.rttMs === null ? NaN : p.rttMs / 1000);
+    w.sample('slbx_host_probe_state_seconds', l, Math.max(0, (now - Date.parse(p.since)) / 1000));
+  }
+  return w;
+}

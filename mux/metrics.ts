@@ -1,0 +1,91 @@
+// GET /metrics of the MUX (docs/metrics.md): the data plane's counters, the per-backend forward counts,
+// the flow tables' sizes, BGP and BFD, all read at scrape time. Nothing here runs per packet.
+import { BGP_STATES } from '../shared/bgp-fsm.js';
+import { BFD_STATE_NAMES } from '../shared/bgp-bfd.js';
+import { PromWriter, writeCounterFamilies } from '../shared/prom-text.js';
+import type { MuxDaemon } from './daemon.js';
+
+const DIRECTIONS = {
+  rx_packets: {
+    metric: 'slbx_mux_packets_total',
+    help: 'Frames captured (rx) and sent (tx) on the fabric interface.',
+    labels: { direction: 'rx' },
+  },
+  tx_packets: {
+    metric: 'slbx_mux_packets_total',
+    help: 'Frames captured (rx) and sent (tx) on the fabric interface.',
+    labels: { direction: 'tx' },
+  },
+  rx_bytes: {
+    metric: 'slbx_mux_bytes_total',
+    help: 'Bytes captured (rx) and sent (tx) on the fabric interface.',
+    labels: { direction: 'rx' },
+  },
+  tx_bytes: {
+    metric: 'slbx_mux_bytes_total',
+    help: 'Bytes captured (rx) and sent (tx) on the fabric interface.',
+    labels: { direction: 'tx' },
+  },
+} as const;
+
+interface PeerStatus {
+  peer: string;
+  state: string;
+  sinceS: number;
+}
+
+interface BfdStatus {
+  peer: string;
+  state: string;
+  sinceS: number;
+}
+
+export function writeMuxMetrics(d: MuxDaemon): PromWriter {
+  const w = new PromWriter();
+  const st = d.status();
+  w.add('slbx_mux_ready', 'gauge', 'The daemon serves traffic (GET /status ready).', {}, st.ready === true ? 1 : 0);
+  w.add('slbx_mux_tables_generation', 'gauge', "The MUX's own table generation (one more at each install).", {}, Number(st.generation));
+  writeCounterFamilies(w, 'slbx_mux', d.counters(), DIRECTIONS);
+
+  w.family('slbx_mux_backend_packets_total', 'counter', 'Frames the MUX forwarded (VXLAN) to a backend, by backend (nic) and VNI.');
+  w.family('slbx_mux_backend_bytes_total', 'counter', 'Bytes of the VXLAN frames the MUX forwarded to a backend.');
+  for (const b of d.backendCounts()) {
+    const labels = { backend: b.backend, vni: b.vni === null ? '' : String(b.vni) };
+    w.sample('slbx_mux_backend_packets_total', labels, b.packets);
+    w.sample('slbx_mux_backend_bytes_total', labels, b.bytes);
+  }
+
+  // flows: kind trusted (seen twice: the main table) and untrusted (seen once); other kinds join here
+  const ctx = d.ctx;
+  w.family('slbx_mux_flows', 'gauge', 'Flows in the flow tables, by kind and address family.');
+  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv4' }, ctx.flows4.size);
+  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv6' }, ctx.flows6.size);
+  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv4' }, ctx.pending4.size);
+  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv6' }, ctx.pending6.size);
+  w.family('slbx_mux_flows_max', 'gauge', 'The flow tables limit, by kind.');
+  w.sample('slbx_mux_flows_max', { kind: 'trusted' }, ctx.flowLimit.max);
+  w.sample('slbx_mux_flows_max', { kind: 'untrusted' }, ctx.pendingLimit.max);
+
+  const bgp = d.bgpStatus();
+  w.family('slbx_mux_bgp_session_up', 'gauge', '1 while the BGP session to the peer is Established.');
+  w.family('slbx_mux_bgp_session_state', 'gauge', 'The BGP FSM state of the session (RFC 4271 8): 1 for the current state.');
+  w.family('slbx_mux_bgp_session_state_seconds', 'gauge', 'Seconds in the current BGP state (the established time while Established).');
+  w.family('slbx_mux_bfd_session_up', 'gauge', '1 while the BFD session to the peer is Up.');
+  w.family('slbx_mux_bfd_session_state', 'gauge', 'The BFD state of the session (RFC 5880 4.1): 1 for the current state.');
+  w.family('slbx_mux_vip_announced', 'gauge', '1 when the MUX announces the VIP by BGP, 0 when it holds it back.');
+  if (bgp !== null) {
+    for (const p of (bgp.peers ?? []) as PeerStatus[]) {
+      w.sample('slbx_mux_bgp_session_up', { peer: p.peer }, p.state === 'Established' ? 1 : 0);
+      for (const s of BGP_STATES) w.sample('slbx_mux_bgp_session_state', { peer: p.peer, state: s }, p.state === s ? 1 : 0);
+      w.sample('slbx_mux_bgp_session_state_seconds', { peer: p.peer }, p.sinceS);
+    }
+    for (const b of (bgp.bfd ?? []) as BfdStatus[]) {
+      w.sample('slbx_mux_bfd_session_up', { peer: b.peer }, b.state === 'Up' ? 1 : 0);
+      for (const s of BFD_STATE_NAMES) w.sample('slbx_mux_bfd_session_state', { peer: b.peer, state: s }, b.state === s ? 1 : 0);
+    }
+    for (const v of (bgp.vips ?? []) as { vip: string; announced: boolean }[]) {
+      w.sample('slbx_mux_vip_announced', { vip: v.vip }, v.announced ? 1 : 0);
+    }
+  }
+  return w;
+}
