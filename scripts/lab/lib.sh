@@ -67,6 +67,9 @@
 #   lab_mux_stop NODE [SIG] stops the mux daemon of NODE with SIGTERM (graceful: BGP withdraw, Cease,
 #                           grace) or KILL / INT, waits until it is gone, marks it stopped
 #   lab_mux_start NODE      starts it again (or a mux lab_up left out); waits for ready and the route
+#   lab_host_agent_pid NODE, lab_host_agent_stop NODE [SIG], lab_host_agent_start NODE: the same for
+#                           the host agent of a host (with a controller, start waits for its generation);
+#                           all six are _lab_daemon_{pid,stop,start} KIND NODE with KIND mux or host-agent
 #   lab_slbctl ARGS...      slbctl in the controller's namespace: lab_slbctl agents; lab_slbctl backend
 #                           drain web h1vm1 --wait (scripts/lab.sh exec controller node dist/cli/slbctl.js ...)
 #   lab_controller_pid      PID of the running controller (status 1 when none runs)
@@ -291,7 +294,7 @@ lab_up() {
   [ -f "$config" ] || { _lab_err "no config file '$config'"; return 1; }
   config=$(cd "$(dirname "$config")" && pwd)/$(basename "$config")
   local f
-  for f in plan backend client bird-conf derive-config router-filter; do
+  for f in plan backend client bird-conf derive-config router-filter json-get; do
     [ -f "$SLBX_ROOT/dist/scripts/lab/$f.js" ] || { _lab_err "dist/scripts/lab/$f.js is missing: build first (npx tsc -p tsconfig.json, or scripts/lab.sh up)"; return 1; }
   done
   if [ "$daemons" = 1 ]; then
@@ -563,12 +566,12 @@ _lab_build() {
   local daemon_nodes=()
   while read -r -u 3 kind n _; do
     [ "$kind" = host ] || continue
-    _lab_host_agent_spawn "$n"
+    _lab_daemon_spawn host-agent "$n"
     daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT")
   done 3<"$plan"
   while read -r -u 3 kind n _; do
     [ "$kind" = mux ] || continue
-    _lab_mux_spawn "$n"
+    _lab_daemon_spawn mux "$n"
     daemon_nodes+=("$n:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT")
   done 3<"$plan"
   _lab_wait_daemons "${daemon_nodes[@]}"
@@ -632,7 +635,7 @@ _lab_wait_backends() {
     [ "$pending" = 0 ] && return 0
     if [ "$(_lab_now)" -gt "$deadline" ]; then
       _lab_err "$pending backend(s) not ready after ${LAB_BACKEND_TIMEOUT_S} s"
-      for i in "${!_pids[@]}"; do grep -q '"event":"ready"' "${_logs[$i]}" 2>/dev/null || _lab_tail "${_logs[$i]}"; done
+      for i in "${!_pids[@]}"; do [ -n "${ready[$i]:-}" ] || _lab_tail "${_logs[$i]}"; done
       return 1
     fi
     sleep 0.05
@@ -947,13 +950,6 @@ lab_backend_start() {
 # ---------------------------------------------------------------------------------------------
 # BGP: the router's BIRD, and MUX daemons stopped and started one by one (docs/bgp.md)
 
-# Starts a mux daemon in its namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
-_lab_mux_spawn() {  # NODE
-  _lab_spawn "$1" daemon "mux $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_MUX_JS" \
-    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_MUX_STATUS_PORT" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
-    ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
-}
-
 # Writes bird.conf from the config (scripts/lab/bird-conf.ts), checks it, starts BIRD in the router's
 # namespace (foreground, recorded like any process; its log is logs/bird.log) with its control socket
 # at RUN/bird.ctl, and waits until birdc answers.
@@ -1018,15 +1014,6 @@ _lab_running_daemons() {  # mux|host-agent
 }
 _lab_running_muxes() { _lab_running_daemons mux; }
 
-# lab_mux_pid NODE: the PID of the mux daemon running in NODE, or nothing (status 1).
-lab_mux_pid() {
-  local node=${1:-} n pid
-  [ -n "$node" ] || { _lab_err 'usage: lab_mux_pid NODE'; return 2; }
-  _lab_ensure_loaded || return 1
-  while read -r n pid; do [ "$n" = "$node" ] && { printf '%s\n' "$pid"; return 0; }; done < <(_lab_running_muxes)
-  return 1
-}
-
 # lab_wait_router [TIMEOUT_S]: waits until, for every VIP, the router's kernel route has exactly the
 # running muxes (their provider address of the VIP's family) as next hops; prints what differs on
 # timeout (default LAB_READY_TIMEOUT_S) and returns 1.
@@ -1053,71 +1040,50 @@ lab_wait_router() {
   done
 }
 
-# lab_mux_stop NODE [SIGNAL]: sends SIGNAL (default TERM: the MUX withdraws its VIPs, sends Cease and
-# stops after its grace) to the mux daemon of NODE and waits until it has exited (TERM: KILL after
-# 3 s); KILL kills at once. The daemon is marked stopped (lab_mux_start starts it again).
-lab_mux_stop() {
-  local node=${1:-} sig=${2:-TERM} pid
-  [ -n "$node" ] || { _lab_err 'usage: lab_mux_stop NODE [TERM|KILL|INT]'; return 2; }
-  _lab_ensure_loaded || return 1
-  pid=$(lab_mux_pid "$node") || { _lab_err "lab_mux_stop: no mux daemon runs in '$node'"; return 1; }
-  if [ "$sig" = KILL ]; then
-    kill -s KILL "$pid" 2>/dev/null || true
-    local deadline=$(( $(_lab_now) + 2000000 ))
-    while _lab_pid_alive "$pid" && [ "$(_lab_now)" -lt "$deadline" ]; do sleep 0.01; done
-  else
-    _lab_stop_pids "$sig" "$pid" || return 1
-  fi
-  _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
-  SLBX_LAB_STOPPED+=("$pid")
-  _lab_log "mux $node (pid $pid) stopped with SIG$sig"
-}
-
-# lab_mux_start NODE: starts the mux daemon of NODE again (after lab_mux_stop, or one lab_up left
-# out), as lab_up does; waits until it is ready and, with BGP, until the router routes every VIP over
-# it too. The previous log is kept as NODE.log.N.
-lab_mux_start() {
-  local node=${1:-} log i
-  [ -n "$node" ] || { _lab_err 'usage: lab_mux_start NODE'; return 2; }
-  _lab_ensure_loaded || return 1
-  [ "$(_lab_node_kind "$node")" = mux ] || { _lab_err "lab '$LAB_NAME' has no mux '$node'"; return 1; }
-  if lab_mux_pid "$node" >/dev/null; then _lab_err "lab_mux_start: the mux daemon of $node is running"; return 1; fi
-  log=$LAB_DIR/logs/$node.log
-  if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
-  _lab_mux_spawn "$node"
-  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon $node mux $node")
-  _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$LAB_MUX_STATUS_PORT" || return 1
-  if [ -S "$LAB_DIR/bird.ctl" ]; then lab_wait_router || return 1; fi
-  _lab_log "mux $node started (pid $LAB_SPAWNED_PID)"
-}
-
 # ---------------------------------------------------------------------------------------------
-# host agents stopped and started (scenario 19): the return path is a function of policy, so a
-# restarted host agent serves the connections its predecessor carried (docs/reliability.md)
+# the packet daemons stopped and started one by one: one family for both kinds. KIND is mux (in a mux
+# node; BGP scenarios) or host-agent (in a host node; scenario 19: the return path is a function of
+# policy, so a restarted host agent serves the connections its predecessor carried, docs/reliability.md).
+# The public lab_mux_* and lab_host_agent_* functions are these with KIND filled in.
 
-# Starts a host-agent daemon in its host's namespace (as lab_up does); LAB_SPAWNED_PID is its PID.
-_lab_host_agent_spawn() {  # NODE
-  _lab_spawn "$1" daemon "host-agent $1" "$LAB_DIR/logs/$1.log" "${LAB_NODE[@]}" "$LAB_HOST_JS" \
-    --config "$LAB_DIR/config.yaml" --name "$1" --status "127.0.0.1:$LAB_HOST_STATUS_PORT" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
+# _lab_daemon_kind KIND: sets _lab_dk_js (entry point), _lab_dk_port (status port), _lab_dk_node (the
+# plan's node kind), _lab_dk_label (for messages) and _lab_dk_fn (the public function prefix).
+_lab_daemon_kind() {
+  case ${1:-} in
+    mux) _lab_dk_js=$LAB_MUX_JS _lab_dk_port=$LAB_MUX_STATUS_PORT _lab_dk_node=mux _lab_dk_label='mux' _lab_dk_fn=lab_mux ;;
+    host-agent) _lab_dk_js=$LAB_HOST_JS _lab_dk_port=$LAB_HOST_STATUS_PORT _lab_dk_node=host _lab_dk_label='host agent' _lab_dk_fn=lab_host_agent ;;
+    *) _lab_err "unknown daemon kind '${1:-}' (mux or host-agent)"; return 2 ;;
+  esac
+}
+
+# _lab_daemon_spawn KIND NODE: starts the daemon in its namespace (as lab_up does); LAB_SPAWNED_PID is
+# its PID.
+_lab_daemon_spawn() {
+  _lab_daemon_kind "$1" || return
+  _lab_spawn "$2" daemon "$1 $2" "$LAB_DIR/logs/$2.log" "${LAB_NODE[@]}" "$_lab_dk_js" \
+    --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
 }
 
-# lab_host_agent_pid NODE: the PID of the host agent running in host NODE, or nothing (status 1).
-lab_host_agent_pid() {
-  local node=${1:-} n pid
-  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_pid NODE'; return 2; }
+# _lab_daemon_pid KIND NODE: the PID of the KIND daemon running in NODE, or nothing (status 1).
+_lab_daemon_pid() {
+  local kind=${1:-} node=${2:-} n pid
+  _lab_daemon_kind "$kind" || return
+  [ -n "$node" ] || { _lab_err "usage: ${_lab_dk_fn}_pid NODE"; return 2; }
   _lab_ensure_loaded || return 1
-  while read -r n pid; do [ "$n" = "$node" ] && { printf '%s\n' "$pid"; return 0; }; done < <(_lab_running_daemons host-agent)
+  while read -r n pid; do [ "$n" = "$node" ] && { printf '%s\n' "$pid"; return 0; }; done < <(_lab_running_daemons "$kind")
   return 1
 }
 
-# lab_host_agent_stop NODE [SIGNAL]: sends SIGNAL (default TERM; KILL after 3 s) to the host agent of
-# host NODE and waits until it has exited; it is marked stopped (lab_host_agent_start starts it again).
-lab_host_agent_stop() {
-  local node=${1:-} sig=${2:-TERM} pid deadline
-  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_stop NODE [TERM|KILL|INT]'; return 2; }
+# _lab_daemon_stop KIND NODE [SIGNAL]: sends SIGNAL (default TERM; a MUX then withdraws its VIPs, sends
+# Cease and stops after its grace; KILL after 3 s) to the KIND daemon of NODE and waits until it has
+# exited; KILL kills at once. The daemon is marked stopped (_lab_daemon_start starts it again).
+_lab_daemon_stop() {
+  local kind=${1:-} node=${2:-} sig=${3:-TERM} pid deadline
+  _lab_daemon_kind "$kind" || return
+  [ -n "$node" ] || { _lab_err "usage: ${_lab_dk_fn}_stop NODE [TERM|KILL|INT]"; return 2; }
   _lab_ensure_loaded || return 1
-  pid=$(lab_host_agent_pid "$node") || { _lab_err "lab_host_agent_stop: no host agent runs in '$node'"; return 1; }
+  pid=$(_lab_daemon_pid "$kind" "$node") || { _lab_err "${_lab_dk_fn}_stop: no $_lab_dk_label daemon runs in '$node'"; return 1; }
   if [ "$sig" = KILL ]; then
     kill -s KILL "$pid" 2>/dev/null || true
     deadline=$(( $(_lab_now) + 2000000 ))
@@ -1127,26 +1093,38 @@ lab_host_agent_stop() {
   fi
   _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_STOPPED "$pid" array
   SLBX_LAB_STOPPED+=("$pid")
-  _lab_log "host agent $node (pid $pid) stopped with SIG$sig"
+  _lab_log "$_lab_dk_label $node (pid $pid) stopped with SIG$sig"
 }
 
-# lab_host_agent_start NODE: starts the host agent of host NODE again (after lab_host_agent_stop) and
-# waits until its status says ready (and, with a controller, until it applied the current generation).
-# The previous log is kept as NODE.log.N.
-lab_host_agent_start() {
-  local node=${1:-} log i
-  [ -n "$node" ] || { _lab_err 'usage: lab_host_agent_start NODE'; return 2; }
+# _lab_daemon_start KIND NODE: starts the KIND daemon of NODE again (after _lab_daemon_stop, or a mux
+# lab_up left out), as lab_up does, and waits until its status says ready; then a MUX waits, with BGP,
+# until the router routes every VIP over it too, and a host agent, with a controller, until it applied
+# the current generation. The previous log is kept as NODE.log.N.
+_lab_daemon_start() {
+  local kind=${1:-} node=${2:-} log i
+  _lab_daemon_kind "$kind" || return
+  [ -n "$node" ] || { _lab_err "usage: ${_lab_dk_fn}_start NODE"; return 2; }
   _lab_ensure_loaded || return 1
-  [ "$(_lab_node_kind "$node")" = host ] || { _lab_err "lab '$LAB_NAME' has no host '$node'"; return 1; }
-  if lab_host_agent_pid "$node" >/dev/null; then _lab_err "lab_host_agent_start: the host agent of $node is running"; return 1; fi
+  [ "$(_lab_node_kind "$node")" = "$_lab_dk_node" ] || { _lab_err "lab '$LAB_NAME' has no $_lab_dk_node '$node'"; return 1; }
+  if _lab_daemon_pid "$kind" "$node" >/dev/null; then _lab_err "${_lab_dk_fn}_start: the $_lab_dk_label daemon of $node is running"; return 1; fi
   log=$LAB_DIR/logs/$node.log
   if [ -e "$log" ]; then i=1; while [ -e "$log.$i" ]; do i=$((i + 1)); done; mv "$log" "$log.$i"; fi
-  _lab_host_agent_spawn "$node"
-  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon $node host-agent $node")
-  _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$LAB_HOST_STATUS_PORT" || return 1
-  [ -z "${SLBX_LAB_CONTROLLER_URL:-}" ] || _lab_wait_agents || return 1
-  _lab_log "host agent $node started (pid $LAB_SPAWNED_PID)"
+  _lab_daemon_spawn "$kind" "$node"
+  SLBX_LAB_PROCS+=("$LAB_SPAWNED_PID daemon $node $kind $node")
+  _lab_wait_daemons "$node:$LAB_SPAWNED_PID:$_lab_dk_port" || return 1
+  case $kind in
+    mux) if [ -S "$LAB_DIR/bird.ctl" ]; then lab_wait_router || return 1; fi ;;
+    host-agent) [ -z "${SLBX_LAB_CONTROLLER_URL:-}" ] || _lab_wait_agents || return 1 ;;
+  esac
+  _lab_log "$_lab_dk_label $node started (pid $LAB_SPAWNED_PID)"
 }
+
+lab_mux_pid() { _lab_daemon_pid mux "$@"; }
+lab_mux_stop() { _lab_daemon_stop mux "$@"; }
+lab_mux_start() { _lab_daemon_start mux "$@"; }
+lab_host_agent_pid() { _lab_daemon_pid host-agent "$@"; }
+lab_host_agent_stop() { _lab_daemon_stop host-agent "$@"; }
+lab_host_agent_start() { _lab_daemon_start host-agent "$@"; }
 
 # ---------------------------------------------------------------------------------------------
 # the controller (docs/controller.md): its namespace is on the fabric at .5; the daemons watch it
