@@ -48,6 +48,9 @@ import {
   verifyL4Checksum,
 } from '../shared/checksum.js';
 import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
+import { EW_HOST_COUNTER_NAMES } from './east-west-counters.js';
+import { eastWestOut4, eastWestOut6, isEwReply4, isEwReply6, newEwState, redirectIn, type EwState } from './east-west.js';
+import { REDIRECT_PORT } from '../shared/redirect.js';
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
@@ -63,6 +66,8 @@ export const VERDICT_LOCAL = 2;
  * a copy and hands it in again once the peer's MAC is learned (docs/security.md).
  */
 export const VERDICT_HOLD = 3;
+/** processInbound: a control message taken in by the data plane (a Fastpath redirect, docs/east-west.md); nothing to send. */
+export const VERDICT_CONSUMED = 4;
 /** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
 export const OUT_DSR = -1;
 
@@ -140,12 +145,15 @@ export const HOST_COUNTER_NAMES = [
   'send_error_probe',
   'send_error_neighbor',
   'send_error_batch',
+  ...EW_HOST_COUNTER_NAMES,
   ...HOST_CODEC_LAYERS.flatMap((layer) => codecDropNames(layer)),
 ] as const;
 export type HostCounterName = (typeof HOST_COUNTER_NAMES)[number];
 
 export interface HostContext {
   tables: HostTables;
+  /** East-west and Fastpath: the host flow table, clocks, the redirect HMAC (host-agent/east-west.ts). */
+  readonly ew: EwState;
   readonly counters: Counters<HostCounterName>;
   readonly vxlanPort: number;
   /** MAC of each port's host-side interface, by nic index (filled by the io layer). */
@@ -223,6 +231,7 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
   const drops = (layer: HostCodecLayer): Int32Array => codecDropIndex(counters, layer);
   return {
     tables,
+    ew: newEwState(),
     counters,
     vxlanPort,
     portMacs,
@@ -269,7 +278,7 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
   };
 }
 
-function drop(ctx: HostContext, index: number): number {
+export function drop(ctx: HostContext, index: number): number {
   ctx.counters.values[index]!++;
   ctx.lastDrop = index;
   return VERDICT_DROP;
@@ -285,7 +294,7 @@ function codecDrop(ctx: HostContext, map: Int32Array, code: number): number {
 // header (IPv4: 12 source, 16 destination; IPv6: 8, 24); `portOff` the offset of the port in the
 // L4 header (0 source, 2 destination), or -1 for a fragment without an L4 header.
 
-function natIpv4(
+export function natIpv4(
   frame: Uint8Array,
   l3: number,
   l4: number,
@@ -312,7 +321,7 @@ function natIpv4(
   }
 }
 
-function natIpv6(
+export function natIpv6(
   frame: Uint8Array,
   l3: number,
   l4: number,
@@ -390,7 +399,10 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     l4 = l3 + hl;
     const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
     if (un < 0) return codecDrop(ctx, ctx.inUdpDrop, un);
-    if (ctx.udp.dstPort !== ctx.vxlanPort) return drop(ctx, C.drop_in_not_vxlan);
+    if (ctx.udp.dstPort !== ctx.vxlanPort) {
+      if (ctx.udp.dstPort === REDIRECT_PORT) return redirectIn(frame, l4, l4 + ctx.udp.length, ip.src, ctx);
+      return drop(ctx, C.drop_in_not_vxlan);
+    }
     const pi = t.peerIndex4.get(ip.src);
     if (pi === undefined) return drop(ctx, C.drop_in_unknown_source);
     peer = pi;
@@ -483,6 +495,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const l4 = l3 + hl;
   const pEnd = l3 + ip.totalLength;
   if (nic.addr4 < 0 || !nic.vips4.has(dst)) {
+    if (dst === nic.addr4 && isEwReply4(ctx, ip.src, nic)) return pEnd; // an internal VIP's reply (docs/east-west.md)
     drop(ctx, C.drop_in_not_vip_of_vni);
     return -1;
   }
@@ -526,6 +539,7 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const l4 = l3 + hl;
   const pEnd = l3 + 40 + ip.payloadLength;
   if (nic.addr6 === null || !hasVip6(nic, ip.dst)) {
+    if (nic.addr6 !== null && ipv6Equal(ip.dst, nic.addr6) && isEwReply6(ctx, ip.src, nic)) return pEnd;
     drop(ctx, C.drop_in_not_vip_of_vni);
     return -1;
   }
@@ -754,7 +768,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
-  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (rule === undefined || rule.internal) return eastWestOut4(frame, l3, l4, end, nic, rule, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
   natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
   ctx.lastRule = rule;
@@ -786,7 +800,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
-  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (rule === undefined || rule.internal) return eastWestOut6(frame, l3, l4, end, nic, rule, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
   ctx.lastRule = rule;

@@ -5,6 +5,7 @@
 import { writeIpAddr, type IpAddr } from '../shared/addr.js';
 import { ipv6Equal } from '../shared/hot-path.js';
 import type { SlbxConfig } from '../shared/config.js';
+import { compileEwTables, type EwTables } from './east-west-tables.js';
 
 export interface HostNetwork {
   readonly name: string;
@@ -29,6 +30,8 @@ export interface NatRule {
   /** The addresses as wire bytes (4 or 16), for rewrites. */
   readonly vipBytes: Uint8Array;
   readonly dipBytes: Uint8Array;
+  /** An internal VIP's rule: its replies go back over the overlay to the client's host, not by DSR (docs/east-west.md). */
+  readonly internal: boolean;
 }
 
 export interface HostNic {
@@ -73,6 +76,8 @@ export interface HostTables {
   readonly peers: readonly FabricPeer[];
   /** IPv4 provider address (uint32) -> index in peers. */
   readonly peerIndex4: Map<number, number>;
+  /** Internal VIPs, the nics of their networks, the MUXes (docs/east-west.md). */
+  readonly ew: EwTables;
 }
 
 /** A MUX or another host, as a source of VXLAN on the fabric. */
@@ -163,6 +168,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
             dip,
             vipBytes: addrBytes(v.address),
             dipBytes: addrBytes(dip),
+            internal: v.scope === 'internal',
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];
@@ -211,6 +217,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     trustedSources6,
     peers,
     peerIndex4,
+    ew: compileEwTables(config, hostName, peers, peerIndex4, nicByName),
   };
 }
 

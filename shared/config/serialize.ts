@@ -73,8 +73,8 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
     vipRanges: config.vipRanges.map((r) => r.text),
     vips: config.vips.map((v) => ({
       address: v.address.text,
-      rules: v.rules.map((r) => ({
       ...(v.scope === 'internal' ? { scope: v.scope, network: v.network } : {}),
+      rules: v.rules.map((r) => ({
         name: r.name,
         protocol: r.protocol,
         frontendPort: r.frontendPort,

@@ -107,6 +107,10 @@ export interface RuleConfig {
 
 export interface VipConfig {
   readonly address: IpAddr;
+  /** public: announced by BGP, reached through the router; internal: reached only from `network`'s VMs (docs/east-west.md). */
+  readonly scope: 'public' | 'internal';
+  /** The tenant network of an internal VIP; null for a public one. */
+  readonly network: string | null;
   readonly rules: readonly RuleConfig[];
 }
 
@@ -118,10 +122,6 @@ export interface SlbxConfig {
   readonly flowTable: FlowTableConfig;
   readonly networks: readonly NetworkConfig[];
   readonly muxes: readonly MuxConfig[];
-  /** public: announced by BGP, reached through the router; internal: reached only from `network`'s VMs (docs/east-west.md). */
-  readonly scope: 'public' | 'internal';
-  /** The tenant network of an internal VIP; null for a public one. */
-  readonly network: string | null;
   readonly hosts: readonly HostConfig[];
   readonly nics: readonly NicConfig[];
   readonly probes: readonly ProbeConfig[];

@@ -178,9 +178,9 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     })),
     vips: vips.map((v): VipConfig => ({
       address: v!.address!,
-      rules: v!.rules!.map((r): RuleConfig => ({
       scope: v!.scope!,
       network: v!.network!,
+      rules: v!.rules!.map((r): RuleConfig => ({
         name: r!.name!,
         protocols: RULE_PROTOCOLS[r!.protocol!],
         protocol: r!.protocol!,
