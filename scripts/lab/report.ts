@@ -344,7 +344,7 @@ function tsharkCheck(run: string, config: SlbxConfig, walk: Walk, caps: Map<stri
     const r = spawnSync('tshark', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
     if (r.error !== undefined) return `tshark could not be run: ${r.error.message}`;
     if (r.status !== 0) return `tshark failed: ${r.stderr.trim()}`;
-    const t = r.stdout.trimEnd();
+    const t = r.stdout.replace(/\n+$/, '');
     return t === '' ? [] : t.split('\n').map((l) => l.split('\t'));
   };
   const out: TsharkCheck = { hops: [], vxlan: [], missing: null };

@@ -6,6 +6,8 @@
 SLBX_ROOT=${SLBX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 # Debian packages the lab, the scenarios and the tests use
 SLBX_APT_PACKAGES=(libpcap-dev tcpdump tshark iproute2 ethtool nftables bird2 iperf3 netsniff-ng procps curl)
+# the packet-walk report's browser test (headless chromium) and slbctl top's terminal test (tmux)
+SLBX_APT_PACKAGES+=(chromium tmux)
 
 slbx_log() { printf '[slbx] %s\n' "$*" >&2; }
 
