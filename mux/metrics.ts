@@ -70,6 +70,7 @@ export function writeMuxMetrics(d: MuxDaemon): PromWriter {
   w.family('slbx_mux_bgp_session_up', 'gauge', '1 while the BGP session to the peer is Established.');
   w.family('slbx_mux_bgp_session_state', 'gauge', 'The BGP FSM state of the session (RFC 4271 8): 1 for the current state.');
   w.family('slbx_mux_bgp_session_state_seconds', 'gauge', 'Seconds in the current BGP state (the established time while Established).');
+  w.family('slbx_mux_bgp_session_established_seconds', 'gauge', 'Seconds since the BGP session was established (0 while it is not).');
   w.family('slbx_mux_bfd_session_up', 'gauge', '1 while the BFD session to the peer is Up.');
   w.family('slbx_mux_bfd_session_state', 'gauge', 'The BFD state of the session (RFC 5880 4.1): 1 for the current state.');
   w.family('slbx_mux_vip_announced', 'gauge', '1 when the MUX announces the VIP by BGP, 0 when it holds it back.');
@@ -78,6 +79,7 @@ export function writeMuxMetrics(d: MuxDaemon): PromWriter {
       w.sample('slbx_mux_bgp_session_up', { peer: p.peer }, p.state === 'Established' ? 1 : 0);
       for (const s of BGP_STATES) w.sample('slbx_mux_bgp_session_state', { peer: p.peer, state: s }, p.state === s ? 1 : 0);
       w.sample('slbx_mux_bgp_session_state_seconds', { peer: p.peer }, p.sinceS);
+      w.sample('slbx_mux_bgp_session_established_seconds', { peer: p.peer }, p.state === 'Established' ? p.sinceS : 0);
     }
     for (const b of (bgp.bfd ?? []) as BfdStatus[]) {
       w.sample('slbx_mux_bfd_session_up', { peer: b.peer }, b.state === 'Up' ? 1 : 0);

@@ -36,7 +36,7 @@ EOF
 
 usage_up() {
   cat <<'EOF'
-usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller]
+usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller] [--prometheus]
 
 Builds a lab from an slbx config and leaves it running: namespaces with a random per-run prefix
 (slbx-XXXX-), the fabric (MTU from the config), the router's routes to every VIP via all MUXes (BIRD 2
@@ -54,6 +54,8 @@ options:
 With a bgp section in the config (examples/lab.yaml has one) the router runs BIRD 2 and learns the
 VIP routes from the MUXes' BGP speakers (docs/bgp.md); `scripts/lab.sh birdc show route` asks it.
   --no-daemons   topology and backends only
+  --prometheus   also run Debian's prometheus in its own namespace (198.18.0.9:9090), scraping GET
+                 /metrics of every MUX, host agent and the controller (docs/metrics.md); status prints its URL
   --no-controller  no controller namespace: the daemons take their policy from the config file alone
                  (default: slbx-controller at 198.18.0.5:8480, every daemon watching it; slbctl runs in
                  its namespace: scripts/lab.sh exec controller node dist/cli/slbctl.js agents)
@@ -114,6 +116,7 @@ case $cmd in
         --name=*) name=${1#*=}; args+=("$1"); shift ;;
         --config|--clients|--muxes|--delays) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
         --config=*|--clients=*|--muxes=*|--no-daemons|--no-controller) args+=("$1"); shift ;;
+        --prometheus) export LAB_PROMETHEUS=1; shift ;;  # scripts/lab/prometheus.sh
         *) echo "scripts/lab.sh up: unknown argument '$1' (see scripts/lab.sh up --help)" >&2; exit 2 ;;
       esac
     done
@@ -126,6 +129,7 @@ case $cmd in
     # interrupted half way: take down what was built (lab_up cleans up after its own failures)
     trap 'trap - INT TERM; echo >&2; lab_down "$name" >&2; exit 130' INT TERM
     lab_up "${args[@]}"
+    if [ "${LAB_PROMETHEUS:-0}" = 1 ]; then lab_prometheus_up || { lab_down "$name" >&2; exit 1; }; fi
     trap - INT TERM
     n=''; [ "$name" = default ] || n=" --name $name"
     vip4=$(awk '$1 == "vip" && $2 !~ /:/ { print $2; exit }' "$LAB_DIR/plan.txt")
@@ -135,6 +139,7 @@ case $cmd in
     [ -z "$vip4" ] || echo "  scripts/lab.sh exec$n client1 curl -s http://$vip4/"
     [ -z "$vip6" ] || echo "  scripts/lab.sh exec$n client1 curl -s 'http://[$vip6]/'"
     [ -z "$vip4" ] || echo "  scripts/lab.sh exec$n client1 node dist/scripts/lab/client.js http --url http://$vip4/ --count 100 --concurrency 8"
+    [ "${LAB_PROMETHEUS:-0}" = 1 ] && echo "  scripts/lab.sh exec$n prometheus curl -s '$(lab_prometheus_url)/api/v1/query?query=up'"
     echo "  scripts/lab.sh status$n"
     echo "  scripts/lab.sh exec$n router ip route"
     echo "  scripts/lab.sh down$n"
@@ -157,6 +162,7 @@ case $cmd in
     [ "$HELP" = 0 ] || { usage_status; exit 0; }
     [ ${#REST[@]} = 0 ] || { echo "scripts/lab.sh status: unexpected argument '${REST[0]}'" >&2; exit 2; }
     lab_status "$NAME"
+    lab_prometheus_status
     ;;
   list)
     case ${1:-} in -h|--help) usage_list; exit 0 ;; '') ;; *) echo "scripts/lab.sh list: unexpected argument '$1'" >&2; exit 2 ;; esac

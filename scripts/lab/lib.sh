@@ -144,6 +144,8 @@ LAB_DAEMON_IO=${LAB_DAEMON_IO:-}
 LAB_NODE=(node --enable-source-maps)
 # shellcheck source=delay.sh
 source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, lab_delay_set
+# shellcheck source=prometheus.sh
+source "$SLBX_ROOT/scripts/lab/prometheus.sh"  # a Prometheus scraping the daemons: LAB_PROMETHEUS=1, lab_prometheus_up
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -1062,7 +1064,8 @@ _lab_daemon_spawn() {
   _lab_daemon_kind "$1" || return
   _lab_spawn "$2" daemon "$1 $2" "$LAB_DIR/logs/$2.log" "${LAB_NODE[@]}" "$_lab_dk_js" \
     --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
-    ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"}
+    ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"} \
+    $(_lab_prometheus_daemon_args "$1" "$2")
 }
 
 # _lab_daemon_pid KIND NODE: the PID of the KIND daemon running in NODE, or nothing (status 1).

@@ -5,7 +5,7 @@
 
 SLBX_ROOT=${SLBX_ROOT:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
 # Debian packages the lab, the scenarios and the tests use
-SLBX_APT_PACKAGES=(libpcap-dev tcpdump tshark iproute2 ethtool nftables bird2 iperf3 netsniff-ng procps curl)
+SLBX_APT_PACKAGES=(libpcap-dev tcpdump tshark iproute2 ethtool nftables bird2 iperf3 netsniff-ng procps curl prometheus etcd-server)
 # the packet-walk report's browser test (headless chromium) and slbctl top's terminal test (tmux)
 SLBX_APT_PACKAGES+=(chromium tmux)
 
@@ -37,6 +37,10 @@ slbx_install_packages() {
   echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true
   apt-get update -q >/dev/null || { slbx_log 'apt-get update failed'; return 1; }
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || { slbx_log "apt-get install ${missing[*]} failed"; return 1; }
+  # Debian starts a system-wide prometheus (root namespace, :9090) on install; the lab runs its own
+  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
+    systemctl disable --now prometheus >/dev/null 2>&1 || slbx_log 'could not stop the system prometheus service (the lab does not need it)'
+  fi
 }
 
 slbx_npm_install() {

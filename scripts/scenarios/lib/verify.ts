@@ -15,6 +15,7 @@ import { verifyHostRestart, verifyMuxRestart } from './restarts.js';
 import { generateSynFlood, verifySynFlood } from './syn-flood.js';
 import { verifyVipApi } from './vip-api.js';
 import { verifyBackendRemoved } from './backend-removed.js';
+import { verifyMetricsPrometheus } from './metrics-prometheus.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -84,6 +85,9 @@ try {
       break;
     case 'backend-removed':
       verifyBackendRemoved(rest).exit();
+      break;
+    case 'metrics-prometheus':
+      verifyMetricsPrometheus(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
