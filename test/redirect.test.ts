@@ -91,10 +91,10 @@ describe('redirect codec', () => {
     const other = new Uint8Array(32);
     redirectMacFor(TOKEN.replace(/^00/, '01'))(buf, 0, REDIRECT_SIGNED_LEN, other, 0);
     expect(redirectMacEqual(buf, REDIRECT_SIGNED_LEN, other, 0)).toBe(false);
-    buf[60] ^= 1;
+    buf[60]! ^= 1;
     sign(buf, 0, REDIRECT_SIGNED_LEN, other, 0);
     expect(redirectMacEqual(buf, REDIRECT_SIGNED_LEN, other, 0)).toBe(false);
-    buf[60] ^= 1;
+    buf[60]! ^= 1;
     sign(buf, 0, REDIRECT_SIGNED_LEN, other, 0);
     expect(redirectMacEqual(buf, REDIRECT_SIGNED_LEN, other, 0)).toBe(true);
   });
