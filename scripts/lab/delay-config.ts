@@ -9,6 +9,7 @@
 //     - { between: [mux1, host1], ms: 5 }
 //     - { between: [mux2, host1], ms: 40 }
 //     - { between: [mux1, h2vm1], ms: 15 }   # a MUX and a backend: VXLAN to and from that nic only
+//     - { between: [host1, h1vm2], ms: 10 }  # a backend and its host: the link on the backend's port
 //   queueFrames: 8192                        # optional: frames held per pair and direction
 import { parseDocument } from 'yaml';
 
@@ -32,7 +33,10 @@ export interface DelayNode {
 }
 
 export interface DelayPair {
-  /** The node whose delay link carries the pair (a fabric node: the first of the two that is one). */
+  /**
+   * The node whose delay link carries the pair: the first of the two on the fabric; for a MUX and a nic the
+   * MUX; for a nic and its own host the nic (its link sits on the nic's port, in the host's namespace).
+   */
   owner: string;
   /** The other node. */
   peer: string;
@@ -80,8 +84,10 @@ function ownerOf(a: DelayNode, b: DelayNode): { owner: DelayNode; peer: DelayNod
   if (a.kind === 'nic' || b.kind === 'nic') {
     const nic = a.kind === 'nic' ? a : b;
     const other = a.kind === 'nic' ? b : a;
+    // a nic and its own host: the link sits on the nic's port, in the host's namespace (every frame of it)
+    if (other.kind === 'host' && other.name === nic.host) return { owner: nic, peer: other };
     if (other.kind !== 'mux')
-      return `${nic.name} is a nic: its frames cross the fabric inside VXLAN between a MUX and ${nic.host}, so its partner must be a MUX, not the ${other.kind} ${other.name}`;
+      return `${nic.name} is a nic on ${nic.host}: its partner must be its host ${nic.host} (the link on its port) or a MUX (VXLAN to and from it), not the ${other.kind} ${other.name}`;
     return { owner: other, peer: nic };
   }
   return { owner: a, peer: b };

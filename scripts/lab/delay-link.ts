@@ -145,6 +145,8 @@ interface Link {
   byPeer: Map<number, PairState>;
   /** nic MAC -> pair and the MAC of the nic's host (VXLAN between the owner and that host). */
   byNic: Map<number, { pair: PairState; hostMac: number }>;
+  /** A nic's link (the nic and its host): every frame on it is of this one pair. */
+  fixed: PairState | null;
   /** Frames not of any pair (broadcasts, other nodes), passed at once, per direction. */
   passed: [number, number];
   drop_truncated: number;
@@ -179,6 +181,7 @@ export class DelayDevice {
       ports: [new RingPort(nodePortName, r.addon), new RingPort(devPortName, r.addon)],
       byPeer: new Map(),
       byNic: new Map(),
+      fixed: null,
       passed: [0, 0],
       drop_truncated: 0,
       send_error: [0, 0],
@@ -194,7 +197,9 @@ export class DelayDevice {
   apply(s: DelaySettings): void {
     this.settings = s;
     const next = new Map<string, PairState>();
+    const here = new Set(this.links.map((l) => l.owner));
     for (const p of s.pairs) {
+      if (!here.has(p.owner)) continue; // carried by another device (another namespace)
       const key = pairKey(p.owner, p.peer);
       const st = this.pairs.get(key) ?? {
         owner: p.owner,
@@ -214,11 +219,13 @@ export class DelayDevice {
     for (const link of this.links) {
       link.byPeer.clear();
       link.byNic.clear();
+      link.fixed = null;
       for (const p of s.pairs) {
         if (p.owner !== link.owner) continue;
         const st = next.get(pairKey(p.owner, p.peer))!;
         const peer = this.nodeByName.get(p.peer)!;
-        if (peer.kind === 'nic') {
+        if (this.nodeByName.get(p.owner)?.kind === 'nic') link.fixed = st;
+        else if (peer.kind === 'nic') {
           const host = this.nodeByName.get(peer.host!);
           if (host !== undefined) link.byNic.set(macNumber(peer.mac), { pair: st, hostMac: macNumber(host.mac) });
         } else link.byPeer.set(macNumber(peer.mac), st);
@@ -234,7 +241,8 @@ export class DelayDevice {
     }
     const peerOff = dir === OUT ? 0 : 6;
     let pair: PairState | undefined;
-    if ((f[peerOff]! & 1) === 0) {
+    if (link.fixed !== null) pair = link.fixed;
+    else if ((f[peerOff]! & 1) === 0) {
       const peerMac = macAt(f, peerOff);
       if (link.byNic.size > 0) {
         const inner = innerEthernetOffset(f, len, this.vxlanPort);
@@ -286,6 +294,7 @@ export class DelayDevice {
     for (const link of this.links) {
       for (const st of link.byPeer.values()) next = Math.min(next, this.drain(link, st, now));
       for (const n of link.byNic.values()) next = Math.min(next, this.drain(link, n.pair, now));
+      if (link.fixed !== null) next = Math.min(next, this.drain(link, link.fixed, now));
     }
     for (const [key, st] of this.pairs) {
       if (!key.startsWith('gone:')) continue;
@@ -413,6 +422,7 @@ const RUN_COMMAND: CommandSpec = {
     ...COMMON,
     { name: 'link', value: 'OWNER:NODEPORT:DEVPORT', help: 'one owner node and its two interfaces', repeat: true },
     { name: 'status', value: 'ADDR', help: 'loopback status endpoint (GET /status)', default: `127.0.0.1:${DELAY_STATUS_PORT}` },
+    { name: 'owners', value: 'NODE,...', help: "every node with a delay link in the lab (default: this device's)" },
     { name: 'vxlan-port', value: 'N', help: "the fabric's VXLAN port (nic pairs match the inner MAC)", default: '4789' },
   ],
   noPositional: true,
@@ -433,9 +443,13 @@ async function runRun(args: ParsedArgs): Promise<number> {
   const listen = parseListen(one(args, 'status')!);
   if (typeof listen === 'string') throw new UsageError(`--status: ${listen}`);
   const nodes = readPlanNodes(planFile);
-  const owners = new Set(links.map((l) => l.owner));
-  for (const o of owners)
-    if (!nodes.some((n) => n.name === o && n.kind !== 'nic')) throw new UsageError(`--link: ${o} is no fabric node of the plan`);
+  const here = new Set(links.map((l) => l.owner));
+  const ownersText = one(args, 'owners');
+  const owners = ownersText === undefined ? here : new Set(ownersText.split(',').filter((x) => x !== ''));
+  for (const o of here) {
+    if (!nodes.some((n) => n.name === o)) throw new UsageError(`--link: ${o} is no node of the plan`);
+    if (!owners.has(o)) throw new UsageError(`--link: ${o} is not in --owners`);
+  }
   const s = readSettings(delaysFile, nodes, owners);
   if (typeof s === 'string') {
     process.stderr.write(`${s}\n`);
