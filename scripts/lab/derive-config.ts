@@ -1,13 +1,20 @@
 #!/usr/bin/env node
-// Derives a lab config with N MUXes from a given one: the `muxes` list becomes mux1..muxN with provider
-// addresses 198.18.0.11..(10+N) and 2001:db8:f::11..(10+N) (the lab's fabric); everything else, comments
-// included, stays as it was. The result is validated like any config.
+// Derives a lab config from a given one, by options (the variants the scenarios need):
+//   --muxes N              the `muxes` list becomes mux1..muxN with provider addresses 198.18.0.11..(10+N)
+//                          and 2001:db8:f::11..(10+N) (the lab's fabric)
+//   --underlay ipv4|ipv6   fabric.underlay: the family VXLAN travels over between MUXes and hosts
+//   --probe-interval-ms MS every probe's intervalMs
+//   --max-flows N, --untrusted-max-flows N, --untrusted-timeout-s S
+//                          flowTable.maxFlows, .untrustedMaxFlows, .untrustedTimeoutS
+// Everything else, comments included, stays as it was. The result is validated like any config.
 //
 //   node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/x/config.yaml
+//   node dist/scripts/lab/derive-config.js --config examples/lab.yaml --underlay ipv6
 import { readFileSync, writeFileSync } from 'node:fs';
-import { isSeq, parseDocument, YAMLSeq } from 'yaml';
+import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
 import { formatConfigErrors, parseConfig } from '../../shared/config.js';
-import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
+import type { Underlay } from '../../shared/config/types.js';
+import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
 export const LAB_MAX_MUXES = 8;
@@ -18,54 +25,142 @@ export interface LabMux {
   address6: string;
 }
 
+/** What to change in the config; an absent field leaves the config's own value. */
+export interface ConfigVariant {
+  readonly muxes?: number;
+  readonly underlay?: Underlay;
+  readonly probeIntervalMs?: number;
+  readonly maxFlows?: number;
+  readonly untrustedMaxFlows?: number;
+  readonly untrustedTimeoutS?: number;
+}
+
 /** mux1..muxN on the lab fabric. */
 export function labMuxes(n: number): LabMux[] {
   if (!Number.isInteger(n) || n < 1 || n > LAB_MAX_MUXES) throw new RangeError(`--muxes must be an integer 1..${LAB_MAX_MUXES}, got ${n}`);
   return Array.from({ length: n }, (_, i) => ({ name: `mux${i + 1}`, address: `198.18.0.${11 + i}`, address6: `2001:db8:f::${11 + i}` }));
 }
 
-/** The config text with its muxes replaced; { error } when the result is not a valid config. */
-export function deriveConfigText(text: string, muxes: number, source = 'config'): { text: string } | { error: string } {
+/** The section KEY of the document as a map, created (at the end) when the config leaves it out. */
+function sectionOf(doc: Document, key: string): YAMLMap {
+  const m = doc.get(key, true);
+  if (isMap(m)) return m;
+  const created = new YAMLMap();
+  doc.set(key, created);
+  return created;
+}
+
+/** The variant in words, for the derived file's first comment ("muxes replaced by mux1..mux4, ..."). */
+export function describeVariant(v: ConfigVariant): string {
+  const parts: string[] = [];
+  if (v.muxes !== undefined) parts.push(`muxes replaced by mux1..mux${v.muxes}`);
+  if (v.underlay !== undefined) parts.push(`fabric.underlay ${v.underlay}`);
+  if (v.probeIntervalMs !== undefined) parts.push(`every probe's intervalMs ${v.probeIntervalMs}`);
+  if (v.maxFlows !== undefined) parts.push(`flowTable.maxFlows ${v.maxFlows}`);
+  if (v.untrustedMaxFlows !== undefined) parts.push(`flowTable.untrustedMaxFlows ${v.untrustedMaxFlows}`);
+  if (v.untrustedTimeoutS !== undefined) parts.push(`flowTable.untrustedTimeoutS ${v.untrustedTimeoutS}`);
+  return parts.length > 0 ? parts.join(', ') : 'unchanged';
+}
+
+/** The config text with the variant applied; { error } when the result is not a valid config. */
+export function deriveConfig(text: string, v: ConfigVariant, source = 'config'): { text: string } | { error: string } {
   const doc = parseDocument(text, { uniqueKeys: true });
   if (doc.errors.length > 0) return { error: `${source}: ${doc.errors[0]!.message}` };
-  const list = labMuxes(muxes);
-  const seq = doc.createNode(list) as YAMLSeq;
-  const old = doc.get('muxes', true);
-  if (isSeq(old)) seq.commentBefore = old.commentBefore;
-  doc.set('muxes', seq);
+  if (v.muxes !== undefined) {
+    const seq = doc.createNode(labMuxes(v.muxes)) as YAMLSeq;
+    const old = doc.get('muxes', true);
+    if (isSeq(old)) seq.commentBefore = old.commentBefore;
+    doc.set('muxes', seq);
+  }
+  if (v.underlay !== undefined) sectionOf(doc, 'fabric').set('underlay', v.underlay);
+  if (v.probeIntervalMs !== undefined) {
+    const probes = doc.get('probes', true);
+    if (!isSeq(probes) || probes.items.length === 0) return { error: `${source}: --probe-interval-ms needs a config with probes` };
+    for (const p of probes.items) if (isMap(p)) p.set('intervalMs', new Scalar(v.probeIntervalMs)); // a new node: the old value's comment goes
+  }
+  const flowTable: [string, number | undefined][] = [
+    ['maxFlows', v.maxFlows],
+    ['untrustedMaxFlows', v.untrustedMaxFlows],
+    ['untrustedTimeoutS', v.untrustedTimeoutS],
+  ];
+  for (const [key, value] of flowTable) if (value !== undefined) sectionOf(doc, 'flowTable').set(key, value);
+  const what = describeVariant(v);
   const out = doc.toString({ lineWidth: 0 });
-  const r = parseConfig(out, `${source} with ${muxes} muxes`);
-  if (!r.ok) return { error: formatConfigErrors(r.errors, `${source} with ${muxes} muxes`) };
-  return { text: `# derived by scripts/lab/derive-config.ts from ${source}: muxes replaced by mux1..mux${muxes}\n${out}` };
+  const r = parseConfig(out, `${source} with ${what}`);
+  if (!r.ok) return { error: formatConfigErrors(r.errors, `${source} with ${what}`) };
+  return { text: `# derived by scripts/lab/derive-config.ts from ${source}: ${what}\n${out}` };
+}
+
+/** The config text with its muxes replaced (deriveConfig with --muxes alone). */
+export function deriveConfigText(text: string, muxes: number, source = 'config'): { text: string } | { error: string } {
+  return deriveConfig(text, { muxes }, source);
 }
 
 const OPTIONS: readonly OptionSpec[] = [
-  { name: 'config', value: 'FILE', help: 'the slbx config to start from' },
-  { name: 'muxes', value: 'N', help: `MUXes, 1..${LAB_MAX_MUXES}` },
+  { name: 'config', value: 'FILE', help: 'the slbx config to start from (required)' },
+  { name: 'muxes', value: 'N', help: `the muxes become mux1..muxN, N in 1..${LAB_MAX_MUXES} (198.18.0.11.., 2001:db8:f::11..)` },
+  { name: 'underlay', value: 'ipv4|ipv6', help: 'fabric.underlay: VXLAN between the address (ipv4) or address6 (ipv6) of MUXes and hosts' },
+  {
+    name: 'probe-interval-ms',
+    value: 'MS',
+    help: "every probe's intervalMs (e.g. 5000, the product's default, instead of the lab's 1000)",
+  },
+  { name: 'max-flows', value: 'N', help: 'flowTable.maxFlows: flows in the main table' },
+  { name: 'untrusted-max-flows', value: 'N', help: 'flowTable.untrustedMaxFlows: flows seen once (a SYN) in the untrusted table' },
+  { name: 'untrusted-timeout-s', value: 'S', help: 'flowTable.untrustedTimeoutS: how long a flow seen once is kept' },
   { name: 'out', value: 'FILE', help: 'where to write the derived config (default: stdout)' },
   { name: 'help', help: 'this help' },
 ];
 
-const COMMAND: CommandSpec = {
+export const COMMAND: CommandSpec = {
   program: 'derive-config',
-  usage: 'node dist/scripts/lab/derive-config.js --config FILE --muxes N [--out FILE]',
+  usage:
+    'node dist/scripts/lab/derive-config.js --config FILE [--muxes N] [--underlay ipv4|ipv6] [--probe-interval-ms MS] [--max-flows N] [--untrusted-max-flows N] [--untrusted-timeout-s S] [--out FILE]',
   options: OPTIONS,
   noPositional: true,
-  about: 'Writes the config with N MUXes (mux1..muxN, 198.18.0.11.., 2001:db8:f::11..).',
+  about:
+    'Writes the config with the given changes (at least one), comments and everything else kept; the result is validated like any config ' +
+    '(the config checker names a field it refuses). The first line of the output says what was changed.',
+  extraHelp:
+    'examples:\n' +
+    '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/lab4.yaml\n' +
+    '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --underlay ipv6\n' +
+    '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --probe-interval-ms 5000 --max-flows 20000 --untrusted-max-flows 10000 --untrusted-timeout-s 5',
 };
 
 const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
+/** A positive integer option (at most max), or undefined when not given; UsageError naming the option otherwise. */
+function intOption(args: ParsedArgs, name: string, max = 2 ** 31 - 1): number | undefined {
+  const s = one(args, name);
+  if (s === undefined) return undefined;
+  if (!/^\d+$/.test(s) || Number(s) < 1 || Number(s) > max) throw new UsageError(`--${name} must be an integer 1..${max}, got ${s}`);
+  return Number(s);
+}
+
+/** The variant the options ask for. */
+export function variantOf(args: ParsedArgs): ConfigVariant {
+  const underlay = one(args, 'underlay');
+  if (underlay !== undefined && underlay !== 'ipv4' && underlay !== 'ipv6')
+    throw new UsageError(`--underlay must be ipv4 or ipv6, got ${underlay}`);
+  return {
+    muxes: intOption(args, 'muxes', LAB_MAX_MUXES),
+    underlay,
+    probeIntervalMs: intOption(args, 'probe-interval-ms'),
+    maxFlows: intOption(args, 'max-flows'),
+    untrustedMaxFlows: intOption(args, 'untrusted-max-flows'),
+    untrustedTimeoutS: intOption(args, 'untrusted-timeout-s'),
+  };
+}
+
 function runParsed(args: ParsedArgs): number {
   const file = one(args, 'config');
-  const n = one(args, 'muxes');
-  if (file === undefined || n === undefined) {
-    process.stderr.write('derive-config: --config and --muxes are required\n');
-    return 2;
-  }
-  if (!/^\d+$/.test(n) || Number(n) < 1 || Number(n) > LAB_MAX_MUXES) {
-    process.stderr.write(`derive-config: --muxes must be an integer 1..${LAB_MAX_MUXES}, got ${n}\n`);
-    return 2;
+  if (file === undefined) throw new UsageError('--config is required');
+  const v = variantOf(args);
+  if (Object.values(v).every((x) => x === undefined)) {
+    throw new UsageError(
+      'nothing to change: give --muxes, --underlay, --probe-interval-ms, --max-flows, --untrusted-max-flows or --untrusted-timeout-s',
+    );
   }
   let text: string;
   try {
@@ -74,7 +169,7 @@ function runParsed(args: ParsedArgs): number {
     process.stderr.write(`derive-config: cannot read ${file}: ${(e as Error).message}\n`);
     return 1;
   }
-  const r = deriveConfigText(text, Number(n), file);
+  const r = deriveConfig(text, v, file);
   if ('error' in r) {
     process.stderr.write(`${r.error}\n`);
     return 1;

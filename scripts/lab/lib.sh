@@ -50,6 +50,8 @@
 #   lab_ns NODE             prints the namespace of a node (client1, router, fabric, mux1, host1, h1vm1)
 #   lab_exec NODE CMD...    runs CMD in the node's namespace (ip netns exec)
 #   lab_nodes [KIND]        prints the nodes (of a kind: client, router, fabric, mux, host, nic)
+#   lab_derive_config --config FILE [--underlay ipv6] [--probe-interval-ms MS] [--max-flows N] ... [--out FILE]
+#                           a variant of a config (scripts/lab/derive-config.ts; --help lists the options)
 #   lab_status [NAME]       human-readable: namespaces and addresses, the router's VIP routes,
 #                           processes alive, each daemon's /status summary
 #   lab_daemon_status NODE  prints a daemon's GET /status JSON (mux: 127.0.0.1:9180, host: :9181)
@@ -260,6 +262,11 @@ lab_nodes() {
 
 # ---------------------------------------------------------------------------------------------
 # lab_up
+
+# lab_derive_config ARGS...: a config variant for a scenario (scripts/lab/derive-config.ts: --muxes,
+# --underlay, --probe-interval-ms, the flow table's sizes; --out FILE). Fails when the result is no
+# valid config (the checker's message names the field).
+lab_derive_config() { "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/derive-config.js" "$@"; }
 
 lab_up() {
   local name='' config="$SLBX_ROOT/examples/lab.yaml" clients=1 daemons=1 muxes='' controller=1

@@ -54,8 +54,8 @@ now_us() { printf '%s' "${EPOCHREALTIME/./}"; }
 
 mkdir -p "$LAB_DIR.cfg"
 cfg=$LAB_DIR.cfg/lab-syn-flood.yaml
-{ sed 's/^    intervalMs: 1000 .*/    intervalMs: 5000/' examples/lab.yaml; printf '\nflowTable:\n  maxFlows: 20000\n  untrustedMaxFlows: 10000\n  untrustedTimeoutS: 5\n'; } >"$cfg"
-grep -q '^  untrustedMaxFlows: 10000' "$cfg" && grep -q '^    intervalMs: 5000$' "$cfg" || { echo 'FAIL could not derive the config'; exit 1; }
+lab_derive_config --config examples/lab.yaml --probe-interval-ms 5000 --max-flows 20000 --untrusted-max-flows 10000 --untrusted-timeout-s 5 \
+  --out "$cfg" || { echo 'FAIL could not derive the config'; exit 1; }
 LAB_DAEMON_IO=ring   # the daemons' batched packet I/O (docs/performance.md): with libpcap a veth's ring holds 512 frames
 lab_up --config "$cfg" --muxes 1 --clients 2
 mux_pid=$(lab_mux_pid mux1)

@@ -32,8 +32,7 @@ for underlay in ipv4 ipv6; do
   if [ $underlay = ipv6 ]; then
     mkdir -p "$LAB_DIR.cfg"
     cfg=$LAB_DIR.cfg/lab-ipv6-underlay.yaml
-    sed 's/^  vxlanPort: 4789.*/&\n  underlay: ipv6     # VXLAN between the address6 of MUXes and hosts/' examples/lab.yaml >"$cfg"
-    grep -q '^  underlay: ipv6' "$cfg" || { echo "FAIL could not derive the IPv6-underlay config"; exit 1; }
+    lab_derive_config --config examples/lab.yaml --underlay ipv6 --out "$cfg" || { echo "FAIL could not derive the IPv6-underlay config"; exit 1; }
   fi
   echo "== the fabric closed, over an $underlay underlay"
   lab_up --config "$cfg"
