@@ -8,7 +8,7 @@ import { formatHelp, parseArgs, UsageError, type OptionSpec, type ParsedArgs } f
 import { isMain } from '../runtime/command.js';
 import { configSummary, formatConfigErrors, parseConfig, serializeConfig, validateConfig } from '../shared/config.js';
 import { toPlainConfig } from '../controller/document.js';
-import { joinUrl, parseControllerUrl, requestJson, type JsonResponse } from '../runtime/http-json.js';
+import { joinUrl, parseControllerUrls, requestJson, type HttpJsonError, type JsonResponse } from '../runtime/http-json.js';
 import { bearer, readToken } from '../runtime/api-token.js';
 
 export const DEFAULT_CONTROLLER = 'http://127.0.0.1:8480';
@@ -26,7 +26,11 @@ const PROCESS_IO: SlbctlIo = {
 };
 
 const GLOBAL_OPTIONS: OptionSpec[] = [
-  { name: 'controller', value: 'URL', help: `the controller (default $SLBX_CONTROLLER, else ${DEFAULT_CONTROLLER})` },
+  {
+    name: 'controller',
+    value: 'URL',
+    help: `the controller (default $SLBX_CONTROLLER, else ${DEFAULT_CONTROLLER}); replicas: URL,URL,... (the next one on an error)`,
+  },
   {
     name: 'token-file',
     value: 'FILE',
@@ -58,7 +62,10 @@ interface Ctx {
   /** Where the token was read from (--token-file or $SLBX_TOKEN_FILE), for messages. */
   tokenSource: string | null;
   io: SlbctlIo;
+  /** The controller replica asked first (the last that answered). */
   base: URL;
+  /** Every replica (--controller URL,URL,...), `base` among them. */
+  bases: URL[];
   json: boolean;
   timeoutMs: number;
   args: ParsedArgs;
@@ -140,17 +147,45 @@ function printJson(c: Ctx, body: unknown): void {
 // ---------------------------------------------------------------------------------------------
 // the API
 
+/** Network errors after which a request was surely not sent (any request may go to another replica). */
+const NOT_SENT = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'EADDRNOTAVAIL']);
+
+/**
+ * One request, to the replicas in turn (docs/controller.md, Replicas): a replica that cannot be
+ * reached, or answers 503 "nothing was changed" (no leader yet, the leader unreachable), passes the
+ * request to the next, round after round until the timeout. A read goes on after any network error; a
+ * change only where it was surely not made (the connection was refused), so it is never made twice.
+ */
 async function api(c: Ctx, method: string, path: string, body?: unknown, timeoutMs = c.timeoutMs): Promise<JsonResponse> {
-  let r: JsonResponse;
-  try {
-    const headers = c.token === null ? {} : bearer(c.token);
-    r = await requestJson(
-      joinUrl(c.base, path),
-      body === undefined ? { method, timeoutMs, headers } : { method, body, timeoutMs, headers },
-    );
-  } catch (e) {
-    throw new CliError(`cannot reach the controller at ${c.base.href}: ${(e as Error).message}`, 1);
+  const deadline = Date.now() + timeoutMs;
+  const read = method === 'GET' || method === 'HEAD';
+  const headers = c.token === null ? {} : bearer(c.token);
+  let r: JsonResponse | null = null;
+  let lastError = '';
+  for (let i = 0; ; i++) {
+    if (i > 0 && i % c.bases.length === 0) {
+      if (Date.now() + 200 >= deadline) break;
+      await new Promise((resolve) => setTimeout(resolve, 200)); // a round without an answer: an election, probably
+    }
+    const base = c.bases[(c.bases.indexOf(c.base) + (i === 0 ? 0 : 1)) % c.bases.length]!;
+    c.base = base;
+    const left = Math.max(1, deadline - Date.now());
+    try {
+      r = await requestJson(
+        joinUrl(base, path),
+        body === undefined ? { method, timeoutMs: left, headers } : { method, body, timeoutMs: left, headers },
+      );
+    } catch (e) {
+      lastError = `cannot reach the controller at ${base.href}: ${(e as Error).message}`;
+      r = null;
+      if (c.bases.length > 1 && (read || NOT_SENT.has((e as HttpJsonError).code)) && Date.now() < deadline) continue;
+      throw new CliError(lastError, 1);
+    }
+    const unchanged = r.status === 503 && /nothing was changed/.test(String((r.body as { error?: unknown } | null)?.error ?? ''));
+    if (c.bases.length > 1 && (unchanged || (read && r.status === 503)) && Date.now() < deadline) continue;
+    break;
   }
+  if (r === null) throw new CliError(lastError, 1);
   if (r.status >= 200 && r.status < 300) return r;
   if (r.status === 401) throw new CliError(unauthorizedMessage(method, path, c.tokenSource), 1, r.body, 401);
   const b = r.body as { error?: unknown; errors?: { path?: string; configPath?: string; message?: string; value?: unknown }[] } | null;
@@ -1140,8 +1175,9 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
   if (pos.length < required.length) return usage(`missing ${required.slice(pos.length).join(' ')}\nusage: ${usageLine(cmd)}`);
   if (pos.length > cmd.args.length) return usage(`unexpected argument '${pos[cmd.args.length]}'\nusage: ${usageLine(cmd)}`);
   const urlText = args.values.get('controller')?.[0] ?? io.env['SLBX_CONTROLLER'] ?? DEFAULT_CONTROLLER;
-  const base = parseControllerUrl(urlText);
-  if (typeof base === 'string') return usage(`--controller: ${base}`);
+  const bases = parseControllerUrls(urlText);
+  if (typeof bases === 'string') return usage(`--controller: ${bases}`);
+  const base = bases[0]!;
   const t = args.values.get('timeout')?.[0];
   const timeoutS = t === undefined ? 10 : Number(t);
   if (!Number.isFinite(timeoutS) || timeoutS <= 0 || timeoutS > 600) return usage('--timeout must be a number of seconds, 0 < S <= 600');
@@ -1154,7 +1190,7 @@ export async function runSlbctl(argv: readonly string[], io: SlbctlIo = PROCESS_
   }
   const tokenSource =
     token === null ? null : args.values.get('token-file')?.[0] !== undefined ? tokenPath! : `SLBX_TOKEN_FILE (${tokenPath})`;
-  const c: Ctx = { io, base, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token, tokenSource };
+  const c: Ctx = { io, base, bases, json: args.flags.has('json'), timeoutMs: timeoutS * 1000, args, token, tokenSource };
   try {
     return await cmd.run(c, pos);
   } catch (e) {

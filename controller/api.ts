@@ -21,6 +21,8 @@ import type { ListenAddress } from '../runtime/status-server.js';
 import { ApiError, COLLECTIONS, isCollection, readTarget, type ApiFieldError, type Target, type WriteMethod } from './document.js';
 import { AGENT_KINDS, type AgentKind, type AgentRegistry } from './agents.js';
 import { splitKey, type ControllerState, type HealthResultIn } from './state.js';
+import { forwardsToLeader, forwardToLeader } from './forward.js';
+import type { ReplicaView } from './replica.js';
 import { authorized, sign, SIGNATURE_HEADER } from '../runtime/api-token.js';
 import { writeProcessMetrics } from '../runtime/process-metrics.js';
 import { PROM_CONTENT_TYPE, PromWriter } from '../shared/prom-text.js';
@@ -70,6 +72,8 @@ export class ControllerApi {
     private readonly agents: AgentRegistry,
     private readonly log: ApiLog = () => {},
     private readonly token: string | null = null,
+    /** A replica on etcd (controller/replica.ts): a follower forwards changes to the leader. Null: the only controller. */
+    private readonly replica: ReplicaView | null = null,
   ) {
     state.onGeneration(() => agents.wake());
   }
@@ -148,6 +152,10 @@ export class ControllerApi {
       this.send(res, 405, { error: `${method} is not allowed on ${url.pathname}; allowed: ${allowed.join(', ')}` });
       return;
     }
+    if (this.replica !== null && !this.replica.isLeader() && forwardsToLeader(method, seg)) {
+      forwardToLeader(req, res, this.replica, `${url.pathname}${url.search}`);
+      return;
+    }
     // changing state, and everything agents do, needs the token; reading the desired state does not
     const needsToken = (method !== 'GET' && method !== 'HEAD') || (seg[1] === 'agents' && seg.length >= 5);
     if (this.token !== null && needsToken && !authorized(req.headers.authorization, this.token)) {
@@ -218,6 +226,11 @@ export class ControllerApi {
     if (s.length === 0) return { methods: ['GET'], handle: (c) => this.index(c) };
     const [a, b, c, d, e] = s;
     if (a === 'state' && s.length === 1) return { methods: ['GET', 'PUT'], handle: (x) => this.stateRoute(x) };
+    if (a === 'replica' && s.length === 1)
+      return {
+        methods: ['GET'],
+        handle: (x) => this.send(x.res, 200, this.replica?.status() ?? { role: 'leader', store: this.state.path }),
+      };
     if (a === 'health' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.healthList()) };
     if (a === 'stats' && s.length === 1)
       return {
@@ -292,6 +305,7 @@ export class ControllerApi {
         'GET|POST /v1/pools/{pool}/backends, GET|PUT|PATCH|DELETE /v1/pools/{pool}/backends/{nic}',
         'GET|POST /v1/vips/{vip}/rules, GET|PUT|PATCH|DELETE /v1/vips/{vip}/rules/{rule}',
         'GET /v1/health',
+        'GET /v1/replica',
         'GET /metrics (the Prometheus text format)',
         'GET /v1/agents, GET /v1/agents/{mux|host}/{name}',
         'GET /v1/generations, GET /v1/generations/{gen|current}?waitS=S&kind=mux|host|all',
@@ -351,7 +365,8 @@ export class ControllerApi {
         `the state is at generation ${this.state.generation}, not ${JSON.stringify(b.generation)}: re-read it and try again`,
       );
     }
-    const r = this.state.replaceConfig(b.config, `PUT ${c.url.pathname}`, c.atMs);
+    const generation = typeof b.generation === 'number' ? b.generation : undefined; // checked again when its turn comes
+    const r = await this.state.replaceConfigAsync(b.config, `PUT ${c.url.pathname}`, c.atMs, generation);
     this.logWrite(r.changed, r.generation, `PUT ${c.url.pathname}`);
     this.send(c.res, 200, { generation: r.generation, changed: r.changed, item: r.item });
   }
@@ -363,7 +378,7 @@ export class ControllerApi {
     }
     const body = c.method === 'DELETE' ? await this.body(c, false) : await this.body(c);
     const cause = `${c.method} ${c.url.pathname}`;
-    const r = this.state.write(c.method as WriteMethod, t, body, cause, c.atMs);
+    const r = await this.state.writeAsync(c.method as WriteMethod, t, body, cause, c.atMs);
     this.logWrite(r.changed, r.generation, cause);
     this.send(c.res, r.status, { generation: r.generation, changed: r.changed, item: r.item });
   }
@@ -597,7 +612,7 @@ export class ControllerApi {
       }
     });
     if (errors.length > 0) throw new ApiError(400, 'malformed health report; nothing was changed', errors);
-    const r = this.state.reportHealth(host, results, c.atMs);
+    const r = await this.state.reportHealthAsync(host, results, c.atMs);
     this.agents.notePoll('host', host, null, null);
     if (r.changed) this.log('info', 'generation', { generation: r.generation, cause: this.state.generationRecord(r.generation)?.cause });
     this.send(c.res, 200, r);

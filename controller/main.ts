@@ -11,11 +11,29 @@ import { isLoopback, parseListen, type ListenAddress } from '../runtime/status-s
 import { ControllerState } from './state.js';
 import { AgentRegistry } from './agents.js';
 import { ControllerApi } from './api.js';
+import { EtcdClient, parseEtcdUrl } from './etcd.js';
+import { EtcdReplica, LEASE_TTL_S, replicaId } from './replica.js';
 
 export const DEFAULT_LISTEN = '127.0.0.1:8480';
 
 const OPTIONS: OptionSpec[] = [
   { name: 'state', value: 'FILE', help: 'the state file (JSON, replaced atomically on every change); created by --init' },
+  {
+    name: 'store',
+    value: 'URL',
+    help: 'etcd://HOST:PORT[,HOST:PORT...][/PREFIX] instead of --state: the state in etcd under PREFIX (default /slbx; one per cluster), shared by replicas, one of which leads (docs/controller.md, Replicas)',
+  },
+  {
+    name: 'advertise',
+    value: 'URL',
+    help: 'with --store etcd: the URL the other replicas forward changes to (default: http:// and the first --listen address)',
+  },
+  { name: 'id', value: 'NAME', help: "with --store etcd: this replica's name (default HOSTNAME-PID-RANDOM)" },
+  {
+    name: 'lease-ttl-s',
+    value: 'S',
+    help: `with --store etcd: the leader's lease, 2..60 s (a dead leader is replaced after it; default ${LEASE_TTL_S})`,
+  },
   {
     name: 'init',
     value: 'CONFIG',
@@ -32,7 +50,9 @@ const OPTIONS: OptionSpec[] = [
   { name: 'help', help: 'show this help' },
 ];
 
-const USAGE = 'slbx-controller --state FILE [--init CONFIG.yaml] [--listen ADDR:PORT ...]';
+const USAGE =
+  'slbx-controller --state FILE [--init CONFIG.yaml] [--listen ADDR:PORT ...]\n' +
+  '       slbx-controller --store etcd://HOST:PORT[,...][/PREFIX] --token-file FILE [--init CONFIG.yaml] [--listen ...] [--advertise URL]';
 const ABOUT =
   'The slbx network controller. Holds the desired state (one slbx config document, a generation number\n' +
   'and the last known health) in a state file, serves the northbound API (JSON over HTTP: VIPs, rules,\n' +
@@ -48,6 +68,8 @@ const ABOUT =
 const EXTRA =
   'examples:\n' +
   '  slbx-controller --state /var/lib/slbx/state.json --init examples/lab.yaml\n' +
+  '  slbx-controller --store etcd://198.18.0.31:2379,198.18.0.32:2379,198.18.0.33:2379/slbx/lab --token-file /etc/slbx/api-token \\\n' +
+  '      --listen 198.18.0.21:8480 --init examples/lab.yaml      (one of several replicas)\n' +
   '  curl -s http://127.0.0.1:8480/v1/state\n' +
   '  slbctl vip list; slbctl agents; slbctl backend drain web h1vm1\n' +
   'reference: docs/controller.md';
@@ -56,7 +78,17 @@ export interface ControllerHandle {
   api: ControllerApi;
   state: ControllerState;
   agents: AgentRegistry;
+  /** With an etcd store: this replica. */
+  replica: EtcdReplica | null;
   stop(): Promise<void>;
+}
+
+export interface EtcdStoreOptions {
+  url: string;
+  id?: string;
+  /** Where the other replicas forward changes to (default: http:// and the first listen address). */
+  advertise?: string;
+  leaseTtlS?: number;
 }
 
 /** Opens the state and starts the API (used by main and by tests). Throws with a message on failure. */
@@ -65,7 +97,10 @@ export async function startController(o: {
   init: SlbxConfig | null;
   listen: readonly ListenAddress[];
   token?: string | null;
+  /** The state in etcd instead of the state file (statePath is then ignored). */
+  etcd?: EtcdStoreOptions;
 }): Promise<ControllerHandle> {
+  if (o.etcd !== undefined) return startReplica({ ...o, etcd: o.etcd });
   const opened = ControllerState.open(o.statePath, o.init);
   if (!opened.ok) throw new Error(opened.error);
   const state = opened.state;
@@ -81,7 +116,63 @@ export async function startController(o: {
   const agents = new AgentRegistry(state);
   const api = new ControllerApi(state, agents, (level, event, fields) => log(level, event, fields), o.token ?? null);
   await api.listen(o.listen);
-  return { api, state, agents, stop: () => api.close() };
+  return { api, state, agents, replica: null, stop: () => api.close() };
+}
+
+const urlOf = (l: ListenAddress) => `http://${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}`;
+
+/** A replica on etcd: reads (or seeds) the state, listens, then campaigns and follows. */
+async function startReplica(o: {
+  init: SlbxConfig | null;
+  listen: readonly ListenAddress[];
+  token?: string | null;
+  etcd: EtcdStoreOptions;
+}): Promise<ControllerHandle> {
+  const p = parseEtcdUrl(o.etcd.url);
+  if (typeof p === 'string') throw new Error(`--store: ${p}`);
+  const client = new EtcdClient(p.endpoints);
+  const first = o.listen[0];
+  const replica = new EtcdReplica(
+    client,
+    p.prefix,
+    { id: o.etcd.id ?? replicaId(), url: o.etcd.advertise ?? (first === undefined ? '' : urlOf(first)) },
+    (level, event, fields) => log(level, event, fields),
+    o.etcd.leaseTtlS ?? LEASE_TTL_S,
+  );
+  const opened = await replica.open(o.init);
+  if (!opened.ok) {
+    client.close();
+    throw new Error(opened.error);
+  }
+  const state = opened.state;
+  logInfo(opened.seeded ? 'state_seeded' : 'state_loaded', {
+    store: replica.where,
+    replica: replica.id,
+    stateId: state.stateId,
+    generation: state.generation,
+    summary: configSummary(state.config),
+  });
+  const agents = new AgentRegistry(state);
+  const api = new ControllerApi(state, agents, (level, event, fields) => log(level, event, fields), o.token ?? null, replica);
+  try {
+    await api.listen(o.listen);
+  } catch (e) {
+    await replica.stop();
+    throw e;
+  }
+  // the API listens before the port is known (tests listen on port 0): advertise the real one
+  if (o.etcd.advertise === undefined && first !== undefined && first.port === 0) replica.me.url = urlOf({ ...first, port: api.port() });
+  replica.start();
+  return {
+    api,
+    state,
+    agents,
+    replica,
+    stop: async () => {
+      await replica.stop();
+      await api.close();
+    },
+  };
 }
 
 export function main(argv: readonly string[]): Promise<number> {
@@ -95,7 +186,44 @@ async function runParsed(args: ParsedArgs): Promise<number> {
   };
   if (args.positional.length > 0) throw new UsageError(`unexpected argument ${args.positional[0]} (see --help)`);
   const statePath = one(args, 'state');
-  if (statePath === undefined) return err('--state FILE is required (see --help)');
+  const storeUrl = one(args, 'store');
+  if (statePath === undefined && storeUrl === undefined)
+    return err('--state FILE is required (or --store etcd://... for replicas; see --help)');
+  if (statePath !== undefined && storeUrl !== undefined) return err('--state and --store are exclusive: the state is in a file or in etcd');
+  let etcd: EtcdStoreOptions | undefined;
+  if (storeUrl !== undefined) {
+    const p = parseEtcdUrl(storeUrl);
+    if (typeof p === 'string') return err(`--store: ${p}`);
+    etcd = { url: storeUrl };
+    const id = one(args, 'id');
+    if (id !== undefined) {
+      if (!/^[A-Za-z0-9._-]{1,64}$/.test(id)) return err(`--id: ${JSON.stringify(id)} must be 1..64 letters, digits, '.', '_' or '-'`);
+      etcd.id = id;
+    }
+    const adv = one(args, 'advertise');
+    if (adv !== undefined) {
+      try {
+        const u = new URL(adv);
+        if (u.protocol !== 'http:' || u.pathname !== '/') throw new Error('not http://ADDR:PORT');
+      } catch {
+        return err(`--advertise: ${JSON.stringify(adv)} must be http://ADDR:PORT, where the other replicas reach this one`);
+      }
+      etcd.advertise = adv;
+    }
+    const ttl = one(args, 'lease-ttl-s');
+    if (ttl !== undefined) {
+      const n = Number(ttl);
+      if (!Number.isInteger(n) || n < 2 || n > 60) return err(`--lease-ttl-s: ${JSON.stringify(ttl)} must be an integer 2..60 (seconds)`);
+      etcd.leaseTtlS = n;
+    }
+    if (!args.flags.has('no-token') && one(args, 'token-file') === undefined)
+      return err(
+        '--store etcd:// needs --token-file FILE (the same token file for every replica: agents check policies from any of them) or --no-token',
+      );
+  } else {
+    for (const o of ['id', 'advertise', 'lease-ttl-s'])
+      if (one(args, o) !== undefined) return err(`--${o} goes with --store etcd://... only`);
+  }
   const level = one(args, 'log-level') as LogLevel;
   if (!['debug', 'info', 'warn', 'error'].includes(level)) return err('--log-level must be debug, info, warn or error');
   const listen: ListenAddress[] = [];
@@ -123,7 +251,7 @@ async function runParsed(args: ParsedArgs): Promise<number> {
   }
   let token: string | null = null;
   if (!args.flags.has('no-token')) {
-    const tokenPath = one(args, 'token-file') ?? join(dirname(statePath), 'api-token');
+    const tokenPath = one(args, 'token-file') ?? join(dirname(statePath!), 'api-token');
     const t = loadOrCreateToken(tokenPath);
     if (typeof t !== 'string') return err(t.error, 1);
     token = t;
@@ -133,7 +261,7 @@ async function runParsed(args: ParsedArgs): Promise<number> {
   }
   let h: ControllerHandle;
   try {
-    h = await startController({ statePath, init, listen, token });
+    h = await startController({ statePath: statePath ?? '', init, listen, token, ...(etcd === undefined ? {} : { etcd }) });
   } catch (e) {
     return err((e as Error).message, 1);
   }

@@ -21,12 +21,14 @@ import {
 import {
   loadState,
   saveState,
+  FileStore,
   NODE_STORE_FS,
   STATE_FORMAT,
   STATE_VERSION,
   type GenerationRecord,
   type HealthEntry,
   type HealthState,
+  type StateStore,
   type StoreFs,
   type StoredState,
 } from './store.js';
@@ -69,19 +71,75 @@ export type OpenResult = { ok: true; state: ControllerState; seeded: boolean; re
 
 const nowIso = (ms = Date.now()) => new Date(ms).toISOString();
 
+/** A value now (synchronous store) or later (asynchronous store). */
+type Maybe<T> = T | Promise<T>;
+
+function then<T, U>(v: Maybe<T>, f: (x: T) => Maybe<U>): Maybe<U> {
+  return v instanceof Promise ? v.then(f) : f(v);
+}
+
 export class ControllerState {
   private s: StoredState;
   private validated: SlbxConfig;
   private readonly listeners = new Set<(generation: number) => void>();
+  /** The *Async writes, one at a time: each is computed from the state the previous one left. */
+  private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
+    /** Where the state lives (the state file's path, or the etcd store's etcd://...). */
     readonly path: string,
     s: StoredState,
     validated: SlbxConfig,
-    private readonly fs: StoreFs,
+    readonly store: StateStore,
   ) {
     this.s = s;
     this.validated = validated;
+  }
+
+  /**
+   * A state kept in another store (etcd: controller/etcd-store.ts), from a stored state already read
+   * from it (checkState passed). Errors name the config's problems.
+   */
+  static fromStored(store: StateStore, s: StoredState): OpenResult {
+    const v = validateConfig(s.config);
+    if (!v.ok) return { ok: false, error: formatConfigErrors(v.errors, store.where) };
+    return { ok: true, state: new ControllerState(store.where, s, v.config, store), seeded: false, removedTmp: false };
+  }
+
+  /** A new state at generation 1 from a valid config (what --init seeds). */
+  static initialState(init: SlbxConfig, atMs = Date.now()): StoredState {
+    const at = nowIso(atMs);
+    return {
+      format: STATE_FORMAT,
+      version: STATE_VERSION,
+      stateId: randomBytes(8).toString('hex'),
+      generation: 1,
+      savedAt: at,
+      config: toPlainConfig(init),
+      health: {},
+      policyHealth: {},
+      history: [{ generation: 1, at, cause: 'init' }],
+    };
+  }
+
+  /**
+   * A newer state another replica wrote (a follower of a replicated store learns each one). Refused,
+   * keeping the current one, when its config does not validate here. Listeners hear of a new
+   * generation (or a new stateId) as after a write.
+   */
+  adopt(s: StoredState): string | null {
+    const v = validateConfig(s.config);
+    if (!v.ok) return formatConfigErrors(v.errors, this.path);
+    const changed = s.generation !== this.s.generation || s.stateId !== this.s.stateId;
+    this.s = s;
+    this.validated = v.config;
+    if (changed) this.tell(s.generation);
+    return null;
+  }
+
+  /** The stored state as it is now (for the replicated store's bookkeeping). Do not modify. */
+  get stored(): StoredState {
+    return this.s;
   }
 
   /**
@@ -97,27 +155,21 @@ export class ControllerState {
       // a state saved before vipRanges existed: pin the ranges derived from its VIPs now, or the next
       // write would derive them again from a document that holds the new VIP (docs/config.md, vipRanges)
       if (!('vipRanges' in r.state.config)) r.state.config = { ...r.state.config, vipRanges: toPlainConfig(v.config)['vipRanges'] };
-      return { ok: true, state: new ControllerState(path, r.state, v.config, fs), seeded: false, removedTmp: r.removedTmp };
+      return {
+        ok: true,
+        state: new ControllerState(path, r.state, v.config, new FileStore(path, fs)),
+        seeded: false,
+        removedTmp: r.removedTmp,
+      };
     }
     if (init === null) return { ok: false, error: `${path} does not exist or is empty: seed it with --init CONFIG.yaml` };
-    const at = nowIso();
-    const s: StoredState = {
-      format: STATE_FORMAT,
-      version: STATE_VERSION,
-      stateId: randomBytes(8).toString('hex'),
-      generation: 1,
-      savedAt: at,
-      config: toPlainConfig(init),
-      health: {},
-      policyHealth: {},
-      history: [{ generation: 1, at, cause: 'init' }],
-    };
+    const s = ControllerState.initialState(init);
     try {
       saveState(path, s, fs);
     } catch (e) {
       return { ok: false, error: `cannot write ${path}: ${(e as Error).message}` };
     }
-    return { ok: true, state: new ControllerState(path, s, init, fs), seeded: true, removedTmp: r.removedTmp };
+    return { ok: true, state: new ControllerState(path, s, init, new FileStore(path, fs)), seeded: true, removedTmp: r.removedTmp };
   }
 
   get generation(): number {
@@ -165,6 +217,15 @@ export class ControllerState {
    * generation when it changed something. Throws ApiError (400 with field errors, 404, 409, 500).
    */
   write(method: WriteMethod, target: Target, body: unknown, cause: string, atMs = Date.now()): WriteResult {
+    return this.now(this.writeAny(method, target, body, cause, atMs));
+  }
+
+  /** write() through any store (the API's way): queued behind the writes before it. */
+  writeAsync(method: WriteMethod, target: Target, body: unknown, cause: string, atMs = Date.now()): Promise<WriteResult> {
+    return this.enqueue(() => this.writeAny(method, target, body, cause, atMs));
+  }
+
+  private writeAny(method: WriteMethod, target: Target, body: unknown, cause: string, atMs: number): Maybe<WriteResult> {
     const doc = structuredClone(this.s.config);
     const change: Change = applyWrite(doc, method, target, body);
     return this.commit(
@@ -179,7 +240,39 @@ export class ControllerState {
 
   /** PUT /v1/state: the whole config document at once. */
   replaceConfig(config: unknown, cause: string, atMs = Date.now()): WriteResult {
-    return this.commit(structuredClone(config) as Doc, cause, [], (plain) => plain, 200, atMs);
+    return this.now(this.commit(structuredClone(config) as Doc, cause, [], (plain) => plain, 200, atMs));
+  }
+
+  /**
+   * replaceConfig() through any store, queued. `generation`: only if the state is still at it when
+   * the write's turn comes (else 409).
+   */
+  replaceConfigAsync(config: unknown, cause: string, atMs = Date.now(), generation?: number): Promise<WriteResult> {
+    return this.enqueue(() => {
+      if (generation !== undefined && generation !== this.s.generation)
+        throw new ApiError(409, `the state is at generation ${this.s.generation}, not ${generation}: re-read it and try again`);
+      return this.commit(structuredClone(config) as Doc, cause, [], (plain) => plain, 200, atMs);
+    });
+  }
+
+  /** reportHealth() through any store, queued. */
+  reportHealthAsync(host: string, results: readonly HealthResultIn[], atMs = Date.now()): Promise<HealthReportResult> {
+    return this.enqueue(() => this.reportHealthAny(host, results, atMs));
+  }
+
+  private enqueue<T>(f: () => Maybe<T>): Promise<T> {
+    const p = this.queue.then(f);
+    this.queue = p.catch(() => undefined);
+    return p;
+  }
+
+  /** The result of a synchronous store's write (the file store); an asynchronous store needs the *Async methods. */
+  private now<T>(v: Maybe<T>): T {
+    if (v instanceof Promise) {
+      v.catch(() => undefined);
+      throw new Error(`the store ${this.path} is asynchronous: write through writeAsync, replaceConfigAsync or reportHealthAsync`);
+    }
+    return v;
   }
 
   /** `atMs`: when the request arrived; it dates the new generation (GET /v1/generations measures from it). */
@@ -190,7 +283,7 @@ export class ControllerState {
     pick: (plain: Doc) => unknown,
     status: 200 | 201,
     atMs: number,
-  ): WriteResult {
+  ): Maybe<WriteResult> {
     const v = validateConfig(doc);
     if (!v.ok) {
       const errors = toApiErrors(v.errors, objectPath);
@@ -206,15 +299,13 @@ export class ControllerState {
     }
     const next: StoredState = { ...this.s, config: plain };
     this.pruneHealth(next, v.config);
-    const old = this.validated;
-    this.validated = v.config; // before bump: its listeners read the new config
-    try {
-      this.bump(next, cause, atMs);
-    } catch (e) {
-      this.validated = old;
-      throw e;
-    }
-    return { status, generation: this.s.generation, changed: true, item: pick(plain) };
+    // the new config is installed with the state, before the listeners hear of it
+    return then(this.bump(next, cause, atMs, v.config), () => ({
+      status,
+      generation: this.s.generation,
+      changed: true,
+      item: pick(plain),
+    }));
   }
 
   /** Drops health of (nic, probe) pairs the config no longer has. */
@@ -229,15 +320,24 @@ export class ControllerState {
     next.health = health;
   }
 
-  /** Persists `next` as the next generation (policy health snapshot taken now), then tells listeners. */
-  private bump(next: StoredState, cause: string, atMs = Date.now()): void {
+  /**
+   * Persists `next` as the next generation (policy health snapshot taken now), installs it (with
+   * `validated`, its config, when the config changed), then tells listeners.
+   */
+  private bump(next: StoredState, cause: string, atMs: number, validated: SlbxConfig = this.validated): Maybe<void> {
     const at = nowIso(atMs);
     const generation = this.s.generation + 1;
     const history = [...next.history, { generation, at, cause }];
     if (history.length > HISTORY_MAX) history.splice(0, history.length - HISTORY_MAX);
     const s: StoredState = { ...next, generation, savedAt: at, history, policyHealth: policyHealthOf(next.health) };
-    this.persist(s);
-    this.s = s;
+    return then(this.persist(s), () => {
+      this.s = s;
+      this.validated = validated;
+      this.tell(generation);
+    });
+  }
+
+  private tell(generation: number): void {
     for (const l of this.listeners) {
       try {
         l(generation);
@@ -247,11 +347,17 @@ export class ControllerState {
     }
   }
 
-  private persist(s: StoredState): void {
-    try {
-      saveState(this.path, s, this.fs);
-    } catch (e) {
+  /** Saves `s`, the state that follows the current one; nothing changes here when it fails. */
+  private persist(s: StoredState): Maybe<void> {
+    const fail = (e: unknown): never => {
+      if (e instanceof ApiError) throw e; // the store said why (a replica: 503, not the leader)
       throw new ApiError(500, `the state could not be saved (${(e as Error).message}); nothing was changed`);
+    };
+    try {
+      const r = this.store.save(s, this.s);
+      return r instanceof Promise ? r.catch(fail) : r;
+    } catch (e) {
+      return fail(e);
     }
   }
 
@@ -262,6 +368,10 @@ export class ControllerState {
    * generation; other changes (detail, unknown <-> up) are kept and persisted without one.
    */
   reportHealth(host: string, results: readonly HealthResultIn[], atMs = Date.now()): HealthReportResult {
+    return this.now(this.reportHealthAny(host, results, atMs));
+  }
+
+  private reportHealthAny(host: string, results: readonly HealthResultIn[], atMs: number): Maybe<HealthReportResult> {
     const config = this.validated;
     if (!config.hosts.some((h) => h.name === host)) throw new ApiError(404, `no host ${host}`);
     const nicHost = new Map(config.nics.map((n) => [n.name, n.host]));
@@ -301,13 +411,24 @@ export class ControllerState {
     const statesChanged = !deepEqual(stateMap(this.s.health), stateMap(health));
     if (downBefore !== downAfter) {
       const cause = describeHealthChange(this.s.policyHealth, policyHealthOf(health), host);
-      this.bump({ ...this.s, health }, cause, atMs);
-      return { generation: this.s.generation, changed: true, accepted, ignored };
+      return then(this.bump({ ...this.s, health }, cause, atMs), () => ({
+        generation: this.s.generation,
+        changed: true,
+        accepted,
+        ignored,
+      }));
     }
     const s = { ...this.s, health };
-    if (statesChanged) this.persist({ ...s, savedAt: now });
-    this.s = s;
-    return { generation: this.s.generation, changed: false, accepted, ignored };
+    const done = (): HealthReportResult => ({ generation: this.s.generation, changed: false, accepted, ignored });
+    if (!statesChanged) {
+      this.s = s;
+      return done();
+    }
+    const saved = { ...s, savedAt: now };
+    return then(this.persist(saved), () => {
+      this.s = saved;
+      return done();
+    });
   }
 }
 

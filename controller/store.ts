@@ -53,6 +53,31 @@ export interface StoredState {
   history: GenerationRecord[];
 }
 
+/**
+ * Where the controller keeps its state: the state file (FileStore, below; the default) or etcd
+ * (controller/etcd-store.ts, shared by replicas). `save` persists `next`, the state that follows
+ * `base` (the state the change was computed from), and returns once it is durable; it throws, with
+ * nothing changed, when it cannot (a replicated store also when `base` is no longer the latest state
+ * or this replica is no longer the leader). A synchronous store returns nothing; an asynchronous one
+ * a promise (ControllerState then takes writes through its *Async methods only).
+ */
+export interface StateStore {
+  /** For logs and messages: the file's path, or etcd://ENDPOINTS/PREFIX. */
+  readonly where: string;
+  save(next: StoredState, base: StoredState): void | Promise<void>;
+}
+
+/** The state file (see the top of this file). */
+export class FileStore implements StateStore {
+  constructor(
+    readonly where: string,
+    private readonly fs: StoreFs = NODE_STORE_FS,
+  ) {}
+  save(next: StoredState): void {
+    saveState(this.where, next, this.fs);
+  }
+}
+
 /** The file system calls the store makes (node:fs by default). */
 export interface StoreFs {
   openSync(path: string, flags: string, mode?: number): number;
@@ -126,7 +151,7 @@ function isObj(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function checkState(raw: unknown): string | null {
+export function checkState(raw: unknown): string | null {
   if (!isObj(raw)) return 'not an object';
   if (raw['format'] !== STATE_FORMAT) return `format is ${JSON.stringify(raw['format'])}, expected ${JSON.stringify(STATE_FORMAT)}`;
   if (raw['version'] !== STATE_VERSION)

@@ -16,7 +16,7 @@ import { configureLog, logError, logInfo, logWarn, type LogLevel } from './log.j
 import { isLoopback, parseListen, startStatusServer, TextBody, type StatusHandler } from './status-server.js';
 import { PROM_CONTENT_TYPE, PromWriter } from '../shared/prom-text.js';
 import { writeProcessMetrics } from './process-metrics.js';
-import { parseControllerUrl } from './http-json.js';
+import { parseControllerUrls } from './http-json.js';
 import { readToken } from './api-token.js';
 import { PolicyClient, type AppliedPolicy, type HealthReporter } from './policy-client.js';
 
@@ -86,7 +86,7 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
     {
       name: 'controller',
       value: 'URL',
-      help: 'take policy from the slbx controller (http://ADDR:PORT): watch it, apply and ack each generation, send status heartbeats',
+      help: 'take policy from the slbx controller (http://ADDR:PORT; replicas: URL,URL,... tried in turn on an error): watch it, apply and ack each generation, send status heartbeats',
     },
     {
       name: 'controller-token-file',
@@ -121,10 +121,12 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   if (!name || (!cfgPath && controllerText === undefined))
     return err('--config and --name are required (or --controller URL and --name; see --help)');
   let controllerUrl: URL | null = null;
+  let controllerUrls: URL[] = [];
   if (controllerText !== undefined) {
-    const u = parseControllerUrl(controllerText);
+    const u = parseControllerUrls(controllerText);
     if (typeof u === 'string') return err(`--controller: ${u}`);
-    controllerUrl = u;
+    controllerUrls = u;
+    controllerUrl = u[0]!;
   }
   const argError = p.checkArgs?.(args) ?? null;
   if (argError !== null) return err(argError);
@@ -232,6 +234,7 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     }
     const c: PolicyClient = new PolicyClient({
       url: controllerUrl,
+      urls: controllerUrls,
       kind,
       name,
       bootstrap,

@@ -53,6 +53,20 @@ export function parseControllerUrl(text: string): URL | string {
   return u;
 }
 
+/**
+ * A list of controller URLs, comma-separated (`http://198.18.0.21:8480,http://198.18.0.22:8480`: the
+ * replicas of one controller, docs/controller.md); an error message naming the bad one, or the URLs.
+ */
+export function parseControllerUrls(text: string): URL[] | string {
+  const out: URL[] = [];
+  for (const part of text.split(',')) {
+    const u = parseControllerUrl(part.trim());
+    if (typeof u === 'string') return text.includes(',') ? `${u} (in the list ${JSON.stringify(text)})` : u;
+    out.push(u);
+  }
+  return out;
+}
+
 /** `base` + `path` (path starts with /; base may carry a path prefix). */
 export function joinUrl(base: URL, path: string): URL {
   const prefix = base.pathname.replace(/\/+$/, '');

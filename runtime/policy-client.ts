@@ -78,6 +78,11 @@ export type AgentKindName = 'mux' | 'host';
 
 export interface PolicyClientOptions {
   url: URL;
+  /**
+   * Every controller replica (docs/controller.md, Replicas), `url` first: on an error the client
+   * moves to the next one (its policy stays in force meanwhile). Absent: `url` alone.
+   */
+  urls?: readonly URL[];
   kind: AgentKindName;
   name: string;
   /** Installs a policy; throw to refuse it (the previous one must then stay in force). */
@@ -104,7 +109,10 @@ export interface PolicyClientOptions {
 export type ConnectionState = 'connecting' | 'connected' | 'unreachable' | 'stopped';
 
 export interface PolicyClientStatus {
+  /** The controller (replica) the client talks to now. */
   url: string;
+  /** Every replica it may move to (the --controller list). */
+  urls: string[];
   connection: ConnectionState;
   /** When the connection state last changed. */
   since: string;
@@ -178,6 +186,9 @@ export class PolicyClient implements HealthReporter {
   private readonly abort = new AbortController();
   private readonly base: string;
   private stopped = false;
+  /** The replicas, and which one the client talks to now. */
+  private readonly urls: readonly URL[];
+  private urlIndex = 0;
   /** Policies refused because their signature did not check (a forged or foreign controller). */
   policiesUnsigned = 0;
   private started = false;
@@ -211,6 +222,7 @@ export class PolicyClient implements HealthReporter {
 
   constructor(o: PolicyClientOptions) {
     this.o = o;
+    this.urls = o.urls !== undefined && o.urls.length > 0 ? o.urls : [o.url];
     this.log = o.log ?? ((level, event, fields) => defaultLog(level, event, fields));
     this.base = `/v1/agents/${o.kind}/${encodeURIComponent(o.name)}`;
     this.config = o.bootstrap ?? null;
@@ -246,7 +258,8 @@ export class PolicyClient implements HealthReporter {
 
   status(): PolicyClientStatus {
     return {
-      url: this.o.url.href,
+      url: this.current.href,
+      urls: this.urls.map((u) => u.href),
       connection: this.connection,
       since: iso(this.connectionSince)!,
       stateId: this.stateId,
@@ -280,8 +293,21 @@ export class PolicyClient implements HealthReporter {
 
   // -------------------------------------------------------------------------------------------
 
+  /** The replica requests go to now. */
+  private get current(): URL {
+    return this.urls[this.urlIndex % this.urls.length]!;
+  }
+
+  /** After an error: the next replica (watch, acks, heartbeats and health reports all follow). */
+  private moveOn(error: string): void {
+    if (this.urls.length < 2) return;
+    const from = this.current.href;
+    this.urlIndex = (this.urlIndex + 1) % this.urls.length;
+    this.log('info', 'controller_failover', { from, to: this.current.href, error });
+  }
+
   private url(path: string, query: Record<string, string | number | null> = {}): URL {
-    const u = joinUrl(this.o.url, `${this.base}${path}`);
+    const u = joinUrl(this.current, `${this.base}${path}`);
     for (const [k, v] of Object.entries(query)) if (v !== null) u.searchParams.set(k, String(v));
     return u;
   }
@@ -293,7 +319,7 @@ export class PolicyClient implements HealthReporter {
     this.connection = c;
     this.connectionSince = Date.now();
     if (c === 'connected') {
-      this.log('info', 'controller_connected', { url: this.o.url.href, generation: this.appliedGeneration });
+      this.log('info', 'controller_connected', { url: this.current.href, generation: this.appliedGeneration });
       // it may have restarted or lost us: tell it again what it may have missed
       if (this.healthSet !== null) {
         this.healthDirty = true;
@@ -303,7 +329,7 @@ export class PolicyClient implements HealthReporter {
       void this.sendHeartbeat();
     } else if (c === 'unreachable') {
       this.log('warn', 'controller_unreachable', {
-        url: this.o.url.href,
+        url: this.current.href,
         error,
         policy: this.appliedGeneration === null ? 'bootstrap config' : `generation ${this.appliedGeneration}`,
       });
@@ -362,6 +388,7 @@ export class PolicyClient implements HealthReporter {
       } catch (e) {
         if (this.stopped) break;
         this.setConnection('unreachable', errorText(e));
+        this.moveOn(errorText(e));
         // jitter keeps a fleet of agents from reconnecting in lock step
         await this.sleep(Math.round(backoff * (0.75 + Math.random() * 0.5)));
         backoff = Math.min(max, backoff * 2);
@@ -527,8 +554,11 @@ export class PolicyClient implements HealthReporter {
     const set = this.healthSet;
     this.healthDirty = false;
     let ok = false;
+    // a replica without a leader (503: an election is under way) is asked again soon, not after a doubled back-off
+    let soon = false;
     try {
       const r = await this.post('/health', { results: set });
+      soon = r.status === 503;
       if (r.status !== 200) throw new Error(answerError(r));
       ok = true;
       this.requestWorked('health');
@@ -548,7 +578,10 @@ export class PolicyClient implements HealthReporter {
       return;
     }
     const min = this.o.backoffMinMs ?? BACKOFF_MIN_MS;
-    this.healthBackoffMs = Math.min(this.o.backoffMaxMs ?? BACKOFF_MAX_MS, this.healthBackoffMs === 0 ? min : this.healthBackoffMs * 2);
+    this.healthBackoffMs = Math.min(
+      this.o.backoffMaxMs ?? BACKOFF_MAX_MS,
+      this.healthBackoffMs === 0 || soon ? min : this.healthBackoffMs * 2,
+    );
     this.healthRetry = setTimeout(() => {
       this.healthRetry = null;
       void this.sendHealth();
