@@ -450,7 +450,7 @@ function sequenceSvg(w: Walk): string {
 
 /** A horizontal bar chart: one bar per item, its value at the end. */
 function barsSvg(id: string, title: string, items: { label: string; value: number }[], colour: string): string {
-  const W = 600;
+  const W = 560;
   const rowH = 26;
   const H = 34 + items.length * rowH;
   const max = Math.max(1, ...items.map((i) => i.value));
@@ -461,7 +461,7 @@ function barsSvg(id: string, title: string, items: { label: string; value: numbe
   ];
   items.forEach((it, i) => {
     const y = 28 + i * rowH;
-    const bw = Math.round((it.value / max) * 260);
+    const bw = Math.round((it.value / max) * 230);
     const share = total > 0 ? ` (${((100 * it.value) / total).toFixed(1)} %)` : '';
     parts.push(
       `<g class="bar" data-label="${esc(it.label)}" data-value="${it.value}"><text x="0" y="${y + 15}" class="bar-label">${esc(it.label)}</text>` +
