@@ -38,6 +38,8 @@ import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
 import { FlowTable, type FlowLimit } from './flow-table.js';
 import { foldV6, type MuxNic, type MuxRule, type MuxTables, type MuxVip } from './tables.js';
+import { EW_MUX_COUNTER_NAMES } from './east-west-counters.js';
+import { fromHost4, newMuxEwState, type MuxEwState } from './east-west.js';
 
 export const VERDICT_DROP = 0;
 /** ctx.out[0 .. outLen) is a VXLAN frame for ctx.lastNic's host. */
@@ -102,6 +104,7 @@ export const MUX_COUNTER_NAMES = [
   'send_error_reply',
   'send_error_neighbor',
   'send_error_batch',
+  ...EW_MUX_COUNTER_NAMES,
   ...codecDropNames('eth'),
   ...codecDropNames('ipv4'),
   ...codecDropNames('ipv6'),
@@ -112,6 +115,8 @@ export type MuxCounterName = (typeof MUX_COUNTER_NAMES)[number];
 
 export interface MuxContext {
   tables: MuxTables;
+  /** East-west: the redirect HMAC and the redirect frame to send after a VERDICT_FORWARD (mux/east-west.ts). */
+  readonly ew: MuxEwState;
   /** Trusted flows: seen at least twice (the main flow table, bounded by flowTable.maxFlows). */
   readonly flows4: FlowTable;
   readonly flows6: FlowTable;
@@ -196,6 +201,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
   const out = Buffer.alloc(OUT_BUFFER_LEN);
   return {
     tables: o.tables,
+    ew: newMuxEwState(),
     flows4: new FlowTable(4, flowLimit),
     flows6: new FlowTable(10, flowLimit),
     flowLimit,
@@ -243,13 +249,13 @@ export function innerMtu(ctx: MuxContext): number {
   return ctx.mtu - (ctx.underlay6 ? VXLAN_OVERHEAD_V6 : VXLAN_OVERHEAD_V4);
 }
 
-function drop(ctx: MuxContext, index: number): number {
+export function drop(ctx: MuxContext, index: number): number {
   ctx.counters.values[index]!++;
   ctx.lastDrop = index;
   return VERDICT_DROP;
 }
 
-function codecDrop(ctx: MuxContext, map: Int32Array, code: number): number {
+export function codecDrop(ctx: MuxContext, map: Int32Array, code: number): number {
   const i = map[-code] ?? -1;
   return drop(ctx, i >= 0 ? i : ctx.counters.index.drop_internal_error);
 }
@@ -287,7 +293,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   // RFC 791 3.1: a header with a wrong checksum is discarded
   if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_ipv4_bad_checksum);
   const vip = ctx.tables.vips4.get(ip.dst);
-  if (vip === undefined) return drop(ctx, C.drop_not_vip);
+  if (vip === undefined) return ip.dst === ctx.localPa4 ? fromHost4(frame, l3, hl, ctx) : drop(ctx, C.drop_not_vip);
   const proto = ip.protocol;
   const fragment = isIpv4Fragment(ip);
   const l4 = l3 + hl;
@@ -331,7 +337,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
 }
 
-function setKey4(flows: FlowTable, src: number, dst: number, proto: number, sport: number, dport: number): void {
+export function setKey4(flows: FlowTable, src: number, dst: number, proto: number, sport: number, dport: number): void {
   const k = flows.key;
   k[0] = src;
   k[1] = dst;
@@ -339,7 +345,7 @@ function setKey4(flows: FlowTable, src: number, dst: number, proto: number, spor
   k[3] = ((sport << 16) | dport) >>> 0;
 }
 
-function setKey6(flows: FlowTable, src: Uint32Array, dst: Uint32Array, proto: number, sport: number, dport: number): void {
+export function setKey6(flows: FlowTable, src: Uint32Array, dst: Uint32Array, proto: number, sport: number, dport: number): void {
   const k = flows.key;
   k[0] = src[0]!;
   k[1] = src[1]!;
@@ -504,7 +510,7 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
  * alone; any other packet by protocol and destination port, its ports left in ctx.ports (readL4Ports).
  * null after counting the drop.
  */
-function findRule(
+export function findRule(
   frame: Uint8Array,
   l4: number,
   end: number,
@@ -543,7 +549,7 @@ function findRule(
 }
 
 /** A TCP SYN without ACK: the first packet of a connection. */
-function isSyn(flags: number): boolean {
+export function isSyn(flags: number): boolean {
   return (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN;
 }
 
@@ -561,7 +567,7 @@ function isSyn(flags: number): boolean {
  * already be in flows.key (the two tables share the key layout; the untrusted table gets a copy when it
  * is needed: a SYN, or a miss of the main table).
  */
-function chooseWithFlow(
+export function chooseWithFlow(
   ctx: MuxContext,
   flows: FlowTable,
   pending: FlowTable,
@@ -645,7 +651,7 @@ function placeNew(
   return nic;
 }
 
-function encapsulate(
+export function encapsulate(
   frame: Uint8Array,
   l3: number,
   ipLen: number,

@@ -1,0 +1,17 @@
+// The MUX's east-west and Fastpath counters (docs/east-west.md), spread into MUX_COUNTER_NAMES. A leaf
+// module (no imports), so the list can be built while data-plane.ts is being loaded.
+export const EW_MUX_COUNTER_NAMES = [
+  // VXLAN from a host to an internal VIP, placed and encapsulated to the DIP's host
+  'ew_from_host',
+  // redirects written after the client's ACK (TCP) or second datagram (UDP); sent by the daemon
+  'redirects_sent',
+  // a redirect the source host's MAC was unknown for, or without the policy key
+  'redirects_skipped',
+  'drop_ew_truncated',
+  'drop_ew_unknown_host',
+  'drop_ew_bad_vxlan',
+  'drop_ew_inner_not_ip',
+  'drop_ew_not_internal_vip',
+  'drop_ew_wrong_vni',
+  'drop_ew_fragment',
+] as const;
