@@ -31,15 +31,17 @@ export function forwardToLeader(req: IncomingMessage, res: ServerResponse, repli
     res.end(text);
     req.resume();
   };
+  const problem = replica.problem();
+  const why = problem === null ? 'an election is under way' : `etcd: ${problem}`;
   if (req.headers[FORWARDED_HEADER] !== undefined) {
     fail(
-      `this replica (${replica.id}) is not the leader either (forwarded by ${String(req.headers[FORWARDED_HEADER])}); nothing was changed: retry`,
+      `this replica (${replica.id}) is not the leader either (forwarded by ${String(req.headers[FORWARDED_HEADER])}; ${why}); nothing was changed: retry`,
     );
     return;
   }
   const leader = replica.leader();
   if (leader === null) {
-    fail('no controller replica is the leader now (an election is under way, or etcd has no quorum); nothing was changed: retry');
+    fail(`no controller replica is the leader now (${why}); nothing was changed: retry`);
     return;
   }
   let target: URL;

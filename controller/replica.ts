@@ -59,6 +59,8 @@ export interface ReplicaView {
   readonly id: string;
   isLeader(): boolean;
   leader(): ReplicaInfo | null;
+  /** Why etcd cannot be used now (its last error while requests fail), else null. */
+  problem(): string | null;
   status(): ReplicaStatus;
 }
 
@@ -77,6 +79,7 @@ export class EtcdReplica implements StateStore, ReplicaView {
   private leaderInfo: ReplicaInfo | null = null;
   private lease: string | null = null;
   private leaseOkAtMs = 0;
+  private tickOkAtMs = Date.now();
   private lastError: string | null = null;
   private elected = 0;
   /** The etcd mod revision of each stored state this replica holds (the base of the next write). */
@@ -113,6 +116,10 @@ export class EtcdReplica implements StateStore, ReplicaView {
 
   leader(): ReplicaInfo | null {
     return this.role === 'leader' ? this.me : this.leaderInfo;
+  }
+
+  problem(): string | null {
+    return this.lastError;
   }
 
   status(): ReplicaStatus {
@@ -235,7 +242,7 @@ export class EtcdReplica implements StateStore, ReplicaView {
     return new ApiError(
       503,
       l === null
-        ? 'this controller replica is not the leader and no leader is known (an election is under way, or etcd has no quorum); nothing was changed: retry'
+        ? `this controller replica is not the leader and no leader is known (${this.lastError === null ? 'an election is under way' : `etcd: ${this.lastError}`}); nothing was changed: retry`
         : `this controller replica is not the leader (${l.id} at ${l.url} is); nothing was changed: retry there`,
     );
   }
@@ -260,10 +267,13 @@ export class EtcdReplica implements StateStore, ReplicaView {
         kvs = (r.succeeded ? r.ranges[1] : r.ranges[0]) ?? [];
       }
       this.lastError = null;
+      this.tickOkAtMs = Date.now();
       this.learn(kvs);
     } catch (e) {
       this.noteError(e);
       this.checkLease();
+      // etcd unreachable for a whole TTL: whoever led may have lost its lease; say no leader is known
+      if (Date.now() - this.tickOkAtMs > this.ttlS * 1000) this.leaderInfo = null;
     }
   }
 

@@ -37,6 +37,7 @@ EOF
 usage_up() {
   cat <<'EOF'
 usage: scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller] [--prometheus]
+                         [--controllers N]
 
 Builds a lab from an slbx config and leaves it running: namespaces with a random per-run prefix
 (slbx-XXXX-), the fabric (MTU from the config), the router's routes to every VIP via all MUXes (BIRD 2
@@ -59,6 +60,10 @@ VIP routes from the MUXes' BGP speakers (docs/bgp.md); `scripts/lab.sh birdc sho
   --no-controller  no controller namespace: the daemons take their policy from the config file alone
                  (default: slbx-controller at 198.18.0.5:8480, every daemon watching it; slbctl runs in
                  its namespace: scripts/lab.sh exec controller node dist/cli/slbctl.js agents)
+  --controllers N  N (2..5) controller replicas on an N-member etcd cluster instead of one controller
+                 with a state file: replica K and etcd member K in namespace controller (K=1, 198.18.0.5)
+                 or controllerK (198.18.0.(4+K)); every daemon and slbctl gets all N URLs; status shows
+                 the leader (docs/controller.md, Replicas; scripts/lab/controllers.sh)
 EOF
 }
 
@@ -117,6 +122,7 @@ case $cmd in
         --config|--clients|--muxes|--delays) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; args+=("$1" "$2"); shift 2 ;;
         --config=*|--clients=*|--muxes=*|--no-daemons|--no-controller) args+=("$1"); shift ;;
         --prometheus) export LAB_PROMETHEUS=1; shift ;;  # scripts/lab/prometheus.sh
+        --controllers) [ $# -ge 2 ] || { echo "$1 needs a value" >&2; exit 2; }; export LAB_CONTROLLERS=$2; shift 2 ;;  # scripts/lab/controllers.sh
         *) echo "scripts/lab.sh up: unknown argument '$1' (see scripts/lab.sh up --help)" >&2; exit 2 ;;
       esac
     done
@@ -163,6 +169,7 @@ case $cmd in
     [ ${#REST[@]} = 0 ] || { echo "scripts/lab.sh status: unexpected argument '${REST[0]}'" >&2; exit 2; }
     lab_status "$NAME"
     lab_prometheus_status
+    lab_controllers_status
     ;;
   list)
     case ${1:-} in -h|--help) usage_list; exit 0 ;; '') ;; *) echo "scripts/lab.sh list: unexpected argument '$1'" >&2; exit 2 ;; esac

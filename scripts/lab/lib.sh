@@ -148,6 +148,8 @@ LAB_NODE=(node --enable-source-maps)
 source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, lab_delay_set
 # shellcheck source=prometheus.sh
 source "$SLBX_ROOT/scripts/lab/prometheus.sh"  # a Prometheus scraping the daemons: LAB_PROMETHEUS=1, lab_prometheus_up
+# shellcheck source=controllers.sh
+source "$SLBX_ROOT/scripts/lab/controllers.sh"  # controller replicas on etcd: LAB_CONTROLLERS=N, lab_replica_stop K
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -384,6 +386,7 @@ _lab_build() {
   if [ "$controller" = 1 ]; then
     SLBX_LAB_CONTROLLER_URL=$(awk '$1 == "controller" { print "http://" $2 ":" $6; exit }' "$plan")
     [ -n "$SLBX_LAB_CONTROLLER_URL" ] || { _lab_err "the plan has no controller line"; return 1; }
+    _lab_controllers_plan "$state" || return 1  # LAB_CONTROLLERS=N: the replicas' URLs (scripts/lab/controllers.sh)
   fi
   printf '# slbx lab state, sourced by scripts/lab/lib.sh (lab_down removes it)\n' >>"$state"
   _lab_state_add "$state" SLBX_LAB_NAME "$name"
@@ -1144,6 +1147,7 @@ lab_host_agent_start() { _lab_daemon_start host-agent "$@"; }
 # slbctl's default URL works inside the namespace); waits until GET /v1/state answers.
 _lab_controller_spawn() {
   local a4 port url state=$LAB_DIR/controller-state.json deadline init=()
+  if [ "${SLBX_LAB_CONTROLLERS:-1}" -gt 1 ]; then _lab_controllers_spawn; return; fi  # replicas on etcd (controllers.sh)
   read -r _ a4 _ _ _ port < <(awk '$1 == "controller"' "$LAB_DIR/plan.txt")
   [ -e "$state" ] || init=(--init "$LAB_DIR/config.yaml")
   # --max-semi-space-size=1: the controller's young generation stays at 1 MB (docs/controller.md, Memory)
