@@ -10,6 +10,7 @@ import { configSummary, formatConfigErrors, parseConfig, serializeConfig, valida
 import { toPlainConfig } from '../controller/document.js';
 import { joinUrl, parseControllerUrls, requestJson, type HttpJsonError, type JsonResponse } from '../runtime/http-json.js';
 import { bearer, readToken } from '../runtime/api-token.js';
+import { runTop, terminalQuit } from './top.js';
 
 export const DEFAULT_CONTROLLER = 'http://127.0.0.1:8480';
 
@@ -1000,6 +1001,29 @@ const COMMANDS: Command[] = [
     },
   },
   {
+    words: ['top'],
+    args: [],
+    about: 'live rates per VIP and backend (packets/s, bits/s, share, health, weight), per MUX and host agent (q quits)',
+    options: [
+      { name: 'interval', value: 'S', help: 'seconds between screens, 0.5..60 (default 2: the agents send a heartbeat every 2 s)' },
+      { name: 'count', value: 'N', help: 'draw N screens and exit (default: until q or Ctrl-C)' },
+    ],
+    async run(c) {
+      const iv = opt(c, 'interval');
+      const intervalS = iv === undefined ? 2 : Number(iv);
+      if (!(intervalS >= 0.5 && intervalS <= 60)) throw new CliError(`--interval must be seconds 0.5..60, got ${JSON.stringify(iv)}`, 2);
+      const count = intOpt(c, 'count') ?? null;
+      if (count !== null && count < 1) throw new CliError('--count must be at least 1', 2);
+      if (c.json) throw new CliError('top has no --json: slbctl counters --json prints the heartbeats it reads', 2);
+      const keys = terminalQuit();
+      try {
+        return await runTop((path) => getJson(c, path), { out: (t) => c.io.out(t), quit: keys.quit }, { intervalS, count });
+      } finally {
+        keys.close();
+      }
+    },
+  },
+  {
     words: ['api'],
     args: ['METHOD', 'PATH', '[JSON]'],
     about: 'a raw API request (METHOD PATH [JSON body]); prints the answer',
@@ -1077,6 +1101,7 @@ examples:
   slbctl backend drain web h1vm1 --wait
   slbctl backend set web h2vm1 --weight 100 --priority 2
   slbctl agents; slbctl health; slbctl counters mux1; slbctl flows mux1
+  slbctl top --interval 1
 `;
 }
 
