@@ -20,6 +20,15 @@ import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
 import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_HOLD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
+import { createSocket, type Socket } from 'node:dgram';
+import {
+  PROBE_RTT_NONE,
+  parseEchoRequest,
+  writeEchoAnswer,
+  echoAnswerLength,
+  type EchoEntry,
+  type EchoRequest,
+} from '../shared/latency.js';
 
 const PORT_RETRY_MS = 1000;
 /**
@@ -116,6 +125,11 @@ export class HostDaemon {
   private batchCounted = { fabric: 0, raw4: 0, raw6: 0 };
   /** Health probes of the local nics, through their ports (host-agent/prober.ts). */
   readonly prober: Prober;
+  /** Latency echo answers (docs/latency.md): one UDP socket per underlay family, bound to our PA. */
+  private echo4: Socket | null = null;
+  private echo6: Socket | null = null;
+  private echoError: string | null = null;
+  private readonly echoReq: EchoRequest = { nonceHi: 0, nonceLo: 0 };
 
   constructor(o: HostDaemonOptions) {
     this.o = o;
@@ -231,6 +245,7 @@ export class HostDaemon {
       }, PORT_RETRY_MS),
     );
     this.prober.start();
+    this.openEchoSockets();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('host_agent_started', {
       io: this.io,
@@ -282,6 +297,9 @@ export class HostDaemon {
     this.held = [];
     this.countBatchErrors();
     this.prober.stop();
+    this.echo4?.close();
+    this.echo6?.close();
+    this.echo4 = this.echo6 = null;
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.fabric.close();
@@ -411,6 +429,10 @@ export class HostDaemon {
       this.hold(frame, len);
       return;
     }
+    if (v === VERDICT_LOCAL) {
+      this.answerEcho(frame);
+      return;
+    }
     if (v !== VERDICT_FORWARD) {
       const C = ctx.counters.index;
       if (ctx.lastDrop === C.drop_in_spoofed_source || ctx.lastDrop === C.drop_in_source_unresolved) this.neighbors.expedite(ctx.lastPeer);
@@ -423,6 +445,64 @@ export class HostDaemon {
     }
     // in_delivered counted the verdict; a send the kernel refuses is counted here
     if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
+  }
+
+  /**
+   * The latency echo's answer sockets, bound to our provider addresses (any port): the answer leaves
+   * from the PA the MUX measures, through the kernel (the MUX reads it on a UDP socket).
+   */
+  private openEchoSockets(): void {
+    const me = this.self();
+    const open = (type: 'udp4' | 'udp6', address: string): Socket => {
+      const s = createSocket({ type });
+      s.on('error', (e) => {
+        this.echoError = `${address}: ${e.message}`;
+        this.ctx.counters.values[this.ctx.counters.index.send_error_latency_echo]!++;
+      });
+      s.bind({ address, port: 0, exclusive: true });
+      return s;
+    };
+    this.echo4 = open('udp4', me.address.text);
+    if (me.address6) this.echo6 = open('udp6', me.address6.text);
+  }
+
+  /**
+   * A MUX's latency echo request (VERDICT_LOCAL from processInbound: the VXLAN payload in ctx.out*, the
+   * peer checked): answered to its source address and port with our last probe round trip per nic.
+   * Control plane: at most a few per second per MUX.
+   */
+  private answerEcho(frame: Buffer): void {
+    const ctx = this.ctx;
+    const cv = ctx.counters.values;
+    const C = ctx.counters.index;
+    if (parseEchoRequest(ctx.outBuf, ctx.outOff, this.echoReq, ctx.outOff + ctx.outLen) < 0) {
+      cv[C.latency_echo_bad]!++;
+      return;
+    }
+    const peer = ctx.tables.peers[ctx.lastPeer];
+    const v6 = frame[12] === 0x86 && frame[13] === 0xdd;
+    const sock = v6 ? this.echo6 : this.echo4;
+    if (peer === undefined || sock === null) {
+      cv[C.send_error_latency_echo]!++;
+      return;
+    }
+    const rtt = new Map<string, number>();
+    for (const p of this.prober.status()) {
+      if (p.rttMs === null || !p.healthy) continue;
+      const us = Math.round(p.rttMs * 1000);
+      const had = rtt.get(p.nic);
+      if (had === undefined || us < had) rtt.set(p.nic, us);
+    }
+    const entries: EchoEntry[] = ctx.tables.nics.map((n) => ({ nic: n.name, probeRttUs: rtt.get(n.name) ?? PROBE_RTT_NONE }));
+    const out = Buffer.alloc(echoAnswerLength(entries));
+    writeEchoAnswer({ nonceHi: this.echoReq.nonceHi, nonceLo: this.echoReq.nonceLo, entries }, out, 0);
+    sock.send(out, ctx.udp.srcPort, peer.address.text, (e) => {
+      const c = this.ctx.counters; // the context may have been replaced by a new config meanwhile
+      if (e) {
+        this.echoError = e.message;
+        c.values[c.index.send_error_latency_echo]!++;
+      } else c.values[c.index.latency_echo_answered]!++;
+    });
   }
 
   /**
@@ -609,6 +689,14 @@ export class HostDaemon {
       probes: this.prober.status(),
       probeTargets: this.prober.details(),
       probeCounters: this.prober.counters(),
+      latencyEcho: {
+        socket4: this.echo4 !== null,
+        socket6: this.echo6 !== null,
+        answered: this.ctx.counters.get('latency_echo_answered'),
+        bad: this.ctx.counters.get('latency_echo_bad'),
+        sendErrors: this.ctx.counters.get('send_error_latency_echo'),
+        lastError: this.echoError ?? undefined,
+      },
       counters: this.ctx.counters.snapshot(),
     };
   }

@@ -25,6 +25,7 @@ import {
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
 import { parseVxlan, newVxlanHeader } from '../shared/vxlan.js';
+import { LATENCY_ECHO_VNI } from '../shared/latency.js';
 import { newUdpHeader, parseUdp } from '../shared/udp.js';
 import {
   ICMPV6_NEIGHBOR_ADVERT,
@@ -58,6 +59,8 @@ export const VERDICT_FORWARD = 1;
  * processOutbound: an IP packet from the backend to its gateway address (the host agent itself, e.g. the
  * answers to health probes, which the host agent sends from the gateway address): for the daemon, not
  * for DSR. ctx.outBuf[outOff .. outOff + outLen) is the IP packet; ctx.outPort the port it came from.
+ * processInbound: a MUX's latency echo request (VXLAN with VNI 0 from a checked peer, docs/latency.md):
+ * ctx.outBuf[outOff .. outOff + outLen) is the VXLAN payload, ctx.lastPeer the peer, ctx.udp its ports.
  */
 export const VERDICT_LOCAL = 2;
 /**
@@ -98,6 +101,11 @@ export const HOST_COUNTER_NAMES = [
   'in_bytes',
   'in_delivered',
   'in_held',
+  // a latency echo request from a MUX (docs/latency.md): VXLAN with VNI 0 that passed every source check
+  'in_latency_echo',
+  // counted by the daemon: answered, or not (a request whose payload is not a valid echo request)
+  'latency_echo_answered',
+  'latency_echo_bad',
   'out_packets',
   'out_bytes',
   'out_dsr',
@@ -143,6 +151,7 @@ export const HOST_COUNTER_NAMES = [
   'send_error_dsr_unavailable',
   'send_error_reply',
   'send_error_probe',
+  'send_error_latency_echo',
   'send_error_neighbor',
   'send_error_batch',
   ...EW_HOST_COUNTER_NAMES,
@@ -446,7 +455,17 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const vn = parseVxlan(frame, l4 + 8, ctx.vxlan, udpEnd);
   if (vn < 0) return codecDrop(ctx, ctx.inVxlanDrop, vn);
   const net = t.vnis.get(ctx.vxlan.vni);
-  if (net === undefined) return drop(ctx, C.drop_in_unknown_vni);
+  if (net === undefined) {
+    if (ctx.vxlan.vni === LATENCY_ECHO_VNI) {
+      // a MUX's latency echo (no network has VNI 0): its payload, for the daemon to answer
+      ctx.outBuf = frame;
+      ctx.outOff = l4 + 16;
+      ctx.outLen = udpEnd - ctx.outOff;
+      c[C.in_latency_echo]!++;
+      return VERDICT_LOCAL;
+    }
+    return drop(ctx, C.drop_in_unknown_vni);
+  }
   const ie = l4 + 16;
   const ien = readEtherType(frame, ie, ctx.ieth, udpEnd); // the destination MAC is read from the frame below
   if (ien < 0) return codecDrop(ctx, ctx.inInnerEthDrop, ien);

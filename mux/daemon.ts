@@ -16,7 +16,8 @@ import { RawSender } from '../runtime/raw-sender.js';
 import { createFramePort, resolveIo, type FramePort, type IoPath } from '../runtime/frame-port.js';
 import { UdpRingSender, UDP_REFUSED_NOT_CONNECTED, UDP_REFUSED_RING_FULL, UDP_REFUSED_TOO_BIG } from '../runtime/udp-sender.js';
 import { logInfo, logWarn } from '../runtime/log.js';
-import { compileMuxTables, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
+import { compileMuxTables, latencyBandChanged, ALL_HEALTHY, type HealthView, type MuxHost, type MuxTables } from './tables.js';
+import { LatencyMeter } from './latency.js';
 import { buildMuxContext, muxContextKey } from './context.js';
 import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
@@ -122,7 +123,12 @@ export class MuxDaemon {
     this.mac = o.mac;
     this.config = o.config;
     this.health = o.health ?? ALL_HEALTHY;
-    this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.health, null, this.generation));
+    this.latency = new LatencyMeter({
+      config: o.config,
+      localAddress: this.underlayAddress(o.config),
+      onSamples: () => this.onLatencySamples(),
+    });
+    this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.measured(this.health), null, this.generation));
     this.growNicCounts();
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
@@ -158,6 +164,43 @@ export class MuxDaemon {
   }
 
   private readonly captureBufferBytes: number;
+  /** Latency routing's measurement (mux/latency.ts, docs/latency.md): runs while a pool has a latency section. */
+  private readonly latency: LatencyMeter;
+
+  /** Our provider address on the underlay (the latency echo's source). */
+  private underlayAddress(config: SlbxConfig): string {
+    const m = config.muxes.find((x) => x.name === this.name);
+    if (m === undefined) return '0.0.0.0';
+    return config.fabric.underlay === 'ipv6' ? (m.address6?.text ?? '::') : m.address.text;
+  }
+
+  /** The health view plus our own latency measurements (used only for pools with a latency section). */
+  private measured(health: HealthView): HealthView {
+    return { isHealthy: (nic, probe) => health.isHealthy(nic, probe), latencyMs: (nic) => this.latency.latencyMs(nic) };
+  }
+
+  /**
+   * New latency samples: new tables only when a pool's band changed (the selection is cheap, a table is
+   * not). Established flows keep their backend through the flow table, as for any table change.
+   */
+  private onLatencySamples(): void {
+    if (!this.started) return;
+    const view = this.measured(this.health);
+    if (!latencyBandChanged(this.config, view, this.ctx.tables)) return;
+    this.generation++;
+    const tables = compileMuxTables(this.config, view, this.ctx.tables, this.generation);
+    this.ctx.tables = tables;
+    logInfo('latency_band_changed', {
+      generation: this.generation,
+      pools: [...tables.poolTables.values()]
+        .filter((t) => t.latency !== null)
+        .map((t) => ({
+          table: t.key,
+          candidates: t.candidates,
+          latencyMs: Object.fromEntries(t.latency!.backends.map((b) => [b.nic, b.latencyMs ?? null])),
+        })),
+    });
+  }
 
   private self() {
     const m = this.config.muxes.find((x) => x.name === this.name);
@@ -186,6 +229,7 @@ export class MuxDaemon {
     this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
     this.timers.push(setInterval(() => this.resolveHosts(), NEIGHBOR_RETRY_MS));
     this.resolveHosts();
+    if (this.latency.active) this.latency.start();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('mux_started', {
       io: this.io,
@@ -219,6 +263,7 @@ export class MuxDaemon {
     this.raw = null;
     for (const s of this.udpByHost.values()) s.close();
     this.udpByHost = new Map();
+    this.latency.stop();
     this.bgp?.stop();
     logInfo('mux_stopped', { counters: this.ctx.counters.snapshot() });
   }
@@ -403,7 +448,9 @@ export class MuxDaemon {
       throw new Error(`mux ${JSON.stringify(this.name)} is not in the new config`);
     }
     this.generation++;
-    const tables = compileMuxTables(config, health, this.ctx.tables, this.generation);
+    this.latency.applyConfig(config, this.underlayAddress(config));
+    if (this.started && this.latency.active) this.latency.start();
+    const tables = compileMuxTables(config, this.measured(health), this.ctx.tables, this.generation);
     const sameShape = muxContextKey(config, this.name) === muxContextKey(this.config, this.name);
     if (sameShape) this.ctx.tables = tables;
     else {
@@ -417,7 +464,11 @@ export class MuxDaemon {
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
     if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
-    logInfo('tables_installed', { generation: this.generation, vips: config.vips.length, flowsKept: sameShape });
+    logInfo('tables_installed', {
+      generation: this.generation,
+      vips: config.vips.length,
+      flowsKept: sameShape,
+    });
     this.bgp?.update(config);
     this.resolveHosts();
   }
@@ -449,7 +500,14 @@ export class MuxDaemon {
       captureFilter: this.filter,
       vips: this.config.vips.map((v) => v.address.text),
       hosts,
-      pools: [...t.poolTables.values()].map((p) => ({ table: p.key, vni: p.vni, level: p.level, candidates: p.candidates })),
+      pools: [...t.poolTables.values()].map((p) => ({
+        table: p.key,
+        vni: p.vni,
+        level: p.level,
+        candidates: p.candidates,
+        ...(p.latency !== null ? { latency: p.latency } : {}),
+      })),
+      latency: this.latency.status(),
       flows: {
         ipv4: this.ctx.flows4.size,
         ipv6: this.ctx.flows6.size,
@@ -463,8 +521,6 @@ export class MuxDaemon {
       internalErrors: this.internalErrors,
       bgp: this.bgp?.status() ?? null,
       counters: this.ctx.counters.snapshot(),
-      // per backend: frames and bytes forwarded to it (slbctl top reads them from the heartbeats)
-      backends: this.backendCounts(),
     };
   }
 

@@ -3,10 +3,9 @@
 // swaps it in with one assignment between packets. Nic ids and learned host MACs carry over from the
 // previous tables so that flow-table entries (which hold nic ids) stay meaningful.
 import type { IpAddr } from '../shared/addr.js';
-import type { SlbxConfig } from '../shared/config.js';
+import type { PoolConfig, SlbxConfig } from '../shared/config.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
-import { compileMuxEw, type MuxEwTables, type MuxEwVip } from './east-west.js';
-import { buildPoolTable, type SelectionBackend } from '../shared/selection.js';
+import { buildPoolTable, selectCandidates, type SelectionBackend } from '../shared/selection.js';
 
 export interface MuxHost {
   readonly name: string;
@@ -53,6 +52,15 @@ export interface MuxPoolTable {
   readonly keepFlow: Uint8Array;
   /** Candidates for new flows, by nic name (for status). */
   readonly candidates: readonly string[];
+  /**
+   * A pool with a latency section (docs/latency.md): each backend's latency as this table was built
+   * (undefined: no measurement yet) and whether it is inside the band; null for other pools.
+   */
+  readonly latency: {
+    readonly sensitivityMs: number;
+    readonly hysteresisMs: number;
+    readonly backends: readonly { nic: string; latencyMs: number | undefined; inBand: boolean }[];
+  } | null;
 }
 
 export interface MuxRule {
@@ -88,11 +96,12 @@ export interface MuxTables {
   readonly hosts: ReadonlyMap<string, MuxHost>;
   readonly poolTables: ReadonlyMap<string, MuxPoolTable>;
   readonly nicIds: ReadonlyMap<string, number>;
-  /** Internal VIPs (never announced, reached only in VXLAN from hosts) and what east-west needs (docs/east-west.md). */
-  readonly ew: MuxEwTables;
 }
 
-/** Health as the control plane knows it: a nic is healthy for a probe unless reported down. */
+/**
+ * Health as the control plane knows it: a nic is healthy for a probe unless reported down; and the
+ * MUX's own measured latency to it (consulted only for pools with a latency section).
+ */
 export interface HealthView {
   isHealthy(nic: string, probe: string): boolean;
   latencyMs?(nic: string): number | undefined;
@@ -103,6 +112,46 @@ export const ALL_HEALTHY: HealthView = { isHealthy: () => true };
 /** A 32-bit fold of an IPv6 address for the VIP map (collisions are resolved by comparing words). */
 export function foldV6(w0: number, w1: number, w2: number, w3: number): number {
   return (w0 ^ Math.imul(w1, 0x9e3779b1) ^ Math.imul(w2, 0x85ebca6b) ^ Math.imul(w3, 0xc2b2ae35)) | 0;
+}
+
+/**
+ * The selection's input for one pool and health view. Latency (and the flap guard's wasInBand, from the
+ * previous table of the same key) only for a pool with a latency section: every other pool's table is
+ * a function of the config and health alone, the same on every MUX.
+ */
+export function selectionInputs(pool: PoolConfig, probe: string | null, health: HealthView, prev: MuxPoolTable | null): SelectionBackend[] {
+  return pool.backends.map((b) => {
+    const lat = pool.latency === null ? undefined : health.latencyMs?.(b.nic);
+    return {
+      id: b.nic,
+      enabled: b.enabled,
+      drained: b.drain,
+      priority: b.priority,
+      weight: b.weight,
+      healthy: probe === null ? true : health.isHealthy(b.nic, probe),
+      ...(lat === undefined ? {} : { latencyMs: lat }),
+      ...(pool.latency !== null && prev !== null && prev.candidates.includes(b.nic) ? { wasInBand: true } : {}),
+    };
+  });
+}
+
+/**
+ * Whether the latency band of any pool with a latency section would change with `health` (the MUX asks
+ * after each round of measurements, and compiles new tables only then): the selection alone, no table.
+ */
+export function latencyBandChanged(config: SlbxConfig, health: HealthView, tables: MuxTables): boolean {
+  for (const t of tables.poolTables.values()) {
+    if (t.latency === null) continue;
+    const pool = config.pools.find((p) => p.name === t.pool);
+    // a fail-open table (key ...#fail-open) spreads regardless of the band
+    if (pool === undefined || pool.latency === null || t.key.includes('#')) continue;
+    const probe = t.key === t.pool ? null : t.key.slice(t.pool.length + 1);
+    const sel = selectionInputs(pool, probe, health, t);
+    const s = selectCandidates(sel, pool.latencySensitivityMs, pool.latency.hysteresisMs);
+    const next = s.candidates.map((i) => pool.backends[i]!.nic);
+    if (next.length !== t.candidates.length || next.some((n, i) => n !== t.candidates[i])) return true;
+  }
+  return false;
 }
 
 export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: MuxTables | null, generation: number): MuxTables {
@@ -151,19 +200,12 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const existing = poolTables.get(key);
     if (existing) return existing;
     const pool = config.pools.find((p) => p.name === poolName)!;
-    const sel: SelectionBackend[] = pool.backends.map((b) => {
-      const lat = health.latencyMs?.(b.nic);
-      return {
-        id: b.nic,
-        enabled: b.enabled,
-        drained: b.drain,
-        priority: b.priority,
-        weight: b.weight,
-        healthy: probe === null ? true : health.isHealthy(b.nic, probe),
-        ...(lat === undefined ? {} : { latencyMs: lat }),
-      };
+    const sel = selectionInputs(pool, probe, health, prev?.poolTables.get(key) ?? null);
+    const pt = buildPoolTable(sel, {
+      latencySensitivityMs: pool.latencySensitivityMs,
+      latencyHysteresisMs: pool.latency?.hysteresisMs ?? 0,
+      size: config.maglevTableSize,
     });
-    const pt = buildPoolTable(sel, { latencySensitivityMs: pool.latencySensitivityMs, size: config.maglevTableSize });
     // table member index -> nic; slots map to table member indices already
     const members = pt.table.members.map((name) => nics.get(name)!);
     const keepFlow = new Uint8Array(idSpace);
@@ -178,6 +220,14 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       level: pt.level,
       keepFlow,
       candidates: pt.selection.candidates.map((i) => pool.backends[i]!.nic),
+      latency:
+        pool.latency === null
+          ? null
+          : {
+              sensitivityMs: pool.latencySensitivityMs,
+              hysteresisMs: pool.latency.hysteresisMs,
+              backends: sel.map((b, i) => ({ nic: b.id, latencyMs: b.latencyMs, inBand: pt.selection.candidates.includes(i) })),
+            },
     };
     poolTables.set(key, t);
     return t;
@@ -185,7 +235,6 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
 
   const vips4 = new Map<number, MuxVip>();
   const vips6 = new Map<number, MuxVip[]>();
-  const internal: MuxEwVip[] = [];
   for (const v of config.vips) {
     const rules = new Map<number, MuxRule>();
     const byProto = new Map<number, MuxRule[]>();
@@ -213,8 +262,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       fragmentRule.set(proto, list.every((r) => r.table === first.table) ? first : null);
     }
     const vip: MuxVip = { addr: v.address, rules, fragmentRule };
-    if (v.scope === 'internal') internal.push({ vip, vni: networks.get(v.network!)!.vni });
-    else if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
+    if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
     else {
       const w = v.address.words;
       const k = foldV6(w[0]!, w[1]!, w[2]!, w[3]!);
@@ -223,7 +271,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       vips6.set(k, bucket);
     }
   }
-  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds, ew: compileMuxEw(config, internal, hosts, nicIds) };
+  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds };
 }
 
 export { MAGLEV_EMPTY };

@@ -22,6 +22,7 @@ export type {
   NetworkConfig,
   NicConfig,
   PoolConfig,
+  PoolLatencyConfig,
   ProbeConfig,
   ProbeProtocol,
   RuleConfig,

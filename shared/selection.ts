@@ -2,7 +2,8 @@
 // (docs/design.md, backend selection). Pure: backends in, candidates and a Maglev table out.
 //   1. enabled, healthy and not drained
 //   2. the best (lowest number) priority level that has any such backend
-//   3. within latencySensitivityMs of the fastest measured backend of that level (no measurement: kept)
+//   3. within latencySensitivityMs of the fastest measured backend of that level (no measurement: kept);
+//      a backend that was inside the band stays in up to latencyHysteresisMs beyond its edge (flap guard)
 //   4. weighted Maglev over the level
 import { DEFAULT_MAGLEV_SIZE, buildMaglevTable, type MaglevMember, type MaglevTable } from './maglev.js';
 
@@ -21,6 +22,11 @@ export interface SelectionBackend {
   readonly weight: number;
   /** Measured; undefined = no measurement, kept in the band. */
   readonly latencyMs?: number;
+  /**
+   * It was a candidate of the previous selection of this pool (the flap guard): it then stays inside
+   * the band up to latencyHysteresisMs beyond its edge. Undefined = false.
+   */
+  readonly wasInBand?: boolean;
 }
 
 export type ExclusionReason = 'disabled' | 'unhealthy' | 'drained' | 'lower_priority' | 'outside_latency_band';
@@ -45,11 +51,14 @@ export interface PoolTable {
 
 /**
  * Filters the backends for new flows. Throws RangeError on API misuse (priority not an integer in
- * 1..5, negative or non-finite latency or sensitivity); config validation catches these first.
+ * 1..5, negative or non-finite latency, sensitivity or hysteresis); config validation catches these first.
  */
-export function selectCandidates(backends: readonly SelectionBackend[], latencySensitivityMs = 0): Selection {
+export function selectCandidates(backends: readonly SelectionBackend[], latencySensitivityMs = 0, latencyHysteresisMs = 0): Selection {
   if (!Number.isFinite(latencySensitivityMs) || latencySensitivityMs < 0) {
     throw new RangeError(`latencySensitivityMs must be a finite number >= 0, got ${String(latencySensitivityMs)}`);
+  }
+  if (!Number.isFinite(latencyHysteresisMs) || latencyHysteresisMs < 0) {
+    throw new RangeError(`latencyHysteresisMs must be a finite number >= 0, got ${String(latencyHysteresisMs)}`);
   }
   const reasons: (ExclusionReason | null)[] = new Array<ExclusionReason | null>(backends.length).fill(null);
 
@@ -82,13 +91,15 @@ export function selectCandidates(backends: readonly SelectionBackend[], latencyS
     else if (b.latencyMs !== undefined && b.latencyMs < fastest) fastest = b.latencyMs;
   }
 
-  // 3. latency band, inclusive; backends without a measurement stay in.
+  // 3. latency band, inclusive; backends without a measurement stay in; one that was in stays in up to
+  //    the hysteresis beyond the edge.
   const candidates: number[] = [];
   const excluded: { index: number; reason: ExclusionReason }[] = [];
   for (let i = 0; i < backends.length; i++) {
     const b = backends[i]!;
-    if (reasons[i] === null && b.latencyMs !== undefined && b.latencyMs > fastest + latencySensitivityMs) {
-      reasons[i] = 'outside_latency_band';
+    if (reasons[i] === null && b.latencyMs !== undefined) {
+      const edge = fastest + latencySensitivityMs + (b.wasInBand === true ? latencyHysteresisMs : 0);
+      if (b.latencyMs > edge) reasons[i] = 'outside_latency_band';
     }
     const r = reasons[i];
     if (r === null || r === undefined) candidates.push(i);
@@ -104,9 +115,9 @@ export function selectCandidates(backends: readonly SelectionBackend[], latencyS
  */
 export function buildPoolTable(
   backends: readonly SelectionBackend[],
-  opts: { latencySensitivityMs?: number; size?: number } = {},
+  opts: { latencySensitivityMs?: number; latencyHysteresisMs?: number; size?: number } = {},
 ): PoolTable {
-  const selection = selectCandidates(backends, opts.latencySensitivityMs ?? 0);
+  const selection = selectCandidates(backends, opts.latencySensitivityMs ?? 0, opts.latencyHysteresisMs ?? 0);
   const { level } = selection;
   const isCandidate = new Uint8Array(backends.length);
   for (const i of selection.candidates) isCandidate[i] = 1;

@@ -173,6 +173,7 @@ describe('defaults', () => {
       name: 'p',
       network: 'net',
       latencySensitivityMs: 0,
+      latency: null,
       backends: [{ nic: 'n1', priority: 1, weight: 50, enabled: true, drain: false }],
     });
     expect(c.vips[0]!.rules[0]).toEqual({

@@ -18,6 +18,8 @@ export const CONFIG_DEFAULTS = deepFreeze({
   },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },
+  /** A pool's `latency` section (latency routing: docs/latency.md); absent = no measurement. */
+  latency: { intervalMs: 1000, samples: 5, hysteresisMs: 2 },
   backend: { priority: 1, weight: 50, enabled: true, drain: false },
   rule: { distribution: '5-tuple' as const },
   bgp: {
@@ -43,6 +45,9 @@ export const CONFIG_LIMITS = deepFreeze({
   timeoutMs: [10, 3_600_000],
   threshold: [1, 100],
   latencySensitivityMs: [0, 10000],
+  latencyIntervalMs: [100, 60_000],
+  latencySamples: [1, 100],
+  latencyHysteresisMs: [0, 10000],
   priority: [1, 5],
   weight: [1, 1000],
   probePathLength: [1, 1024],

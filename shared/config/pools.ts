@@ -4,6 +4,7 @@ import {
   has,
   intField,
   isList,
+  isObj,
   itemObj,
   listItems,
   nameField,
@@ -14,8 +15,10 @@ import {
 } from './check.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { NicP } from './nics.js';
+import type { PoolLatencyConfig } from './types.js';
 
-const POOL_KEYS = ['name', 'latencySensitivityMs', 'backends'] as const;
+const POOL_KEYS = ['name', 'latencySensitivityMs', 'latency', 'backends'] as const;
+const LATENCY_KEYS = ['intervalMs', 'samples', 'hysteresisMs'] as const;
 const BACKEND_KEYS = ['nic', 'priority', 'weight', 'enabled', 'drain'] as const;
 
 export interface BackendP {
@@ -30,6 +33,7 @@ export interface PoolP {
   name?: string;
   network?: string;
   latencySensitivityMs?: number;
+  latency?: PoolLatencyConfig | null;
   backends?: (BackendP | undefined)[];
   backendCount: number;
 }
@@ -50,6 +54,7 @@ export function validatePools(
     const pool: PoolP = {
       name: nameField(c, o, at),
       latencySensitivityMs: intField(c, o, at, 'latencySensitivityMs', L.latencySensitivityMs, D.pool.latencySensitivityMs),
+      latency: latencySection(c, o, at),
       backendCount: 0,
     };
     const bAt: Path = [...at, 'backends'];
@@ -118,4 +123,44 @@ export function validatePools(
     return pool;
   });
   return pools;
+}
+
+/**
+ * The pool's `latency` section: absent or null = no measurement (the pool's tables are the same on every
+ * MUX); a mapping (even empty: every field defaulted) = each MUX measures the backends and keeps the
+ * band of latencySensitivityMs (docs/latency.md).
+ */
+function latencySection(c: Checker, o: Record<string, unknown>, at: Path): PoolLatencyConfig | null | undefined {
+  if (!has(o, 'latency') || o['latency'] === null) return null;
+  const lAt: Path = [...at, 'latency'];
+  const v = o['latency'];
+  if (!isObj(v)) {
+    c.add(lAt, v, `must be a mapping with the fields ${LATENCY_KEYS.join(', ')} (each optional), or absent for no latency measurement`);
+    return undefined;
+  }
+  const L = CONFIG_LIMITS;
+  const D = CONFIG_DEFAULTS.latency;
+  const before = c.issues.length;
+  itemObj(c, v, lAt, LATENCY_KEYS);
+  const intervalMs = intField(
+    c,
+    v,
+    lAt,
+    'intervalMs',
+    L.latencyIntervalMs,
+    D.intervalMs,
+    ' (time between two measurements of a backend by a MUX)',
+  );
+  const samples = intField(c, v, lAt, 'samples', L.latencySamples, D.samples, ' (the median of the last this many samples is the latency)');
+  const hysteresisMs = intField(
+    c,
+    v,
+    lAt,
+    'hysteresisMs',
+    L.latencyHysteresisMs,
+    D.hysteresisMs,
+    ' (a backend inside the band stays in until it is this much beyond the edge)',
+  );
+  if (c.issues.length !== before || intervalMs === undefined || samples === undefined || hysteresisMs === undefined) return undefined;
+  return { intervalMs, samples, hysteresisMs };
 }

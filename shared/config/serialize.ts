@@ -68,6 +68,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
     pools: config.pools.map((p) => ({
       name: p.name,
       latencySensitivityMs: p.latencySensitivityMs,
+      ...(p.latency !== null ? { latency: { ...p.latency } } : {}),
       backends: p.backends.map((b) => ({ nic: b.nic, priority: b.priority, weight: b.weight, enabled: b.enabled, drain: b.drain })),
     })),
     vipRanges: config.vipRanges.map((r) => r.text),

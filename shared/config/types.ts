@@ -90,7 +90,18 @@ export interface PoolConfig {
   /** Derived: the network of every backend's nic. */
   readonly network: string;
   readonly latencySensitivityMs: number;
+  /** Latency routing (docs/latency.md): every MUX measures the backends; null = no measurement, no band. */
+  readonly latency: PoolLatencyConfig | null;
   readonly backends: readonly BackendConfig[];
+}
+
+export interface PoolLatencyConfig {
+  /** Time between two measurements of a backend's host by a MUX. */
+  readonly intervalMs: number;
+  /** The median of the last this many samples is the backend's latency. */
+  readonly samples: number;
+  /** A backend inside the band stays in until it is this much beyond its edge (the flap guard). */
+  readonly hysteresisMs: number;
 }
 
 export interface RuleConfig {

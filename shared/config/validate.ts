@@ -168,6 +168,7 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
       name: p!.name!,
       network: p!.network!,
       latencySensitivityMs: p!.latencySensitivityMs!,
+      latency: p!.latency ?? null,
       backends: p!.backends!.map((b): BackendConfig => ({
         nic: b!.nic!,
         priority: b!.priority!,
