@@ -54,6 +54,11 @@ const RULE_OPTIONS: OptionSpec[] = [
   { name: 'pool', value: 'POOL', help: 'the backend pool' },
   { name: 'distribution', value: 'D', help: '5-tuple (default), 3-tuple or 2-tuple' },
   { name: 'probe', value: 'PROBE', help: "the health probe of the rule's backends (none: no probe)" },
+  {
+    name: 'all-down',
+    value: 'drop|spread',
+    help: 'new flows when every backend looks down: drop (default; the VIP is withdrawn) or spread (fail-open, over every enabled backend)',
+  },
   { name: 'name', value: 'NAME', help: "the rule's name (default protocol-frontendport, e.g. tcp-80)" },
 ];
 
@@ -300,6 +305,8 @@ function ruleBody(c: Ctx, forSet: boolean): Record<string, unknown> {
   if (d !== undefined) b['distribution'] = d;
   const probe = opt(c, 'probe');
   if (probe !== undefined) b['probe'] = probe === 'none' ? null : probe;
+  const allDown = opt(c, 'all-down');
+  if (allDown !== undefined) b['allDown'] = allDown; // checked by the controller, which names the field
   if (!forSet) {
     const missing = [
       ['protocol', protocol],
@@ -311,7 +318,7 @@ function ruleBody(c: Ctx, forSet: boolean): Record<string, unknown> {
     if (missing.length > 0) throw new CliError(`a rule needs ${missing.join(', ')}`, 2);
   } else if (Object.keys(b).length === 0) {
     throw new CliError(
-      'nothing to change: give at least one of --protocol, --frontend-port, --backend-port, --pool, --distribution, --probe',
+      'nothing to change: give at least one of --protocol, --frontend-port, --backend-port, --pool, --distribution, --probe, --all-down',
       2,
     );
   }
@@ -332,9 +339,10 @@ function ruleRows(rules: readonly Obj[]): string[][] {
     str(r['pool']),
     str(r['distribution']),
     str(r['probe'] ?? '-'),
+    str(r['allDown'] ?? 'drop'),
   ]);
 }
-const RULE_HEADER = ['NAME', 'PROTO', 'FRONTEND', 'BACKEND', 'POOL', 'DIST', 'PROBE'];
+const RULE_HEADER = ['NAME', 'PROTO', 'FRONTEND', 'BACKEND', 'POOL', 'DIST', 'PROBE', 'ALL-DOWN'];
 
 interface HealthRow {
   nic: string;

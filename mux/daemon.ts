@@ -464,10 +464,12 @@ export class MuxDaemon {
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
     if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
+    const failOpen = [...tables.poolTables.values()].filter((t) => t.failOpen).map((t) => t.key);
     logInfo('tables_installed', {
       generation: this.generation,
       vips: config.vips.length,
       flowsKept: sameShape,
+      ...(failOpen.length > 0 ? { failOpen } : {}),
     });
     this.bgp?.update(config);
     this.resolveHosts();
@@ -505,6 +507,7 @@ export class MuxDaemon {
         vni: p.vni,
         level: p.level,
         candidates: p.candidates,
+        ...(p.failOpen ? { failOpen: true } : {}),
         ...(p.latency !== null ? { latency: p.latency } : {}),
       })),
       latency: this.latency.status(),

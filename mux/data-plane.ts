@@ -69,6 +69,9 @@ export const MUX_COUNTER_NAMES = [
   'tx_packets',
   'tx_bytes',
   'flow_new',
+  // new flows placed by a fail-open table (allDown: spread, every backend looked down), also in flow_new,
+  // flow_replaced or flow_untrusted_full
+  'flow_fail_open',
   'flow_promoted',
   'flow_hit',
   'flow_replaced',
@@ -646,6 +649,7 @@ function placeNew(
   const slot = table.slots[selectHash % table.size]!;
   if (slot === MAGLEV_EMPTY) return undefined;
   const nic = table.members[slot]!;
+  if (table.failOpen) c[C.flow_fail_open]!++;
   if (pending.insert(flowHash, nic.id, now + ctx.untrustedS)) c[replaced ? C.flow_replaced : C.flow_new]!++;
   else c[C.flow_untrusted_full]!++; // a flood: the flow still gets the stateless Maglev choice
   return nic;

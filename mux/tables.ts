@@ -3,9 +3,9 @@
 // swaps it in with one assignment between packets. Nic ids and learned host MACs carry over from the
 // previous tables so that flow-table entries (which hold nic ids) stay meaningful.
 import type { IpAddr } from '../shared/addr.js';
-import type { PoolConfig, SlbxConfig } from '../shared/config.js';
+import type { AllDown, PoolConfig, SlbxConfig } from '../shared/config.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
-import { buildPoolTable, selectCandidates, type SelectionBackend } from '../shared/selection.js';
+import { buildPoolTable, selectCandidates, spreadsTo, type SelectionBackend } from '../shared/selection.js';
 
 export interface MuxHost {
   readonly name: string;
@@ -35,7 +35,10 @@ export interface MuxNic {
 }
 
 export interface MuxPoolTable {
-  /** `${pool}` or `${pool}/${probe}`: one table per pool and health view. */
+  /**
+   * `${pool}` or `${pool}/${probe}`: one table per pool and health view; `${pool}/${probe}#fail-open` for
+   * the rules with allDown: spread while every backend looks down.
+   */
   readonly key: string;
   readonly pool: string;
   readonly vni: number;
@@ -45,6 +48,8 @@ export interface MuxPoolTable {
   readonly members: readonly MuxNic[];
   /** The priority level new flows use, or null when nothing is available. */
   readonly level: number | null;
+  /** Fail-open (allDown: spread, every backend looks down): new flows spread over every enabled, undrained backend. */
+  readonly failOpen: boolean;
   /**
    * By nic id: 1 when an existing flow to this nic may stay on it (member of the pool and enabled,
    * healthy or not, drained or not); 0 when the flow must be re-placed.
@@ -195,8 +200,14 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
   const idSpace = nextId;
 
   const poolTables = new Map<string, MuxPoolTable>();
-  const tableFor = (poolName: string, probe: string | null): MuxPoolTable => {
-    const key = probe === null ? poolName : `${poolName}/${probe}`;
+  const tableFor = (poolName: string, probe: string | null, allDown: AllDown): MuxPoolTable => {
+    const base = probe === null ? poolName : `${poolName}/${probe}`;
+    if (allDown === 'spread') {
+      // the rule's own table while any backend is a candidate; the fail-open one only when none is
+      const normal = tableFor(poolName, probe, 'drop');
+      if (normal.level !== null) return normal;
+    }
+    const key = allDown === 'spread' ? `${base}#fail-open` : base;
     const existing = poolTables.get(key);
     if (existing) return existing;
     const pool = config.pools.find((p) => p.name === poolName)!;
@@ -205,6 +216,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       latencySensitivityMs: pool.latencySensitivityMs,
       latencyHysteresisMs: pool.latency?.hysteresisMs ?? 0,
       size: config.maglevTableSize,
+      allDown,
     });
     // table member index -> nic; slots map to table member indices already
     const members = pt.table.members.map((name) => nics.get(name)!);
@@ -218,10 +230,12 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       slots: pt.table.slots,
       members,
       level: pt.level,
+      failOpen: pt.failOpen,
       keepFlow,
-      candidates: pt.selection.candidates.map((i) => pool.backends[i]!.nic),
+      // under fail-open, the backends spread over
+      candidates: pt.failOpen ? sel.filter(spreadsTo).map((b) => b.id) : pt.selection.candidates.map((i) => pool.backends[i]!.nic),
       latency:
-        pool.latency === null
+        pool.latency === null || pt.failOpen
           ? null
           : {
               sensitivityMs: pool.latencySensitivityMs,
@@ -239,7 +253,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const rules = new Map<number, MuxRule>();
     const byProto = new Map<number, MuxRule[]>();
     for (const r of v.rules) {
-      const table = tableFor(r.pool, r.probe);
+      const table = tableFor(r.pool, r.probe, r.allDown);
       for (const proto of r.protocols) {
         const rule: MuxRule = {
           name: r.name,

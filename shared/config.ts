@@ -7,6 +7,7 @@
 // in dependency order), one validator per section (fabric, flow-table, networks, nodes, nics, probes,
 // pools, vips, vip-ranges, bgp), serialize.ts and lookups.ts (indexConfig).
 export type {
+  AllDown,
   BackendConfig,
   BgpBfdConfig,
   BgpConfig,

@@ -5,6 +5,9 @@
 //   3. within latencySensitivityMs of the fastest measured backend of that level (no measurement: kept);
 //      a backend that was inside the band stays in up to latencyHysteresisMs beyond its edge (flap guard)
 //   4. weighted Maglev over the level
+// When no backend passes 1 and the rule says allDown: spread (fail-open), new flows go to every enabled,
+// undrained backend of the pool, all priorities, weighted: the backends looked down, but one of them
+// may answer, and none surely will not (docs/config.md, allDown).
 import { DEFAULT_MAGLEV_SIZE, buildMaglevTable, type MaglevMember, type MaglevTable } from './maglev.js';
 
 export const MIN_PRIORITY = 1;
@@ -41,7 +44,13 @@ export interface Selection {
 }
 
 export interface PoolTable {
+  /**
+   * The priority level new flows use, or null when none does (no Maglev member). Under fail-open: the
+   * best priority among the backends spread over (all of them take new flows).
+   */
   readonly level: number | null;
+  /** Fail-open: no backend was a candidate, and the table spreads over every enabled, undrained one. */
+  readonly failOpen: boolean;
   readonly selection: Selection;
   /** Maglev table over all backends of the chosen level; its members are their ids. */
   readonly table: MaglevTable;
@@ -115,9 +124,13 @@ export function selectCandidates(backends: readonly SelectionBackend[], latencyS
  */
 export function buildPoolTable(
   backends: readonly SelectionBackend[],
-  opts: { latencySensitivityMs?: number; latencyHysteresisMs?: number; size?: number } = {},
+  opts: { latencySensitivityMs?: number; latencyHysteresisMs?: number; size?: number; allDown?: 'drop' | 'spread' } = {},
 ): PoolTable {
   const selection = selectCandidates(backends, opts.latencySensitivityMs ?? 0, opts.latencyHysteresisMs ?? 0);
+  if (selection.level === null && opts.allDown === 'spread') {
+    const open = failOpenTable(backends, selection, opts.size ?? DEFAULT_MAGLEV_SIZE);
+    if (open !== null) return open;
+  }
   const { level } = selection;
   const isCandidate = new Uint8Array(backends.length);
   for (const i of selection.candidates) isCandidate[i] = 1;
@@ -133,5 +146,29 @@ export function buildPoolTable(
     }
   }
   const table = buildMaglevTable(members, opts.size ?? DEFAULT_MAGLEV_SIZE);
-  return { level, selection, table, memberIndex: Uint32Array.from(indices) };
+  return { level, failOpen: false, selection, table, memberIndex: Uint32Array.from(indices) };
+}
+
+/** Whether a backend takes new flows under fail-open: enabled, not drained, a weight above 0 (health ignored). */
+export function spreadsTo(b: SelectionBackend): boolean {
+  return b.enabled && !b.drained && b.weight > 0;
+}
+
+/**
+ * The fail-open table: every backend of the pool is a member, in input order, available when spreadsTo
+ * (so the table is a function of the config alone while it lasts, the same on every MUX). Null when no
+ * backend qualifies (all disabled or drained: nothing to spread over). `selection` is kept as made: it
+ * says why each backend is no candidate.
+ */
+function failOpenTable(backends: readonly SelectionBackend[], selection: Selection, size: number): PoolTable | null {
+  let level: number | null = null;
+  const members: MaglevMember[] = [];
+  for (const b of backends) {
+    const on = spreadsTo(b);
+    if (on && (level === null || b.priority < level)) level = b.priority;
+    members.push({ id: b.id, weight: b.weight, available: on });
+  }
+  if (level === null) return null;
+  const table = buildMaglevTable(members, size);
+  return { level, failOpen: true, selection, table, memberIndex: Uint32Array.from(backends.keys()) };
 }

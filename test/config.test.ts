@@ -185,6 +185,7 @@ describe('defaults', () => {
       pool: 'p',
       distribution: 5,
       probe: null,
+      allDown: 'drop',
     });
   });
 

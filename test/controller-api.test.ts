@@ -189,7 +189,9 @@ describe('controller API: every collection', () => {
     expect(r.status).toBe(201);
     expect((r.body as { item: unknown }).item).toEqual({
       address: '203.0.113.20',
-      rules: [{ name: 'tcp-80', protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web', distribution: '5-tuple' }],
+      rules: [
+        { name: 'tcp-80', protocol: 'tcp', frontendPort: 80, backendPort: 8081, pool: 'web', distribution: '5-tuple', allDown: 'drop' },
+      ],
     });
     r = await ctl.req('POST', '/v1/vips/203.0.113.20/rules', {
       name: 'dns',
@@ -199,7 +201,7 @@ describe('controller API: every collection', () => {
       distribution: '2-tuple',
     });
     expect(r.status).toBe(201);
-    r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { distribution: '3-tuple', probe: 'tcp80' });
+    r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { distribution: '3-tuple', probe: 'tcp80', allDown: 'spread' });
     expect((r.body as { item: unknown }).item).toEqual({
       name: 'dns',
       protocol: 'udp',
@@ -208,6 +210,13 @@ describe('controller API: every collection', () => {
       pool: 'web',
       distribution: '3-tuple',
       probe: 'tcp80',
+      allDown: 'spread',
+    });
+    r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { allDown: 'open' });
+    expect(r.status).toBe(400);
+    expect((r.body as { errors: { path: string; message: string }[] }).errors[0]).toMatchObject({
+      path: 'allDown',
+      message: expect.stringMatching(/must be one of drop, spread/),
     });
     r = await ctl.req('PATCH', '/v1/vips/203.0.113.20/rules/dns', { probe: null });
     expect((r.body as { item: Record<string, unknown> }).item['probe']).toBeUndefined();
@@ -219,6 +228,7 @@ describe('controller API: every collection', () => {
       backendPort: 5353,
       pool: 'web',
       distribution: '5-tuple',
+      allDown: 'drop',
     });
     expect((await ctl.req('GET', '/v1/vips/203.0.113.20/rules')).body).toHaveLength(2);
     expect((await ctl.req('DELETE', '/v1/vips/203.0.113.20/rules/dns')).status).toBe(200);

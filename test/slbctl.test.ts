@@ -60,7 +60,7 @@ describe('slbctl', () => {
     expect(JSON.parse(r.out)).toEqual((await ctl.req('GET', '/v1/vips')).body);
     r = await slbctl('vip', 'show', '2001:db8:ff::10');
     expect(r.out).toContain(
-      'vip 2001:db8:ff::10: 2 rules\nNAME      PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\nweb-http  tcp    80        80       web   5-tuple  http80\n',
+      'vip 2001:db8:ff::10: 2 rules\nNAME      PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE   ALL-DOWN\nweb-http  tcp    80        80       web   5-tuple  http80  drop\n',
     );
     r = await slbctl('vip', 'show', '203.0.113.99');
     expect(r).toMatchObject({ code: 1, out: '', err: 'slbctl: 404: no vip 203.0.113.99\n' });
@@ -186,7 +186,7 @@ describe('slbctl', () => {
     expect(r.code).toBe(0);
     r = await slbctl('rule', 'list', '203.0.113.30');
     expect(r.out).toBe(
-      'NAME    PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE\ntcp-80  tcp    80        8082     web   5-tuple  -\nudp-53  udp    53        53       web   3-tuple  -\n',
+      'NAME    PROTO  FRONTEND  BACKEND  POOL  DIST     PROBE  ALL-DOWN\ntcp-80  tcp    80        8082     web   5-tuple  -      drop\nudp-53  udp    53        53       web   3-tuple  -      drop\n',
     );
     expect((await slbctl('rule', 'del', '203.0.113.30', 'udp-53')).code).toBe(0);
     expect((await slbctl('vip', 'del', '203.0.113.30')).code).toBe(0);

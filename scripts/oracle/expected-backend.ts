@@ -50,7 +50,7 @@ export function oracleRule(config: SlbxConfig, vip: string, protocol: number, po
       ...(lat === undefined ? {} : { latencyMs: lat }),
     };
   });
-  const { level, members } = oraclePoolMembers(backends, pool.latencySensitivityMs);
+  const { level, members } = oraclePoolMembers(backends, pool.latencySensitivityMs, rule.allDown);
   const size = config.maglevTableSize;
   const table = oracleTable(members, size);
   const mode = rule.distribution;

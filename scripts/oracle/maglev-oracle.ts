@@ -264,10 +264,22 @@ export interface OracleBackend {
 export function oraclePoolMembers(
   backends: readonly OracleBackend[],
   latencySensitivityMs = 0,
-): { level: number | null; members: OracleMember[] } {
+  allDown: 'drop' | 'spread' = 'drop',
+): { level: number | null; members: OracleMember[]; failOpen?: true } {
   const eligible = (b: OracleBackend) => b.enabled && b.healthy !== false && !b.drained;
   const levels = backends.filter(eligible).map((b) => b.priority);
-  if (levels.length === 0) return { level: null, members: [] };
+  if (levels.length === 0) {
+    // fail-open (a rule's allDown: spread): every enabled, undrained backend with a weight, any
+    // priority, health ignored; the table's members are all the pool's backends
+    const open = (b: OracleBackend) => b.enabled && !b.drained && b.weight > 0;
+    const openLevels = backends.filter(open).map((b) => b.priority);
+    if (allDown === 'drop' || openLevels.length === 0) return { level: null, members: [] };
+    return {
+      level: Math.min(...openLevels),
+      members: backends.map((b) => ({ id: b.id, weight: b.weight, available: open(b) })),
+      failOpen: true,
+    };
+  }
   const level = Math.min(...levels);
   const measured = backends.filter((b) => eligible(b) && b.priority === level && b.latencyMs !== undefined).map((b) => b.latencyMs!);
   const fastest = measured.length === 0 ? Infinity : Math.min(...measured);

@@ -21,7 +21,7 @@ export const CONFIG_DEFAULTS = deepFreeze({
   /** A pool's `latency` section (latency routing: docs/latency.md); absent = no measurement. */
   latency: { intervalMs: 1000, samples: 5, hysteresisMs: 2 },
   backend: { priority: 1, weight: 50, enabled: true, drain: false },
-  rule: { distribution: '5-tuple' as const },
+  rule: { distribution: '5-tuple' as const, allDown: 'drop' as const },
   bgp: {
     holdTimeS: 9,
     reconnectMinMs: 500,

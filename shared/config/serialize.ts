@@ -83,6 +83,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
         pool: r.pool,
         distribution: `${r.distribution}-tuple`,
         ...(r.probe !== null ? { probe: r.probe } : {}),
+        allDown: r.allDown,
       })),
     })),
     ...(config.bgp !== null ? { bgp: serializeBgp(config.bgp) } : {}),

@@ -114,7 +114,16 @@ export interface RuleConfig {
   readonly pool: string;
   readonly distribution: Distribution;
   readonly probe: string | null;
+  /**
+   * New flows when every backend of the rule looks down (none enabled, healthy and not drained at any
+   * priority): drop (the default; the VIP is withdrawn when no rule of it has a backend) or spread
+   * (fail-open: over every enabled, undrained backend of the pool, the VIP stays announced). docs/config.md.
+   */
+  readonly allDown: AllDown;
 }
+
+/** A rule's choice when every backend looks down. */
+export type AllDown = 'drop' | 'spread';
 
 export interface VipConfig {
   readonly address: IpAddr;

@@ -190,6 +190,7 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
         pool: r!.pool!,
         distribution: r!.distribution!,
         probe: r!.probe!,
+        allDown: r!.allDown!,
       })),
     })),
     vipRanges: vipRanges!,

@@ -22,12 +22,12 @@ import type { NetP } from './networks.js';
 import type { NicP } from './nics.js';
 import type { NodeP } from './nodes.js';
 import type { PoolP } from './pools.js';
-import type { Distribution, IpProtocolNumber, RuleProtocol } from './types.js';
+import type { AllDown, Distribution, IpProtocolNumber, RuleProtocol } from './types.js';
 import type { IpAddr } from '../addr.js';
 import { checkInternalRule, readVipScope, type VipScopeP } from './internal-vips.js';
 
 const VIP_KEYS = ['address', 'scope', 'network', 'rules'] as const;
-const RULE_KEYS = ['name', 'protocol', 'frontendPort', 'backendPort', 'pool', 'distribution', 'probe'] as const;
+const RULE_KEYS = ['name', 'protocol', 'frontendPort', 'backendPort', 'pool', 'distribution', 'probe', 'allDown'] as const;
 
 export const DISTRIBUTIONS: Readonly<Record<string, Distribution>> = { '5-tuple': 5, '3-tuple': 3, '2-tuple': 2 };
 export const RULE_PROTOCOLS: Readonly<Record<RuleProtocol, readonly IpProtocolNumber[]>> = { tcp: [6], udp: [17], all: [6, 17] };
@@ -43,6 +43,7 @@ export interface RuleP {
   poolIndex?: number;
   distribution?: Distribution;
   probe?: string | null;
+  allDown?: AllDown;
 }
 export interface VipP extends VipScopeP {
   address?: IpAddr;
@@ -189,6 +190,7 @@ export function validateVips(
         const qi = refField(c, r, at2, 'probe', 'probe', 'probes', probeNames);
         if (qi !== undefined) rule.probe = r['probe'] as string;
       }
+      rule.allDown = enumField(c, r, at2, 'allDown', ['drop', 'spread'] as const, D.rule.allDown);
 
       // (protocol, frontendPort) unique per VIP, after expanding 'all'
       if (rule.protocol !== undefined && rule.frontendPort !== undefined) {

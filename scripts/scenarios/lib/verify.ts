@@ -15,6 +15,7 @@ import { verifyHostRestart, verifyMuxRestart } from './restarts.js';
 import { generateSynFlood, verifySynFlood } from './syn-flood.js';
 import { verifyVipApi } from './vip-api.js';
 import { verifyBackendRemoved } from './backend-removed.js';
+import { verifyFailOpen } from './fail-open.js';
 import { verifyMetricsPrometheus } from './metrics-prometheus.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
@@ -85,6 +86,9 @@ try {
       break;
     case 'backend-removed':
       verifyBackendRemoved(rest).exit();
+      break;
+    case 'fail-open':
+      verifyFailOpen(rest).exit();
       break;
     case 'metrics-prometheus':
       verifyMetricsPrometheus(rest).exit();
