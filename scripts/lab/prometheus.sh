@@ -117,6 +117,8 @@ lab_prometheus_status() {
     read -r p k rest <<<"$entry"
     [ "$k" = prometheus ] && pid=$p
   done
-  printf '\nprometheus %s (pid %s%s; scripts/lab.sh exec prometheus curl -s %s/api/v1/targets)\n' "$(lab_prometheus_url)" "${pid:-?}" \
-    "$({ [ -n "$pid" ] && _lab_pid_alive "$pid"; } && echo ', running' || echo ', not running')" "$(lab_prometheus_url)"
+  local n=''
+  [ "$LAB_NAME" = default ] || n=" --name $LAB_NAME"
+  printf '\nprometheus %s (pid %s%s; scripts/lab.sh exec%s prometheus curl -s %s/api/v1/targets)\n' "$(lab_prometheus_url)" "${pid:-?}" \
+    "$({ [ -n "$pid" ] && _lab_pid_alive "$pid"; } && echo ', running' || echo ', not running')" "$n" "$(lab_prometheus_url)"
 }

@@ -195,6 +195,16 @@ export const CHECKS: readonly Check[] = [
     ),
   },
   {
+    pattern: /^scripts\/lab\.sh up --name \S+ --prometheus$/,
+    what: 'the lab with a Prometheus scraping every daemon (docs/metrics.md)',
+    test: all(
+      has(/^lab '[^']+' is up\./m, '"lab ... is up"'),
+      has(/prometheus up at http:\/\/198\.18\.0\.9:9090 .*: 5 targets/, 'Prometheus with 5 targets up'),
+    ),
+    then: 'scripts/lab.sh status --name LAB',
+    thenTest: has(/^prometheus http:\/\/198\.18\.0\.9:9090 \(pid \d+, running;/m, "Prometheus's URL, running"),
+  },
+  {
     pattern: /^scripts\/lab\.sh status$/,
     what: 'namespaces, addresses, routes, processes, daemon status',
     test: all(
