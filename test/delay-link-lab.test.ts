@@ -1,11 +1,11 @@
 // The lab's delay links in a real namespace lab (root): round trips measured from outside the device (a
 // UDP echo, scripts/lab/delay-rtt.ts) match the configured delay at 5, 15, 40 and 60 ms, changed live;
 // each pair has its own delay (two MUXes see one host at different distances); frames keep their order
-// across a live change to a smaller delay, none lost at 2,000 a second; a full queue drops, and every
+// across a live change to a smaller delay (60 -> 0 ms, frames then pass at once once the queue is empty), none lost at 2,000 a second; a full queue drops, and every
 // datagram lost is a frame the device counted as drop_queue_full; a nic's link (the nic and its host).
 // Bounds (docs/lab.md, "Delay links"): no round trip shorter than the delay - 1 ms (a frame leaves at
-// most 0.5 ms early each way: that is exact, whatever the load); the median within the baseline's +
-// RTT_SLACK_MS (a busy machine's timers fire late). Not root: skipped, except under CI, where it fails.
+// most 0.5 ms early each way: that is exact, whatever the load); the fastest within MIN_SLACK_MS above the
+// delay + the baseline's fastest; the median within MEDIAN_SLACK_MS (a busy machine's timers fire late). Not root: skipped, except under CI, where it fails.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,8 +15,17 @@ import { fileURLToPath } from 'node:url';
 import { unmet } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
-/** The median may exceed baseline + delay by this much (late timers on a loaded 2-core machine). */
-const RTT_SLACK_MS = 5;
+/**
+ * The fastest round trip shows what the device adds when it is not starved of CPU: at most this much
+ * above the delay + the baseline's fastest (timers fire on whole milliseconds; measured +0..+1 ms).
+ */
+const MIN_SLACK_MS = 2;
+/**
+ * The median also carries the machine's scheduling delays (three Node processes must run per round
+ * trip): measured +0.4..+2.3 ms at load averages 16-25 and +16..+31 ms at 30 on this 2-core VM, so it is
+ * judged with this slack (a sanity bound; the fastest round trip is the precise check).
+ */
+const MEDIAN_SLACK_MS = 40;
 /** A frame may leave RELEASE_EARLY_MS (0.5) early each way: a round trip is never shorter than this below the delay. */
 const EARLY_MS = 1;
 
@@ -138,7 +147,8 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     expect(m.reordered, `${what}: reordered`).toBe(0);
     expect(m.minMs, `${what}: shortest round trip`).toBeGreaterThanOrEqual(ms - EARLY_MS);
     expect(m.medianMs, `${what}: median round trip`).toBeGreaterThanOrEqual(ms - EARLY_MS);
-    expect(m.medianMs, `${what}: median round trip`).toBeLessThanOrEqual(base.medianMs + ms + RTT_SLACK_MS);
+    expect(m.minMs, `${what}: shortest round trip`).toBeLessThanOrEqual(base.minMs + ms + MIN_SLACK_MS);
+    expect(m.medianMs, `${what}: median round trip`).toBeLessThanOrEqual(base.medianMs + ms + MEDIAN_SLACK_MS);
   };
 
   it('round trips through the link match the configured delay, changed live: 5, 15, 40, 60 ms', () => {
@@ -162,7 +172,7 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     expectDelay('mux1-host1 60 ms (mux2 at 15)', measure('mux1', '198.18.0.21:7900', 100, 50), measured['mux1-host1 0 ms']!, 60);
   }, 300_000);
 
-  it('frames keep their order across a live change to a smaller delay; none lost at 2,000 a second', async () => {
+  it('frames keep their order across a live change to no delay (60 -> 0 ms); none lost at 2,000 a second', async () => {
     setDelay('mux1', 'host1', 60);
     const before = pairOf(status(), 'mux1', 'host1').out.frames;
     const file = join(work, 'stream.json');
@@ -196,14 +206,14 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     // the change comes once the stream runs (evidence: 1,000 of its frames went through the link)
     for (let i = 0; i < 600 && pairOf(status(), 'mux1', 'host1').out.frames - before < 1000; i++)
       await new Promise((r) => setTimeout(r, 50));
-    setDelay('mux1', 'host1', 5);
+    setDelay('mux1', 'host1', 0);
     expect(await done, out).toBe(0);
     const r = JSON.parse(readFileSync(file, 'utf8')) as Rtt & { rttMs: (number | null)[] };
     const { rttMs, ...report } = r;
-    measured['stream 2000/s, 60 -> 5 ms'] = report;
+    measured['stream 2000/s, 60 -> 0 ms'] = report;
     expect(r.lost).toBe(0);
     expect(r.duplicates).toBe(0);
-    expect(r.reordered).toBe(0);
+    expect(r.reordered, 'datagrams answered out of order').toBe(0);
     // both delays were seen by this stream, the long one first: the change happened inside it
     const firstShort = rttMs.findIndex((x) => x !== null && x < 30);
     expect(rttMs[0]).toBeGreaterThanOrEqual(59);

@@ -117,6 +117,7 @@ interface DirCounters {
   bytes: number;
   /** Frames that found the queue full: dropped. */
   drop_queue_full: number;
+  /** The deepest the queue was since the settings last changed (a reload resets it). */
   maxQueueFrames: number;
   /** How late frames left after their time (timer and event-loop lateness), ms. */
   lateMaxMs: number;
@@ -211,6 +212,8 @@ export class DelayDevice {
       };
       st.ms = p.ms;
       st.halfMs = p.ms / 2;
+      // the deepest queue is told per settings: since the last change (or start)
+      for (const c of st.counters) c.maxQueueFrames = 0;
       next.set(key, st);
     }
     // a pair taken out of the file drains what it holds; new frames of it pass undelayed
