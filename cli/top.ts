@@ -229,7 +229,11 @@ export async function runTop(get: Get, io: TopIo, opts: { intervalS: number; cou
       const kind = a['kind'] as 'mux' | 'host';
       const name = String(a['name']);
       const key = `${kind}/${name}`;
-      const beat = parseBeat(await get(`/v1/agents/${kind}/${encodeURIComponent(name)}/status`).catch(() => null));
+      // 404: no heartbeat yet (a row of dashes); anything else (401: no token) ends top with the reason
+      const body = await get(`/v1/agents/${kind}/${encodeURIComponent(name)}/status`).catch((e: { status?: number }) =>
+        e.status === 404 ? null : Promise.reject(e),
+      );
+      const beat = parseBeat(body);
       let e = last.get(key);
       if (beat !== null && (e === undefined || beat.at !== e.beat.at)) {
         e = { beat, prev: e?.beat ?? null };

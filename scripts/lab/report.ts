@@ -150,6 +150,8 @@ export class ReportError extends Error {}
 
 /** Builds the report of the run in `run` (config.yaml, pcaps/, NODE-counters.json). */
 export function buildReport(run: string, opts: { vip?: string; port?: number; tshark?: boolean } = {}): Report {
+  if (!existsSync(join(run, 'config.yaml')))
+    throw new ReportError(`${run} is not a lab run directory: it has no config.yaml (scripts/demo.sh prints its run directory)`);
   const config = loadConfig(join(run, 'config.yaml'));
   const vipCfg = opts.vip === undefined ? config.vips[0] : config.vips.find((v) => v.address.text === opts.vip);
   if (vipCfg === undefined) throw new ReportError(`--vip ${opts.vip}: not a VIP of ${join(run, 'config.yaml')}`);
@@ -630,7 +632,8 @@ export function main(argv: readonly string[]): number {
       );
     return bad ? 1 : 0;
   } catch (e) {
-    if (e instanceof ReportError || (e as Error).message.startsWith('capture ')) {
+    // a missing or unreadable run, capture or config: named, not a stack
+    if (e instanceof Error) {
       process.stderr.write(`report: ${(e as Error).message}\n`);
       return 1;
     }
