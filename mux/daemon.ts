@@ -524,6 +524,8 @@ export class MuxDaemon {
       internalErrors: this.internalErrors,
       bgp: this.bgp?.status() ?? null,
       counters: this.ctx.counters.snapshot(),
+      // per backend: frames and bytes forwarded to it (slbctl top reads them from the heartbeats)
+      backends: this.backendCounts(),
     };
   }
 
