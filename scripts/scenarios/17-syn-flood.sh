@@ -124,53 +124,18 @@ flood() {  # NAME SECONDS: trafgen unpaced in client1 for SECONDS (timeout signa
 }
 
 # The flood of phase 1, for FLOOD_S seconds of wall time (so its length does not depend on how fast the
-# generator is), in steps of 1 s of trafgen paced at RATE (-b; a step is cut at STEP_CAP_S when the
-# generator is short of its rate, and the verifier notes it): the rate grows by 40 % a step while
-# the lab keeps up with it (by the end of the step the MUX has read >= 97 % of what reached its
-# namespace, and the host agents >= 97 % of what the MUX sent them), then, once it did not, by 10 %; it
-# stays while they keep >= 90 % and falls by 30 % below that. So it settles at the highest rate this lab
-# carries, wherever the CPU goes (the machine may be shared), and pushes past it now and then. One line
-# per step in RUN/ramp.txt. Each counter is read after the one it is compared with, so the good traffic
-# meanwhile can only make a share look higher, never lower.
-_num() {  # TEXT KEY: a counter of a daemon's JSON
-  [[ $1 =~ \"$2\":\ *([0-9]+) ]] && printf '%s' "${BASH_REMATCH[1]}" || printf 0
-}
-_ramp_read() {  # prints: client1_tx arrived_at_mux mux_read mux_tx host_in
-  local ns m h1 h2 tx
-  ns=$(lab_exec mux1 nstat -asz IpInAddrErrors | awk '$1 == "IpInAddrErrors" { print $2 }')
-  m=$(lab_exec mux1 curl -sf http://127.0.0.1:9180/counters)
-  h1=$(lab_exec host1 curl -sf http://127.0.0.1:9181/counters)
-  h2=$(lab_exec host2 curl -sf http://127.0.0.1:9181/counters)
-  tx=$(lab_exec client1 cat /sys/class/net/eth0/statistics/tx_packets)
-  printf '%s %s %s %s %s\n' "$tx" "${ns:-0}" "$(( $(_num "$m" rx_packets) - $(_num "$m" control_arp) - $(_num "$m" control_nd) ))" \
-    "$(_num "$m" tx_packets)" "$(( $(_num "$h1" in_packets) + $(_num "$h2" in_packets) ))"
-}
-flood_ramp() {  # SECONDS: steps until then and FLOOD_MIN_SYNS sent (the last one starts before and ends within STEP_CAP_S + its readings)
-  local end=$(( $(now_us) + $1 * 1000000 )) hard_end=$(( $(now_us) + FLOOD_MAX_S * 1000000 )) r=$RAMP_START_PPS i=0 t0 t1 a b share_m share_h share found=0 st total=0
-  read -r -a a < <(_ramp_read)
-  while { [ "$(now_us)" -lt "$end" ] || [ "$total" -lt "$FLOOD_MIN_SYNS" ]; } && [ "$(now_us)" -lt "$hard_end" ]; do
-    i=$((i + 1))
-    t0=$(now_us)
-    st=0
-    ip netns exec "$(lab_ns client1)" timeout -s INT "$STEP_CAP_S" trafgen --in "$LAB_DIR/syn-flood.trafgen" --out eth0 --cpus 1 -b "${r}pps" -n "$r" \
-      --no-sock-mem --notouch-irq --no-cpu-stats >>"$LAB_DIR/trafgen-flood.log" 2>&1 || st=$?
-    [ "$st" = 0 ] || [ "$st" = 124 ] || { echo "FAIL trafgen exited with $st"; return 1; }
-    t1=$(now_us)
-    sleep 0.05
-    read -r -a b < <(_ramp_read)
-    # per mille: what the MUX read of what reached its namespace, what the host agents got of what it sent
-    share_m=$(( (b[2] - a[2]) * 1000 / ((b[1] - a[1]) > 0 ? (b[1] - a[1]) : 1) ))
-    share_h=$(( (b[4] - a[4]) * 1000 / ((b[3] - a[3]) > 0 ? (b[3] - a[3]) : 1) ))
-    printf '%s %s %s %s %s %s %s %s %s %s %s\n' "$i" "$t0" "$t1" "$r" $((b[0] - a[0])) $((b[1] - a[1])) $((b[2] - a[2])) \
-      $((b[3] - a[3])) $((b[4] - a[4])) "$share_m" "$share_h" >>"$LAB_DIR/ramp.txt"
-    share=$(( share_h < share_m ? share_h : share_m ))
-    if (( share >= 970 )); then r=$(( found ? r * 11 / 10 : r * 14 / 10 ))
-    else found=1; if (( share < 900 )); then r=$(( r * 7 / 10 )); fi; fi
-    if (( r > RAMP_MAX_PPS )); then r=$RAMP_MAX_PPS; fi
-    total=$((total + b[0] - a[0]))
-    a=("${b[@]}")
-  done
-  printf '%s %s %s\n' flood "$(awk 'NR == 1 { print $2 }' "$LAB_DIR/ramp.txt")" "$t1" >>"$LAB_DIR/flood-times.txt"
+# generator is), in steps of 1 s of trafgen paced at a rate that follows what the lab carries: it grows
+# while the MUX reads >= 97 % of what reached its namespace and the host agents >= 97 % of what it sent
+# them, stays at >= 90 % and falls below (scripts/lab/syn-flood.ts: the ramp and its parameters). So it
+# settles at the highest rate this lab carries, wherever the CPU goes, and pushes past it now and then.
+# One line per step in RUN/ramp.txt.
+flood_ramp() {  # SECONDS
+  local hosts=() h
+  for h in $(lab_nodes host); do hosts+=(--host-ns "$(lab_ns "$h")"); done
+  "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/syn-flood.js" --client-ns "$(lab_ns client1)" --trafgen-file "$LAB_DIR/syn-flood.trafgen" \
+    --mux-ns "$(lab_ns mux1)" "${hosts[@]}" --seconds "$1" --min-syns "$FLOOD_MIN_SYNS" --max-seconds "$FLOOD_MAX_S" --step-cap-s "$STEP_CAP_S" \
+    --start-pps "$RAMP_START_PPS" --max-pps "$RAMP_MAX_PPS" --out "$LAB_DIR/ramp.txt" --times "$LAB_DIR/flood-times.txt" --log "$LAB_DIR/trafgen-flood.log" &
+  wait $!
 }
 
 rc=0
