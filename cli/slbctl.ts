@@ -467,12 +467,20 @@ const COMMANDS: Command[] = [
         printJson(c, vips);
         return 0;
       }
+      // a SCOPE column once a VIP is internal (docs/east-west.md): public, or internal:<its network>
+      const scoped = vips.some((v) => v['scope'] === 'internal');
       c.io.out(
         formatTable(
-          ['VIP', 'RULES', 'FRONTENDS'],
+          scoped ? ['VIP', 'SCOPE', 'RULES', 'FRONTENDS'] : ['VIP', 'RULES', 'FRONTENDS'],
           vips.map((v) => {
             const rules = (v['rules'] ?? []) as Obj[];
-            return [str(v['address']), String(rules.length), rules.map((r) => `${str(r['protocol'])}/${str(r['frontendPort'])}`).join(' ')];
+            const scope = v['scope'] === 'internal' ? [`internal:${str(v['network'])}`] : scoped ? ['public'] : [];
+            return [
+              str(v['address']),
+              ...scope,
+              String(rules.length),
+              rules.map((r) => `${str(r['protocol'])}/${str(r['frontendPort'])}`).join(' '),
+            ];
           }),
         ),
       );

@@ -5,6 +5,7 @@
 import type { IpAddr } from '../shared/addr.js';
 import type { AllDown, PoolConfig, SlbxConfig } from '../shared/config.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
+import { compileMuxEw, type MuxEwTables, type MuxEwVip } from './east-west.js';
 import { buildPoolTable, selectCandidates, spreadsTo, type SelectionBackend } from '../shared/selection.js';
 
 export interface MuxHost {
@@ -101,6 +102,8 @@ export interface MuxTables {
   readonly hosts: ReadonlyMap<string, MuxHost>;
   readonly poolTables: ReadonlyMap<string, MuxPoolTable>;
   readonly nicIds: ReadonlyMap<string, number>;
+  /** Internal VIPs (never announced, reached only in VXLAN from hosts) and what east-west needs (docs/east-west.md). */
+  readonly ew: MuxEwTables;
 }
 
 /**
@@ -249,6 +252,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
 
   const vips4 = new Map<number, MuxVip>();
   const vips6 = new Map<number, MuxVip[]>();
+  const internal: MuxEwVip[] = [];
   for (const v of config.vips) {
     const rules = new Map<number, MuxRule>();
     const byProto = new Map<number, MuxRule[]>();
@@ -276,7 +280,8 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       fragmentRule.set(proto, list.every((r) => r.table === first.table) ? first : null);
     }
     const vip: MuxVip = { addr: v.address, rules, fragmentRule };
-    if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
+    if (v.scope === 'internal') internal.push({ vip, vni: networks.get(v.network!)!.vni });
+    else if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
     else {
       const w = v.address.words;
       const k = foldV6(w[0]!, w[1]!, w[2]!, w[3]!);
@@ -285,7 +290,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       vips6.set(k, bucket);
     }
   }
-  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds };
+  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds, ew: compileMuxEw(config, internal, hosts, nicIds) };
 }
 
 export { MAGLEV_EMPTY };
