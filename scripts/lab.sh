@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slbx lab: bring a lab up from a config and leave it running, look at it, run commands in its
 # namespaces, take it down (like containerlab, over scripts/lab/lib.sh). Root only.
-#   scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller]
+#   scripts/lab.sh up [--name N] [--config F] [--clients N] [--muxes N] [--no-daemons] [--no-controller] [--prometheus]
 #   scripts/lab.sh status [--name N]
 #   scripts/lab.sh exec [--name N] NODE CMD [ARGS...]
 #   scripts/lab.sh list
