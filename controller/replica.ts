@@ -212,6 +212,13 @@ export class EtcdReplica implements StateStore, ReplicaView {
 
   async save(next: StoredState, base: StoredState): Promise<void> {
     if (this.role !== 'leader') throw this.notLeader();
+    // a leader whose lease was not renewed for 3/4 of a TTL is probably cut off from a quorum: refuse now,
+    // for sure, rather than send a change etcd may not answer (and might still commit later)
+    if (Date.now() - this.leaseOkAtMs > this.ttlS * 750)
+      throw new ApiError(
+        503,
+        `this controller replica could not renew its lease for ${Math.round((Date.now() - this.leaseOkAtMs) / 100) / 10} s (etcd: ${this.lastError ?? 'no answer'}); nothing was changed: retry`,
+      );
     const baseRev = this.revOf.get(base);
     if (baseRev === undefined) throw new ApiError(503, 'this replica does not know the revision of its state; nothing was changed: retry');
     let r;

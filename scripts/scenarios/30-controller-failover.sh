@@ -71,10 +71,10 @@ done
 target=$(( 3 * PER_PHASE ))
 sc_wait_for "$target changes acknowledged" 120 eval '[ "$(acked)" -ge '"$target"' ]' || rc=1
 touch "$R/changes-end"
-wait "$driver" || rc=1
+wait "$driver" || { echo "[sc30] the change driver failed:" >&2; tail -n 20 "$R/changes.out" >&2; rc=1; }
 touch "$R/load-end"
 wait "$load" || true  # its status is checked from its records by the verifier
-lab_slbctl wait --wait-s 60 >"$R/wait.out" 2>&1 || rc=1
+lab_slbctl wait --wait-s 60 >"$R/wait.out" 2>&1 || { echo "[sc30] not every agent applied the last generation:" >&2; cat "$R/wait.out" >&2; rc=1; }
 lab_slbctl --json state >"$R/state.json" || rc=1
 agents_json() {
   local n kind g sep=''
