@@ -356,6 +356,49 @@ interface HealthRow {
   reportedAt: string | null;
 }
 
+/**
+ * slbctl health, after the probe states: each MUX's measured latency per backend of the pools with a
+ * latency section, and whether it is inside the band (docs/latency.md), from the MUXes' heartbeats
+ * (with the API token only).
+ */
+async function printLatency(c: Ctx): Promise<void> {
+  // what the agents report needs the API token; without it the probe states alone, as before
+  if (c.token === null) return;
+  const rows: string[][] = [];
+  try {
+    const agents = await getJson<Obj[]>(c, '/v1/agents');
+    for (const a of agents) {
+      if (a['kind'] !== 'mux') continue;
+      const name = str(a['name']);
+      const s = await getJson<{ status: Obj }>(c, `/v1/agents/mux/${enc(name)}/status`).catch(() => null);
+      const st = (s?.status['status'] ?? {}) as Obj;
+      const meter = (st['latency'] ?? {}) as Obj;
+      const samples = new Map(((meter['backends'] ?? []) as Obj[]).map((b) => [str(b['nic']), str(b['samples'])]));
+      for (const p of (st['pools'] ?? []) as Obj[]) {
+        const lat = p['latency'] as Obj | undefined;
+        if (lat === undefined) continue;
+        for (const b of (lat['backends'] ?? []) as Obj[]) {
+          const ms = b['latencyMs'];
+          rows.push([
+            name,
+            str(p['table']),
+            str(b['nic']),
+            typeof ms === 'number' ? ms.toFixed(1) : '-',
+            samples.get(str(b['nic'])) ?? '0',
+            b['inBand'] === true ? 'yes' : 'no',
+          ]);
+        }
+      }
+    }
+  } catch (e) {
+    c.io.out(`\nlatency per MUX: not shown (${(e as Error).message})\n`);
+    return;
+  }
+  if (rows.length === 0) return;
+  c.io.out(`\nmeasured latency per MUX (pools with a latency section):\n`);
+  c.io.out(formatTable(['MUX', 'POOL', 'BACKEND', 'LATENCY-MS', 'SAMPLES', 'IN-BAND'], rows));
+}
+
 function backendRows(pool: Obj, config: Obj, health: readonly HealthRow[]): string[][] {
   const nics = new Map(((config['nics'] ?? []) as Obj[]).map((n) => [n['name'], n]));
   const probes = new Set<string>();
@@ -617,6 +660,17 @@ const COMMANDS: Command[] = [
       return write(c, 'POST', '/v1/pools', body, `pool ${name} added`);
     },
   },
+  {
+    words: ['pool', 'set'],
+    args: ['POOL'],
+    about: "change a pool's latency sensitivity (docs/latency.md)",
+    options: [{ name: 'latency-sensitivity-ms', value: 'MS', help: 'backends within MS of the fastest stay candidates' }, WAIT_OPTION],
+    run(c, [name]) {
+      const l = intOpt(c, 'latency-sensitivity-ms');
+      if (l === undefined) throw new CliError('nothing to change: give --latency-sensitivity-ms MS', 2);
+      return write(c, 'PATCH', `/v1/pools/${enc(name!)}`, { latencySensitivityMs: l }, `pool ${name}: latencySensitivityMs ${l}`);
+    },
+  },
   genericDel('pools'),
   {
     words: ['backend', 'list'],
@@ -791,6 +845,7 @@ const COMMANDS: Command[] = [
           ]),
         ),
       );
+      await printLatency(c);
       return 0;
     },
   },

@@ -486,14 +486,11 @@ export class HostDaemon {
       cv[C.send_error_latency_echo]!++;
       return;
     }
-    const rtt = new Map<string, number>();
-    for (const p of this.prober.status()) {
-      if (p.rttMs === null || !p.healthy) continue;
-      const us = Math.round(p.rttMs * 1000);
-      const had = rtt.get(p.nic);
-      if (had === undefined || us < had) rtt.set(p.nic, us);
-    }
-    const entries: EchoEntry[] = ctx.tables.nics.map((n) => ({ nic: n.name, probeRttUs: rtt.get(n.name) ?? PROBE_RTT_NONE }));
+    const rtt = this.prober.connectTimes();
+    const entries: EchoEntry[] = ctx.tables.nics.map((n) => {
+      const ms = rtt.get(n.name);
+      return { nic: n.name, probeRttUs: ms === undefined ? PROBE_RTT_NONE : Math.round(ms * 1000) };
+    });
     const out = Buffer.alloc(echoAnswerLength(entries));
     writeEchoAnswer({ nonceHi: this.echoReq.nonceHi, nonceLo: this.echoReq.nonceLo, entries }, out, 0);
     sock.send(out, ctx.udp.srcPort, peer.address.text, (e) => {

@@ -89,6 +89,11 @@ export interface ProbeOutcome {
   readonly detail: string;
   /** From the SYN to the result, ms. */
   readonly rttMs: number;
+  /**
+   * From the SYN to the backend's SYN-ACK, ms: one network round trip (an HTTP probe's rttMs holds two
+   * and the server's time); null when no SYN-ACK came. Latency routing uses it (docs/latency.md).
+   */
+  readonly connectMs?: number | null;
 }
 
 export type ProbeDone = (o: ProbeOutcome) => void;
@@ -118,6 +123,8 @@ interface Conn {
   readonly request: Uint8Array | null;
   readonly startedAt: number;
   readonly done: ProbeDone;
+  /** When the SYN-ACK came (this.now()), or -1. */
+  synAckAt: number;
   phase: Phase;
   sndNxt: number;
   rcvNxt: number;
@@ -230,6 +237,7 @@ export class ProbeTcp {
       request: spec.http === null ? null : buildProbeRequest(spec.http.path, spec.dst, spec.dstPort),
       startedAt: this.now(),
       done,
+      synAckAt: -1,
       phase: Phase.SynSent,
       sndNxt: seqAdd(iss, 1),
       rcvNxt: 0,
@@ -294,12 +302,13 @@ export class ProbeTcp {
       }
       this.recentlyReset.set(`${conn.spec.nic}/${conn.lport}`, now + PROBE_LATE_WINDOW_MS);
     }
-    this.report(conn.done, ok, detail, this.now() - conn.startedAt);
+    this.report(conn.done, ok, detail, this.now() - conn.startedAt, conn.synAckAt < 0 ? null : conn.synAckAt - conn.startedAt);
   }
 
-  private report(done: ProbeDone, ok: boolean, detail: string, rttMs: number): void {
+  private report(done: ProbeDone, ok: boolean, detail: string, rttMs: number, connectMs: number | null = null): void {
     this.counters.values[ok ? this.counters.index.probes_succeeded : this.counters.index.probes_failed]!++;
-    done({ ok, detail, rttMs: Math.round(rttMs * 1000) / 1000 });
+    const r = (x: number) => Math.round(x * 1000) / 1000;
+    done({ ok, detail, rttMs: r(rttMs), connectMs: connectMs === null ? null : r(connectMs) });
   }
 
   /**
@@ -418,6 +427,7 @@ export class ProbeTcp {
         return;
       }
       if ((f & TCP_SYN) === 0 || !ackOk) return;
+      conn.synAckAt = this.now();
       conn.rcvNxt = seqAdd(t.seq, 1);
       if (conn.request === null) {
         this.sendConn(conn, conn.sndNxt, 0, TCP_RST, null);

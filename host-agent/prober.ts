@@ -141,6 +141,8 @@ interface TargetState {
   detail: string;
   reason: string;
   rttMs: number | null;
+  /** The last successful probe's SYN to SYN-ACK time (one round trip), ms. */
+  connectMs: number | null;
   timer: NodeJS.Timeout | null;
   inFlight: boolean;
   startedAt: number;
@@ -263,6 +265,20 @@ export class Prober {
     );
   }
 
+  /**
+   * Per nic with a healthy probe target: the smallest SYN to SYN-ACK time of their last successful
+   * probes, ms (one network round trip to the backend; the latency echo's answer carries it).
+   */
+  connectTimes(): Map<string, number> {
+    const out = new Map<string, number>();
+    for (const t of this.targets.values()) {
+      if (t.connectMs === null || !isHealthyState(t.fsm.state)) continue;
+      const had = out.get(t.plan.nic);
+      if (had === undefined || t.connectMs < had) out.set(t.plan.nic, t.connectMs);
+    }
+    return out;
+  }
+
   /** Counters of the probe TCP client (every target), for GET /status. */
   counters(): Record<string, number> {
     return this.engine.counters.snapshot(true);
@@ -314,6 +330,7 @@ export class Prober {
       detail: 'not probed yet',
       reason: 'not probed yet',
       rttMs: null,
+      connectMs: null,
       timer: null,
       inFlight: false,
       startedAt: 0,
@@ -389,6 +406,7 @@ export class Prober {
     if (o.ok) {
       t.succeeded++;
       t.rttMs = o.rttMs;
+      t.connectMs = o.connectMs ?? null;
     } else t.failed++;
     const step = stepProbeState(t.fsm, event, p.probe);
     const from = t.fsm.state;

@@ -1,8 +1,9 @@
 // The MUX's latency measurement (docs/latency.md): a timed echo to every host agent that serves a
 // backend of a pool with a latency section. The request goes as VXLAN (VNI 0) from our provider
 // address to the host's, so it takes the data's fabric path and passes the host agent's source checks;
-// the host agent answers on UDP with its last probe round trip per nic. A backend's sample is the
-// echo's round trip plus that probe round trip; its latency is the median of the last `samples`.
+// the host agent answers on UDP with its last probe round trip per nic. A backend's latency is the
+// smallest echo round trip of the last `samples` echoes to its host plus the smallest probe round trip
+// of the last `samples` answers that carried one (docs/latency.md: why the minimum).
 //
 // Never on the data path: one UDP socket of its own, a timer, and the answers as they come. The MUX
 // compiles new tables only when a pool's band changes (mux/tables.ts latencyBandChanged).
@@ -13,8 +14,8 @@ import { writeVxlan } from '../shared/vxlan.js';
 import {
   LATENCY_ECHO_REQUEST_LEN,
   LATENCY_ECHO_VNI,
+  PROBE_RTT_NONE,
   SampleWindow,
-  backendSampleMs,
   parseEchoAnswer,
   writeEchoRequest,
 } from '../shared/latency.js';
@@ -113,7 +114,9 @@ export class LatencyMeter {
   private timer: NodeJS.Timeout | null = null;
   private hosts = new Map<string, HostState>();
   private byAddress = new Map<string, HostState>();
+  /** Per nic: the probe round trips (ms) its host reported, one per answer that carried one. */
   private windows = new Map<string, SampleWindow>();
+  private hostOfNic = new Map<string, string>();
   private family: 4 | 6 = 4;
   readonly counters: Record<LatencyCounterName, number> = Object.fromEntries(LATENCY_COUNTER_NAMES.map((n) => [n, 0])) as Record<
     LatencyCounterName,
@@ -141,6 +144,7 @@ export class LatencyMeter {
       const old = this.hosts.get(h.name);
       if (old !== undefined && old.plan.address === h.address) {
         old.plan = h;
+        old.rtt.resize(Math.max(...h.nics.map((n) => p.windowByNic.get(n) ?? 1)));
         next.set(h.name, old);
         continue;
       }
@@ -156,6 +160,7 @@ export class LatencyMeter {
       });
     }
     this.hosts = next;
+    this.hostOfNic = new Map(p.hosts.flatMap((h) => h.nics.map((n) => [n, h.name] as [string, string])));
     this.byAddress = new Map([...next.values()].map((s) => [s.plan.address, s]));
     const windows = new Map<string, SampleWindow>();
     for (const [nic, n] of p.windowByNic) {
@@ -192,9 +197,17 @@ export class LatencyMeter {
     }
   }
 
-  /** The backend's latency (median of its window), or undefined before its first sample. */
+  /**
+   * The backend's latency: the smallest echo round trip to its host in the window plus the smallest
+   * probe round trip to it the host reported in the window (none reported: the host's alone); undefined
+   * before the host's first answer. The minimum, because what the machines add (a busy event loop, a
+   * queue) only ever adds: the smallest of N samples is the path's own round trip.
+   */
   latencyMs(nic: string): number | undefined {
-    return this.windows.get(nic)?.median();
+    const host = this.hostOfNic.get(nic);
+    const h = host === undefined ? undefined : this.hosts.get(host);
+    if (h === undefined || h.rtt.size === 0) return undefined;
+    return h.rtt.min()! + (this.windows.get(nic)?.min() ?? 0);
   }
 
   private openSocket(): void {
@@ -299,9 +312,9 @@ export class LatencyMeter {
     const probe = new Map(a.entries.map((e) => [e.nic, e.probeRttUs]));
     for (const nic of h.plan.nics) {
       const w = this.windows.get(nic);
-      if (w === undefined) continue;
-      // a nic the host agent does not list (not configured there yet): the host's round trip alone
-      w.push(backendSampleMs(rttMs, probe.get(nic) ?? 0xffffffff));
+      const us = probe.get(nic);
+      // a nic without a probe round trip (no probe, none successful yet, not configured there yet): none
+      if (w !== undefined && us !== undefined && us !== PROBE_RTT_NONE) w.push(us / 1000);
     }
     this.onSamples();
   }
@@ -316,7 +329,8 @@ export class LatencyMeter {
         host: h.plan.name,
         pa: h.plan.address,
         intervalMs: h.plan.intervalMs,
-        rttMs: r(h.rtt.median()),
+        rttMs: r(h.rtt.min()),
+        medianRttMs: r(h.rtt.median()),
         lastRttMs: r(h.lastRttMs),
         sent: h.sent,
         answered: h.answered,
@@ -324,10 +338,12 @@ export class LatencyMeter {
       })),
       backends: [...this.windows].map(([nic, w]) => ({
         nic,
-        latencyMs: r(w.median()),
-        samples: w.size,
+        host: this.hostOfNic.get(nic),
+        latencyMs: r(this.latencyMs(nic)),
+        probeRttMs: r(w.min()),
+        samples: this.hosts.get(this.hostOfNic.get(nic) ?? '')?.rtt.size ?? 0,
+        probeSamples: w.size,
         window: w.max,
-        lastMs: r(w.last),
       })),
       counters: { ...this.counters },
     };

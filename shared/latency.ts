@@ -154,14 +154,6 @@ export function medianOf(samples: readonly number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-/**
- * One sample of a backend's latency from one echo: the MUX-to-host round trip plus the host agent's
- * last probe round trip to the backend (none: the host's round trip alone). Milliseconds.
- */
-export function backendSampleMs(hostRttMs: number, probeRttUs: number): number {
-  return probeRttUs === PROBE_RTT_NONE ? hostRttMs : hostRttMs + probeRttUs / 1000;
-}
-
 /** The last `max` samples of one backend, oldest first. */
 export class SampleWindow {
   private readonly s: number[] = [];
@@ -175,6 +167,10 @@ export class SampleWindow {
   }
   get last(): number | undefined {
     return this.s[this.s.length - 1];
+  }
+  /** The smallest sample of the window, or undefined while empty. */
+  min(): number | undefined {
+    return this.s.length === 0 ? undefined : Math.min(...this.s);
   }
   /** The median of the window, or undefined while empty. */
   median(): number | undefined {

@@ -13,7 +13,6 @@ import {
   ERR_ECHO_TRAILING,
   PROBE_RTT_NONE,
   SampleWindow,
-  backendSampleMs,
   medianOf,
   parseEchoAnswer,
   parseEchoRequest,
@@ -106,9 +105,11 @@ describe('smoothing', () => {
     expect(w.values()).toEqual([12, 13]);
   });
 
-  it('a backend sample is the host round trip plus the probe round trip', () => {
-    expect(backendSampleMs(10, 1500)).toBe(11.5);
-    expect(backendSampleMs(10, PROBE_RTT_NONE)).toBe(10);
+  it('the minimum of the window ignores what a busy machine adds', () => {
+    const w = new SampleWindow(3);
+    for (const v of [40, 12, 90, 55]) w.push(v); // 40 leaves
+    expect(w.min()).toBe(12);
+    expect(new SampleWindow(3).min()).toBeUndefined();
   });
 });
 
@@ -201,9 +202,18 @@ describe('the MUX meter', () => {
     };
     now = 1012;
     m.onAnswer(answer(r), { address: '198.18.0.21' });
+    // host round trip 12 ms; h1vm1's probe 0.5 ms; h1vm2 has no probe round trip
     expect(m.latencyMs('h1vm1')).toBe(12.5);
     expect(m.latencyMs('h1vm2')).toBe(12);
     expect(m.latencyMs('h2vm1')).toBeUndefined();
+    // a second echo: 20 ms, h1vm1's probe 0.4 ms: the smallest of each, 12 + 0.4
+    const r2: EchoRequest = { nonceHi: 0, nonceLo: 0 };
+    parseEchoRequest(m.makeRequest('host1', now)!, 8, r2);
+    now = 1032;
+    const b2 = Buffer.alloc(64);
+    m.onAnswer(b2.subarray(0, writeEchoAnswer({ ...r2, entries: [{ nic: 'h1vm1', probeRttUs: 400 }] }, b2, 0)), { address: '198.18.0.21' });
+    expect(m.latencyMs('h1vm1')).toBeCloseTo(12.4, 9);
+    expect(m.latencyMs('h1vm2')).toBe(12);
     // the same answer again: its request is answered already
     m.onAnswer(answer(r), { address: '198.18.0.21' });
     // from host2's address: no request to host2 has that nonce
@@ -217,8 +227,8 @@ describe('the MUX meter', () => {
     parseEchoRequest(first, 8, f);
     m.onAnswer(answer(f), { address: '198.18.0.21' });
     expect(m.counters).toMatchObject({
-      latency_echo_sent: 10,
-      latency_echo_answered: 1,
+      latency_echo_sent: 11,
+      latency_echo_answered: 2,
       latency_echo_unsolicited: 2,
       latency_echo_unknown_source: 1,
       latency_echo_bad: 1,

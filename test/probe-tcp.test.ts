@@ -155,7 +155,7 @@ describe('probe TCP client: tcp probes', () => {
     expect(d.all('tcp')[0]!.checksumOk).toBe(true);
     h.advance(3);
     h.feed(in4({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }));
-    expect(h.outcomes).toEqual([{ ok: true, detail: 'syn-ack', rttMs: 3 }]);
+    expect(h.outcomes).toEqual([{ ok: true, detail: 'syn-ack', rttMs: 3, connectMs: 3 }]);
     expect(h.sent).toHaveLength(2);
     expectFrame(h.sent[1]!.frame, out4(IP_ID + 1, { seq: ISS1, flags: TCP_RST }));
     expect(h.probe.active).toBe(0);
@@ -166,7 +166,7 @@ describe('probe TCP client: tcp probes', () => {
     const h = harness();
     h.start();
     h.feed(in4({ seq: 0, ack: ISS1, flags: TCP_RST | TCP_ACK }));
-    expect(h.outcomes).toEqual([{ ok: false, detail: 'refused', rttMs: 0 }]);
+    expect(h.outcomes).toEqual([{ ok: false, detail: 'refused', rttMs: 0, connectMs: null }]);
     expect(h.sent).toHaveLength(1); // an RST is never answered
   });
 
@@ -176,7 +176,7 @@ describe('probe TCP client: tcp probes', () => {
     h.advance(499);
     expect(h.outcomes).toEqual([]);
     h.advance(1);
-    expect(h.outcomes).toEqual([{ ok: false, detail: 'timeout (no syn-ack)', rttMs: 500 }]);
+    expect(h.outcomes).toEqual([{ ok: false, detail: 'timeout (no syn-ack)', rttMs: 500, connectMs: null }]);
     h.feed(in4({ seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }));
     // RFC 9293 3.10.7.1: the segment has an ACK, so the RST takes its sequence number from it
     expectFrame(h.sent[1]!.frame, out4(IP_ID + 1, { seq: ISS1, flags: TCP_RST }));
@@ -207,7 +207,7 @@ describe('probe TCP client: tcp probes', () => {
   it('a frame that cannot be sent fails the probe at once', () => {
     const h = harness({ sendOk: false });
     h.start();
-    expect(h.outcomes).toEqual([{ ok: false, detail: 'send failed (port not open?)', rttMs: 0 }]);
+    expect(h.outcomes).toEqual([{ ok: false, detail: 'send failed (port not open?)', rttMs: 0, connectMs: null }]);
     expect(h.probe.active).toBe(0);
     expect(h.timers.size).toBe(0);
   });
@@ -231,7 +231,7 @@ describe('probe TCP client: tcp probes', () => {
     expect(ports).toEqual([LPORT, LPORT + 1, LPORT + 2]);
     // the answer to the second probe (port 8000) only
     h.feed(in4({ sport: 8000, dport: LPORT + 1, seq: SRV, ack: ISS1, flags: TCP_RST | TCP_ACK }));
-    expect(h.outcomes).toEqual([{ ok: false, detail: 'refused', rttMs: 0 }]);
+    expect(h.outcomes).toEqual([{ ok: false, detail: 'refused', rttMs: 0, connectMs: null }]);
     // a SYN-ACK from the right port but for the wrong local port is not theirs: it gets an RST
     h.feed(in4({ sport: 80, dport: LPORT + 2, seq: SRV, ack: ISS1, flags: TCP_SYN | TCP_ACK }));
     expect(h.outcomes).toHaveLength(1);
@@ -282,7 +282,8 @@ describe('probe TCP client: http probes', () => {
     expect(h.sent).toHaveLength(2);
     h.advance(2);
     h.feed(in4({ seq: SRV + 1, ack: next, flags: TCP_ACK | TCP_PSH }, OK));
-    expect(h.outcomes).toEqual([{ ok: true, detail: 'http 200', rttMs: 2 }]);
+    // the SYN-ACK came at 0 (connect), the status line at 2: one round trip vs the whole exchange
+    expect(h.outcomes).toEqual([{ ok: true, detail: 'http 200', rttMs: 2, connectMs: 0 }]);
     expectFrame(h.sent[2]!.frame, out4(IP_ID + 2, { seq: next, flags: TCP_RST }));
     expect(h.probe.active).toBe(0);
   });
@@ -304,7 +305,7 @@ describe('probe TCP client: http probes', () => {
     const h = harness();
     const next = connect(h);
     h.feed(in4({ seq: SRV + 1, ack: next, flags: TCP_ACK | TCP_PSH | TCP_FIN }, 'HTTP/1.1 503 Service Unavailable\r\n\r\n'));
-    expect(h.outcomes).toEqual([{ ok: false, detail: 'http 503', rttMs: 0 }]);
+    expect(h.outcomes).toEqual([{ ok: false, detail: 'http 503', rttMs: 0, connectMs: 0 }]);
     expectFrame(h.sent[2]!.frame, out4(IP_ID + 2, { seq: next, flags: TCP_RST }));
   });
 
