@@ -166,12 +166,12 @@ ip netns exec "$(lab_ns client1)" "${NODE[@]}" "$SLBX_ROOT/dist/scripts/soak/tra
 SOAK_TRAFFIC_PID=$!
 # the plan's times count from the traffic's own start (its first line)
 deadline=$(( $(soak_now_ms) + 10000 ))
-until grep -q '"traffic_started"' "$RUN/traffic.out" 2>/dev/null; do
+until lab_json_get --file "$RUN/traffic.out" --lines --where event=traffic_started --type number t >/dev/null 2>&1; do
   kill -0 "$SOAK_TRAFFIC_PID" 2>/dev/null || { soak_log "the traffic generator exited:"; cat "$RUN/traffic.err" >&2; exit 1; }
   [ "$(soak_now_ms)" -lt "$deadline" ] || { soak_log 'the traffic generator did not start within 10 s'; exit 1; }
   sleep 0.05
 done
-T0=$(sed -n 's/.*"traffic_started","t":\([0-9]*\).*/\1/p' "$RUN/traffic.out" | head -n 1)
+T0=$(lab_json_get --file "$RUN/traffic.out" --lines --where event=traffic_started --type number t)
 cat >"$RUN/meta.json" <<EOF
 {"name":"$NAME","durationS":$DURATION,"rate":$RATE,"keepAlive":$KEEPALIVE,"startMs":$T0,"endMs":$((T0 + DURATION * 1000)),
  "vip4":"$VIP4","vip6":"$VIP6","httpPort":80,"udpPort":7,"labName":"$LAB_NAME","labDir":"$LAB_DIR","labSetupS":$(( (T_LAB - T_SETUP) / 1000 )),

@@ -2,7 +2,7 @@
 // check, JSON-lines logs with other lines among them, and the messages that say what is missing.
 import { describe, expect, it } from 'vitest';
 import { commandHelp } from '../runtime/command.js';
-import { COMMAND, formatValue, getJson, parseWhere, pickDocument, splitPath } from '../scripts/lab/json-get.js';
+import { COMMAND, formatValue, getJson, parseWhere, pickDocument, queryJson, splitPath } from '../scripts/lab/json-get.js';
 
 // the shape of a daemon's GET /status (abridged, written out here)
 const status = {
@@ -57,6 +57,29 @@ describe('pickDocument', () => {
   it('--where needs PATH=VALUE', () => {
     expect(() => parseWhere('event')).toThrow(/--where must be PATH=VALUE/);
     expect(parseWhere('a.b=x=y')).toEqual({ path: 'a.b', value: 'x=y' });
+  });
+});
+
+describe('queryJson (what the program prints per input)', () => {
+  const q = { paths: ['ready', 'io'], type: 'any' as const, lines: false };
+  it('prints each path; --default for a missing one only', () => {
+    expect(queryJson(JSON.stringify(status), q)).toEqual({ ok: true, lines: ['true', 'ring'] });
+    expect(queryJson('{"ready":false}', { ...q, default: '-' })).toEqual({ ok: true, lines: ['false', '-'] });
+    expect(queryJson('{"ready":false}', q)).toEqual({ ok: false, error: 'io: no key io in (the document)' });
+  });
+  it('a wrong type is an error even with --default', () => {
+    expect(queryJson('{"ready":"yes"}', { ...q, paths: ['ready'], type: 'boolean', default: 'false' })).toEqual({
+      ok: false,
+      error: 'ready: a string, not a boolean',
+    });
+  });
+  it('a --file being written (no JSON yet, no ready line yet) gives the default; stdin that is no JSON does not', () => {
+    const ready = { paths: ['ready'], type: 'boolean' as const, lines: false, default: 'false' };
+    expect(queryJson('{"ready": tr', { ...ready, fromFile: true })).toEqual({ ok: true, lines: ['false'] });
+    expect(queryJson('{"ready": tr', ready).ok).toBe(false);
+    const log = { paths: ['event'], type: 'any' as const, lines: true, where: parseWhere('event=ready'), default: '-' };
+    expect(queryJson('{"event":"listening"}\n', log)).toEqual({ ok: true, lines: ['-'] });
+    expect(queryJson('{"event":"listening"}\n{"event":"ready"}\n', log)).toEqual({ ok: true, lines: ['ready'] });
   });
 });
 

@@ -105,7 +105,12 @@ export function pickDocument(text: string, lines: boolean, where: Where | undefi
 }
 
 const OPTIONS: readonly OptionSpec[] = [
-  { name: 'file', value: 'FILE', help: 'read FILE (default: stdin)' },
+  {
+    name: 'file',
+    value: 'FILE',
+    help: 'read FILE (default: stdin); several: the values of each in turn. With --default, a FILE that cannot be read or holds no JSON (yet) gives the default',
+    repeat: true,
+  },
   { name: 'lines', help: 'the input is JSON lines (a log): read the first line that is a JSON object (meeting --where)' },
   {
     name: 'where',
@@ -138,36 +143,69 @@ export const COMMAND: CommandSpec = {
 
 const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
 
+/** What to read out of one input: the paths, their type, --lines, --where, --default. */
+export interface JsonGetQuery {
+  readonly paths: readonly string[];
+  readonly type: JsonType;
+  readonly lines: boolean;
+  readonly where?: Where;
+  /** Printed for a missing path; for a --file also when it is no JSON or (with lines) no line matches. */
+  readonly default?: string;
+  /** The input is a --file (a file being written, e.g. a log or a status just fetched, may not hold JSON yet). */
+  readonly fromFile?: boolean;
+}
+
+/** The values of the query's paths in TEXT, one line each, as printed; { ok: false } with why. */
+export function queryJson(text: string, q: JsonGetQuery): { ok: true; lines: string[] } | { ok: false; error: string } {
+  const doc = pickDocument(text, q.lines, q.where);
+  if (!doc.ok) {
+    if (q.default !== undefined && (q.fromFile === true || (q.lines && doc.error.startsWith('no JSON line')))) {
+      return { ok: true, lines: q.paths.map(() => q.default!) };
+    }
+    return doc;
+  }
+  const lines: string[] = [];
+  for (const path of q.paths) {
+    const r = getJson(doc.value, path, q.type);
+    if (r.ok) lines.push(formatValue(r.value));
+    else if (q.default !== undefined && !getJson(doc.value, path).ok) lines.push(q.default);
+    else return r;
+  }
+  return { ok: true, lines };
+}
+
 function runParsed(args: ParsedArgs): number {
   const type = one(args, 'type') ?? 'any';
   if (!(JSON_TYPES as readonly string[]).includes(type))
     throw new UsageError(`--type must be one of ${JSON_TYPES.join(', ')}, got ${type}`);
   if (args.positional.length === 0) throw new UsageError('give at least one PATH ("." for the whole document)');
   const whereText = one(args, 'where');
-  const where = whereText === undefined ? undefined : parseWhere(whereText);
-  const file = one(args, 'file');
-  let text: string;
-  try {
-    text = readFileSync(file ?? 0, 'utf8');
-  } catch (e) {
-    process.stderr.write(`json-get: cannot read ${file ?? 'stdin'}: ${(e as Error).message}\n`);
-    return 1;
-  }
-  const doc = pickDocument(text, args.flags.has('lines'), where);
-  if (!doc.ok) {
-    process.stderr.write(`json-get: ${file ?? 'stdin'}: ${doc.error}\n`);
-    return 1;
-  }
-  const dflt = one(args, 'default');
+  const q: JsonGetQuery = {
+    paths: args.positional,
+    type: type as JsonType,
+    lines: args.flags.has('lines'),
+    where: whereText === undefined ? undefined : parseWhere(whereText),
+    default: one(args, 'default'),
+  };
+  const files = args.values.get('file') ?? [];
   const out: string[] = [];
-  for (const path of args.positional) {
-    const r = getJson(doc.value, path, type as JsonType);
-    if (r.ok) out.push(formatValue(r.value));
-    else if (dflt !== undefined && getJson(doc.value, path).ok === false) out.push(dflt);
-    else {
+  for (const file of files.length > 0 ? files : [undefined]) {
+    let text: string;
+    try {
+      text = readFileSync(file ?? 0, 'utf8');
+    } catch (e) {
+      if (q.default === undefined || file === undefined) {
+        process.stderr.write(`json-get: cannot read ${file ?? 'stdin'}: ${(e as Error).message}\n`);
+        return 1;
+      }
+      text = ''; // not there yet: its values are the default
+    }
+    const r = queryJson(text, { ...q, fromFile: file !== undefined });
+    if (!r.ok) {
       process.stderr.write(`json-get: ${file ?? 'stdin'}: ${r.error}\n`);
       return 1;
     }
+    out.push(...r.lines);
   }
   process.stdout.write(`${out.join('\n')}\n`);
   return 0;

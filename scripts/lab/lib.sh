@@ -52,6 +52,9 @@
 #   lab_nodes [KIND]        prints the nodes (of a kind: client, router, fabric, mux, host, nic)
 #   lab_derive_config --config FILE [--underlay ipv6] [--probe-interval-ms MS] [--max-flows N] ... [--out FILE]
 #                           a variant of a config (scripts/lab/derive-config.ts; --help lists the options)
+#   lab_json_get [--file F] [--lines] [--where P=V] [--type T] [--default V] PATH...
+#                           a value of a JSON document or JSON-lines log (scripts/lab/json-get.ts): the lab
+#                           never reads JSON with a regex; e.g. lab_daemon_status mux1 | lab_json_get generation
 #   lab_status [NAME]       human-readable: namespaces and addresses, the router's VIP routes,
 #                           processes alive, each daemon's /status summary
 #   lab_daemon_status NODE  prints a daemon's GET /status JSON (mux: 127.0.0.1:9180, host: :9181)
@@ -269,6 +272,10 @@ lab_nodes() {
 # --underlay, --probe-interval-ms, the flow table's sizes; --out FILE). Fails when the result is no
 # valid config (the checker's message names the field).
 lab_derive_config() { "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/derive-config.js" "$@"; }
+
+# lab_json_get ARGS...: one value of JSON (stdin or --file; --lines for a JSON-lines log), by path, of a
+# checked type (scripts/lab/json-get.ts; --help). Status 1 when the input is no JSON or has no such value.
+lab_json_get() { "${LAB_NODE[@]}" "$SLBX_ROOT/dist/scripts/lab/json-get.js" "$@"; }
 
 lab_up() {
   local name='' config="$SLBX_ROOT/examples/lab.yaml" clients=1 daemons=1 muxes='' controller=1
@@ -632,20 +639,28 @@ _lab_tail() {  # LOG: the end of a log, indented
 # Waits until every backend printed its ready line (array names of pids and logs).
 _lab_wait_backends() {
   local -n _pids=$1 _logs=$2
-  local deadline=$(( $(_lab_now) + LAB_BACKEND_TIMEOUT_S * 1000000 )) i pending
+  local deadline=$(( $(_lab_now) + LAB_BACKEND_TIMEOUT_S * 1000000 )) i late files idx got
+  local -A ready=()
   while :; do
-    pending=0
-    for i in "${!_pids[@]}"; do
-      grep -q '"event":"ready"' "${_logs[$i]}" 2>/dev/null && continue
-      if ! _lab_pid_alive "${_pids[$i]}"; then
-        _lab_err "backend ${_logs[$i]##*/} exited before it was ready:"
-        _lab_tail "${_logs[$i]}"
+    # one pass starting after the deadline decides, so a slow pass cannot miss a backend that was ready
+    late=0; [ "$(_lab_now)" -gt "$deadline" ] && late=1
+    files=() idx=()
+    for i in "${!_pids[@]}"; do [ -n "${ready[$i]:-}" ] || { files+=(--file "${_logs[$i]}"); idx+=("$i"); }; done
+    [ ${#idx[@]} = 0 ] && return 0
+    # the first line of each log with "event": "ready" (one reader for all of them: a pass is one process)
+    mapfile -t got < <(lab_json_get --lines --where event=ready --default - "${files[@]}" event 2>/dev/null)
+    for i in "${!idx[@]}"; do
+      [ "${got[$i]:-}" = ready ] && { ready[${idx[$i]}]=1; continue; }
+      if ! _lab_pid_alive "${_pids[${idx[$i]}]}"; then
+        _lab_err "backend ${_logs[${idx[$i]}]##*/} exited before it was ready:"
+        _lab_tail "${_logs[${idx[$i]}]}"
         return 1
       fi
-      pending=$((pending + 1))
     done
+    local pending=0
+    for i in "${!_pids[@]}"; do [ -n "${ready[$i]:-}" ] || pending=$((pending + 1)); done
     [ "$pending" = 0 ] && return 0
-    if [ "$(_lab_now)" -gt "$deadline" ]; then
+    if [ "$late" = 1 ]; then
       _lab_err "$pending backend(s) not ready after ${LAB_BACKEND_TIMEOUT_S} s"
       for i in "${!_pids[@]}"; do [ -n "${ready[$i]:-}" ] || _lab_tail "${_logs[$i]}"; done
       return 1
@@ -656,10 +671,13 @@ _lab_wait_backends() {
 
 # Waits until every daemon (NODE:PID:PORT) answers GET /status with "ready": true.
 _lab_wait_daemons() {
-  local deadline=$(( $(_lab_now) + LAB_READY_TIMEOUT_S * 1000000 )) d node pid port body pending
-  local left=("$@")
+  local deadline=$(( $(_lab_now) + LAB_READY_TIMEOUT_S * 1000000 )) d node pid port pending late i files got
+  local left=("$@") dir=$LAB_DIR/.ready
+  mkdir -p "$dir" || return 1
   while [ ${#left[@]} -gt 0 ]; do
-    pending=()
+    # one pass starting after the deadline decides, so a slow pass cannot miss a daemon that was ready
+    late=0; [ "$(_lab_now)" -gt "$deadline" ] && late=1
+    files=()
     for d in "${left[@]}"; do
       IFS=: read -r node pid port <<<"$d"
       if ! _lab_pid_alive "$pid"; then
@@ -667,13 +685,17 @@ _lab_wait_daemons() {
         _lab_tail "$LAB_DIR/logs/$node.log"
         return 1
       fi
-      body=$(ip netns exec "$SLBX_LAB_PREFIX$node" curl -s -m 1 "http://127.0.0.1:$port/status" 2>/dev/null || true)
-      if [[ $body =~ \"ready\"[[:space:]]*:[[:space:]]*true ]]; then continue; fi
-      pending+=("$d")
+      rm -f "$dir/$node.json"
+      ip netns exec "$SLBX_LAB_PREFIX$node" curl -s -m 1 -o "$dir/$node.json" "http://127.0.0.1:$port/status" 2>/dev/null || true
+      files+=(--file "$dir/$node.json")
     done
+    # each status's "ready" (one reader for all of them; a status not fetched or cut short: false)
+    mapfile -t got < <(lab_json_get --type boolean --default false "${files[@]}" ready 2>/dev/null)
+    pending=()
+    for i in "${!left[@]}"; do [ "${got[$i]:-}" = true ] || pending+=("${left[$i]}"); done
     left=("${pending[@]}")
-    [ ${#left[@]} = 0 ] && return 0
-    if [ "$(_lab_now)" -gt "$deadline" ]; then
+    [ ${#left[@]} = 0 ] && { rm -rf "$dir"; return 0; }
+    if [ "$late" = 1 ]; then
       for d in "${left[@]}"; do
         IFS=: read -r node pid port <<<"$d"
         _lab_err "daemon $node not ready after ${LAB_READY_TIMEOUT_S} s (GET http://127.0.0.1:$port/status in its namespace); logs/$node.log:"

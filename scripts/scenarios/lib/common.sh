@@ -35,10 +35,12 @@ sc_counters() {
   lab_exec "$node" curl -sf "http://127.0.0.1:$port/counters" >"$file"
 }
 
-# Prints a daemon's status JSON field (a top-level key) with node -e.
+# Prints a field of a daemon's status JSON (a path: io, counters.rx_packets; an object as one line of
+# JSON) through lab_json_get; status 1 when the daemon does not answer or has no such field.
 sc_status_field() {
-  local node=$1 key=$2
-  lab_daemon_status "$node" | node -e "let s='';process.stdin.on('data',d=>s+=d).on('end',()=>{const v=JSON.parse(s)[process.argv[1]];console.log(typeof v==='object'?JSON.stringify(v):v)})" "$key"
+  local node=$1 key=$2 body
+  body=$(lab_daemon_status "$node") || return 1
+  lab_json_get "$key" <<<"$body"
 }
 
 sc_now_us() { printf '%s' "${EPOCHREALTIME/./}"; }
