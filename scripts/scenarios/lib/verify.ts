@@ -17,6 +17,7 @@ import { verifyVipApi } from './vip-api.js';
 import { verifyBackendRemoved } from './backend-removed.js';
 import { verifyFailOpen } from './fail-open.js';
 import { verifyMetricsPrometheus } from './metrics-prometheus.js';
+import { verifyLatencyPerMux } from './latency-per-mux.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -92,6 +93,9 @@ try {
       break;
     case 'metrics-prometheus':
       verifyMetricsPrometheus(rest).exit();
+      break;
+    case 'latency-per-mux':
+      verifyLatencyPerMux(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
