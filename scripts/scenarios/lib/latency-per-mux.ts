@@ -15,7 +15,7 @@ import { parseDocument, isMap, isSeq } from 'yaml';
 import { parseConfig, formatConfigErrors, type SlbxConfig } from '../../../shared/config.js';
 import { formatMac } from '../../../shared/addr.js';
 import { isMain } from '../../../runtime/command.js';
-import { readClientRecordsOf } from '../../lab/client.js';
+import type { UdpRecord } from '../../lab/client.js';
 import { delayNodesFromPlan, parseDelays } from '../../lab/delay-config.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields } from './check.js';
 
@@ -73,6 +73,17 @@ export function expectedFastest(config: SlbxConfig, delaysText: string, planText
   return out;
 }
 
+/** The flows of a lab client udp run (client.js udp --json FILE: a list, { records }, or JSON lines). */
+function readUdpRecords(path: string): UdpRecord[] {
+  const text = readFileSync(path, 'utf8').trim();
+  if (text.startsWith('[')) return JSON.parse(text) as UdpRecord[];
+  if (text.startsWith('{') && !text.includes('\n{')) return ((JSON.parse(text) as { records?: UdpRecord[] }).records ?? []) as UdpRecord[];
+  return text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as UdpRecord);
+}
+
 export function verifyLatencyPerMux(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
   const run = need(f, 'run');
@@ -83,7 +94,7 @@ export function verifyLatencyPerMux(argv: readonly string[]): Checks {
   const vni = config.networks[0]!.vni;
   const nicByMac = new Map(config.nics.map((n) => [formatMac(n.mac), n.name]));
   const hostByPa = new Map(config.hosts.map((h) => [h.address.text, h.name]));
-  const records = readClientRecordsOf(need(f, 'records'), 'udp');
+  const records = readUdpRecords(need(f, 'records'));
   const ok = records.filter((r) => r.ok);
   c.check(
     records.length > 0 && ok.length === records.length,
