@@ -168,7 +168,14 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
   const headers = c.token === null ? {} : bearer(c.token);
   let r: JsonResponse | null = null;
   let lastError = '';
+  /** The last answer a replica gave (a 503), reported if the time runs out. */
+  let answered: JsonResponse | null = null;
   for (let i = 0; ; i++) {
+    // no new attempt in the last second when a replica already answered: its reason says more than a timeout
+    if (i > 0 && answered !== null && deadline - Date.now() < 1000) {
+      r = answered;
+      break;
+    }
     if (i > 0 && i % c.bases.length === 0) {
       if (Date.now() + 200 >= deadline) break;
       await new Promise((resolve) => setTimeout(resolve, 200)); // a round without an answer: an election, probably
@@ -187,6 +194,7 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
       if (c.bases.length > 1 && (read || NOT_SENT.has((e as HttpJsonError).code)) && Date.now() < deadline) continue;
       throw new CliError(lastError, 1);
     }
+    answered = r;
     const unchanged = r.status === 503 && /nothing was changed/.test(String((r.body as { error?: unknown } | null)?.error ?? ''));
     if (c.bases.length > 1 && (unchanged || (read && r.status === 503)) && Date.now() < deadline) continue;
     break;
