@@ -87,7 +87,153 @@ export function parseTarget(text: string): { host: string; port: number; family:
   return { host: a.text, port: Number(m[3]), family: a.family };
 }
 
-function writeRecords(file: string, doc: { mode: string; target: string; summary: unknown; records: unknown[] }): void {
+// ---------------------------------------------------------------------------------------------
+// the records: what --json FILE holds, typed for the verifiers (scripts/scenarios/lib, which import
+// these types and read a file with readClientJson instead of guessing at field names)
+
+/** The record type of each mode that writes --json. */
+export interface ClientRecordOf {
+  http: HttpRecord;
+  udp: UdpRecord;
+  hold: HoldRecord;
+  download: DownloadRecord;
+}
+export type ClientRecordMode = keyof ClientRecordOf;
+
+/** The summary of a hold run: per connection, and the requests on them. */
+export interface HoldSummary {
+  total: number;
+  ok: number;
+  failed: number;
+  requests: number;
+  answered: number;
+  movedBackend: number;
+  maxGapMs: number;
+  elapsedMs: number;
+  perBackend: Record<string, number>;
+  errors: Record<string, number>;
+}
+
+/** The summary type of each mode. */
+export interface ClientSummaryOf {
+  http: Summary;
+  udp: Summary;
+  hold: HoldSummary;
+  download: { ok: number; failed: number };
+}
+
+/** What --json FILE holds; FILE.jsonl holds the records alone, one a line. */
+export interface ClientJson<M extends ClientRecordMode> {
+  mode: M;
+  target: string;
+  summary: ClientSummaryOf[M];
+  records: ClientRecordOf[M][];
+}
+
+// every field of each record type (the compiler checks the lists are complete and exact)
+const HTTP_FIELDS = {
+  i: 1,
+  startMs: 1,
+  latencyMs: 1,
+  sourceAddress: 1,
+  sourcePort: 1,
+  status: 1,
+  backend: 1,
+  bytes: 1,
+  body: 1,
+  ok: 1,
+  error: 1,
+} satisfies Record<keyof HttpRecord, 1>;
+const UDP_FIELDS = {
+  i: 1,
+  startMs: 1,
+  latencyMs: 1,
+  sourceAddress: 1,
+  sourcePort: 1,
+  backend: 1,
+  reply: 1,
+  ok: 1,
+  error: 1,
+} satisfies Record<keyof UdpRecord, 1>;
+const HOLD_FIELDS = {
+  i: 1,
+  sourceAddress: 1,
+  sourcePort: 1,
+  connectMs: 1,
+  startMs: 1,
+  endMs: 1,
+  requests: 1,
+  answered: 1,
+  backends: 1,
+  maxGapMs: 1,
+  ok: 1,
+  error: 1,
+} satisfies Record<keyof HoldRecord, 1>;
+const DOWNLOAD_FIELDS = {
+  sourceAddress: 1,
+  sourcePort: 1,
+  status: 1,
+  backend: 1,
+  bytes: 1,
+  expectedBytes: 1,
+  heldMs: 1,
+  receivedAtRelease: 1,
+  elapsedMs: 1,
+  ok: 1,
+  error: 1,
+} satisfies Record<keyof DownloadRecord, 1>;
+const RECORD_FIELDS: { [M in ClientRecordMode]: readonly string[] } = {
+  http: Object.keys(HTTP_FIELDS),
+  udp: Object.keys(UDP_FIELDS),
+  hold: Object.keys(HOLD_FIELDS),
+  download: Object.keys(DOWNLOAD_FIELDS),
+};
+
+/**
+ * Checks that RECORDS are records of MODE: every field of the type present, `ok` a boolean, the source
+ * port a number or null. Throws an Error naming WHERE, the record and the field.
+ */
+export function checkClientRecords<M extends ClientRecordMode>(records: unknown, mode: M, where: string): ClientRecordOf[M][] {
+  if (!Array.isArray(records)) throw new Error(`${where}: no records array`);
+  records.forEach((r: unknown, i) => {
+    if (r === null || typeof r !== 'object' || Array.isArray(r)) throw new Error(`${where}: record ${i} is not an object`);
+    const o = r as Record<string, unknown>;
+    for (const k of RECORD_FIELDS[mode])
+      if (!(k in o)) throw new Error(`${where}: record ${i} has no ${k} (not a client.js ${mode} record)`);
+    if (typeof o.ok !== 'boolean') throw new Error(`${where}: record ${i}: ok is not a boolean`);
+    if (o.sourcePort !== null && typeof o.sourcePort !== 'number')
+      throw new Error(`${where}: record ${i}: sourcePort is not a number or null`);
+  });
+  return records as ClientRecordOf[M][];
+}
+
+/** The --json FILE of a client.js MODE run (FILE.jsonl: the records alone, with mode and target as asked and no summary). */
+export function readClientJson<M extends ClientRecordMode>(file: string, mode: M): ClientJson<M> {
+  const text = readFileSync(file, 'utf8');
+  if (file.endsWith('.jsonl')) {
+    const records = text
+      .split('\n')
+      .filter((l) => l.trim() !== '')
+      .map((l) => JSON.parse(l) as unknown);
+    return { mode, target: '', summary: null as unknown as ClientJson<M>['summary'], records: checkClientRecords(records, mode, file) };
+  }
+  const doc = JSON.parse(text) as { mode?: unknown; target?: unknown; summary?: unknown; records?: unknown };
+  if (doc === null || typeof doc !== 'object') throw new Error(`${file}: not a client.js --json file`);
+  if (doc.mode !== mode) throw new Error(`${file}: the records of client.js ${String(doc.mode)}, not ${mode}`);
+  return {
+    mode,
+    target: String(doc.target),
+    summary: doc.summary as ClientJson<M>['summary'],
+    records: checkClientRecords(doc.records, mode, file),
+  };
+}
+
+/** The records of a client.js MODE run (readClientJson(file, mode).records). */
+export function readClientRecordsOf<M extends ClientRecordMode>(file: string, mode: M): ClientRecordOf[M][] {
+  return readClientJson(file, mode).records;
+}
+
+function writeRecords<M extends ClientRecordMode>(file: string, doc: ClientJson<M>): void {
   const text = file.endsWith('.jsonl')
     ? doc.records.map((r) => JSON.stringify(r)).join('\n') + (doc.records.length > 0 ? '\n' : '')
     : `${JSON.stringify(doc, null, 1)}\n`;
@@ -111,7 +257,7 @@ async function runPool(count: number, concurrency: number, job: (i: number) => P
   await Promise.all(Array.from({ length: Math.min(concurrency, count) }, worker));
 }
 
-interface Summary {
+export interface Summary {
   total: number;
   ok: number;
   failed: number;
@@ -677,7 +823,7 @@ async function runHold(args: ParsedArgs): Promise<number> {
   for (const r of records) if (r.error !== null) errors[r.error] = (errors[r.error] ?? 0) + 1;
   const perBackend: Record<string, number> = {};
   for (const r of records) for (const b of r.backends) perBackend[b] = (perBackend[b] ?? 0) + 1;
-  const summary = {
+  const summary: HoldSummary = {
     total: n,
     ok,
     failed: n - ok,
@@ -702,7 +848,7 @@ async function runHold(args: ParsedArgs): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // download (one long, paced transfer that a scenario can make outlive a change by construction)
 
-interface DownloadRecord {
+export interface DownloadRecord {
   sourceAddress: string | null;
   sourcePort: number | null;
   status: number | null;

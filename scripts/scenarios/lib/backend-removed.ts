@@ -18,21 +18,11 @@
 import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 import { ipOf, readJson } from './bgp.js';
+import { readClientRecordsOf, type HoldRecord } from '../../lab/client.js';
 
 const TCP_SYN = 0x02;
 const TCP_RST = 0x04;
 const TCP_ACK = 0x10;
-
-interface HoldRec {
-  i: number;
-  sourceAddress: string;
-  sourcePort: number | null;
-  requests: number;
-  answered: number;
-  backends: string[];
-  ok: boolean;
-  error: string | null;
-}
 
 /** The VXLAN frame's inner flow (client address:port) and the backend MAC the MUX chose, or null. */
 function innerOf(p: CapturedPacket): { key: string; mac: string; flags: number; dport: number } | null {
@@ -80,9 +70,8 @@ export function verifyBackendRemoved(argv: readonly string[]): Checks {
   );
 
   // 1. the client's records
-  const hold = readJson(join(run, 'hold.json'));
-  const recs: HoldRec[] = hold.records;
-  const key = (r: HoldRec) => `${r.sourceAddress}:${r.sourcePort}`;
+  const recs = readClientRecordsOf(join(run, 'hold.json'), 'hold');
+  const key = (r: HoldRecord) => `${r.sourceAddress}:${r.sourcePort}`;
   const mine = recs.filter((r) => r.backends[0] === removed);
   const theirs = recs.filter((r) => r.backends[0] !== removed);
   c.check(
@@ -309,8 +298,7 @@ export function verifyBackendRemoved(argv: readonly string[]): Checks {
     `${removed}'s own capture: client packets before the change, none after it was applied`,
     `${inBefore} before, ${inAfter} after`,
   );
-  const fresh = readJson(join(run, 'new.json'));
-  const freshRecs: { ok: boolean; backend: string | null; error: string | null }[] = fresh.records;
+  const freshRecs = readClientRecordsOf(join(run, 'new.json'), 'http');
   const per = countBy(
     freshRecs.filter((r) => r.ok),
     (r) => r.backend ?? '?',

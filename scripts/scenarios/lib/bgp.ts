@@ -15,6 +15,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { oracleRule } from '../../oracle/expected-backend.js';
+import { readClientJson, readClientRecordsOf, type HoldRecord } from '../../lab/client.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 
 const TCP_FIN = 0x01;
@@ -31,10 +32,11 @@ export function expectedBackend(
   vip: string,
   proto: 6 | 17,
   port: number,
-): (src: string, sport: number) => string | null {
+): (src: string | null, sport: number | null) => string | null {
   const rule = oracleRule(config, vip, proto, port);
   if (rule.mode !== 5) throw new Error('the scenario expects a 5-tuple rule');
-  return rule.choose;
+  // a record without its source (the client never learnt it) has no expected backend: null, which no answer matches
+  return (src, sport) => (src === null || sport === null ? null : rule.choose(src, sport));
 }
 
 export function readJson(path: string): any {
@@ -215,10 +217,10 @@ export function verifyEcmpSpread(argv: readonly string[]): Checks {
   );
 
   // the client's flows
-  const recs: any[] = readJson(need(f, 'udp-json')).records;
+  const recs = readClientRecordsOf(need(f, 'udp-json'), 'udp');
   const ok = recs.filter((r) => r.ok);
   c.check(recs.length > 0 && ok.length === recs.length, `every one of ${recs.length} UDP flows was echoed`, `${ok.length} ok`);
-  const flowKey = (src: string, sport: number) => `${src}:${sport}`;
+  const flowKey = (src: string | null, sport: number | null) => `${src}:${sport}`;
 
   // which MUX each flow reached (captures on every MUX, VIP traffic only)
   const muxOf = new Map<string, string[]>();
@@ -436,9 +438,9 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
       'the connections the kill moved must reach their backend',
     );
   const holdJson = f.get('hold-json');
-  const hold = holdJson === undefined ? { records: [], summary: { answered: 0, requests: 0, maxGapMs: 0 } } : readJson(holdJson);
-  const recs: any[] = hold.records;
-  if (holdJson !== undefined) {
+  const hold = holdJson === undefined ? undefined : readClientJson(holdJson, 'hold');
+  const recs: HoldRecord[] = hold?.records ?? [];
+  if (hold !== undefined) {
     const failed = recs.filter((r) => !r.ok);
     c.check(
       recs.length > 0 && failed.length === 0,
@@ -544,8 +546,8 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
   // 4. short connections during a hang: failures only for SYNs that went to the frozen MUX
   const httpJson = f.get('http-json');
   if (httpJson !== undefined) {
-    const h = readJson(httpJson);
-    const bad: any[] = h.records.filter((r: any) => !r.ok);
+    const h = readClientJson(httpJson, 'http');
+    const bad = h.records.filter((r) => !r.ok);
     const synAtVictim = new Set<string>();
     for (const p of loadCapture(join(run, 'pcaps', `${victim}.pcap`))) {
       const ip = ipOf(p);
@@ -553,15 +555,15 @@ export function verifyMuxFailure(argv: readonly string[]): Checks {
       if (ip !== undefined && t !== undefined && (t.flags & TCP_SYN) !== 0 && p.tsUs >= eventUs) synAtVictim.add(`${ip.src}:${t.srcPort}`);
     }
     const expectHttp = expectedBackend(config, vip, 6, port);
-    const okRecs = h.records.filter((r: any) => r.ok);
-    const wrong = okRecs.filter((r: any) => r.backend !== expectHttp(r.sourceAddress, r.sourcePort)).length;
+    const okRecs = h.records.filter((r) => r.ok);
+    const wrong = okRecs.filter((r) => r.backend !== expectHttp(r.sourceAddress, r.sourcePort)).length;
     c.check(
       wrong === 0,
       'every answered request came from the backend Maglev chooses (the independent oracle)',
       `${wrong} of ${okRecs.length} differ`,
     );
     const explained = bad.filter((r) => synAtVictim.has(`${r.sourceAddress}:${r.sourcePort}`)).length;
-    const slow = h.records.filter((r: any) => r.ok && r.latencyMs > 1000).length;
+    const slow = h.records.filter((r) => r.ok && r.latencyMs > 1000).length;
     c.check(
       explained === bad.length,
       `new connections during the ${kind}: failures only among those whose handshake went to the frozen ${victim}`,
@@ -611,14 +613,14 @@ export function verifyMuxAddRemove(argv: readonly string[]): Checks {
   const config = loadConfig(join(run, 'config.yaml'));
   const c = new Checks();
 
-  const http = readJson(need(f, 'http-json'));
-  const bad = http.records.filter((r: any) => !r.ok);
+  const http = readClientJson(need(f, 'http-json'), 'http');
+  const bad = http.records.filter((r) => !r.ok);
   c.check(
     http.records.length >= 2000 && bad.length === 0,
     `zero failed requests out of ${http.records.length} while ${added} joined and ${removed} left`,
-    `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`,
+    `${bad.length} failed; ${fmtCounts(countBy(bad, (r) => r.error ?? '?'))}`,
   );
-  const hold = readJson(need(f, 'hold-json'));
+  const hold = readClientJson(need(f, 'hold-json'), 'hold');
   c.check(
     hold.summary.failed === 0 && hold.summary.movedBackend === 0,
     `all ${hold.summary.total} long-lived connections opened before completed, each on one backend`,
@@ -718,8 +720,7 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
     eventUs,
     `the drain of ${drained} is the pool's only change`,
   );
-  const hold = readJson(need(f, 'hold-json'));
-  const recs: any[] = hold.records;
+  const recs = readClientRecordsOf(need(f, 'hold-json'), 'hold');
   // without the records of every connection the checks below would hold for nothing
   c.check(
     recs.length === connections && connections > 0,
@@ -741,14 +742,15 @@ export function verifyPoolMove(argv: readonly string[]): Checks {
     }
   }
   /** When the connection first reached a MUX, after the drain began, that it had not reached before; null if never. */
-  const movedAt = (r: any): number | null => {
+  const movedAt = (r: HoldRecord): number | null => {
     const seen = seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? [];
     const home = new Set(seen.filter((s) => s.us < drainUs).map((s) => s.mux));
     const first = seen.filter((s) => s.us >= drainUs && !home.has(s.mux)).sort((a, b) => a.us - b.us)[0];
     return first === undefined ? null : first.us;
   };
-  const moved = (r: any) => movedAt(r) !== null;
-  const onVictim = (r: any) => (seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? []).some((s) => s.mux === victim && s.us < eventUs);
+  const moved = (r: HoldRecord) => movedAt(r) !== null;
+  const onVictim = (r: HoldRecord) =>
+    (seenAt.get(`${r.sourceAddress}:${r.sourcePort}`) ?? []).some((s) => s.mux === victim && s.us < eventUs);
   const onDrained = recs.filter((r) => r.backends[0] === drained);
   const failed = recs.filter((r) => !r.ok);
   const movedAll = recs.filter(moved);

@@ -28,24 +28,14 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, type CapturedPacket } from './check.js';
+import { readClientRecordsOf, type HttpRecord } from '../../lab/client.js';
 
 const json = (run: string, f: string): any => JSON.parse(readFileSync(join(run, f), 'utf8'));
 
-interface Rec {
-  ok: boolean;
-  backend: string | null;
-  sourcePort: number | null;
-  sourceAddress: string | null;
-}
-const records = (run: string, f: string): Rec[] => json(run, f).records as Rec[];
-/** A long-lived connection of `client.js hold`: asked again and again, every answer's backend listed. */
-interface HoldRec {
-  ok: boolean;
-  backends: string[];
-  answered: number;
-  sourcePort: number | null;
-  sourceAddress: string | null;
-}
+/** What the checks below use of a request's record (client.js http) or a long-lived connection's (hold). */
+type Rec = Pick<HttpRecord, 'ok' | 'backend' | 'sourcePort' | 'sourceAddress'>;
+/** The records of a client.js http run in RUNDIR. */
+const records = (run: string, f: string): Rec[] => readClientRecordsOf(join(run, f), 'http');
 
 /** The inner flow of a VXLAN packet and the backend MAC the MUX chose, or null. */
 function innerFlow(p: CapturedPacket): { key: string; mac: string; syn: boolean; src: string; sport: number } | null {
@@ -87,7 +77,8 @@ export function verifyControllerRestart(argv: readonly string[]): Checks {
     `all ${afterN} requests made once the controller was back succeeded`,
     `${afterRecs.filter((r) => r.ok).length} ok of ${afterRecs.length}`,
   );
-  const holdRecs = json(run, 'client-slow.json').records as HoldRec[];
+  // the long-lived connections of `client.js hold`: asked again and again, every answer's backend listed
+  const holdRecs = readClientRecordsOf(join(run, 'client-slow.json'), 'hold');
   const slowRecs: Rec[] = holdRecs.map((r) => ({
     ok: r.ok,
     backend: r.backends.length === 1 ? r.backends[0]! : null,

@@ -8,6 +8,7 @@ import { buildPcap, LINKTYPE_ETHERNET } from '../../../shared/pcap-file.js';
 import { TCP_SYN } from '../../../shared/tcp.js';
 import { Checks, flagsOf, loadConfig, need } from './check.js';
 import { readClientRecords } from './north-south.js';
+import { readClientRecordsOf } from '../../lab/client.js';
 
 export const UNKNOWN_SOURCES = ['198.18.0.1', '198.18.0.99', '198.18.0.200'];
 export const COPIES_EACH = 5;
@@ -104,7 +105,7 @@ export function verifyForged(argv: readonly string[]): Checks {
   const ga = need(f, 'mux-gens-after');
   c.check(gb === ga, 'no MUX installed new tables (nothing in the data path changed)', `${gb} -> ${ga}`);
 
-  const recs = JSON.parse(readFileSync(need(f, 'client-json'), 'utf8')).records as { ok: boolean }[];
+  const recs = readClientRecordsOf(need(f, 'client-json'), 'http');
   const ok = recs.filter((r) => r.ok).length;
   const requests = Number(need(f, 'requests'));
   c.check(recs.length === requests && ok === requests, 'good traffic all along: every request succeeded', `${ok} of ${requests}`);

@@ -7,9 +7,10 @@
 // Usage: node north-south.js --run RUNDIR --vip ADDR --port N --requests N --client-json FILE [--account FILE]
 // RUNDIR holds config.yaml and pcaps/<node>.pcap for client1, every mux (fabric side), every host (fabric
 // side) and every nic (the backend's eth0).
-import { writeFileSync, readFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseIpAddr } from '../../../shared/addr.js';
+import { readClientRecordsOf } from '../../lab/client.js';
 import {
   Checks,
   countBy,
@@ -31,22 +32,9 @@ interface ClientRecord {
   backend: string | null;
 }
 
-/** Reads the client's per-request records (JSON array or JSON lines; a few field spellings accepted). */
+/** The per-request records of a lab client http run (client.js http --json FILE; a source port it never learnt is -1). */
 export function readClientRecords(path: string): ClientRecord[] {
-  const text = readFileSync(path, 'utf8').trim();
-  const raw: any[] = text.startsWith('[')
-    ? JSON.parse(text)
-    : text.startsWith('{') && !text.includes('\n{')
-      ? (JSON.parse(text).records ?? JSON.parse(text).requests ?? [])
-      : text
-          .split('\n')
-          .filter(Boolean)
-          .map((l) => JSON.parse(l));
-  return raw.map((r) => ({
-    localPort: Number(r.localPort ?? r.sourcePort ?? r.port ?? r.srcPort),
-    ok: r.ok ?? (r.status === 200 && !r.error),
-    backend: (r.backend ?? r.body ?? null)?.toString().trim() || null,
-  }));
+  return readClientRecordsOf(path, 'http').map((r) => ({ localPort: r.sourcePort ?? -1, ok: r.ok, backend: r.backend?.trim() || null }));
 }
 
 function ipOf(p: CapturedPacket) {

@@ -24,6 +24,7 @@ import { isMain } from '../../../runtime/command.js';
 import { parseIpAddr, type IpAddr } from '../../../shared/addr.js';
 import type { SlbxConfig } from '../../../shared/config.js';
 import { oracleRule } from '../../oracle/expected-backend.js';
+import { readClientRecordsOf, type HttpRecord, type UdpRecord } from '../../lab/client.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
 
@@ -62,11 +63,10 @@ function readPhases(run: string): Phase[] {
     });
 }
 
-function readRecords(path: string): ClientRecord[] {
-  const doc = JSON.parse(readFileSync(path, 'utf8')) as {
-    records: { sourceAddress: string | null; sourcePort: number | null; ok: boolean; backend: string | null; error: string | null }[];
-  };
-  return doc.records.map((r) => ({
+/** A phase's records: client.js http (TCP) or udp (UDP) --json FILE. */
+function readRecords(path: string, proto: 'tcp' | 'udp'): ClientRecord[] {
+  const records: (HttpRecord | UdpRecord)[] = readClientRecordsOf(path, proto === 'tcp' ? 'http' : 'udp');
+  return records.map((r) => ({
     src: unmap(r.sourceAddress ?? '?'),
     sport: r.sourcePort ?? -1,
     ok: r.ok,
@@ -263,7 +263,7 @@ export function verifyPhases(argv: readonly string[]): Checks {
     const mux = allMux.filter(inWin);
     const nic = allNic.filter(inWin);
     flowsByPhase.set(ph.name, mux);
-    const records = readRecords(ph.clientJson);
+    const records = readRecords(ph.clientJson, proto);
     const ok = records.filter((r) => r.ok);
     const failed = records.filter((r) => !r.ok);
     const byBackend = countBy(ok, (r) => r.backend ?? '?');

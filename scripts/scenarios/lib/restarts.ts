@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields } from './check.js';
 import { birdEstablished, birdLog, expectedBackend, ipOf, readJson, readPolls } from './bgp.js';
 import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
+import { readClientJson } from '../../lab/client.js';
 
 const TCP_SYN = 0x02;
 const TCP_RST = 0x04;
@@ -91,8 +92,8 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   );
 
   // 1. the long-lived connections
-  const hold = readJson(need(f, 'hold-json'));
-  const recs: any[] = hold.records;
+  const hold = readClientJson(need(f, 'hold-json'), 'hold');
+  const recs = hold.records;
   const failed = recs.filter((r) => !r.ok);
   c.check(
     recs.length >= 100 && failed.length === 0,
@@ -113,8 +114,8 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
     'every request on them was answered',
     `${hold.summary.answered} of ${hold.summary.requests}`,
   );
-  const mine = recs.filter((r) => r.backends.length === 1 && nicNames.has(r.backends[0]));
-  const others = recs.filter((r) => r.backends.length === 1 && !nicNames.has(r.backends[0]));
+  const mine = recs.filter((r) => r.backends.length === 1 && nicNames.has(r.backends[0]!));
+  const others = recs.filter((r) => r.backends.length === 1 && !nicNames.has(r.backends[0]!));
   // a connection of host's backends asks every 200 ms: its request in the gap waits at least the gap minus one interval
   const shortest = Math.min(...restarts.map((r) => (r.startUs - r.goneUs) / 1000)) - 400;
   const gapsMine = mine.map((r) => r.maxGapMs as number);
@@ -214,16 +215,16 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   );
 
   // 4. new connections right after the restarts: the host's backends take their share at once
-  const http = readJson(need(f, 'http-json'));
-  const bad = http.records.filter((r: any) => !r.ok);
+  const http = readClientJson(need(f, 'http-json'), 'http');
+  const bad = http.records.filter((r) => !r.ok);
   const per = countBy(
-    http.records.filter((r: any) => r.ok),
-    (r: any) => r.backend ?? '?',
+    http.records.filter((r) => r.ok),
+    (r) => r.backend ?? '?',
   );
   c.check(
     http.records.length > 0 && bad.length === 0,
     `${http.records.length} new connections after the restarts all succeeded`,
-    `${bad.length} failed; ${fmtCounts(countBy(bad, (r: any) => r.error ?? '?'))}`,
+    `${bad.length} failed; ${fmtCounts(countBy(bad, (r) => r.error ?? '?'))}`,
   );
   // its share: the weight of each backend over the pool's (the config), a binomial count over the
   // connections (each one's 5-tuple hash is an independent draw), within 6 standard deviations
@@ -339,8 +340,8 @@ export function verifyMuxRestart(argv: readonly string[]): Checks {
   c.check(lateOld === 0, `no packet reached ${mux} between its stop and its start`, `${lateOld}`);
 
   // 3. the connections: no failure, each on the backend the Maglev table names
-  const hold = readJson(need(f, 'hold-json'));
-  const recs: any[] = hold.records;
+  const hold = readClientJson(need(f, 'hold-json'), 'hold');
+  const recs = hold.records;
   const failed = recs.filter((x) => !x.ok);
   c.check(
     recs.length >= 100 && failed.length === 0,
@@ -350,14 +351,14 @@ export function verifyMuxRestart(argv: readonly string[]): Checks {
   const expect = expectedBackend(config, vip, 6, port);
   const wrong = recs.filter((x) => x.backends.length !== 1 || x.backends[0] !== expect(x.sourceAddress, x.sourcePort)).length;
   c.check(wrong === 0, 'each was answered all along by the backend the Maglev table names (computed from the config)', `${wrong} differ`);
-  const http = readJson(need(f, 'http-json'));
-  const bad = http.records.filter((x: any) => !x.ok);
+  const http = readClientJson(need(f, 'http-json'), 'http');
+  const bad = http.records.filter((x) => !x.ok);
   c.check(
     http.records.length > 0 && bad.length === 0,
     `zero failed requests out of ${http.records.length} new connections during the restart`,
-    `${bad.length} failed; ${fmtCounts(countBy(bad, (x: any) => x.error ?? '?'))}`,
+    `${bad.length} failed; ${fmtCounts(countBy(bad, (x) => x.error ?? '?'))}`,
   );
-  const wrongHttp = http.records.filter((x: any) => x.ok && x.backend !== expect(x.sourceAddress, x.sourcePort)).length;
+  const wrongHttp = http.records.filter((x) => x.ok && x.backend !== expect(x.sourceAddress, x.sourcePort)).length;
   c.check(wrongHttp === 0, 'and each reached the backend the Maglev table names', `${wrongHttp} differ`);
 
   // 4. the restarted MUX: an empty flow table, yet it carried connections opened before its restart

@@ -28,6 +28,7 @@ import { ICMP_DEST_UNREACH } from '../../../shared/icmp.js';
 import { FlowTable } from '../../../mux/flow-table.js';
 import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../../../runtime/pcap-port.js';
 import { expectedBackend, readJson } from './bgp.js';
+import { readClientJson } from '../../lab/client.js';
 import {
   Checks,
   countBy,
@@ -449,18 +450,8 @@ export function verifySynFlood(argv: readonly string[]): Checks {
   );
 
   // ---- 3. the established connections
-  const hold = readJson(need(f, 'hold-json'));
-  const recs: {
-    ok: boolean;
-    error: string | null;
-    backends: string[];
-    sourceAddress: string;
-    sourcePort: number;
-    startMs: number;
-    endMs: number;
-    requests: number;
-    answered: number;
-  }[] = hold.records;
+  const hold = readClientJson(need(f, 'hold-json'), 'hold');
+  const recs = hold.records;
   const failed = recs.filter((r) => !r.ok);
   c.check(
     recs.length === 200 && failed.length === 0,
@@ -569,9 +560,9 @@ export function verifySynFlood(argv: readonly string[]): Checks {
     e !== undefined && tableChanges.some((us) => us >= e.firstUs - 100_000 && us <= e.lastUs + 100_000);
 
   // ---- 5. the new connections
-  const http = readJson(need(f, 'http-json'));
+  const http = readClientJson(need(f, 'http-json'), 'http');
   const hs = http.summary;
-  const hrecs: { ok: boolean; error: string | null; sourceAddress: string; sourcePort: number; backend: string | null }[] = http.records;
+  const hrecs = http.records;
   const hf = hrecs.filter((r) => !r.ok);
   const explained = hf.filter((r) => changedDuring(conns.get(`${r.sourceAddress}:${r.sourcePort}`)));
   c.check(

@@ -3,8 +3,8 @@
 // backend while different clients spread.
 // Usage: node verify.js udp-modes --run RUNDIR --vip ADDR --five PORT --three PORT --two PORT
 //        --five-json F --three-json F --two-json F --single-source ADDR
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { readClientRecordsOf } from '../../lab/client.js';
 import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields } from './check.js';
 
 interface UdpRecord {
@@ -14,21 +14,13 @@ interface UdpRecord {
   backend: string | null;
 }
 
+/** The flows of a lab client udp run (client.js udp --json FILE; a source port it never learnt is -1). */
 function readUdpRecords(path: string): UdpRecord[] {
-  const text = readFileSync(path, 'utf8').trim();
-  const raw: any[] = text.startsWith('[')
-    ? JSON.parse(text)
-    : text.startsWith('{') && !text.includes('\n{')
-      ? (JSON.parse(text).records ?? JSON.parse(text).flows ?? [])
-      : text
-          .split('\n')
-          .filter(Boolean)
-          .map((l) => JSON.parse(l));
-  return raw.map((r) => ({
-    source: String(r.source ?? r.sourceAddress ?? r.localAddress ?? r.src ?? ''),
-    localPort: Number(r.localPort ?? r.sourcePort ?? r.port),
-    ok: r.ok ?? !r.error,
-    backend: (r.backend ?? r.answer ?? null)?.toString().trim().split(' ')[0] || null,
+  return readClientRecordsOf(path, 'udp').map((r) => ({
+    source: r.sourceAddress ?? '',
+    localPort: r.sourcePort ?? -1,
+    ok: r.ok,
+    backend: r.backend?.trim() || null,
   }));
 }
 

@@ -16,6 +16,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseIpAddr } from '../../../shared/addr.js';
 import { readPolls } from './bgp.js';
+import { readClientJson, readClientRecordsOf } from '../../lab/client.js';
 import { Checks, flagsOf, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
 
 const SYN = 0x02;
@@ -156,9 +157,7 @@ export function verifyVipApi(argv: readonly string[]): Checks {
       `${lateSyns.length} SYNs after the withdrawal, ${lateAnswered.length} answered`,
     );
     const pollFile = join(run, `poll-${p.index}.json`);
-    const recs = existsSync(pollFile)
-      ? (JSON.parse(readFileSync(pollFile, 'utf8')) as { records: { ok: boolean; backend: string | null }[] }).records
-      : [];
+    const recs = existsSync(pollFile) ? readClientRecordsOf(pollFile, 'http') : [];
     const ok = recs.filter((r) => r.ok);
     const pool = new Set(config.pools.find((x) => x.name === 'web')?.backends.map((b) => b.nic) ?? []);
     c.check(
@@ -222,11 +221,7 @@ export function verifyVipApi(argv: readonly string[]): Checks {
   const files = need(f, 'existing').split(',');
   const statuses = need(f, 'existing-status').split(',');
   files.forEach((file, i) => {
-    const j = JSON.parse(readFileSync(file, 'utf8')) as {
-      target: string;
-      summary: { requests?: number; ok?: number; failed: number };
-      records: { ok: boolean }[];
-    };
+    const j = readClientJson(file, 'http');
     const failed = j.records.filter((r) => !r.ok).length;
     c.check(
       statuses[i] === '0' && failed === 0 && j.summary.failed === 0 && j.records.length >= 100,
