@@ -50,8 +50,7 @@ import {
 } from '../shared/checksum.js';
 import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
 import { EW_HOST_COUNTER_NAMES } from './east-west-counters.js';
-import { eastWestOut4, eastWestOut6, isEwReply4, isEwReply6, newEwState, redirectIn, type EwState } from './east-west.js';
-import { REDIRECT_PORT } from '../shared/redirect.js';
+import { eastWestOut4, eastWestOut6, newEwState, notVipOfNic4, notVipOfNic6, notVxlan4, type EwState } from './east-west.js';
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
@@ -408,10 +407,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     l4 = l3 + hl;
     const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
     if (un < 0) return codecDrop(ctx, ctx.inUdpDrop, un);
-    if (ctx.udp.dstPort !== ctx.vxlanPort) {
-      if (ctx.udp.dstPort === REDIRECT_PORT) return redirectIn(frame, l4, l4 + ctx.udp.length, ip.src, ctx);
-      return drop(ctx, C.drop_in_not_vxlan);
-    }
+    if (ctx.udp.dstPort !== ctx.vxlanPort) return notVxlan4(frame, l4, ip.src, ctx); // a Fastpath redirect, or a drop
     const pi = t.peerIndex4.get(ip.src);
     if (pi === undefined) return drop(ctx, C.drop_in_unknown_source);
     peer = pi;
@@ -513,11 +509,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + ip.totalLength;
-  if (nic.addr4 < 0 || !nic.vips4.has(dst)) {
-    if (dst === nic.addr4 && isEwReply4(ctx, ip.src, nic)) return pEnd; // an internal VIP's reply (docs/east-west.md)
-    drop(ctx, C.drop_in_not_vip_of_vni);
-    return -1;
-  }
+  if (nic.addr4 < 0 || !nic.vips4.has(dst)) return notVipOfNic4(ctx, dst, ip.src, nic, pEnd); // an internal VIP's reply, or a drop
   const fragment = isIpv4Fragment(ip);
   if (proto === IPPROTO_ICMP && !fragment) return icmpErrorIn4(frame, l3, l4, pEnd, dst, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
@@ -557,11 +549,7 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const pEnd = l3 + 40 + ip.payloadLength;
-  if (nic.addr6 === null || !hasVip6(nic, ip.dst)) {
-    if (nic.addr6 !== null && ipv6Equal(ip.dst, nic.addr6) && isEwReply6(ctx, ip.src, nic)) return pEnd;
-    drop(ctx, C.drop_in_not_vip_of_vni);
-    return -1;
-  }
+  if (nic.addr6 === null || !hasVip6(nic, ip.dst)) return notVipOfNic6(ctx, nic, pEnd); // an internal VIP's reply, or a drop
   const fragment = isIpv6Fragment(ip);
   if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return icmpErrorIn6(frame, l3, l4, pEnd, nic, ctx);
   if (fragment) ctx.counters.values[C.fragments]!++;
@@ -787,7 +775,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
-  if (rule === undefined || rule.internal) return eastWestOut4(frame, l3, l4, end, nic, rule, ctx);
+  if (rule === undefined) return eastWestOut4(frame, l3, nic, ctx); // east-west (docs/east-west.md), or not_lb_reply
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
   natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
   ctx.lastRule = rule;
@@ -819,7 +807,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
-  if (rule === undefined || rule.internal) return eastWestOut6(frame, l3, l4, end, nic, rule, ctx);
+  if (rule === undefined) return eastWestOut6(frame, l3, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
   ctx.lastRule = rule;

@@ -17,6 +17,7 @@ import { TCP_FIN, TCP_RST } from '../shared/tcp.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4 } from '../shared/vxlan.js';
 import {
   REDIRECT_MAC_LEN,
+  REDIRECT_PORT,
   REDIRECT_SIGNED_LEN,
   newRedirect,
   parseRedirect,
@@ -26,7 +27,7 @@ import {
 } from '../shared/redirect.js';
 import { FLOW_FASTPATH, FLOW_TO_MUX, HostFlowTable, flowAction, flowKind } from './flow-table.js';
 import { macKeyOf, type EwTarget, type EwVip } from './east-west-tables.js';
-import { macKey, type HostNic, type NatRule } from './tables.js';
+import { macKey, type HostNic } from './tables.js';
 import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, type HostContext } from './data-plane.js';
 
 /** ctx.outPort value: outBuf[outOff .. outOff + outLen) is a whole Ethernet frame for the fabric interface. */
@@ -81,22 +82,18 @@ export function newEwState(maxFastpathFlows = DEFAULT_MAX_FASTPATH_FLOWS): EwSta
 // Out of a VM's port
 
 /**
- * A frame from `nic`'s port whose ports are in ctx.ports and that is no public DSR reply (`rule` is the
- * outbound rule of its source port: undefined, or an internal VIP's). Returns a verdict.
+ * A frame from `nic`'s port (IPv4 header in ctx.ip4, ports in ctx.ports) that is no public DSR reply: to
+ * an internal VIP, or a DIP's reply under an internal VIP's rule (nic.ewOutbound). Returns a verdict. Kept
+ * out of the data plane's hot functions (their size decides what V8 inlines): they only call it.
  */
-export function eastWestOut4(
-  frame: Uint8Array,
-  l3: number,
-  l4: number,
-  end: number,
-  nic: HostNic,
-  rule: NatRule | undefined,
-  ctx: HostContext,
-): number {
+export function eastWestOut4(frame: Uint8Array, l3: number, nic: HostNic, ctx: HostContext): number {
   const C = ctx.counters.index;
   const ew = ctx.tables.ew;
   const ip = ctx.ip4;
   const proto = ip.protocol;
+  const l4 = l3 + ip.headerLen;
+  const end = l3 + ip.totalLength;
+  const rule = nic.ewOutbound.get(((4 << 24) | (proto << 16) | ctx.ports.srcPort) >>> 0);
   const vip = ew.vips4.get(ip.dst);
   if (vip !== undefined || (rule !== undefined && rule.internal)) {
     if (isIpv4Fragment(ip)) return drop(ctx, C.drop_out_ew_fragment); // east-west carries no fragments (README "Limits")
@@ -141,19 +138,14 @@ export function eastWestOut4(
   return drop(ctx, C.drop_out_not_lb_reply);
 }
 
-export function eastWestOut6(
-  frame: Uint8Array,
-  l3: number,
-  l4: number,
-  end: number,
-  nic: HostNic,
-  rule: NatRule | undefined,
-  ctx: HostContext,
-): number {
+export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: HostContext): number {
   const C = ctx.counters.index;
   const ew = ctx.tables.ew;
   const ip = ctx.ip6;
   const proto = ip.protocol;
+  const l4 = l3 + ip.headerLen;
+  const end = l3 + 40 + ip.payloadLength;
+  const rule = nic.ewOutbound.get(((6 << 24) | (proto << 16) | ctx.ports.srcPort) >>> 0);
   const vip = findVip6(ew.vips6, ip.dst);
   if (vip !== undefined || (rule !== undefined && rule.internal)) {
     if (ip.hasFragment) return drop(ctx, C.drop_out_ew_fragment);
@@ -335,6 +327,27 @@ function encap4(
 
 // ---------------------------------------------------------------------------------------------
 // Into a VM's port
+
+/** UDP to our PA that is not VXLAN: a Fastpath redirect, or drop_in_not_vxlan. */
+export function notVxlan4(frame: Uint8Array, l4: number, src: number, ctx: HostContext): number {
+  if (ctx.udp.dstPort === REDIRECT_PORT) return redirectIn(frame, l4, l4 + ctx.udp.length, src, ctx);
+  return drop(ctx, ctx.counters.index.drop_in_not_vxlan);
+}
+
+/** An inner IPv4 packet whose destination is no VIP of the nic: a reply from an internal VIP to the nic (its end), or -1 after the drop. */
+export function notVipOfNic4(ctx: HostContext, dst: number, src: number, nic: HostNic, end: number): number {
+  if (dst === nic.addr4 && nic.addr4 >= 0 && isEwReply4(ctx, src, nic)) return end;
+  drop(ctx, ctx.counters.index.drop_in_not_vip_of_vni);
+  return -1;
+}
+
+/** The same for IPv6 (addresses in ctx.ip6). */
+export function notVipOfNic6(ctx: HostContext, nic: HostNic, end: number): number {
+  const ip = ctx.ip6;
+  if (nic.addr6 !== null && ipv6Equal(ip.dst, nic.addr6) && isEwReply6(ctx, ip.src, nic)) return end;
+  drop(ctx, ctx.counters.index.drop_in_not_vip_of_vni);
+  return -1;
+}
 
 /** A packet from `src` to the nic's own address: a reply from an internal VIP of the nic's network? */
 export function isEwReply4(ctx: HostContext, src: number, nic: HostNic): boolean {

@@ -46,8 +46,10 @@ export interface HostNic {
   readonly addr6: Uint32Array | null;
   /** (protocol << 16 | frontendPort) -> rules (one per VIP using that port toward this nic). */
   readonly inbound: Map<number, NatRule[]>;
-  /** (family << 24 | protocol << 16 | backendPort) -> the one rule whose replies these are. */
+  /** (family << 24 | protocol << 16 | backendPort) -> the one rule whose replies these are (public VIPs: DSR). */
   readonly outbound: Map<number, NatRule>;
+  /** The same for internal VIPs: their replies go back over the overlay (host-agent/east-west.ts), never by DSR. */
+  readonly ewOutbound: Map<number, NatRule>;
   /** VIPs (IPv4, uint32) served by this nic, for non-first fragments (which carry no port). */
   readonly vips4: Set<number>;
   readonly vips6: IpAddr[];
@@ -139,6 +141,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
       addr6: n.address6 ? n.address6.words : null,
       inbound: new Map(),
       outbound: new Map(),
+      ewOutbound: new Map(),
       vips4: new Set(),
       vips6: [],
       fragmentVip: new Map(),
@@ -174,7 +177,8 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
           const list = nic.inbound.get(ik) ?? [];
           list.push(rule);
           nic.inbound.set(ik, list);
-          nic.outbound.set(((v.address.family << 24) | (proto << 16) | r.backendPort) >>> 0, rule);
+          (rule.internal ? nic.ewOutbound : nic.outbound).set(((v.address.family << 24) | (proto << 16) | r.backendPort) >>> 0, rule);
+          if (rule.internal) continue; // east-west carries no fragments: no DSR fragment VIP
           const fk = (v.address.family << 8) | proto;
           const prev = nic.fragmentVip.get(fk);
           if (prev === undefined) nic.fragmentVip.set(fk, v.address);

@@ -39,7 +39,7 @@ import type { FlowTableConfig } from '../shared/config.js';
 import { FlowTable, type FlowLimit } from './flow-table.js';
 import { foldV6, type MuxNic, type MuxRule, type MuxTables, type MuxVip } from './tables.js';
 import { EW_MUX_COUNTER_NAMES } from './east-west-counters.js';
-import { fromHost4, newMuxEwState, type MuxEwState } from './east-west.js';
+import { newMuxEwState, notVip4, type MuxEwState } from './east-west.js';
 
 export const VERDICT_DROP = 0;
 /** ctx.out[0 .. outLen) is a VXLAN frame for ctx.lastNic's host. */
@@ -296,7 +296,7 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   // RFC 791 3.1: a header with a wrong checksum is discarded
   if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_ipv4_bad_checksum);
   const vip = ctx.tables.vips4.get(ip.dst);
-  if (vip === undefined) return ip.dst === ctx.localPa4 ? fromHost4(frame, l3, hl, ctx) : drop(ctx, C.drop_not_vip);
+  if (vip === undefined) return notVip4(frame, l3, hl, ctx); // VXLAN from a host (east-west), or not_vip
   const proto = ip.protocol;
   const fragment = isIpv4Fragment(ip);
   const l4 = l3 + hl;

@@ -99,6 +99,14 @@ export function newMuxEwState(): MuxEwState {
   return { mac: null, unixS: 0, out: new Uint8Array(14 + 20 + 8 + REDIRECT_LEN), outLen: 0, r: newRedirect() };
 }
 
+/**
+ * IPv4 to no VIP: VXLAN from a host to the MUX's own PA, or drop_not_vip. Kept out of processIpv4 (its
+ * size decides what V8 inlines into it): it only calls this.
+ */
+export function notVip4(frame: Uint8Array, l3: number, hl: number, ctx: MuxContext): number {
+  return ctx.ip4.dst === ctx.localPa4 ? fromHost4(frame, l3, hl, ctx) : drop(ctx, ctx.counters.index.drop_not_vip);
+}
+
 /** VXLAN to the MUX's own IPv4 PA (the outer header parsed in ctx.ip4, `hl` its length). */
 export function fromHost4(frame: Uint8Array, l3: number, hl: number, ctx: MuxContext): number {
   const C = ctx.counters.index;
