@@ -37,10 +37,15 @@ slbx_install_packages() {
   echo 'wireshark-common wireshark-common/install-setuid boolean false' | debconf-set-selections 2>/dev/null || true
   apt-get update -q >/dev/null || { slbx_log 'apt-get update failed'; return 1; }
   apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null || { slbx_log "apt-get install ${missing[*]} failed"; return 1; }
-  # Debian starts a system-wide prometheus (root namespace, :9090) on install; the lab runs its own
-  if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null && systemctl is-system-running >/dev/null 2>&1; then
-    systemctl disable --now prometheus >/dev/null 2>&1 || slbx_log 'could not stop the system prometheus service (the lab does not need it)'
-  fi
+  # Debian starts a system-wide prometheus (root namespace, :9090) and etcd (127.0.0.1:2379) on install
+  # where systemd runs; the lab and the tests run their own, so the services this install started stop
+  local pkg svc
+  for pkg in prometheus:prometheus etcd-server:etcd; do
+    svc=${pkg#*:}
+    [[ " ${missing[*]} " == *" ${pkg%%:*} "* ]] || continue
+    command -v systemctl >/dev/null && systemctl is-active --quiet "$svc" 2>/dev/null || continue
+    systemctl disable --now "$svc" >/dev/null 2>&1 || slbx_log "could not stop the system $svc service (slbx does not need it)"
+  done
 }
 
 slbx_npm_install() {
