@@ -69,6 +69,13 @@ show_latency() {
 # NICS: every MUX's candidates are NICS; prints the time it took (ms) or fails after BOUND_S
 wait_band() { hc_wait_mux_candidates web/http80 "$1" "${2:-$BOUND_S}"; }
 
+# The kernel picks each flow's source port, so a phase can reuse a 5-tuple of the phase before; each
+# such flow lives on in the MUXes' untrusted table (one datagram each: untrustedTimeoutS, 5 s by
+# default) and rightly keeps its old backend, which is not a new flow of this phase (a fresh-root run
+# counted 1 of 500 "priority" flows at h1vm2 that way). Wait that long before a phase that follows
+# another.
+old_flows_gone() { sleep 6; }
+
 # every new flow from its own source port, from 32 client addresses; phases are told apart by time
 phase() {  # NAME SOURCES FLOWS EXPECT...
   local name=$1 src=$2 n=$3 t0
@@ -96,12 +103,14 @@ hc_ctl backend set web h1vm1 --weight 3 --wait >/dev/null
 hc_ctl backend set web h1vm2 --weight 7 --wait >/dev/null
 wait_band h1vm1,h1vm2 >/dev/null || rc=1
 show_latency
+old_flows_gone
 phase band 198.51.100.10-198.51.100.41 "$FLOWS" split=h1vm1:30,h1vm2:70,tol:3 none=h2vm1
 
 lab_delay_set h1vm1 host1 60
 took=$(wait_band h1vm2) || { took=timeout; rc=1; }
 printf '[sc28] h1vm1 at 60 ms: every MUX dropped it from the band after %s ms (bound %s s)\n' "$took" "$BOUND_S"
 show_latency
+old_flows_gone
 phase moved 198.51.100.10-198.51.100.41 "$SMALL" only=h1vm2
 # the held connections end now (they span the change by construction), and must all have completed
 touch "$LAB_DIR/hold-end"
@@ -111,6 +120,7 @@ cat "$LAB_DIR/hold.out"
 hc_ctl backend set web h1vm1 --priority 2 --wait >/dev/null
 hc_ctl backend set web h1vm2 --priority 2 --wait >/dev/null
 wait_band h2vm1 >/dev/null || rc=1
+old_flows_gone
 phase priority 198.51.100.10-198.51.100.41 "$SMALL" only=h2vm1
 
 hc_ctl backend set web h1vm1 --priority 1 --wait >/dev/null
@@ -121,6 +131,7 @@ lab_backend_stop h1vm2 http
 hc_wait_probes host1 h1vm2 down 30 || rc=1
 wait_band h2vm1 >/dev/null || rc=1
 show_latency
+old_flows_gone
 phase unhealthy 198.51.100.10-198.51.100.41 "$SMALL" only=h2vm1
 lab_backend_start h1vm2 http
 
