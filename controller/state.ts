@@ -36,6 +36,15 @@ import {
 /** Generations kept in the state's history (GET /v1/generations). */
 export const HISTORY_MAX = 200;
 
+/** Writes stored together at most (one store write; each keeps its own generation in the history). */
+export const BATCH_MAX = 100;
+
+interface Queued {
+  f: () => Maybe<unknown>;
+  resolve: (v: unknown) => void;
+  reject: (e: unknown) => void;
+}
+
 export interface Policy {
   stateId: string;
   generation: number;
@@ -82,8 +91,13 @@ export class ControllerState {
   private s: StoredState;
   private validated: SlbxConfig;
   private readonly listeners = new Set<(generation: number) => void>();
-  /** The *Async writes, one at a time: each is computed from the state the previous one left. */
-  private queue: Promise<unknown> = Promise.resolve();
+  /** The *Async writes not yet taken into a batch, in arrival order. */
+  private waiting: Queued[] = [];
+  /** A batch is being computed or saved. */
+  private flushing = false;
+  /** While a batch is computed: persist() only notes that the store must be written (batch(), below). */
+  private staging = false;
+  private stagedDirty = false;
 
   private constructor(
     /** Where the state lives (the state file's path, or the etcd store's etcd://...). */
@@ -260,10 +274,69 @@ export class ControllerState {
     return this.enqueue(() => this.reportHealthAny(host, results, atMs));
   }
 
+  /**
+   * Group commit: the *Async writes that arrive while one store write is under way wait, then are
+   * computed one after the other (each from the state the one before left, each its own generation,
+   * all synchronously, so nobody sees a state between them) and stored in ONE store write (one etcd
+   * transaction); each is answered only after that write is confirmed, or fails with it. A change is
+   * thus never acknowledged before it is stored, and the store's round trip is paid once per batch
+   * rather than once per change (docs/controller.md, "Changes per second").
+   */
   private enqueue<T>(f: () => Maybe<T>): Promise<T> {
-    const p = this.queue.then(f);
-    this.queue = p.catch(() => undefined);
-    return p;
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.push({ f, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    try {
+      while (this.waiting.length > 0) await this.batch(this.waiting.splice(0, BATCH_MAX));
+    } finally {
+      this.flushing = false;
+    }
+  }
+
+  private async batch(items: Queued[]): Promise<void> {
+    const base = this.s;
+    const baseValidated = this.validated;
+    const done: { q: Queued; v: unknown }[] = [];
+    this.staging = true;
+    this.stagedDirty = false;
+    try {
+      for (const q of items) {
+        try {
+          const v = q.f();
+          if (v instanceof Promise) throw new Error('a staged write returned a promise');
+          done.push({ q, v });
+        } catch (e) {
+          q.reject(e);
+        }
+      }
+    } finally {
+      this.staging = false;
+    }
+    const next = this.s;
+    const nextValidated = this.validated;
+    if (!this.stagedDirty || next === base) {
+      for (const d of done) d.q.resolve(d.v);
+      return;
+    }
+    // the batch's state is not installed (not served, not told) until the store confirmed it
+    this.s = base;
+    this.validated = baseValidated;
+    try {
+      await this.persistNow(next, base);
+    } catch (e) {
+      for (const d of done) d.q.reject(e);
+      return;
+    }
+    // a follower's learn() may have adopted this very state from etcd meanwhile: install ours (same content)
+    this.s = next;
+    this.validated = nextValidated;
+    if (next.generation !== base.generation) this.tell(next.generation);
+    for (const d of done) d.q.resolve(d.v);
   }
 
   /** The result of a synchronous store's write (the file store); an asynchronous store needs the *Async methods. */
@@ -333,7 +406,7 @@ export class ControllerState {
     return then(this.persist(s), () => {
       this.s = s;
       this.validated = validated;
-      this.tell(generation);
+      if (!this.staging) this.tell(generation);
     });
   }
 
@@ -347,14 +420,25 @@ export class ControllerState {
     }
   }
 
-  /** Saves `s`, the state that follows the current one; nothing changes here when it fails. */
+  /**
+   * Saves `s`, the state that follows the current one; nothing changes here when it fails. Inside a
+   * batch it only notes that the batch must be stored (the batch stores its last state once).
+   */
   private persist(s: StoredState): Maybe<void> {
+    if (this.staging) {
+      this.stagedDirty = true;
+      return;
+    }
+    return this.persistNow(s, this.s);
+  }
+
+  private persistNow(s: StoredState, base: StoredState): Maybe<void> {
     const fail = (e: unknown): never => {
       if (e instanceof ApiError) throw e; // the store said why (a replica: 503, not the leader)
       throw new ApiError(500, `the state could not be saved (${(e as Error).message}); nothing was changed`);
     };
     try {
-      const r = this.store.save(s, this.s);
+      const r = this.store.save(s, base);
       return r instanceof Promise ? r.catch(fail) : r;
     } catch (e) {
       return fail(e);

@@ -19,6 +19,7 @@ import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
 import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_HOLD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
+import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 import { createSocket, type Socket } from 'node:dgram';
 import {
@@ -125,6 +126,8 @@ export class HostDaemon {
   private batchCounted = { fabric: 0, raw4: 0, raw6: 0 };
   /** Health probes of the local nics, through their ports (host-agent/prober.ts). */
   readonly prober: Prober;
+  /** Per nic: frames delivered to its port, replies sent by DSR (host-agent/traffic-counters.ts). */
+  readonly traffic: HostTrafficCounters;
   /** Latency echo answers (docs/latency.md): one UDP socket per underlay family, bound to our PA. */
   private echo4: Socket | null = null;
   private echo6: Socket | null = null;
@@ -144,6 +147,7 @@ export class HostDaemon {
       tables.nics.map(() => new Uint8Array(6)),
       readInterface(o.iface)?.mtu ?? DSR_MTU_UNKNOWN,
     );
+    this.traffic = new HostTrafficCounters(tables.nics);
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -443,7 +447,12 @@ export class HostDaemon {
       ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
       return;
     }
-    // in_delivered counted the verdict; a send the kernel refuses is counted here
+    // in_delivered counted the verdict, and the nic's slot counts it (host-agent/traffic-counters.ts); a
+    // send the kernel refuses is counted here
+    const t = this.traffic.delivered;
+    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
+    t[k]!++;
+    t[k + 1]! += ctx.outLen;
     if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
   }
 
@@ -530,6 +539,10 @@ export class HostDaemon {
     const cv = ctx.counters.values;
     const C = ctx.counters.index;
     if (ctx.outPort === OUT_DSR) {
+      const t = this.traffic.dsr; // the replying nic's slot (host-agent/traffic-counters.ts)
+      const k = port * HOST_TRAFFIC_STRIDE;
+      t[k]!++;
+      t[k + 1]! += ctx.outLen;
       const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
       if (raw === null) cv[C.send_error_dsr_unavailable]!++;
       else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
@@ -620,6 +633,7 @@ export class HostDaemon {
     // process: cap's close() stops its uv_poll handle without uv_close(), and its destructor frees it.)
     for (let i = 0; i < ports.length; i++) ports[i]!.index = i;
     this.ports = ports;
+    this.traffic.remap(tables.nics);
     this.ctx = ctx;
     this.config = config;
     this.vxlanSocket?.setSources(vxlanSources(config, this.name));
@@ -695,6 +709,8 @@ export class HostDaemon {
         lastError: this.echoError ?? undefined,
       },
       counters: this.ctx.counters.snapshot(),
+      // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
+      backends: this.traffic.backends(),
     };
   }
 }

@@ -1,5 +1,6 @@
-// GET /metrics of the host agent (docs/metrics.md): the data plane's counters, the backends' ports and
-// their health probes, all read at scrape time. Nothing here runs per packet.
+// GET /metrics of the host agent (docs/metrics.md): the data plane's counters, per backend the frames
+// delivered and the replies sent by DSR, the backends' ports and their health probes, all read at scrape
+// time. Nothing here runs per packet.
 import { PromWriter, writeCounterFamilies } from '../shared/prom-text.js';
 import type { HostDaemon } from './daemon.js';
 
@@ -26,6 +27,26 @@ export function writeHostMetrics(d: HostDaemon): PromWriter {
   w.add('slbx_host_ready', 'gauge', 'The daemon serves traffic (GET /status ready).', {}, st.ready === true ? 1 : 0);
   w.add('slbx_host_tables_generation', 'gauge', "The host agent's own table generation.", {}, Number(st.generation));
   writeCounterFamilies(w, 'slbx_host', d.counters(), DIRECTIONS);
+
+  w.family(
+    'slbx_host_backend_delivered_packets_total',
+    'counter',
+    "Frames the host agent NATed and handed to a backend's port, by backend (nic).",
+  );
+  w.family('slbx_host_backend_delivered_bytes_total', 'counter', 'Bytes of those frames (the inner Ethernet frames).');
+  w.family(
+    'slbx_host_backend_dsr_packets_total',
+    'counter',
+    "A backend's replies rewritten to the VIP and sent to the router (direct server return).",
+  );
+  w.family('slbx_host_backend_dsr_bytes_total', 'counter', 'Bytes of those replies (IP packets).');
+  for (const b of d.traffic.backends()) {
+    const l = { backend: b.backend };
+    w.sample('slbx_host_backend_delivered_packets_total', l, b.deliveredPackets);
+    w.sample('slbx_host_backend_delivered_bytes_total', l, b.deliveredBytes);
+    w.sample('slbx_host_backend_dsr_packets_total', l, b.dsrPackets);
+    w.sample('slbx_host_backend_dsr_bytes_total', l, b.dsrBytes);
+  }
 
   w.family('slbx_host_port_open', 'gauge', "1 when the backend's port (its veth) is open for delivery.");
   for (const p of (st.ports ?? []) as { nic: string; open: boolean }[]) w.sample('slbx_host_port_open', { backend: p.nic }, p.open ? 1 : 0);

@@ -23,6 +23,7 @@ import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_RE
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
 import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
+import { MuxTrafficCounters, TRAFFIC_STRIDE, type BackendTraffic } from './traffic-counters.js';
 
 const CLOCK_TICK_MS = 250;
 
@@ -111,11 +112,8 @@ export class MuxDaemon {
   private awaitingPolicy: boolean;
   internalErrors = 0;
   lastInternalError = '';
-  /**
-   * Per backend, by nic id (stable for the process's life): [2 id] frames the data plane forwarded to it,
-   * [2 id + 1] their bytes (the VXLAN frames). Read by GET /metrics; grown when a config adds nics.
-   */
-  private nicCounts = new Float64Array(0);
+  /** Per backend (nic id) and per (VIP, rule) slot: packets, bytes, new flows (mux/traffic-counters.ts). */
+  readonly traffic = new MuxTrafficCounters();
 
   constructor(o: MuxDaemonOptions) {
     this.name = o.name;
@@ -129,7 +127,7 @@ export class MuxDaemon {
       onSamples: () => this.onLatencySamples(),
     });
     this.ctx = this.newContext(o.config, compileMuxTables(o.config, this.measured(this.health), null, this.generation));
-    this.growNicCounts();
+    this.traffic.grow(this.ctx.tables);
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -280,6 +278,7 @@ export class MuxDaemon {
    */
   onFrame(frame: Buffer, len: number): void {
     const ctx = this.ctx;
+    const flowNew = ctx.counters.values[ctx.counters.index.flow_new]!;
     let v: number;
     try {
       v = processPacket(frame, len, ctx);
@@ -295,9 +294,17 @@ export class MuxDaemon {
     if (v === VERDICT_FORWARD) {
       const path = this.sendPathCode;
       const n = ctx.outLen;
-      const k = ctx.lastNic!.id * 2;
-      this.nicCounts[k]!++;
-      this.nicCounts[k + 1]! += n;
+      // per backend and per rule: packets, bytes, new flows (flow_new moved: docs/metrics.md)
+      const t = this.traffic;
+      const nf = cv[C.flow_new] === flowNew ? 0 : 1;
+      const k = ctx.lastNic!.id * TRAFFIC_STRIDE;
+      t.nic[k]!++;
+      t.nic[k + 1]! += n;
+      t.nic[k + 2]! += nf;
+      const r = ctx.lastRule!.slot * TRAFFIC_STRIDE;
+      t.rule[r]!++;
+      t.rule[r + 1]! += len;
+      t.rule[r + 2]! += nf;
       let failed: number;
       if (path === 0) {
         if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;
@@ -459,7 +466,7 @@ export class MuxDaemon {
       this.ctx = this.newContext(config, tables);
       this.ctx.counters.values.set(counters);
     }
-    this.growNicCounts();
+    this.traffic.grow(tables);
     this.config = config;
     this.health = health;
     if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
@@ -526,31 +533,14 @@ export class MuxDaemon {
       counters: this.ctx.counters.snapshot(),
       // per backend: frames and bytes forwarded to it (slbctl top reads them from the heartbeats)
       backends: this.backendCounts(),
+      // per (VIP, rule): frames forwarded under it, their bytes as captured, new flows
+      rules: this.traffic.rules(this.ctx.tables),
     };
   }
 
-  /** Keeps nicCounts as long as the id space of the tables (ids are never reused, so counts carry over). */
-  private growNicCounts(): void {
-    const need = this.ctx.tables.nicIds.size * 2;
-    if (this.nicCounts.length >= need) return;
-    const next = new Float64Array(need);
-    next.set(this.nicCounts);
-    this.nicCounts = next;
-  }
-
-  /** Per backend ever configured: frames and bytes forwarded to it (GET /metrics). */
-  backendCounts(): { backend: string; vni: number | null; packets: number; bytes: number }[] {
-    const t = this.ctx.tables;
-    const out: { backend: string; vni: number | null; packets: number; bytes: number }[] = [];
-    for (const [name, id] of t.nicIds) {
-      out.push({
-        backend: name,
-        vni: t.nicsById[id]?.vni ?? null,
-        packets: this.nicCounts[id * 2] ?? 0,
-        bytes: this.nicCounts[id * 2 + 1] ?? 0,
-      });
-    }
-    return out;
+  /** Per backend ever configured: frames and bytes forwarded to it, new flows placed on it (GET /metrics). */
+  backendCounts(): BackendTraffic[] {
+    return this.traffic.backends(this.ctx.tables);
   }
 
   /** The BGP speakers' and BFD sessions' status (docs/bgp.md), or null without BGP. */

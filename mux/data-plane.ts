@@ -163,6 +163,8 @@ export interface MuxContext {
   lastDrop: number;
   /** After VERDICT_FORWARD: the chosen nic. */
   lastNic: MuxNic | null;
+  /** After VERDICT_FORWARD: the rule the packet fell under (the daemon counts per rule slot). */
+  lastRule: MuxRule | null;
   ipId: number;
   icmpTokens: number;
   icmpRefillS: number;
@@ -229,6 +231,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     outLen: 0,
     lastDrop: -1,
     lastNic: null,
+    lastRule: null,
     ipId: 0,
     icmpTokens: ICMP_RATE_PER_S,
     icmpRefillS: 0,
@@ -274,6 +277,7 @@ export function processPacket(frame: Uint8Array, len: number, ctx: MuxContext): 
   c[C.rx_bytes]! += len;
   ctx.lastDrop = -1;
   ctx.lastNic = null;
+  ctx.lastRule = null;
   if (len > frame.length) len = frame.length;
   const eth = ctx.eth;
   const l3 = readEtherType(frame, 0, eth, len); // the MACs are not needed
@@ -382,6 +386,7 @@ function icmpError4(frame: Uint8Array, l3: number, l4: number, end: number, vip:
   const cport = readU16(frame, qoff + qhl + 2);
   const rule = vip.rules.get((proto << 16) | fport);
   if (rule === undefined) return drop(ctx, C.drop_no_rule);
+  ctx.lastRule = rule;
   // the flow it belongs to: client:port -> VIP:frontendPort
   const client = q.dst;
   const flowHash = hashFlowV4(client, q.src, proto, cport, fport, 5, ctx.hashSeed);
@@ -418,6 +423,7 @@ function icmpError6(frame: Uint8Array, l3: number, l4: number, end: number, vip:
   const cport = readU16(frame, qoff + qhl + 2);
   const rule = vip.rules.get((proto << 16) | fport);
   if (rule === undefined) return drop(ctx, C.drop_no_rule);
+  ctx.lastRule = rule;
   const flowHash = hashFlowV6(q.dst, 0, q.src, 0, proto, cport, fport, 5, ctx.hashSeed);
   setKey6(ctx.flows6, q.dst, q.src, proto, cport, fport);
   const nic = peekOrHash(
@@ -531,7 +537,7 @@ export function findRule(
       drop(ctx, C.drop_fragment_no_rule);
       return null;
     }
-    return rule;
+    return (ctx.lastRule = rule);
   }
   if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) {
     drop(ctx, C.drop_no_rule);
@@ -548,7 +554,7 @@ export function findRule(
     drop(ctx, C.drop_no_rule);
     return null;
   }
-  return rule;
+  return (ctx.lastRule = rule);
 }
 
 /** A TCP SYN without ACK: the first packet of a connection. */

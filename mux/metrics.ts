@@ -1,4 +1,4 @@
-// GET /metrics of the MUX (docs/metrics.md): the data plane's counters, the per-backend forward counts,
+// GET /metrics of the MUX (docs/metrics.md): the data plane's counters, the per-backend and per-rule counts,
 // the flow tables' sizes, BGP and BFD, all read at scrape time. Nothing here runs per packet.
 import { BGP_STATES } from '../shared/bgp-fsm.js';
 import { BFD_STATE_NAMES } from '../shared/bgp-bfd.js';
@@ -49,10 +49,25 @@ export function writeMuxMetrics(d: MuxDaemon): PromWriter {
 
   w.family('slbx_mux_backend_packets_total', 'counter', 'Frames the MUX forwarded (VXLAN) to a backend, by backend (nic) and VNI.');
   w.family('slbx_mux_backend_bytes_total', 'counter', 'Bytes of the VXLAN frames the MUX forwarded to a backend.');
+  w.family('slbx_mux_backend_new_flows_total', 'counter', 'New flows the MUX placed on a backend (counted in flow_new) and forwarded.');
   for (const b of d.backendCounts()) {
     const labels = { backend: b.backend, vni: b.vni === null ? '' : String(b.vni) };
     w.sample('slbx_mux_backend_packets_total', labels, b.packets);
     w.sample('slbx_mux_backend_bytes_total', labels, b.bytes);
+    w.sample('slbx_mux_backend_new_flows_total', labels, b.newFlows);
+  }
+  w.family('slbx_mux_vip_packets_total', 'counter', "Frames to a VIP the MUX forwarded, by VIP and rule (the rule's name).");
+  w.family('slbx_mux_vip_bytes_total', 'counter', 'Bytes of those frames as captured (the Ethernet frames the router sent the MUX).');
+  w.family(
+    'slbx_mux_vip_new_flows_total',
+    'counter',
+    'New flows to a VIP the MUX placed (counted in flow_new) and forwarded, by VIP and rule.',
+  );
+  for (const r of d.traffic.rules(d.ctx.tables)) {
+    const labels = { vip: r.vip, rule: r.rule };
+    w.sample('slbx_mux_vip_packets_total', labels, r.packets);
+    w.sample('slbx_mux_vip_bytes_total', labels, r.bytes);
+    w.sample('slbx_mux_vip_new_flows_total', labels, r.newFlows);
   }
 
   // flows: kind trusted (seen twice: the main table) and untrusted (seen once); other kinds join here

@@ -78,6 +78,8 @@ export interface MuxRule {
   /** 5, 3 or 2. */
   readonly mode: number;
   readonly table: MuxPoolTable;
+  /** Its traffic counters' slot: one per (VIP, rule name), stable for the process's life (MuxTables.ruleSlots). */
+  readonly slot: number;
 }
 
 export interface MuxVip {
@@ -102,6 +104,8 @@ export interface MuxTables {
   readonly hosts: ReadonlyMap<string, MuxHost>;
   readonly poolTables: ReadonlyMap<string, MuxPoolTable>;
   readonly nicIds: ReadonlyMap<string, number>;
+  /** Rule slot -> (VIP, rule name): every rule ever configured, never reused (the daemon counts per slot). */
+  readonly ruleSlots: readonly { readonly vip: string; readonly rule: string }[];
   /** Internal VIPs (never announced, reached only in VXLAN from hosts) and what east-west needs (docs/east-west.md). */
   readonly ew: MuxEwTables;
 }
@@ -250,6 +254,8 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     return t;
   };
 
+  const ruleSlots = [...(prev?.ruleSlots ?? [])];
+  const slotOf = new Map(ruleSlots.map((r, i) => [`${r.vip} ${r.rule}`, i]));
   const vips4 = new Map<number, MuxVip>();
   const vips6 = new Map<number, MuxVip[]>();
   const internal: MuxEwVip[] = [];
@@ -258,6 +264,11 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     const byProto = new Map<number, MuxRule[]>();
     for (const r of v.rules) {
       const table = tableFor(r.pool, r.probe, r.allDown);
+      let slot = slotOf.get(`${v.address.text} ${r.name}`);
+      if (slot === undefined) {
+        slot = ruleSlots.push({ vip: v.address.text, rule: r.name }) - 1;
+        slotOf.set(`${v.address.text} ${r.name}`, slot);
+      }
       for (const proto of r.protocols) {
         const rule: MuxRule = {
           name: r.name,
@@ -267,6 +278,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
           backendPort: r.backendPort,
           mode: r.distribution,
           table,
+          slot,
         };
         rules.set((proto << 16) | r.frontendPort, rule);
         const list = byProto.get(proto) ?? [];
@@ -290,7 +302,7 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       vips6.set(k, bucket);
     }
   }
-  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds, ew: compileMuxEw(config, internal, hosts, nicIds) };
+  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds, ruleSlots, ew: compileMuxEw(config, internal, hosts, nicIds) };
 }
 
 export { MAGLEV_EMPTY };

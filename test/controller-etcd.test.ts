@@ -200,6 +200,44 @@ describe.skipIf(unmet(etcdMissing(), 'the controller on etcd'))('the controller 
     expect(await storedGeneration(etcd.endpoint, prefix)).toBe(2);
   });
 
+  it('changes sent together: one etcd write per batch, each change its own generation, each answered once etcd holds it', async () => {
+    const prefix = newPrefix();
+    const a = replica(prefix, 'a');
+    const oa = await a.open(labConfig());
+    if (!oa.ok) throw new Error(oa.error);
+    a.start();
+    await until('a leads', () => a.isLeader());
+    const nics = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'];
+    const n = 40;
+    const answers = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        oa.state
+          .writeAsync('PATCH', { coll: 'pools', key: 'web', sub: 'backends', subKey: nics[i % 4]! }, { weight: 100 + i }, `test ${i}`)
+          .then(async (r) => ({ i, generation: r.generation, storedThen: await storedGeneration(etcd.endpoint, prefix) })),
+      ),
+    );
+    // each its own generation, 2..n+1, in the order sent; each answered only once etcd held it
+    expect(answers.map((x) => x.generation)).toEqual(Array.from({ length: n }, (_, i) => i + 2));
+    for (const x of answers) expect(x.storedThen).toBeGreaterThanOrEqual(x.generation);
+    // what etcd holds: the last weight of every backend
+    const c = new EtcdClient([etcd.endpoint]);
+    const kv = (await c.range(`${prefix}/state`)).kvs[0]!;
+    c.close();
+    const st = JSON.parse(kv.value) as StoredState;
+    expect(st.generation).toBe(n + 1);
+    const web = (st.config['pools'] as { name: string; backends: { nic: string; weight: number }[] }[]).find((p) => p.name === 'web')!;
+    expect(Object.fromEntries(web.backends.map((b) => [b.nic, b.weight]))).toEqual({ h1vm1: 136, h1vm2: 137, h2vm1: 138, h2vm2: 139 });
+    expect(st.history.filter((h) => h.cause.startsWith('test ')).length).toBe(n);
+    // etcd's own count of writes to the key (its version, read through its gateway): the seed, then fewer than n
+    const raw = await requestJson(new URL(`http://${etcd.endpoint}/v3/kv/range`), {
+      method: 'POST',
+      body: { key: Buffer.from(`${prefix}/state`).toString('base64') },
+    });
+    const version = Number((raw.body as { kvs: { version: string }[] }).kvs[0]!.version);
+    expect(version).toBeGreaterThanOrEqual(2);
+    expect(version - 1).toBeLessThan(n / 2);
+  });
+
   it('a change computed from an older state is refused, and the newer one stays', async () => {
     const prefix = newPrefix();
     const a = replica(prefix, 'a');

@@ -8,6 +8,7 @@ import { spawnSync } from 'node:child_process';
 import { request } from 'node:http';
 import { pkt } from '../shared/packet-builder.js';
 import { dissect } from '../shared/dissect.js';
+import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import { formatMac } from '../shared/addr.js';
 import { PromWriter, formatPromValue, writeCounterFamilies } from '../shared/prom-text.js';
 import { MuxDaemon } from '../mux/daemon.js';
@@ -290,6 +291,73 @@ describe("the MUX's GET /metrics", () => {
     expect(f.get('slbx_mux_bgp_session_up')!.samples).toHaveLength(0);
   });
 
+  it('new flows per backend and per rule, packets and bytes per (VIP, rule): from the flows this test sent and where their frames went', () => {
+    const d = new MuxDaemon({
+      config,
+      name: 'mux1',
+      iface: 'hG-no-such-if',
+      mac: derivedMac(config.muxes[0]!.address.words[0]!),
+      bgp: false,
+    });
+    for (const h of d.ctx.tables.hosts.values()) {
+      h.mac.set(derivedMac(h.pa4));
+      h.macKnown = true;
+    }
+    d.ctx.nowS = 1;
+    // the expectation, kept here: each flow by its 5-tuple (a flow is new at its first packet), the rule
+    // by the destination port the test chose, the backend by the inner MAC of the frame the MUX wrote
+    const newFlows = new Map<string, number>();
+    const rules = new Map<string, { packets: number; bytes: number; newFlows: number }>();
+    const seen = new Set<string>();
+    const send = (rule: string, dport: number, tcp: boolean, sport: number, flags = TCP_SYN) => {
+      let b = pkt()
+        .eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:11' })
+        .ipv4({ src: `198.51.100.${10 + (sport % 32)}`, dst: '203.0.113.10' });
+      b = tcp ? b.tcp({ sport, dport, flags }) : b.udp({ sport, dport });
+      const frame = b.payload(`flow ${sport}`).build();
+      d.onFrame(frame, frame.length);
+      const out = dissect(d.ctx.out.subarray(0, d.ctx.outLen), 1);
+      const vx = out.layers.findIndex((l) => l.layer === 'vxlan');
+      const nic = nicByMac.get((out.layers.slice(vx).find((l) => l.layer === 'eth') as { dst: string }).dst)!;
+      const key = `${tcp ? 6 : 17} ${sport} ${dport}`;
+      const first = !seen.has(key);
+      seen.add(key);
+      if (first) newFlows.set(nic, (newFlows.get(nic) ?? 0) + 1);
+      const r = rules.get(rule) ?? { packets: 0, bytes: 0, newFlows: 0 };
+      r.packets++;
+      r.bytes += frame.length;
+      r.newFlows += first ? 1 : 0;
+      rules.set(rule, r);
+    };
+    // 300 UDP echo flows, a third of them with a second datagram (not new); 120 TCP connections to 80
+    // (SYN, then ACK: one new flow each); 50 UDP flows to 7003
+    for (let i = 0; i < 300; i++) send('echo', 7, false, 30000 + i);
+    for (let i = 0; i < 300; i += 3) send('echo', 7, false, 30000 + i);
+    for (let i = 0; i < 120; i++) send('web-http', 80, true, 40000 + i, TCP_SYN);
+    for (let i = 0; i < 120; i++) send('web-http', 80, true, 40000 + i, TCP_ACK);
+    for (let i = 0; i < 50; i++) send('echo-3tuple', 7003, false, 50000 + i);
+    // dropped, not counted under any rule: no rule for port 9, and a frame that is not IP
+    const noRule = pkt().eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:11' }).ipv4({ src: '198.51.100.9', dst: '203.0.113.10' });
+    const f9 = noRule.udp({ sport: 1, dport: 9 }).payload('x').build();
+    d.onFrame(f9, f9.length);
+
+    const f = parseExposition(writeMuxMetrics(d).text());
+    expect(newFlows.size).toBeGreaterThanOrEqual(2);
+    for (const nic of config.nics.map((n) => n.name))
+      expect(sampleOf(f, 'slbx_mux_backend_new_flows_total', { backend: nic }), nic).toBe(newFlows.get(nic) ?? 0);
+    for (const [rule, want] of rules) {
+      const l = { vip: '203.0.113.10', rule };
+      expect(sampleOf(f, 'slbx_mux_vip_packets_total', l), rule).toBe(want.packets);
+      expect(sampleOf(f, 'slbx_mux_vip_bytes_total', l), rule).toBe(want.bytes);
+      expect(sampleOf(f, 'slbx_mux_vip_new_flows_total', l), rule).toBe(want.newFlows);
+    }
+    // every rule of the config has its series (zeros included), and nothing else
+    const labels = f.get('slbx_mux_vip_packets_total')!.samples.map((s) => `${s.labels.vip} ${s.labels.rule}`);
+    expect(labels.sort()).toEqual(config.vips.flatMap((v) => v.rules.map((r) => `${v.address.text} ${r.name}`)).sort());
+    expect(sampleOf(f, 'slbx_mux_vip_packets_total', { vip: '203.0.113.10', rule: 'web-alt' })).toBe(0);
+    expect(sampleOf(f, 'slbx_mux_drops_total', { reason: 'no_rule' })).toBe(1);
+  });
+
   it('the counts of a backend carry over a new config, and a backend added later starts at 0', () => {
     const { d, want } = muxWithFrames();
     const next = labConfig((raw) => {
@@ -316,6 +384,56 @@ describe("the MUX's GET /metrics", () => {
       expect(r.status).toBe(0);
       parseExposition(w.text());
     }
+  });
+});
+
+describe("the host agent's per-backend series", () => {
+  it("a backend's replies sent by DSR are counted on its slot, and stay its own when a new config renumbers the nics", () => {
+    const config = labConfig();
+    // the daemon as slbx-host-agent builds it, not started: no raw socket, so each DSR send fails (and is counted)
+    const d = new HostDaemon({ config, name: 'host1', iface: 'hG-no-such-if', dsrVia4: null, dsrVia6: null, nftables: false });
+    const nic = (name: string) => config.nics.find((n) => n.name === name)!;
+    const sent = new Map<string, { packets: number; bytes: number }>();
+    const reply = (name: string, dport: number) => {
+      const n = nic(name);
+      const port = d.ctx.tables.nics.findIndex((x) => x.name === name);
+      const frame = pkt()
+        .eth({ src: formatMac(n.mac), dst: '00:00:00:00:00:00' })
+        .ipv4({ src: n.addresses[0]!.text, dst: '198.51.100.10' })
+        .udp({ sport: 7, dport })
+        .payload(`echo ${dport}`)
+        .build();
+      d.onPortFrame(frame, frame.length, port);
+      // the IP packet leaves by DSR, as long as it came (the NAT rewrites addresses and ports only)
+      const s = sent.get(name) ?? { packets: 0, bytes: 0 };
+      s.packets++;
+      s.bytes += frame.length - 14;
+      sent.set(name, s);
+    };
+    for (let i = 0; i < 5; i++) reply('h1vm1', 41000 + i);
+    for (let i = 0; i < 3; i++) reply('h1vm2', 42000 + i);
+    const check = () => {
+      const f = parseExposition(writeHostMetrics(d).text());
+      for (const [name, s] of sent) {
+        expect(sampleOf(f, 'slbx_host_backend_dsr_packets_total', { backend: name }), name).toBe(s.packets);
+        expect(sampleOf(f, 'slbx_host_backend_dsr_bytes_total', { backend: name }), name).toBe(s.bytes);
+        expect(sampleOf(f, 'slbx_host_backend_delivered_packets_total', { backend: name }), name).toBe(0);
+      }
+      const total = [...sent.values()].reduce((a, s) => a + s.packets, 0);
+      expect(sampleOf(f, 'slbx_host_out_dsr_total')).toBe(total);
+      expect(sampleOf(f, 'slbx_host_send_errors_total', { reason: 'dsr_unavailable' })).toBe(total);
+      return f;
+    };
+    check();
+    // a nic added before the others on host1: h1vm1 and h1vm2 move to other port numbers
+    const next = labConfig((raw) => {
+      raw.nics.unshift({ ...raw.nics[0], name: 'h1vm0', mac: '02:00:c0:00:02:09', addresses: ['192.0.2.9'], port: 'h1vm0' });
+    });
+    d.applyConfig(next);
+    expect(d.ctx.tables.nics.map((n) => n.name)).toEqual(['h1vm0', 'h1vm1', 'h1vm2']);
+    for (let i = 0; i < 2; i++) reply('h1vm1', 43000 + i);
+    const f = check();
+    expect(sampleOf(f, 'slbx_host_backend_dsr_packets_total', { backend: 'h1vm0' })).toBe(0);
   });
 });
 
