@@ -1,12 +1,17 @@
 // `slbctl top`: a live terminal view in the spirit of top and `ipvsadm -L --rate`, over the controller's
 // API. Everything it shows comes from the controller: the desired state (GET /v1/state: VIPs, rules,
 // pools, weights), health (GET /v1/health) and each agent's last status heartbeat (GET
-// /v1/agents/{kind}/{name}/status, every 2 s: its counters, and the MUX's per-backend forward counts).
-// Rates are the difference of two heartbeats of the same agent over the time between them (their `at`),
-// so they do not depend on when top polls; a row shows '-' until its agent sent two heartbeats.
-//   per VIP and backend: packets/s and bits/s the MUXes forwarded to the backend (VXLAN frames, so the
-//     client's packets toward it; replies go by DSR and cross no MUX), share of its VIP's packets,
-//     health, weight, priority, and whether the MUXes' tables hold it as a candidate for new flows
+// /v1/agents/{kind}/{name}/status, every 2 s: its counters, the MUX's per-backend and per-rule counts,
+// the host agent's per-backend counts). The controller only keeps each agent's last heartbeat; top sums
+// over the agents itself. Rates are the difference of two heartbeats of the same agent over the time
+// between them (their `at`), so they do not depend on when top polls; a row shows '-' until its agent
+// sent two heartbeats.
+//   per VIP rule: packets/s and bits/s the MUXes forwarded under it (the client's frames as captured),
+//     new flows/s, its pool
+//   per pool and backend: packets/s and bits/s the MUXes forwarded to the backend (VXLAN frames, so the
+//     client's packets toward it; replies go by DSR and cross no MUX), new flows/s placed on it, share
+//     of its pool's packets, health, weight, priority, whether the MUXes' tables hold it as a candidate
+//     for new flows, and from its host agent the frames delivered to it and its replies sent by DSR /s
 //   per MUX: packets/s and bits/s received, new flows/s, live flows, drops/s, BGP, heartbeat age
 //   per host agent: packets/s and bits/s received (VXLAN), delivered/s, replies sent by DSR /s, drops/s
 import { validateConfig, type SlbxConfig } from '../shared/config.js';
@@ -21,16 +26,41 @@ export type Get = (path: string) => Promise<unknown>;
 
 type Obj = Record<string, unknown>;
 
-/** One agent's heartbeat: when, its counters, and (MUX) per-backend forward counts. */
+/** Counts of one backend or VIP rule in a heartbeat: packets, bytes, new flows (0 from a MUX that does not count them). */
+export interface Counts {
+  packets: number;
+  bytes: number;
+  newFlows: number;
+}
+
+/** A host agent's counts of one backend: frames delivered to its port, its replies sent by DSR. */
+export interface HostCounts {
+  delivered: number;
+  dsr: number;
+}
+
+/** One agent's heartbeat: when, its counters, per-backend and (MUX) per-rule counts. */
 export interface Beat {
   at: number;
   counters: Record<string, number>;
-  backends: Map<string, { packets: number; bytes: number }>;
+  /** MUX: per backend, frames forwarded to it. */
+  backends: Map<string, Counts>;
+  /** MUX: per VIP rule, by `${vip} ${rule}`. */
+  rules: Map<string, Counts>;
+  /** Host agent: per backend. */
+  hostBackends: Map<string, HostCounts>;
   status: Obj;
 }
 
 /** The rates of one agent between two of its heartbeats (per second). */
 export type Rates = Record<string, number>;
+
+/** Packets/s, bits/s and new flows/s of a backend or VIP rule. */
+export interface Rate {
+  pps: number;
+  bps: number;
+  nfps: number;
+}
 
 export interface AgentView {
   kind: 'mux' | 'host';
@@ -38,22 +68,38 @@ export interface AgentView {
   beat: Beat | null;
   /** Counter rates; null until two heartbeats. */
   rates: Rates | null;
-  /** Per backend: packets/s and bits/s (MUX only). */
-  backendRates: Map<string, { pps: number; bps: number }> | null;
+  /** MUX: per backend. */
+  backendRates: Map<string, Rate> | null;
+  /** MUX: per VIP rule, by `${vip} ${rule}`. */
+  ruleRates?: Map<string, Rate> | null;
+  /** Host agent: per backend, delivered/s and DSR replies/s. */
+  hostRates?: Map<string, HostCounts> | null;
 }
 
 /** Rates from two heartbeats of one agent: every counter's delta over the time between them. */
-export function ratesBetween(a: Beat, b: Beat): { rates: Rates; backends: Map<string, { pps: number; bps: number }> } | null {
+export function ratesBetween(
+  a: Beat,
+  b: Beat,
+): { rates: Rates; backends: Map<string, Rate>; rules: Map<string, Rate>; hostBackends: Map<string, HostCounts> } | null {
   const dt = (b.at - a.at) / 1000;
   if (!(dt > 0)) return null;
+  const d = (x: number, y: number | undefined) => Math.max(0, x - (y ?? 0)) / dt;
   const rates: Rates = {};
-  for (const [k, v] of Object.entries(b.counters)) rates[k] = Math.max(0, v - (a.counters[k] ?? 0)) / dt;
-  const backends = new Map<string, { pps: number; bps: number }>();
-  for (const [nic, v] of b.backends) {
-    const p = a.backends.get(nic) ?? { packets: 0, bytes: 0 };
-    backends.set(nic, { pps: Math.max(0, v.packets - p.packets) / dt, bps: (Math.max(0, v.bytes - p.bytes) * 8) / dt });
+  for (const [k, v] of Object.entries(b.counters)) rates[k] = d(v, a.counters[k]);
+  const per = (now: Map<string, Counts>, then: Map<string, Counts>) => {
+    const out = new Map<string, Rate>();
+    for (const [k, v] of now) {
+      const p = then.get(k);
+      out.set(k, { pps: d(v.packets, p?.packets), bps: d(v.bytes, p?.bytes) * 8, nfps: d(v.newFlows, p?.newFlows) });
+    }
+    return out;
+  };
+  const hostBackends = new Map<string, HostCounts>();
+  for (const [k, v] of b.hostBackends) {
+    const p = a.hostBackends.get(k);
+    hostBackends.set(k, { delivered: d(v.delivered, p?.delivered), dsr: d(v.dsr, p?.dsr) });
   }
-  return { rates, backends };
+  return { rates, backends: per(b.backends, a.backends), rules: per(b.rules, a.rules), hostBackends };
 }
 
 export function parseBeat(body: unknown): Beat | null {
@@ -61,10 +107,22 @@ export function parseBeat(body: unknown): Beat | null {
   const st = b?.status?.status;
   const at = Date.parse(b?.at ?? '');
   if (st === undefined || Number.isNaN(at)) return null;
-  const backends = new Map<string, { packets: number; bytes: number }>();
-  for (const x of (st['backends'] ?? []) as { backend: string; packets: number; bytes: number }[])
-    backends.set(x.backend, { packets: x.packets, bytes: x.bytes });
-  return { at, counters: (st['counters'] ?? {}) as Record<string, number>, backends, status: st };
+  const num = (x: unknown) => (typeof x === 'number' ? x : 0);
+  const backends = new Map<string, Counts>();
+  const hostBackends = new Map<string, HostCounts>();
+  for (const x of (st['backends'] ?? []) as Obj[]) {
+    const name = String(x['backend']);
+    if ('deliveredPackets' in x) hostBackends.set(name, { delivered: num(x['deliveredPackets']), dsr: num(x['dsrPackets']) });
+    else backends.set(name, { packets: num(x['packets']), bytes: num(x['bytes']), newFlows: num(x['newFlows']) });
+  }
+  const rules = new Map<string, Counts>();
+  for (const x of (st['rules'] ?? []) as Obj[])
+    rules.set(`${String(x['vip'])} ${String(x['rule'])}`, {
+      packets: num(x['packets']),
+      bytes: num(x['bytes']),
+      newFlows: num(x['newFlows']),
+    });
+  return { at, counters: (st['counters'] ?? {}) as Record<string, number>, backends, rules, hostBackends, status: st };
 }
 
 /** 1234 -> "1234", 12345 -> "12.3k", 2.5e6 -> "2.50M": at most 5 characters for columns. */
@@ -109,18 +167,26 @@ export function renderTop(
   lines.push(`slbctl top - ${clock} UTC  generation ${generation}  every ${intervalS} s  (rates between the agents' heartbeats; q quits)`);
   lines.push('');
   const muxes = agents.filter((a) => a.kind === 'mux');
-  // per backend, summed over the MUXes that reported rates
-  const backendRate = (nic: string): { pps: number; bps: number } | null => {
+  // a backend's or rule's rates, summed over the MUXes that reported rates (null: none did yet)
+  const sumOver = (of: (m: AgentView) => Rate | undefined): Rate | null => {
     let any = false;
-    const sum = { pps: 0, bps: 0 };
+    const sum = { pps: 0, bps: 0, nfps: 0 };
     for (const m of muxes) {
-      const r = m.backendRates?.get(nic);
+      const r = of(m);
       if (r === undefined) continue;
       any = true;
       sum.pps += r.pps;
       sum.bps += r.bps;
+      sum.nfps += r.nfps;
     }
     return any ? sum : null;
+  };
+  const backendRate = (nic: string) => sumOver((m) => m.backendRates?.get(nic));
+  const ruleRate = (vip: string, rule: string) => sumOver((m) => m.ruleRates?.get(`${vip} ${rule}`) ?? undefined);
+  // a backend's host agent: frames delivered to it and its DSR replies per second
+  const hostRate = (nic: string): HostCounts | null => {
+    for (const h of agents) if (h.kind === 'host' && h.hostRates?.has(nic)) return h.hostRates.get(nic)!;
+    return null;
   };
   const candidates = new Set<string>();
   for (const m of muxes)
@@ -130,8 +196,25 @@ export function renderTop(
     if (h === undefined || !h.reported) return 'unknown';
     return h.effective ?? h.state;
   };
-  // one block per pool: the VIP rules it serves, then its backends. The MUXes count per backend (nic), not
-  // per VIP: a pool behind several VIPs or rules shows their sum once
+  const ruleText = (v: SlbxConfig['vips'][number], r: SlbxConfig['vips'][number]['rules'][number]) => {
+    const proto = r.protocols.length === 2 ? 'all' : r.protocols[0] === 6 ? 'tcp' : 'udp';
+    return `${v.address.family === 6 ? `[${v.address.text}]` : v.address.text}:${r.frontendPort}/${proto}`;
+  };
+  // per VIP rule: what the MUXes forwarded under it
+  lines.push(
+    ...table(
+      ['VIP RULE', 'NAME', 'POOL', 'PKTS/S', 'BITS/S', 'NEW-FLOWS/S'],
+      config.vips.flatMap((v) =>
+        v.rules.map((r) => {
+          const x = ruleRate(v.address.text, r.name);
+          return [ruleText(v, r), r.name, r.pool, humanRate(x?.pps), humanRate(x?.bps), humanRate(x?.nfps)];
+        }),
+      ),
+    ),
+  );
+  lines.push('');
+  // one block per pool: the VIP rules it serves, then its backends. The MUXes count per backend (nic): a
+  // pool behind several VIPs or rules shows their sum once (the VIP rule table above splits them)
   const rows: string[][] = [];
   const poolVips = new Map<number, string>();
   for (const pool of config.pools) {
@@ -139,28 +222,53 @@ export function renderTop(
     if (rules.length === 0) continue;
     const probes = [...new Set(rules.map(({ r }) => r.probe).filter((p): p is string => p !== null))];
     const rates = pool.backends.map((b) => backendRate(b.nic));
-    const known = rates.filter((x): x is { pps: number; bps: number } => x !== null);
-    const poolPps = known.length === 0 ? null : known.reduce((t, x) => t + x.pps, 0);
-    const poolBps = known.length === 0 ? null : known.reduce((t, x) => t + x.bps, 0);
-    const vips = rules
-      .map(({ v, r }) => {
-        const proto = r.protocols.length === 2 ? 'all' : r.protocols[0] === 6 ? 'tcp' : 'udp';
-        return `${v.address.family === 6 ? `[${v.address.text}]` : v.address.text}:${r.frontendPort}/${proto}`;
-      })
-      .join(' ');
-    poolVips.set(rows.length, vips);
-    rows.push([`pool ${pool.name}`, '', '', '', '', humanRate(poolPps), humanRate(poolBps), '']);
+    const known = rates.filter((x): x is Rate => x !== null);
+    const total = (f: (x: Rate) => number) => (known.length === 0 ? null : known.reduce((t, x) => t + f(x), 0));
+    const poolPps = total((x) => x.pps);
+    const hosts = pool.backends.map((b) => hostRate(b.nic));
+    const hostsKnown = hosts.filter((x): x is HostCounts => x !== null);
+    const hostTotal = (f: (x: HostCounts) => number) => (hostsKnown.length === 0 ? null : hostsKnown.reduce((t, x) => t + f(x), 0));
+    poolVips.set(rows.length, rules.map(({ v, r }) => ruleText(v, r)).join(' '));
+    rows.push([
+      `pool ${pool.name}`,
+      '',
+      '',
+      '',
+      '',
+      humanRate(poolPps),
+      humanRate(total((x) => x.bps)),
+      humanRate(total((x) => x.nfps)),
+      '',
+      humanRate(hostTotal((x) => x.delivered)),
+      humanRate(hostTotal((x) => x.dsr)),
+    ]);
     pool.backends.forEach((b, i) => {
       const x = rates[i] ?? null;
+      const h = hosts[i] ?? null;
       const share = x === null || poolPps === null || poolPps === 0 ? '-' : `${((100 * x.pps) / poolPps).toFixed(1)}%`;
       const state = !b.enabled ? 'disabled' : b.drain ? 'draining' : candidates.has(b.nic) ? 'new flows' : 'no new flows';
       const hs = probes.map((p) => healthOf(b.nic, p));
-      const h = hs.length === 0 ? 'no probe' : hs.includes('down') ? 'down' : hs.every((x) => x === 'up') ? 'up' : hs.join(',');
-      rows.push([`  -> ${b.nic}`, h, String(b.weight), String(b.priority), state, humanRate(x?.pps), humanRate(x?.bps), share]);
+      const hl = hs.length === 0 ? 'no probe' : hs.includes('down') ? 'down' : hs.every((y) => y === 'up') ? 'up' : hs.join(',');
+      rows.push([
+        `  -> ${b.nic}`,
+        hl,
+        String(b.weight),
+        String(b.priority),
+        state,
+        humanRate(x?.pps),
+        humanRate(x?.bps),
+        humanRate(x?.nfps),
+        share,
+        humanRate(h?.delivered),
+        humanRate(h?.dsr),
+      ]);
     });
   }
   // a pool's line ends with the VIP rules it serves (kept out of the column widths)
-  const poolTable = table(['POOL -> BACKEND', 'HEALTH', 'WEIGHT', 'PRIO', 'TABLE', 'PKTS/S', 'BITS/S', 'SHARE'], rows);
+  const poolTable = table(
+    ['POOL -> BACKEND', 'HEALTH', 'WEIGHT', 'PRIO', 'TABLE', 'PKTS/S', 'BITS/S', 'NEW-FLOWS/S', 'SHARE', 'DELIVERED/S', 'DSR/S'],
+    rows,
+  );
   lines.push(...poolTable.map((l, i) => (poolVips.has(i - 1) ? `${l}  for ${poolVips.get(i - 1)}` : l)));
   lines.push('');
   const age = (b: Beat | null) => (b === null ? '-' : `${Math.max(0, Math.round((nowMs - b.at) / 1000))}s`);
@@ -240,7 +348,15 @@ export async function runTop(get: Get, io: TopIo, opts: { intervalS: number; cou
         last.set(key, e);
       }
       const r = e?.prev ? ratesBetween(e.prev, e.beat) : null;
-      views.push({ kind, name, beat: e?.beat ?? null, rates: r?.rates ?? null, backendRates: r?.backends ?? null });
+      views.push({
+        kind,
+        name,
+        beat: e?.beat ?? null,
+        rates: r?.rates ?? null,
+        backendRates: r?.backends ?? null,
+        ruleRates: r?.rules ?? null,
+        hostRates: r?.hostBackends ?? null,
+      });
     }
     views.sort((a, b) => a.kind.localeCompare(b.kind) || a.name.localeCompare(b.name, undefined, { numeric: true }));
     const screen = renderTop(v.config, state.generation, health, views, Date.now(), opts.intervalS);

@@ -1,10 +1,13 @@
 // `slbctl top` in a real terminal: a namespace lab (examples/lab.yaml), a steady HTTP load from client1
 // (100 new connections a second), and top running in tmux in the controller's namespace. The test reads
-// the screen (tmux capture-pane) and compares top's rates with an independent count: the packets client1's
-// eth0 sent (the kernel's interface counter) over the same window. Tolerance: the median of top's
-// screens within RATE_TOLERANCE (20 %) of the client's average rate (top's rates span 2 s heartbeats, the
-// client's 10 s; a loaded machine makes the load uneven); the backends' rates sum to the MUXes' (within
-// 10 %: the MUXes also count ARP); q ends top with status 0. Not root: skipped, except under CI.
+// the screen (tmux capture-pane) and compares top's rates with independent counts over the same window:
+// the packets client1's eth0 sent (the kernel's interface counter), and the TCP connections client1
+// opened (ActiveOpens of the kernel's TCP MIB, /proc/net/snmp), each one new flow at a MUX. Tolerance:
+// the median of top's screens within RATE_TOLERANCE (20 %) of the client's average rate (top's rates
+// span 2 s heartbeats, the client's 10 s; a loaded machine makes the load uneven), for the MUXes'
+// packets/s and for the backends' new flows/s summed; the backends' packet rates sum to the MUXes'
+// (within 10 %: the MUXes also count ARP); the VIP rule's new flows/s is the backends' sum; q ends top
+// with status 0. Not root: skipped, except under CI.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -51,8 +54,8 @@ function parseRate(s: string): number | null {
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 describe.skipIf(unmet(whyCannotRun(), 'slbctl top in tmux'))('slbctl top in tmux over a namespace lab', () => {
-  const name = `slbx-hH-top-${process.pid}`;
-  const sock = `slbx-hH-top-${process.pid}`;
+  const name = `slbx-hG-top-${process.pid}`;
+  const sock = `slbx-hG-top-${process.pid}`;
   const work = mkdtempSync(join(tmpdir(), 'slbx-top-'));
   let traffic: ChildProcess | null = null;
   const tmux = (...args: string[]) => spawnSync('tmux', ['-L', sock, ...args], { encoding: 'utf8' });
@@ -92,10 +95,19 @@ describe.skipIf(unmet(whyCannotRun(), 'slbctl top in tmux'))('slbctl top in tmux
       await sleep(500);
     }
     const txPackets = () => Number(bash(`lab_use ${name}; lab_exec client1 cat /sys/class/net/eth0/statistics/tx_packets`).stdout.trim());
+    // Tcp: ActiveOpens in client1's namespace (RFC 1213 tcpActiveOpens): the connections it opened
+    const activeOpens = () => {
+      const snmp = bash(`lab_use ${name}; lab_exec client1 cat /proc/net/snmp`).stdout.split('\n');
+      const [head, values] = snmp.filter((l) => l.startsWith('Tcp:'));
+      const i = (head ?? '').trim().split(/\s+/).indexOf('ActiveOpens');
+      return i < 0 ? NaN : Number((values ?? '').trim().split(/\s+/)[i]);
+    };
     const t0 = Date.now();
     const tx0 = txPackets();
+    const opens0 = activeOpens();
     const muxSamples: number[] = [];
-    const sums: { mux: number; backends: number }[] = [];
+    const newFlowSamples: number[] = [];
+    const sums: { mux: number; backends: number; ruleNew: number; backendsNew: number }[] = [];
     let lastClock = '';
     while (Date.now() - t0 < 10_000) {
       await sleep(700);
@@ -105,13 +117,22 @@ describe.skipIf(unmet(whyCannotRun(), 'slbctl top in tmux'))('slbctl top in tmux
       lastClock = clock;
       const m1 = column(s, /^mux1\s/, 1);
       const m2 = column(s, /^mux2\s/, 1);
-      const backends = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'].map((b) => column(s, new RegExp(`^\\s+-> ${b}\\s`), -3));
-      if (m1 === null || m2 === null || backends.some((b) => b === null)) continue;
+      // backend lines end PKTS/S BITS/S NEW-FLOWS/S SHARE DELIVERED/S DSR/S
+      const nics = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'];
+      const backends = nics.map((b) => column(s, new RegExp(`^\\s+-> ${b}\\s`), -6));
+      const backendsNew = nics.map((b) => column(s, new RegExp(`^\\s+-> ${b}\\s`), -4));
+      const ruleNew = column(s, /^203\.0\.113\.10:80\/tcp\s/, -1);
+      if (m1 === null || m2 === null || ruleNew === null || [...backends, ...backendsNew].some((b) => b === null)) continue;
       muxSamples.push(m1 + m2);
-      sums.push({ mux: m1 + m2, backends: backends.reduce((a, b) => a! + b!, 0)! });
+      const newSum = backendsNew.reduce((a, b) => a! + b!, 0)!;
+      newFlowSamples.push(newSum);
+      sums.push({ mux: m1 + m2, backends: backends.reduce((a, b) => a! + b!, 0)!, ruleNew, backendsNew: newSum });
     }
     const tx1 = txPackets();
-    const clientRate = (tx1 - tx0) / ((Date.now() - t0) / 1000);
+    const opens1 = activeOpens();
+    const elapsedS = (Date.now() - t0) / 1000;
+    const clientRate = (tx1 - tx0) / elapsedS;
+    const opensRate = (opens1 - opens0) / elapsedS;
     const last = screen();
     expect(muxSamples.length, `screens read:\n${last}`).toBeGreaterThanOrEqual(4);
     expect(clientRate, 'client1 sent a load').toBeGreaterThan(100);
@@ -125,6 +146,21 @@ describe.skipIf(unmet(whyCannotRun(), 'slbctl top in tmux'))('slbctl top in tmux
     ).toBeLessThanOrEqual(RATE_TOLERANCE);
     for (const x of sums)
       expect(Math.abs(x.backends / x.mux - 1), `backends ${x.backends} vs MUXes ${x.mux}\n${last}`).toBeLessThanOrEqual(0.1);
+    // new flows: the backends' column under traffic, against the connections client1 opened
+    const topNew = median(newFlowSamples);
+    console.log(`top: median ${topNew.toFixed(1)} new flows/s over the backends; client1 opened ${opensRate.toFixed(1)} connections/s`);
+    console.log(`top's last screen:\n${last}`);
+    expect(opensRate, 'client1 opened connections').toBeGreaterThan(20);
+    expect(topNew, `new flows/s column\n${last}`).toBeGreaterThan(0);
+    expect(
+      Math.abs(topNew / opensRate - 1),
+      `top: median ${topNew.toFixed(1)} new flows/s over the backends (${newFlowSamples.map((x) => x.toFixed(1)).join(', ')}); client1: ${opensRate.toFixed(1)} connections/s\n${last}`,
+    ).toBeLessThanOrEqual(RATE_TOLERANCE);
+    // the one rule with traffic carries every new flow (both columns rounded for the screen: 1 or 5 %)
+    for (const x of sums)
+      expect(Math.abs(x.ruleNew - x.backendsNew), `rule ${x.ruleNew} vs backends ${x.backendsNew}\n${last}`).toBeLessThanOrEqual(
+        Math.max(2, 0.05 * x.backendsNew),
+      );
     expect(last).toMatch(/-> h1vm1\s+up\s+50\s+1\s+new flows/);
 
     tmux('send-keys', '-t', 'top', 'q');
