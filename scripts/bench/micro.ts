@@ -25,13 +25,10 @@
 // shape of scripts/bench/maglev.ts's JSON (the smoke run's stand-in for it; the full bench runs that).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { mac } from '../../shared/addr.js';
 import { parseConfig, formatConfigErrors, type SlbxConfig } from '../../shared/config.js';
 import { pkt } from '../../shared/packet-builder.js';
-import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
 import { hashFlowV4, hashFlowV6 } from '../../shared/flow-hash.js';
-import { compileMuxTables, ALL_HEALTHY } from '../../mux/tables.js';
-import { newMuxContext, processPacket, VERDICT_FORWARD, type MuxContext } from '../../mux/data-plane.js';
+import { processPacket } from '../../mux/data-plane.js';
 import { FlowTable } from '../../mux/flow-table.js';
 import { buildMaglevTable } from '../../shared/maglev.js';
 import { newEthernetHeader, parseEthernet } from '../../shared/ethernet.js';
@@ -39,28 +36,10 @@ import { newIpv4Header, parseIpv4 } from '../../shared/ipv4.js';
 import { newUdpHeader, parseUdp } from '../../shared/udp.js';
 import { finishChecksum, sumBytes } from '../../shared/checksum.js';
 import { copyPayload, ipv4ChecksumOk, readEtherType } from '../../shared/hot-path.js';
-import { compileHostTables } from '../../host-agent/tables.js';
-import {
-  newHostContext,
-  processInbound,
-  processOutbound,
-  VERDICT_FORWARD as HOST_FORWARD,
-  type HostContext,
-} from '../../host-agent/data-plane.js';
-
-const MUX_MAC = '02:00:00:00:00:11';
-const ROUTER_MAC = '02:00:00:00:00:01';
-const HOST1_MAC = '02:00:00:00:00:21';
-const PORT_MACS = ['02:00:00:01:00:01', '02:00:00:01:00:02'];
-const NIC = { mac: '02:00:c0:00:02:0a', ip: '192.0.2.10', ip6: '2001:db8:d::10' };
-const CLIENT = '198.51.100.10';
-const CLIENT6 = '2001:db8:c::10';
-const VIP = '203.0.113.10';
-const VIP6 = '2001:db8:ff::10';
-const FRAMES = 4096; // distinct flows per path (a power of two)
+import { CLIENT, FRAMES, MUX_MAC, ROUTER_MAC, VIP, forwardVerdict, newMux, pathCases, payload, type Case } from './paths.js';
 
 export interface PathResult {
-  plane: 'mux' | 'host-in' | 'host-out';
+  plane: Case['plane'];
   path: string;
   /** ns per packet (CPU time), median of the rounds (host agent: with the restore copy). */
   ns: number;
@@ -94,259 +73,6 @@ function loadConfig(file: string): SlbxConfig {
   return r.config;
 }
 
-function newMux(config: SlbxConfig): MuxContext {
-  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-  for (const h of tables.hosts.values()) {
-    h.mac.set(mac(HOST1_MAC));
-    h.macKnown = true;
-  }
-  return newMuxContext({
-    tables,
-    localMac: mac(MUX_MAC),
-    localPa4: config.muxes[0]!.address.words[0]!,
-    hashSeed: config.hashSeed,
-    mtu: config.fabric.mtu,
-    vxlanPort: config.fabric.vxlanPort,
-    flowTable: { ...config.flowTable, maxFlows: 10_000_000 },
-  });
-}
-
-interface Case {
-  plane: PathResult['plane'];
-  path: string;
-  /** One iteration; i counts up from 0. Returns the verdict (checked once, before timing). */
-  step: (i: number) => number;
-  /** host agent: the restore copy alone. */
-  copy?: (i: number) => number;
-}
-
-function payload(frameLen: number, headers: number): Uint8Array {
-  return new Uint8Array(Math.max(0, frameLen - headers));
-}
-
-function muxCases(config: SlbxConfig): Case[] {
-  const cases: Case[] = [];
-  const add = (path: string, frames: Buffer[], isNew: boolean, v6: boolean) => {
-    const ctx = newMux(config);
-    const mask = frames.length - 1;
-    cases.push({
-      plane: 'mux',
-      path,
-      step: isNew
-        ? (i) => {
-            if ((i & mask) === 0) (v6 ? ctx.flows6 : ctx.flows4).clear();
-            const f = frames[i & mask]!;
-            return processPacket(f, f.length, ctx);
-          }
-        : (i) => {
-            const f = frames[i & mask]!;
-            return processPacket(f, f.length, ctx);
-          },
-    });
-  };
-  const eth = () => pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC });
-  const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
-  const udp4 = (len: number) =>
-    range((k) =>
-      eth()
-        .ipv4({ src: CLIENT, dst: VIP })
-        .udp({ sport: 1024 + k, dport: 7, checksum: 'zero' })
-        .payload(payload(len, 42))
-        .build(),
-    );
-  const tcp4 = (flags: number) =>
-    range((k) =>
-      eth()
-        .ipv4({ src: CLIENT, dst: VIP })
-        .tcp({ sport: 1024 + k, dport: 80, flags })
-        .build(),
-    );
-  const udp6 = () =>
-    range((k) =>
-      eth()
-        .ipv6({ src: CLIENT6, dst: VIP6 })
-        .udp({ sport: 1024 + k, dport: 7 })
-        .payload(payload(64, 62))
-        .build(),
-    );
-  const tcp6 = (flags: number) =>
-    range((k) =>
-      eth()
-        .ipv6({ src: CLIENT6, dst: VIP6 })
-        .tcp({ sport: 1024 + k, dport: 80, flags })
-        .build(),
-    );
-  add('udp4 existing flow, 64 B', udp4(64), false, false);
-  add('udp4 new flow, 64 B', udp4(64), true, false);
-  add('udp4 existing flow, 1400 B', udp4(1400), false, false);
-  add('tcp4 existing flow (ACK)', tcp4(TCP_ACK), false, false);
-  add('tcp4 new flow (SYN)', tcp4(TCP_SYN), true, false);
-  add('udp6 existing flow', udp6(), false, true);
-  add('udp6 new flow', udp6(), true, true);
-  add('tcp6 existing flow (ACK)', tcp6(TCP_ACK), false, true);
-  add('tcp6 new flow (SYN)', tcp6(TCP_SYN), true, true);
-  return cases;
-}
-
-function hostCases(config: SlbxConfig): Case[] {
-  const cases: Case[] = [];
-  const newHost = (): HostContext =>
-    newHostContext(
-      compileHostTables(config, 'host1', 1),
-      config.fabric.vxlanPort,
-      PORT_MACS.map((m) => mac(m)),
-    );
-  const add = (plane: 'host-in' | 'host-out', path: string, frames: Buffer[]) => {
-    const ctx = newHost();
-    const mask = frames.length - 1;
-    const work = frames.map((f) => Buffer.from(f));
-    cases.push({
-      plane,
-      path,
-      step:
-        plane === 'host-in'
-          ? (i) => {
-              const k = i & mask;
-              const w = work[k]!;
-              w.set(frames[k]!);
-              return processInbound(w, w.length, ctx);
-            }
-          : (i) => {
-              const k = i & mask;
-              const w = work[k]!;
-              w.set(frames[k]!);
-              return processOutbound(w, w.length, 0, ctx);
-            },
-      copy: (i) => {
-        const k = i & mask;
-        const w = work[k]!;
-        w.set(frames[k]!);
-        return w[0]!;
-      },
-    });
-  };
-  const range = (fn: (k: number) => Buffer) => Array.from({ length: FRAMES }, (_, k) => fn(k));
-  const vx = () =>
-    pkt()
-      .eth({ src: MUX_MAC, dst: HOST1_MAC })
-      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-      .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
-      .vxlan({ vni: 5001 });
-  add(
-    'host-in',
-    'udp4, 64 B inner',
-    range((k) =>
-      vx()
-        .eth({ src: MUX_MAC, dst: NIC.mac })
-        .ipv4({ src: CLIENT, dst: VIP })
-        .udp({ sport: 1024 + k, dport: 7 })
-        .payload(payload(64, 42))
-        .build(),
-    ),
-  );
-  add(
-    'host-in',
-    'udp4, 1400 B inner',
-    range((k) =>
-      vx()
-        .eth({ src: MUX_MAC, dst: NIC.mac })
-        .ipv4({ src: CLIENT, dst: VIP })
-        .udp({ sport: 1024 + k, dport: 7 })
-        .payload(payload(1400, 42))
-        .build(),
-    ),
-  );
-  add(
-    'host-in',
-    'tcp4',
-    range((k) =>
-      vx()
-        .eth({ src: MUX_MAC, dst: NIC.mac })
-        .ipv4({ src: CLIENT, dst: VIP })
-        .tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK })
-        .build(),
-    ),
-  );
-  add(
-    'host-in',
-    'udp6',
-    range((k) =>
-      vx()
-        .eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd })
-        .ipv6({ src: CLIENT6, dst: VIP6 })
-        .udp({ sport: 1024 + k, dport: 7 })
-        .payload(payload(64, 62))
-        .build(),
-    ),
-  );
-  add(
-    'host-in',
-    'tcp6',
-    range((k) =>
-      vx()
-        .eth({ src: MUX_MAC, dst: NIC.mac, type: 0x86dd })
-        .ipv6({ src: CLIENT6, dst: VIP6 })
-        .tcp({ sport: 1024 + k, dport: 80, flags: TCP_ACK })
-        .build(),
-    ),
-  );
-  const back = () => pkt().eth({ src: NIC.mac, dst: PORT_MACS[0] });
-  add(
-    'host-out',
-    'udp4 reply, 64 B',
-    range((k) =>
-      back()
-        .ipv4({ src: NIC.ip, dst: CLIENT })
-        .udp({ sport: 7, dport: 1024 + k })
-        .payload(payload(64, 42))
-        .build(),
-    ),
-  );
-  add(
-    'host-out',
-    'udp4 reply, 1400 B',
-    range((k) =>
-      back()
-        .ipv4({ src: NIC.ip, dst: CLIENT })
-        .udp({ sport: 7, dport: 1024 + k })
-        .payload(payload(1400, 42))
-        .build(),
-    ),
-  );
-  add(
-    'host-out',
-    'tcp4 reply',
-    range((k) =>
-      back()
-        .ipv4({ src: NIC.ip, dst: CLIENT })
-        .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
-        .build(),
-    ),
-  );
-  add(
-    'host-out',
-    'udp6 reply',
-    range((k) =>
-      back()
-        .ipv6({ src: NIC.ip6, dst: CLIENT6 })
-        .udp({ sport: 7, dport: 1024 + k })
-        .payload(payload(64, 62))
-        .build(),
-    ),
-  );
-  add(
-    'host-out',
-    'tcp6 reply',
-    range((k) =>
-      back()
-        .ipv6({ src: NIC.ip6, dst: CLIENT6 })
-        .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
-        .build(),
-    ),
-  );
-  return cases;
-}
-
 let sink = 0;
 let lastWallNs = 0;
 /**
@@ -371,10 +97,10 @@ function median(xs: number[]): number {
 }
 
 function measurePaths(config: SlbxConfig, quick: boolean, roundsArg: number | null): PathResult[] {
-  const cases = [...muxCases(config), ...hostCases(config)];
+  const cases = pathCases(config);
   for (const c of cases) {
     const v = c.step(0);
-    const want = c.plane === 'mux' ? VERDICT_FORWARD : HOST_FORWARD;
+    const want = forwardVerdict(c);
     if (v !== want) throw new Error(`${c.plane} ${c.path}: verdict ${v}, expected a forward (the bench's frames are wrong)`);
   }
   const iters = quick ? 50_000 : 400_000;
