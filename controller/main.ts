@@ -13,6 +13,7 @@ import { AgentRegistry } from './agents.js';
 import { ControllerApi } from './api.js';
 import { EtcdClient, parseEtcdUrl } from './etcd.js';
 import { EtcdReplica, LEASE_TTL_S, replicaId } from './replica.js';
+import { collectEvery, GC_INTERVAL_S } from './memory.js';
 
 export const DEFAULT_LISTEN = '127.0.0.1:8480';
 
@@ -47,6 +48,12 @@ const OPTIONS: OptionSpec[] = [
   },
   { name: 'no-token', help: 'run without authentication (anyone who reaches the API can change the state): for tests only' },
   { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
+  {
+    name: 'gc-interval-s',
+    value: 'S',
+    help: "a full garbage collection every S seconds, 0..3600 (0: V8's own schedule); keeps the resident memory flat (docs/controller.md, Memory)",
+    default: String(GC_INTERVAL_S),
+  },
   { name: 'help', help: 'show this help' },
 ];
 
@@ -224,6 +231,10 @@ async function runParsed(args: ParsedArgs): Promise<number> {
     for (const o of ['id', 'advertise', 'lease-ttl-s'])
       if (one(args, o) !== undefined) return err(`--${o} goes with --store etcd://... only`);
   }
+  const gcText = one(args, 'gc-interval-s')!;
+  const gcIntervalS = Number(gcText);
+  if (!Number.isInteger(gcIntervalS) || gcIntervalS < 0 || gcIntervalS > 3600)
+    return err(`--gc-interval-s: ${JSON.stringify(gcText)} must be an integer 0..3600 (seconds; 0: no collection of our own)`);
   const level = one(args, 'log-level') as LogLevel;
   if (!['debug', 'info', 'warn', 'error'].includes(level)) return err('--log-level must be debug, info, warn or error');
   const listen: ListenAddress[] = [];
@@ -265,6 +276,7 @@ async function runParsed(args: ParsedArgs): Promise<number> {
   } catch (e) {
     return err((e as Error).message, 1);
   }
+  collectEvery(gcIntervalS, (ms) => log('debug', 'full_gc', { ms: Math.round(ms * 10) / 10 }));
   for (const l of listen) {
     logInfo('api_listening', { address: `${l.host.includes(':') ? `[${l.host}]` : l.host}:${l.port}` });
     if (!isLoopback(l.host) && token === null)

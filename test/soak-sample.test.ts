@@ -1,13 +1,23 @@
 // The soak's small parsers: /proc text in the sampler (scripts/soak/sample.ts), HTTP response heads in
 // the traffic generator (scripts/soak/traffic.ts); and the sampler on this very process.
 import { describe, expect, it } from 'vitest';
-import { parseCpuS, parseDaemonList, parseVmRssKb, sampleDaemon } from '../scripts/soak/sample.js';
+import { parseCpuS, parseDaemonList, parseStatusKb, parseVmRssKb, sampleDaemon } from '../scripts/soak/sample.js';
 import { parseResponseHead } from '../scripts/soak/traffic.js';
 
 describe('sampler parsers', () => {
   it('VmRSS from /proc/PID/status', () => {
     expect(parseVmRssKb('Name:\tnode\nVmPeak:\t  999 kB\nVmRSS:\t  123456 kB\nRssAnon:\t 1 kB\n')).toBe(123456);
     expect(parseVmRssKb('Name:\tkthreadd\n')).toBeNull();
+  });
+
+  it('RssAnon and RssFile from /proc/PID/status; their sum is VmRSS on this process (with RssShmem)', () => {
+    const text = 'VmRSS:\t  300 kB\nRssAnon:\t  120 kB\nRssFile:\t  170 kB\nRssShmem:\t 10 kB\n';
+    expect([parseStatusKb(text, 'RssAnon'), parseStatusKb(text, 'RssFile'), parseStatusKb(text, 'Nope')]).toEqual([120, 170, null]);
+    const s = sampleDaemon('me', process.pid, 1);
+    expect(s.rssAnonKb).toBeGreaterThan(0);
+    expect(s.rssFileKb).toBeGreaterThan(0);
+    // the kernel's own sum (sampled at one instant: VmRSS = RssAnon + RssFile + RssShmem)
+    expect(s.rssKb! - s.rssAnonKb! - s.rssFileKb!).toBeGreaterThanOrEqual(0);
   });
 
   it('utime + stime from /proc/PID/stat, also with spaces and parentheses in the command', () => {

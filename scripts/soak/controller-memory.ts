@@ -9,7 +9,8 @@
 // resident memory, V8's heap (total, used, each space), external and array buffers. Prints one line per
 // --every seconds and, after --warmup, the growth from the median of the first window to the median of
 // the last (as the soak judges), per measure.
-//   node dist/scripts/soak/controller-memory.js --duration 300 [--node-flag --max-semi-space-size=1] [--out DIR]
+//   node dist/scripts/soak/controller-memory.js --duration 300 [--node-flag --max-semi-space-size=1] [--gc-interval-s S]
+//       [--env MALLOC_ARENA_MAX=2] [--smaps] [--out DIR]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -34,6 +35,18 @@ const OPTIONS: OptionSpec[] = [
   { name: 'warmup', value: 'S', help: 'seconds before the growth is judged (windows: a third of the rest, at most 60 s)', default: '60' },
   { name: 'every', value: 'S', help: 'print one sample this often', default: '30' },
   { name: 'node-flag', value: 'FLAG', help: "a flag for the controller's node (repeatable), e.g. --max-semi-space-size=1", repeat: true },
+  {
+    name: 'gc-interval-s',
+    value: 'S',
+    help: "the controller's --gc-interval-s (a full collection every S s; 0: V8's own schedule, as before that option); default: the controller's",
+  },
+  {
+    name: 'env',
+    value: 'VAR=VALUE',
+    help: 'an environment variable for the controller (repeatable), e.g. MALLOC_ARENA_MAX=2',
+    repeat: true,
+  },
+  { name: 'smaps', help: 'also sample /proc/PID/smaps: resident memory per kind of mapping ([heap], anonymous, files, stack)' },
   { name: 'out', value: 'DIR', help: "the controller's state and the samples (default: a new temp directory)" },
   { name: 'help', help: 'this help' },
 ];
@@ -90,6 +103,7 @@ export function growth(samples: readonly MemorySample[], warmupS: number): { mea
     ['external', (s) => s.external],
     ['arrayBuffers', (s) => s.arrayBuffers],
   ];
+  if (samples[0]!.maps !== undefined) for (const k of Object.keys(samples[0]!.maps)) measures.push([`smaps ${k}`, (s) => s.maps?.[k] ?? 0]);
   return measures.map(([measure, f]) => {
     const a = median(first.map(f));
     const b = median(last.map(f));
@@ -106,6 +120,13 @@ async function run(a: ParsedArgs): Promise<number> {
   const warmupS = intOpt(a, 'warmup', 0);
   const everyS = intOpt(a, 'every', 1);
   const flags = a.values.get('node-flag') ?? [];
+  const extraEnv: Record<string, string> = {};
+  for (const e of a.values.get('env') ?? []) {
+    const eq = e.indexOf('=');
+    if (eq < 1) throw new UsageError(`--env ${e}: give VAR=VALUE`);
+    extraEnv[e.slice(0, eq)] = e.slice(eq + 1);
+  }
+  const smaps = a.flags.has('smaps');
   const dir = one(a, 'out') ?? mkdtempSync(join(tmpdir(), 'slbx-controller-memory-'));
   const samplesPath = join(dir, 'memory.jsonl');
   if (existsSync(samplesPath)) throw new UsageError(`${samplesPath} exists: give another --out`);
@@ -128,8 +149,12 @@ async function run(a: ParsedArgs): Promise<number> {
       join(dir, 'api-token'),
       '--log-level',
       'warn',
+      ...(one(a, 'gc-interval-s') === undefined ? [] : ['--gc-interval-s', one(a, 'gc-interval-s')!]),
     ],
-    { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, SLBX_MEMORY_PROBE_OUT: samplesPath } },
+    {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, ...extraEnv, SLBX_MEMORY_PROBE_OUT: samplesPath, ...(smaps ? { SLBX_MEMORY_PROBE_SMAPS: '1' } : {}) },
+    },
   );
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   for (let i = 0; ; i++) {
@@ -143,7 +168,13 @@ async function run(a: ParsedArgs): Promise<number> {
     await new Promise((r2) => setTimeout(r2, 100));
   }
   process.stdout.write(
-    `controller pid ${child.pid} (node ${flags.join(' ') || '(no flags)'}), ${agents} agents, a generation every ${flapMs} ms, heartbeats every ${heartbeatMs} ms, each agent replaced every ${churnMs || 'never'} ms, ${durationS} s; samples in ${samplesPath}\n`,
+    `controller pid ${child.pid} (node ${flags.join(' ') || '(no flags)'}${
+      Object.keys(extraEnv).length > 0
+        ? `, env ${Object.entries(extraEnv)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' ')}`
+        : ''
+    }), ${agents} agents, a generation every ${flapMs} ms, heartbeats every ${heartbeatMs} ms, each agent replaced every ${churnMs || 'never'} ms, ${durationS} s; samples in ${samplesPath}\n`,
   );
   const token = readFileSync(join(dir, 'api-token'), 'utf8').trim();
   // a status body like a MUX's heartbeat: counters and a sample of flows

@@ -21,6 +21,9 @@ export interface DaemonSample {
   name: string;
   pid: number;
   rssKb: number | null;
+  /** The resident memory's anonymous and file-backed parts (RssAnon, RssFile of /proc/PID/status): not judged, for explaining a growth. */
+  rssAnonKb?: number | null;
+  rssFileKb?: number | null;
   fds: number | null;
   /** User + system CPU seconds so far. */
   cpuS: number | null;
@@ -92,6 +95,12 @@ export function parseVmRssKb(status: string): number | null {
   return m === null ? null : Number(m[1]);
 }
 
+/** A `NAME:  N kB` line of /proc/PID/status (RssAnon, RssFile, ...) in kB, or null. */
+export function parseStatusKb(status: string, field: string): number | null {
+  const m = new RegExp(`^${field}:\\s+(\\d+)\\s+kB$`, 'm').exec(status);
+  return m === null ? null : Number(m[1]);
+}
+
 /** utime + stime in seconds from the text of /proc/PID/stat (fields 14 and 15, after the comm in parentheses). */
 export function parseCpuS(stat: string): number | null {
   const close = stat.lastIndexOf(')');
@@ -130,7 +139,16 @@ export function sampleDaemon(name: string, pid: number, t: number): DaemonSample
     } catch {
       /* raced */
     }
-    return { t, name, pid, rssKb: parseVmRssKb(status), fds, cpuS };
+    return {
+      t,
+      name,
+      pid,
+      rssKb: parseVmRssKb(status),
+      rssAnonKb: parseStatusKb(status, 'RssAnon'),
+      rssFileKb: parseStatusKb(status, 'RssFile'),
+      fds,
+      cpuS,
+    };
   } catch {
     return { t, name, pid, rssKb: null, fds: null, cpuS: null, gone: true };
   }
