@@ -948,21 +948,54 @@ const COMMANDS: Command[] = [
   },
   {
     words: ['flows'],
-    args: ['MUX'],
-    about: 'the live flows of a MUX (a sample of up to 100, from its last heartbeat)',
+    args: ['AGENT'],
+    about:
+      'the live flows of a MUX, or the east-west entries of a host agent (to_mux, fastpath: docs/east-west.md); a sample of up to 100, from its last heartbeat',
     options: [{ name: 'limit', value: 'N', help: 'print at most N (default 100)' }],
-    async run(c, [mux]) {
-      const s = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/mux/${enc(mux!)}/status`);
-      const flows = (s.status['flows'] ?? []) as Obj[];
+    async run(c, [agent]) {
+      // a MUX's name, else a host agent's (404 from the first: no MUX of that name)
+      const mux = await api(c, 'GET', `/v1/agents/mux/${enc(agent!)}/status`).catch((e: CliError) =>
+        e.status === 404 ? null : Promise.reject(e),
+      );
       const limit = intOpt(c, 'limit') ?? 100;
+      if (mux === null) {
+        const h = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/host/${enc(agent!)}/status`);
+        const flows = (h.status['flows'] ?? []) as Obj[];
+        const ew = (((h.status['status'] ?? {}) as Obj)['eastWest'] ?? null) as { flows?: Record<string, number> } | null;
+        if (c.json) {
+          printJson(c, { host: agent, at: h.at, summary: ew?.flows ?? null, flows: flows.slice(0, limit) });
+          return 0;
+        }
+        const by = ew?.flows ?? {};
+        c.io.out(`host ${agent}: ${by['fastpath'] ?? 0} fastpath, ${by['to_mux'] ?? 0} to_mux entries, heartbeat ${ago(h.at)}\n`);
+        c.io.out(
+          formatTable(
+            ['KIND', 'CLIENT', 'VIP', 'PROTO', 'VNI', 'VIA', 'IDLE-EXPIRES'],
+            flows
+              .slice(0, limit)
+              .map((f) => [
+                str(f['kind']),
+                str(f['client']),
+                str(f['vip']),
+                str(f['protocol']),
+                str(f['vni']),
+                f['kind'] === 'fastpath' ? `${str(f['backend'])} on ${str(f['host'])}` : str(f['mux']),
+                `${str(f['expiresInS'])}s`,
+              ]),
+          ),
+        );
+        return 0;
+      }
+      const s = mux.body as { status: Obj; at: string };
+      const flows = (s.status['flows'] ?? []) as Obj[];
       const st = (s.status['status'] ?? {}) as Obj;
       if (c.json) {
-        printJson(c, { mux, at: s.at, summary: st['flows'] ?? null, flows: flows.slice(0, limit) });
+        printJson(c, { mux: agent, at: s.at, summary: st['flows'] ?? null, flows: flows.slice(0, limit) });
         return 0;
       }
       const sum = (st['flows'] ?? {}) as { ipv4?: number; ipv6?: number };
       c.io.out(
-        `mux ${mux}: ${(sum.ipv4 ?? 0) + (sum.ipv6 ?? 0)} flows (${sum.ipv4 ?? 0} IPv4, ${sum.ipv6 ?? 0} IPv6), heartbeat ${ago(s.at)}\n`,
+        `mux ${agent}: ${(sum.ipv4 ?? 0) + (sum.ipv6 ?? 0)} flows (${sum.ipv4 ?? 0} IPv4, ${sum.ipv6 ?? 0} IPv6), heartbeat ${ago(s.at)}\n`,
       );
       c.io.out(
         formatTable(

@@ -13,11 +13,33 @@ import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { createFramePort, createIpSender, resolveIo, type FramePort, type IoPath, type IpSender } from '../runtime/frame-port.js';
 import { VxlanSocket } from '../runtime/vxlan-socket.js';
 import { readInterface } from '../runtime/netif.js';
-import { installVxlanDrop, removeVxlanDrop } from '../runtime/nftables.js';
+import { installUdpDrop, removeVxlanDrop, NFT_TABLE } from '../runtime/nftables.js';
+import { REDIRECT_PORT } from '../shared/redirect.js';
 import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
-import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, VERDICT_HOLD, VERDICT_LOCAL, type HostContext } from './data-plane.js';
+import {
+  processInbound,
+  processOutbound,
+  OUT_DSR,
+  VERDICT_CONSUMED,
+  VERDICT_FORWARD,
+  VERDICT_HOLD,
+  VERDICT_LOCAL,
+  type HostContext,
+} from './data-plane.js';
+import { OUT_FABRIC, type EwState } from './east-west.js';
+import {
+  carryEwState,
+  ewStatus,
+  listHostFlows,
+  newDaemonEwState,
+  redirectCaptureClause,
+  sweepSlotsOf,
+  tickEwState,
+  EW_TICK_MS,
+  type ListedHostFlow,
+} from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
@@ -82,6 +104,8 @@ export interface HostDaemonOptions {
   io?: IoPath;
   /** Called with every probe state on each probe state change (docs/probes.md); see HostDaemon.onHealthChange. */
   onHealthChange?: HealthListener;
+  /** The policy key (the controller's API token): checks Fastpath redirects (docs/east-west.md); none: every redirect is refused. */
+  policyKey?: string | null;
 }
 
 interface PortState {
@@ -133,6 +157,9 @@ export class HostDaemon {
   private echo6: Socket | null = null;
   private echoError: string | null = null;
   private readonly echoReq: EchoRequest = { nonceHi: 0, nonceLo: 0 };
+  /** East-west: the host flow table, clocks and redirect HMAC, carried across policies (host-agent/east-west-io.ts). */
+  private ew: EwState;
+  private readonly fabricMac: Uint8Array;
 
   constructor(o: HostDaemonOptions) {
     this.o = o;
@@ -148,6 +175,9 @@ export class HostDaemon {
       readInterface(o.iface)?.mtu ?? DSR_MTU_UNKNOWN,
     );
     this.traffic = new HostTrafficCounters(tables.nics);
+    this.fabricMac = o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6);
+    this.ew = newDaemonEwState(o.config, this.fabricMac, o.policyKey ?? null);
+    this.ctx.ew = this.ew;
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -216,7 +246,15 @@ export class HostDaemon {
     if (this.started) return;
     const me = this.self();
     if (this.useNftables) {
-      this.nftError = installVxlanDrop([me.address, ...(me.address6 ? [me.address6] : [])], this.config.fabric.vxlanPort);
+      // VXLAN to each PA, and Fastpath redirects to the IPv4 PA (docs/east-west.md)
+      this.nftError = installUdpDrop(
+        NFT_TABLE,
+        [me.address, ...(me.address6 ? [me.address6] : [])],
+        [
+          { port: this.config.fabric.vxlanPort, what: "VXLAN is read by the host agent's capture" },
+          { port: REDIRECT_PORT, what: "Fastpath redirects are read by the host agent's capture" },
+        ],
+      );
       if (this.nftError !== null)
         logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer VXLAN with ICMP port unreachable' });
     }
@@ -229,7 +267,7 @@ export class HostDaemon {
       const ifMac = readInterface(this.iface)?.mac;
       const answers = ifMac === undefined ? '' : ` or (ether dst ${formatMac(ifMac)} and (arp or (icmp6 and ip6[40] == 136)))`;
       this.fabric.open(
-        `(${vxlan})${answers}`,
+        `(${vxlan}) or ${redirectCaptureClause(me.address.text)}${answers}`,
         (f, len) => this.onFabricFrame(f, len),
         this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
       );
@@ -248,6 +286,7 @@ export class HostDaemon {
         this.countBatchErrors();
       }, PORT_RETRY_MS),
     );
+    this.timers.push(setInterval(() => this.tickEw(), EW_TICK_MS));
     this.prober.start();
     this.openEchoSockets();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
@@ -433,6 +472,7 @@ export class HostDaemon {
       this.hold(frame, len);
       return;
     }
+    if (v === VERDICT_CONSUMED) return; // a Fastpath redirect, installed (docs/east-west.md)
     if (v === VERDICT_LOCAL) {
       this.answerEcho(frame);
       return;
@@ -450,7 +490,7 @@ export class HostDaemon {
     // in_delivered counted the verdict, and the nic's slot counts it (host-agent/traffic-counters.ts); a
     // send the kernel refuses is counted here
     const t = this.traffic.delivered;
-    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
+    const k = (ctx.outPort ^ 1) * HOST_TRAFFIC_STRIDE;
     t[k]!++;
     t[k + 1]! += ctx.outLen;
     if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
@@ -546,6 +586,9 @@ export class HostDaemon {
       const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
       if (raw === null) cv[C.send_error_dsr_unavailable]!++;
       else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
+    } else if (ctx.outPort === OUT_FABRIC) {
+      // east-west VXLAN to a MUX or, after a redirect, to the DIP's host (docs/east-west.md)
+      if (!this.fabric.isOpen || !this.fabric.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_fabric]!++;
     } else {
       // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
       const st = this.ports[ctx.outPort];
@@ -623,6 +666,8 @@ export class HostDaemon {
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
     const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
+    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac);
+    ctx.ew = this.ew;
     ctx.sourceMacCheck = this.sourceMacCheck;
     ctx.holdUnresolved = this.ctx.holdUnresolved;
     this.neighbors.setPeers(tables.peers);
@@ -708,9 +753,20 @@ export class HostDaemon {
         sendErrors: this.ctx.counters.get('send_error_latency_echo'),
         lastError: this.echoError ?? undefined,
       },
+      eastWest: ewStatus(this.ew),
       counters: this.ctx.counters.snapshot(),
       // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
       backends: this.traffic.backends(),
     };
+  }
+
+  /** East-west clocks and a slice of the host flow table's idle sweep (every EW_TICK_MS). */
+  private tickEw(): void {
+    tickEwState(this.ew, sweepSlotsOf(this.ew));
+  }
+
+  /** What GET /flows answers: up to `limit` entries of the host flow table (to_mux, fastpath). */
+  flows(limit: number): ListedHostFlow[] {
+    return listHostFlows(this.ew, this.ctx.tables, limit);
   }
 }

@@ -161,7 +161,7 @@ export type HostCounterName = (typeof HOST_COUNTER_NAMES)[number];
 export interface HostContext {
   tables: HostTables;
   /** East-west and Fastpath: the host flow table, clocks, the redirect HMAC (host-agent/east-west.ts). */
-  readonly ew: EwState;
+  ew: EwState; // replaced by the daemon with the one it carries across policies (host-agent/east-west-io.ts)
   readonly counters: Counters<HostCounterName>;
   readonly vxlanPort: number;
   /** MAC of each port's host-side interface, by nic index (filled by the io layer). */

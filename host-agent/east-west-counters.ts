@@ -26,4 +26,6 @@ export const EW_HOST_COUNTER_NAMES = [
   'drop_redirect_expired',
   'drop_redirect_unbound',
   'drop_redirect_bad_target',
+  // east-west VXLAN the kernel refused on the fabric interface (or no fabric capture: the udp receive path)
+  'send_error_fabric',
 ] as const;

@@ -25,7 +25,15 @@ import {
   type Redirect,
   type RedirectMac,
 } from '../shared/redirect.js';
-import { FLOW_FASTPATH, FLOW_TO_MUX, HostFlowTable, flowAction, flowKind } from './flow-table.js';
+import {
+  FASTPATH_CLOSING_S,
+  FLOW_FASTPATH,
+  FLOW_FASTPATH_CLOSING,
+  FLOW_TO_MUX,
+  HostFlowTable,
+  flowAction,
+  flowKind,
+} from './flow-table.js';
 import { macKeyOf, type EwTarget, type EwVip } from './east-west-tables.js';
 import { macKey, type HostNic } from './tables.js';
 import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, type HostContext } from './data-plane.js';
@@ -211,17 +219,21 @@ function findTarget6(list: readonly EwTarget[] | undefined, d: ArrayLike<number>
 }
 
 /**
- * The flow's Fastpath target (key already set), its entry refreshed; removed after a TCP FIN or RST (this
- * packet still takes it). null: no Fastpath entry.
+ * The flow's Fastpath target (key already set), its entry refreshed; after a TCP FIN or RST the entry is
+ * closing: this packet and the flow's last ones still take it, and it expires FASTPATH_CLOSING_S after
+ * the last (the last ACKs never go back to a MUX). null: no Fastpath entry.
  */
 function fastpathTarget(ctx: HostContext, proto: number): EwTarget | null {
   const s = ctx.ew;
   const tcp = proto === IPPROTO_TCP;
   const v = s.flows.lookup(s.nowS, s.nowS + (tcp ? s.tcpIdleS : s.udpIdleS));
-  if (v < 0 || flowKind(v) !== FLOW_FASTPATH) return null;
+  if (v < 0) return null;
+  const kind = flowKind(v);
+  if (kind !== FLOW_FASTPATH && kind !== FLOW_FASTPATH_CLOSING) return null;
   const t = ctx.tables.ew.targets[flowAction(v)];
   if (t === undefined) return null;
-  if (tcp && (ctx.ports.tcpFlags & (TCP_FIN | TCP_RST)) !== 0) s.flows.remove();
+  if (kind === FLOW_FASTPATH_CLOSING || (tcp && (ctx.ports.tcpFlags & (TCP_FIN | TCP_RST)) !== 0))
+    s.flows.insert(FLOW_FASTPATH_CLOSING, t.index, s.nowS + FASTPATH_CLOSING_S);
   return t;
 }
 
@@ -408,7 +420,8 @@ export function redirectIn(frame: Uint8Array, l4: number, udpEnd: number, src: n
   }
   const v = s.flows.peek(s.nowS);
   const muxIndex = ew.muxPeers.indexOf(pi);
-  const bound = v >= 0 && ((flowKind(v) === FLOW_TO_MUX && flowAction(v) === muxIndex) || flowKind(v) === FLOW_FASTPATH);
+  const fast = v >= 0 && (flowKind(v) === FLOW_FASTPATH || flowKind(v) === FLOW_FASTPATH_CLOSING);
+  const bound = v >= 0 && ((flowKind(v) === FLOW_TO_MUX && flowAction(v) === muxIndex) || fast);
   if (!bound) return drop(ctx, C.drop_redirect_unbound);
   // the target: a member of the rule's pool in policy, in the flow's VNI, where the redirect says it is
   const rule = vip !== undefined && vip.vni === r.vni ? vip.rules.get((r.protocol << 16) | r.dstPort) : undefined;
@@ -422,7 +435,7 @@ export function redirectIn(frame: Uint8Array, l4: number, udpEnd: number, src: n
   ) {
     return drop(ctx, C.drop_redirect_bad_target);
   }
-  if (flowKind(v) === FLOW_FASTPATH) {
+  if (fast) {
     if (flowAction(v) !== target.index) return drop(ctx, C.drop_redirect_unbound);
     ctx.counters.values[C.redirects_repeated]!++;
     return VERDICT_CONSUMED;

@@ -12,7 +12,17 @@ export const HOST_FLOW_KEY_WORDS = 11;
 export const FLOW_TO_MUX = 1;
 /** Redirected by a MUX: action = the target's index (its nic, host and MAC). */
 export const FLOW_FASTPATH = 2;
-export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = { [FLOW_TO_MUX]: 'to_mux', [FLOW_FASTPATH]: 'fastpath' };
+/**
+ * A Fastpath entry after the client's TCP FIN or RST: still the fast path (the last ACKs and any
+ * retransmission), but kept only FASTPATH_CLOSING_S after its last packet.
+ */
+export const FLOW_FASTPATH_CLOSING = 3;
+export const FASTPATH_CLOSING_S = 10;
+export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = {
+  [FLOW_TO_MUX]: 'to_mux',
+  [FLOW_FASTPATH]: 'fastpath',
+  [FLOW_FASTPATH_CLOSING]: 'fastpath_closing',
+};
 const HASH_SEED = 0x686f7374; // 'host'
 
 export class HostFlowTable {

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import type { SlbxConfig } from '../shared/config.js';
 import { one } from '../shared/args.js';
 import { isMain } from '../runtime/command.js';
+import { readPolicyKey } from '../runtime/redirect-mac.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
@@ -37,7 +38,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   extraHelp:
     'status: curl -s http://127.0.0.1:9181/status     ready, ports, DSR, counters\n' +
     '        curl -s http://127.0.0.1:9181/counters   every counter; drops are drop_in_<reason>, drop_out_<reason>\n' +
-    '        curl -s http://127.0.0.1:9181/metrics    the Prometheus text format (docs/metrics.md)',
+    '        curl -s http://127.0.0.1:9181/metrics    the Prometheus text format (docs/metrics.md)\n' +
+    "        curl -s 'http://127.0.0.1:9181/flows?limit=20'  east-west entries: to_mux, fastpath (docs/east-west.md)",
   checkArgs(args) {
     const rp = one(args, 'receive-path')!;
     const ioError = checkPacketDaemonArgs(args);
@@ -51,6 +53,9 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       return `no host named ${JSON.stringify(name)} in ${cfgPath} (hosts: ${config.hosts.map((h) => h.name).join(', ')})`;
     const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
     if (typeof packet === 'string') return packet;
+    // Fastpath redirects are signed with the policy key (docs/east-west.md)
+    const policyKey = readPolicyKey(one(args, 'controller-token-file'));
+    if (policyKey !== null && typeof policyKey === 'object') return policyKey.error;
     const via4 = one(args, 'dsr-via') ?? defaultGateway4();
     const via6 = one(args, 'dsr-via6') ?? defaultGateway6();
     if (via4 !== null && isIP(via4) !== 4) return `--dsr-via must be an IPv4 address, got ${via4}`;
@@ -59,6 +64,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     return new HostDaemon({
       config,
       name,
+      policyKey,
       iface: packet.iface,
       dsrVia4: via4,
       dsrVia6: via6,
@@ -71,10 +77,11 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   },
   routes(daemon) {
     const d = daemon as HostDaemon;
-    return (path) => {
+    return (path, q) => {
       if (path === '/status') return d.status();
       if (path === '/counters') return d.counters();
       if (path === '/metrics') return writeHostMetrics(d);
+      if (path === '/flows') return d.flows(Math.min(10000, Number(q.get('limit') ?? 100) || 100));
       return undefined;
     };
   },
@@ -88,17 +95,24 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
 
 /**
  * What of a config a host agent uses (host-agent/tables.ts, host-agent/prober.ts): everything but the
- * MUX-only settings. Two configs with the same key give the host agent the same tables and probes.
+ * MUX-only settings (with an internal VIP the hash seed and the flow table's timeouts are the host agent's
+ * too: docs/east-west.md). Two configs with the same key give the host agent the same tables and probes.
  */
 export function hostPolicyKey(config: SlbxConfig): string {
+  const ew = config.vips.some((v) => v.scope === 'internal');
   return JSON.stringify({
     ...config,
-    hashSeed: null,
+    hashSeed: ew ? config.hashSeed : null,
     maglevTableSize: null,
-    flowTable: null,
+    flowTable: ew ? config.flowTable : null,
     bgp: null,
     pools: config.pools.map((p) => ({ name: p.name, network: p.network, nics: p.backends.map((b) => b.nic) })),
-    vips: config.vips.map((v) => ({ address: v.address.text, rules: v.rules.map((r) => ({ ...r, distribution: null })) })),
+    vips: config.vips.map((v) => ({
+      address: v.address.text,
+      scope: v.scope,
+      network: v.network,
+      rules: v.rules.map((r) => ({ ...r, distribution: null })),
+    })),
   });
 }
 

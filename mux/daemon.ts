@@ -23,6 +23,7 @@ import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_RE
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
 import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
+import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, sendMuxRedirect } from './east-west-io.js';
 import { MuxTrafficCounters, TRAFFIC_STRIDE, type BackendTraffic } from './traffic-counters.js';
 
 const CLOCK_TICK_MS = 250;
@@ -60,18 +61,25 @@ export interface MuxDaemonOptions {
    * back until policyApplied() (or BGP_POLICY_WAIT_MS), since the bootstrap tables know no health.
    */
   awaitPolicy?: boolean;
+  /** The policy key (the controller's API token): signs Fastpath redirects (docs/east-west.md); none: no redirects. */
+  policyKey?: string | null;
 }
 
 /**
  * The BPF filter for a VIP set: the VIPs' packets (tagged or not), and what resolves the hosts: ARP, or
  * on an IPv6 underlay neighbour solicitations and advertisements (ICMPv6 135/136 right after the header).
  */
-export function muxCaptureFilter(config: SlbxConfig): string {
-  const hosts = config.vips.map((v) => (v.address.family === 4 ? `dst host ${v.address.text}` : `ip6 dst host ${v.address.text}`));
+export function muxCaptureFilter(config: SlbxConfig, pa = ''): string {
+  // internal VIPs are no public VIP hosts: they reach a MUX only inside VXLAN from a host (docs/east-west.md)
+  const ew = pa === '' ? null : muxEwCaptureClause(config, pa);
+  const hosts = config.vips
+    .filter((v) => v.scope !== 'internal')
+    .map((v) => (v.address.family === 4 ? `dst host ${v.address.text}` : `ip6 dst host ${v.address.text}`));
   const resolve = config.fabric.underlay === 'ipv6' ? '(icmp6 and (ip6[40] == 135 or ip6[40] == 136))' : 'arp';
-  if (hosts.length === 0) return resolve;
+  if (hosts.length === 0) return ew === null ? resolve : `${resolve} or ${ew}`;
   const any = hosts.join(' or ');
-  return `${resolve} or ${any} or (vlan and (${any}))`;
+  // before `vlan`: in a BPF filter every test after it reads 4 bytes further on
+  return `${resolve} or ${any}${ew === null ? '' : ` or ${ew}`} or (vlan and (${any}))`;
 }
 
 export class MuxDaemon {
@@ -82,6 +90,10 @@ export class MuxDaemon {
   ctx: MuxContext;
   private port: FramePort;
   private filter = '';
+  /** The redirect HMAC under the policy key (null: none), and the state of the nftables drop of host VXLAN. */
+  private readonly redirectMac: MuxContext['ew']['mac'];
+  private nftError: string | null = null;
+  private nftInstalled = false;
   private timers: NodeJS.Timeout[] = [];
   private started = false;
   private generation = 1;
@@ -120,6 +132,7 @@ export class MuxDaemon {
     this.iface = o.iface;
     this.mac = o.mac;
     this.config = o.config;
+    this.redirectMac = muxRedirectMac(o.policyKey);
     this.health = o.health ?? ALL_HEALTHY;
     this.latency = new LatencyMeter({
       config: o.config,
@@ -209,7 +222,10 @@ export class MuxDaemon {
 
   /** The context for `config` (mux/context.ts: slbx-replay builds it the same way). */
   private newContext(config: SlbxConfig, tables: MuxTables): MuxContext {
-    return buildMuxContext(config, this.name, tables, this.mac);
+    const ctx = buildMuxContext(config, this.name, tables, this.mac);
+    ctx.ew.mac = this.redirectMac;
+    ctx.ew.unixS = Math.floor(Date.now() / 1000);
+    return ctx;
   }
 
   start(): void {
@@ -223,6 +239,7 @@ export class MuxDaemon {
       throw e;
     }
     this.started = true;
+    this.syncEwDrop();
     if (this.sendPath === 'udp') this.syncUdpSenders();
     this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
     this.timers.push(setInterval(() => this.resolveHosts(), NEIGHBOR_RETRY_MS));
@@ -263,11 +280,28 @@ export class MuxDaemon {
     this.udpByHost = new Map();
     this.latency.stop();
     this.bgp?.stop();
+    if (this.nftInstalled) removeMuxEwDrop();
+    this.nftInstalled = false;
     logInfo('mux_stopped', { counters: this.ctx.counters.snapshot() });
   }
 
+  /** The nftables drop of host VXLAN while the config has an internal VIP (docs/east-west.md). */
+  private syncEwDrop(): void {
+    const want = muxEwCaptureClause(this.config, this.self().address.text) !== null;
+    if (want === this.nftInstalled) return;
+    if (!want) {
+      removeMuxEwDrop();
+      this.nftInstalled = false;
+      return;
+    }
+    this.nftError = installMuxEwDrop(this.config, this.self().address);
+    this.nftInstalled = this.nftError === null;
+    if (this.nftError !== null)
+      logWarn('nftables_failed', { error: this.nftError, effect: 'the kernel may answer host VXLAN with ICMP port unreachable' });
+  }
+
   private openCapture(): void {
-    this.filter = muxCaptureFilter(this.config);
+    this.filter = muxCaptureFilter(this.config, this.self().address.text);
     this.port.open(this.filter, (frame, len) => this.onFrame(frame, len), this.captureBufferBytes);
   }
 
@@ -292,6 +326,7 @@ export class MuxDaemon {
     const cv = ctx.counters.values;
     const C = ctx.counters.index;
     if (v === VERDICT_FORWARD) {
+      if (ctx.ew.outLen !== 0) sendMuxRedirect(this.port, ctx); // a Fastpath redirect (docs/east-west.md)
       const path = this.sendPathCode;
       const n = ctx.outLen;
       // per backend and per rule: packets, bytes, new flows (flow_new moved: docs/metrics.md)
@@ -435,6 +470,7 @@ export class MuxDaemon {
   private tick(): void {
     this.countBatchErrors();
     this.ctx.nowS = Math.floor(process.uptime()) + 1;
+    this.ctx.ew.unixS = Math.floor(Date.now() / 1000);
     // a full pass over both flow tables about every 10 s
     sweepFlows(this.ctx, Math.max(1024, Math.ceil(Math.max(this.ctx.flows4.capacity, this.ctx.flows6.capacity) / 40)));
   }
@@ -469,7 +505,8 @@ export class MuxDaemon {
     this.traffic.grow(tables);
     this.config = config;
     this.health = health;
-    if (this.started && muxCaptureFilter(config) !== this.filter) this.openCapture();
+    if (this.started && muxCaptureFilter(config, this.self().address.text) !== this.filter) this.openCapture();
+    if (this.started) this.syncEwDrop();
     if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
     const failOpen = [...tables.poolTables.values()].filter((t) => t.failOpen).map((t) => t.key);
     logInfo('tables_installed', {
@@ -507,6 +544,10 @@ export class MuxDaemon {
       mac: formatMac(this.mac),
       pa: this.self().address.text,
       captureFilter: this.filter,
+      eastWest: {
+        redirectKey: this.redirectMac !== null,
+        nftables: this.nftInstalled ? 'installed' : (this.nftError ?? 'not needed (no internal VIP)'),
+      },
       vips: this.config.vips.map((v) => v.address.text),
       hosts,
       pools: [...t.poolTables.values()].map((p) => ({

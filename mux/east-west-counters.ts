@@ -9,9 +9,14 @@ export const EW_MUX_COUNTER_NAMES = [
   'redirects_skipped',
   'drop_ew_truncated',
   'drop_ew_unknown_host',
+  // host VXLAN from a host's PA but not from the MAC that PA resolves to (docs/security.md), or before it resolved
+  'drop_ew_spoofed_source',
+  'drop_ew_source_unresolved',
   'drop_ew_bad_vxlan',
   'drop_ew_inner_not_ip',
   'drop_ew_not_internal_vip',
   'drop_ew_wrong_vni',
   'drop_ew_fragment',
+  // a redirect the kernel refused to send (the daemon's send on the capture handle)
+  'send_error_redirect',
 ] as const;

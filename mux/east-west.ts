@@ -107,6 +107,17 @@ export function notVip4(frame: Uint8Array, l3: number, hl: number, ctx: MuxConte
   return ctx.ip4.dst === ctx.localPa4 ? fromHost4(frame, l3, hl, ctx) : drop(ctx, ctx.counters.index.drop_not_vip);
 }
 
+function macEquals(frame: Uint8Array, off: number, mac: Uint8Array): boolean {
+  return (
+    frame[off] === mac[0] &&
+    frame[off + 1] === mac[1] &&
+    frame[off + 2] === mac[2] &&
+    frame[off + 3] === mac[3] &&
+    frame[off + 4] === mac[4] &&
+    frame[off + 5] === mac[5]
+  );
+}
+
 /** VXLAN to the MUX's own IPv4 PA (the outer header parsed in ctx.ip4, `hl` its length). */
 export function fromHost4(frame: Uint8Array, l3: number, hl: number, ctx: MuxContext): number {
   const C = ctx.counters.index;
@@ -123,6 +134,9 @@ export function fromHost4(frame: Uint8Array, l3: number, hl: number, ctx: MuxCon
   const ew = ctx.tables.ew;
   const host = ew.hostsByPa4.get(ip.src);
   if (host === undefined) return drop(ctx, C.drop_ew_unknown_host);
+  // the source MAC check of docs/security.md: the frame comes from the MAC the host's PA resolves to
+  if (!host.macKnown) return drop(ctx, C.drop_ew_source_unresolved);
+  if (!macEquals(frame, 6, host.mac)) return drop(ctx, C.drop_ew_spoofed_source);
   // RFC 7348 5: the I flag must be 1
   if ((frame[l4 + 8]! & VXLAN_FLAG_I) === 0) return drop(ctx, C.drop_ew_bad_vxlan);
   const vni = readU32(frame, l4 + 12) >>> 8;

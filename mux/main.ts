@@ -2,6 +2,7 @@
 // slbx-mux: the MUX daemon. See --help.
 import { one } from '../shared/args.js';
 import { isMain } from '../runtime/command.js';
+import { readPolicyKey } from '../runtime/redirect-mac.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
@@ -49,11 +50,15 @@ export const MUX_PROGRAM: DaemonProgram = {
       return `no mux named ${JSON.stringify(name)} in ${cfgPath} (muxes: ${config.muxes.map((m) => m.name).join(', ')})`;
     const packet = resolvePacketDaemonArgs(args, me.address.text, name, cfgPath);
     if (typeof packet === 'string') return packet;
+    // Fastpath redirects are signed with the policy key (docs/east-west.md)
+    const policyKey = readPolicyKey(one(args, 'controller-token-file'));
+    if (policyKey !== null && typeof policyKey === 'object') return policyKey.error;
     // with a controller, a bootstrap --config knows no health: BGP waits for the first policy (docs/bgp.md)
     const awaitPolicy = one(args, 'controller') !== undefined && one(args, 'config') !== undefined;
     return new MuxDaemon({
       config,
       name,
+      policyKey,
       iface: packet.iface,
       mac: packet.mac,
       captureBufferBytes: packet.captureBufferBytes,

@@ -1,4 +1,5 @@
-// The one nftables rule a host agent needs: VXLAN to its provider address is read by a packet capture,
+// The nftables rules of the daemons that read UDP with a capture (a host agent: VXLAN and Fastpath
+// redirects; a MUX: VXLAN from the hosts). VXLAN to its provider address is read by a packet capture,
 // so the namespace's kernel must not also answer it with ICMP port unreachable (it does, per datagram). Packet
 // taps see a frame before netfilter's input hook drops it.
 import { spawnSync } from 'node:child_process';
@@ -14,17 +15,38 @@ function nft(script: string): string | null {
 
 /** Installs (or replaces) the drop rule for each provider address; returns an error message or null. */
 export function installVxlanDrop(pas: readonly { text: string; family: 4 | 6 }[], port: number): string | null {
-  const rules = pas
-    .map(
-      (pa) =>
-        `    ${pa.family === 4 ? 'ip' : 'ip6'} daddr ${pa.text} udp dport ${port} counter drop comment "slbx: VXLAN is read by the host agent's capture"`,
-    )
-    .join('\n');
-  return nft(
-    `table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\ntable inet ${NFT_TABLE} {\n  chain input {\n    type filter hook input priority -10; policy accept;\n${rules}\n  }\n}\n`,
-  );
+  return installUdpDrop(NFT_TABLE, pas, [{ port, what: "VXLAN is read by the host agent's capture" }]);
 }
 
 export function removeVxlanDrop(): string | null {
-  return nft(`table inet ${NFT_TABLE}\ndelete table inet ${NFT_TABLE}\n`);
+  return removeUdpDrop(NFT_TABLE);
+}
+
+/** A UDP port a daemon reads with its capture, and what for (the rule's comment). */
+export interface CapturedUdpPort {
+  readonly port: number;
+  readonly what: string;
+}
+
+/**
+ * Installs (or replaces) table inet TABLE with one input drop rule per provider address and captured UDP
+ * port (the host agent: VXLAN and Fastpath redirects; the MUX: VXLAN from the hosts); an error message or null.
+ */
+export function installUdpDrop(
+  table: string,
+  pas: readonly { text: string; family: 4 | 6 }[],
+  ports: readonly CapturedUdpPort[],
+): string | null {
+  const rules = pas
+    .flatMap((pa) =>
+      ports.map((p) => `    ${pa.family === 4 ? 'ip' : 'ip6'} daddr ${pa.text} udp dport ${p.port} counter drop comment "slbx: ${p.what}"`),
+    )
+    .join('\n');
+  return nft(
+    `table inet ${table}\ndelete table inet ${table}\ntable inet ${table} {\n  chain input {\n    type filter hook input priority -10; policy accept;\n${rules}\n  }\n}\n`,
+  );
+}
+
+export function removeUdpDrop(table: string): string | null {
+  return nft(`table inet ${table}\ndelete table inet ${table}\n`);
 }

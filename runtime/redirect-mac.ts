@@ -3,6 +3,7 @@
 // equals a policy signature. Synchronous node:crypto, handed to the data planes as a function.
 import { createHmac } from 'node:crypto';
 import { REDIRECT_MAC_LEN, type RedirectMac } from '../shared/redirect.js';
+import { readToken } from './api-token.js';
 
 export const REDIRECT_KEY_LABEL = 'slbx-redirect';
 
@@ -18,4 +19,13 @@ export function redirectMacFor(token: string): RedirectMac {
       .digest();
     for (let i = 0; i < REDIRECT_MAC_LEN; i++) out[outOff + i] = d[i]!;
   };
+}
+
+/**
+ * The policy key a daemon signs or checks redirects with: the token of --controller-token-file (the one
+ * that signs policy), null without that option (no redirects: every east-west flow stays on the MUX path).
+ */
+export function readPolicyKey(path: string | undefined): string | null | { error: string } {
+  if (path === undefined) return null;
+  return readToken(path);
 }

@@ -131,9 +131,11 @@ const hostIn = [
   fromPeer('198.18.0.11', pkt().ipv6({ src: '2001:db8:d::100', dst: '2001:db8:d::10' }).udp({ sport: 7001, dport: 4 }).build()),
 ];
 
+/** host1's fabric MAC: the MUX accepts host VXLAN only from the MAC the host's PA resolves to. */
+const HOST1_MAC = '02:00:00:00:00:21';
 const toMux = (inner: Buffer) =>
   pkt()
-    .eth()
+    .eth({ src: HOST1_MAC })
     .ipv4({ src: '198.18.0.21', dst: '198.18.0.11' })
     .udp({ sport: 50000, dport: 4789, checksum: 'zero' })
     .vxlan({ vni: 5001 })
@@ -196,7 +198,10 @@ describe(`east-west paths under ${N.toLocaleString('en')} random and mutated fra
 
   it('mux processPacket (VXLAN from hosts)', () => {
     const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
-    for (const h of tables.hosts.values()) h.macKnown = true;
+    for (const h of tables.hosts.values()) {
+      h.mac.set(mac(HOST1_MAC));
+      h.macKnown = true;
+    }
     const ctx = newMuxContext({
       tables,
       localMac: mac('02:00:00:00:00:11'),

@@ -22,6 +22,7 @@ import {
   type HostContext,
 } from '../host-agent/data-plane.js';
 import { OUT_FABRIC } from '../host-agent/east-west.js';
+import { FASTPATH_CLOSING_S } from '../host-agent/flow-table.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -228,7 +229,7 @@ describe('east-west source side (host1)', () => {
     expect(out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, dport: 7999, flags: TCP_SYN }), 0).drop).toBe('drop_out_ew_no_rule');
   });
 
-  it('after a valid redirect the flow goes PA to PA to the DIP host, the inner packet unchanged; FIN ends the entry', () => {
+  it('after a valid redirect the flow goes PA to PA to the DIP host, the inner packet unchanged; FIN makes the entry closing', () => {
     const ctx = newCtx('host1');
     out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, flags: TCP_SYN }), 0);
     const rd = inb(ctx, redirect());
@@ -254,11 +255,17 @@ describe('east-west source side (host1)', () => {
     // the same redirect again is harmless
     expect(inb(ctx, redirect()).v).toBe(VERDICT_CONSUMED);
     expect(count(ctx, 'redirects_repeated')).toBe(1);
-    // FIN: this packet still takes the fast path, the next goes to the MUX again
+    // FIN: this packet and the flow's last ACK still take the fast path (never back to a MUX) ...
     expect(out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, flags: TCP_ACK | TCP_FIN }), 0).frame.subarray(30, 34)).toEqual(
       Buffer.from([198, 18, 0, 22]),
     );
-    expect(ctx.ew.flows.size).toBe(0);
+    expect(ctx.ew.flows.countByKind(ctx.ew.nowS)).toEqual({ fastpath_closing: 1 });
+    expect(out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, flags: TCP_ACK }), 0).frame.subarray(30, 34)).toEqual(
+      Buffer.from([198, 18, 0, 22]),
+    );
+    // ... and the entry ends FASTPATH_CLOSING_S after the last packet, not the TCP idle timeout later
+    ctx.ew.nowS += FASTPATH_CLOSING_S;
+    expect(ctx.ew.flows.countByKind(ctx.ew.nowS)).toEqual({});
     expect(out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW }), 0).frame.subarray(30, 34)).toEqual(
       Buffer.from(CHOSEN.pa.split('.').map(Number)),
     );

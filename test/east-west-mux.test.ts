@@ -71,10 +71,10 @@ function newCtx(): MuxContext {
 }
 
 /** VXLAN from a host's PA to the MUX, as host-agent/east-west.ts writes it. */
-function fromHost(inner: (p: PacketBuilder) => PacketBuilder, o: { host?: string; pa?: string; vni?: number } = {}): Buffer {
+function fromHost(inner: (p: PacketBuilder) => PacketBuilder, o: { host?: string; pa?: string; vni?: number; src?: string } = {}): Buffer {
   const h = HOSTS[o.host ?? 'host1']!;
   const p = pkt()
-    .eth({ src: h.mac, dst: MUX_MAC })
+    .eth({ src: o.src ?? h.mac, dst: MUX_MAC })
     .ipv4({ src: o.pa ?? h.pa, dst: MUX_PA, id: 0, flags: 0 })
     .udp({ sport: 50000, dport: 4789, checksum: 'zero' })
     .vxlan({ vni: o.vni ?? 5001 })
@@ -203,6 +203,11 @@ describe('MUX east-west', () => {
 
   const refusals: [string, () => Buffer, string][] = [
     ['VXLAN from an address that is no host', () => fromHost(tcpIn(45000, TCP_SYN), { pa: '198.18.0.99' }), 'drop_ew_unknown_host'],
+    [
+      "a host's PA from another MAC (docs/security.md)",
+      () => fromHost(tcpIn(45000, TCP_SYN), { src: '02:00:00:00:00:66' }),
+      'drop_ew_spoofed_source',
+    ],
     ["another tenant's VNI", () => fromHost(tcpIn(45000, TCP_SYN), { vni: 5002 }), 'drop_ew_wrong_vni'],
     [
       'a public VIP inside VXLAN',
@@ -224,6 +229,13 @@ describe('MUX east-west', () => {
       'drop_ew_bad_vxlan',
     ],
   ];
+  it("drops a host's VXLAN before its PA's MAC is resolved, counted", () => {
+    const ctx = newCtx();
+    for (const h of ctx.tables.hosts.values()) h.macKnown = false;
+    const r = run(ctx, fromHost(tcpIn(45000, TCP_SYN)));
+    expect([r.v, r.drop]).toEqual([VERDICT_DROP, 'drop_ew_source_unresolved']);
+  });
+
   it.each(refusals)('drops %s, counted', (_w, frame, counter) => {
     const ctx = newCtx();
     const r = run(ctx, frame());

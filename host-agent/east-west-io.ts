@@ -1,0 +1,141 @@
+// The host agent daemon's east-west I/O (docs/east-west.md): what the data plane in host-agent/east-west.ts
+// needs from the process. Its state (the host flow table, the clocks, the fabric MAC, the redirect HMAC
+// under the policy key) is built here from the config and carried across policies while the targets and
+// MUXes it indexes stay the same; the daemon's timer advances the clocks and sweeps the table (idle
+// expiry); the capture takes redirects (UDP REDIRECT_PORT to our PA) beside VXLAN; /status and GET /flows
+// list the entries.
+import { formatIpv4, formatIpv6 } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
+import { REDIRECT_PORT } from '../shared/redirect.js';
+import { redirectMacFor } from '../runtime/redirect-mac.js';
+import { DEFAULT_MAX_FASTPATH_FLOWS, newEwState, type EwState } from './east-west.js';
+import { FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
+import type { HostTables } from './tables.js';
+
+/** How often the daemon advances the east-west clocks and sweeps part of the host flow table. */
+export const EW_TICK_MS = 500;
+/** Slots swept per tick: at least this many, or enough for a full pass about every 10 s. */
+const SWEEP_MIN_SLOTS = 1024;
+
+/** A fresh east-west state for `config`: an empty flow table of maxFastpathFlows entries. */
+export function newDaemonEwState(config: SlbxConfig, fabricMac: Uint8Array, policyKey: string | null): EwState {
+  const s = newEwState(DEFAULT_MAX_FASTPATH_FLOWS);
+  s.mac = policyKey === null || policyKey === '' ? null : redirectMacFor(policyKey);
+  configureEwState(s, config, fabricMac);
+  tickEwState(s, 0);
+  return s;
+}
+
+/** The config's settings the data plane reads from the state: timeouts, hash seed, MTU, our fabric MAC. */
+export function configureEwState(s: EwState, config: SlbxConfig, fabricMac: Uint8Array): void {
+  s.tcpIdleS = config.flowTable.tcpIdleTimeoutS;
+  s.udpIdleS = config.flowTable.udpIdleTimeoutS;
+  s.hashSeed = config.hashSeed;
+  s.mtu = config.fabric.mtu;
+  s.fabricMac = fabricMac;
+}
+
+/**
+ * The state for new tables: the old one (its flows) when the entries still mean the same (the same
+ * targets, by name, host and MAC, at the same indexes, and the same MUXes in the same order), else a
+ * fresh one: the flows then go to the MUX again and are redirected again (the MUX's flow table still
+ * holds them: same DIP, no reset).
+ */
+export function carryEwState(old: EwState, oldTables: HostTables, next: HostTables, config: SlbxConfig, fabricMac: Uint8Array): EwState {
+  const a = oldTables.ew;
+  const b = next.ew;
+  const same =
+    a.targets.length === b.targets.length &&
+    a.targets.every((t, i) => {
+      const u = b.targets[i]!;
+      return t.name === u.name && t.host === u.host && t.pa4 === u.pa4 && t.mac.every((x, k) => x === u.mac[k]);
+    }) &&
+    a.muxPa4.length === b.muxPa4.length &&
+    a.muxPa4.every((x, i) => x === b.muxPa4[i]);
+  let s = old;
+  if (!same) {
+    s = newEwState(old.flows.limit.max);
+    s.mac = old.mac;
+    s.nowS = old.nowS;
+    s.unixS = old.unixS;
+  }
+  configureEwState(s, config, fabricMac);
+  return s;
+}
+
+/** The clocks (uptime seconds for expiry, Unix seconds for redirects), then a slice of the idle sweep. */
+export function tickEwState(s: EwState, sweepSlots: number): number {
+  s.nowS = Math.floor(process.uptime()) + 1;
+  s.unixS = Math.floor(Date.now() / 1000);
+  if (sweepSlots <= 0) return 0;
+  return s.flows.sweep(s.nowS, sweepSlots);
+}
+
+/** Slots to sweep per tick for a full pass about every 10 s. */
+export function sweepSlotsOf(s: EwState): number {
+  return Math.max(SWEEP_MIN_SLOTS, Math.ceil(s.flows.table.capacity / (10_000 / EW_TICK_MS)));
+}
+
+/** The capture filter's clause for Fastpath redirects to our IPv4 provider address. */
+export function redirectCaptureClause(pa4: string): string {
+  return `(udp dst port ${REDIRECT_PORT} and dst host ${pa4})`;
+}
+
+/** One entry of the host flow table, as GET /flows and slbctl flows show it. */
+export interface ListedHostFlow {
+  kind: string;
+  vni: number;
+  protocol: 'tcp' | 'udp' | number;
+  client: string;
+  vip: string;
+  /** to_mux: the MUX the flow was sent to; fastpath: the DIP's nic, its host and address. */
+  mux?: string;
+  backend?: string;
+  host?: string;
+  expiresInS: number;
+}
+
+function addrOf(k: Uint32Array, off: number, family: number): string {
+  return family === 4 ? formatIpv4(k[off]!) : formatIpv6(k, off);
+}
+
+/** Up to `limit` live entries of the host flow table. */
+export function listHostFlows(s: EwState, tables: HostTables, limit: number): ListedHostFlow[] {
+  const out: ListedHostFlow[] = [];
+  const ew = tables.ew;
+  s.flows.table.forEach(s.nowS, (k, v, expiresAt) => {
+    if (out.length >= limit) return;
+    const family = k[0]! & 0xff;
+    const proto = k[9]!;
+    const sport = k[10]! >>> 16;
+    const dport = k[10]! & 0xffff;
+    const kind = v >>> 24;
+    const action = v & 0xffffff;
+    const f: ListedHostFlow = {
+      kind: FLOW_KIND_NAMES[kind] ?? `kind_${kind}`,
+      vni: k[0]! >>> 8,
+      protocol: proto === 6 ? 'tcp' : proto === 17 ? 'udp' : proto,
+      client: family === 4 ? `${addrOf(k, 1, 4)}:${sport}` : `[${addrOf(k, 1, 6)}]:${sport}`,
+      vip: family === 4 ? `${addrOf(k, 5, 4)}:${dport}` : `[${addrOf(k, 5, 6)}]:${dport}`,
+      expiresInS: expiresAt - s.nowS,
+    };
+    if (kind === FLOW_TO_MUX) f.mux = tables.peers[ew.muxPeers[action] ?? -1]?.name ?? `mux#${action}`;
+    if (kind === FLOW_FASTPATH) {
+      const t = ew.targets[action];
+      f.backend = t?.name ?? `target#${action}`;
+      if (t !== undefined) f.host = t.host;
+    }
+    out.push(f);
+  });
+  return out;
+}
+
+/** The east-west part of GET /status: entries by kind, the table's bound, whether redirects can be checked. */
+export function ewStatus(s: EwState): Record<string, unknown> {
+  const byKind = s.flows.countByKind(s.nowS);
+  return {
+    flows: { to_mux: byKind.to_mux ?? 0, fastpath: byKind.fastpath ?? 0, ...byKind },
+    maxFastpathFlows: s.flows.limit.max,
+    redirectKey: s.mac !== null,
+  };
+}
