@@ -490,7 +490,7 @@ export class HostDaemon {
     // in_delivered counted the verdict, and the nic's slot counts it (host-agent/traffic-counters.ts); a
     // send the kernel refuses is counted here
     const t = this.traffic.delivered;
-    const k = (ctx.outPort ^ 1) * HOST_TRAFFIC_STRIDE;
+    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
     t[k]!++;
     t[k + 1]! += ctx.outLen;
     if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
