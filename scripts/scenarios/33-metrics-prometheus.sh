@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # 33-metrics-prometheus: a real Prometheus (Debian's `prometheus`, in its own namespace on the fabric)
 # scrapes GET /metrics of every MUX, host agent and the controller (scripts/lab.sh up --prometheus;
-# docs/metrics.md). The lab client sends FLOWS UDP flows of one datagram each to the VIP's echo rule and
-# records which backend answered each. What must hold, from Prometheus's HTTP API (answers kept in
+# docs/metrics.md). The pool's weights are set uneven (10/20/30/40), then the lab client sends FLOWS UDP
+# flows of one datagram each to the VIP's echo rule and records which backend answered each. What must hold, from Prometheus's HTTP API (answers kept in
 # RUN/prom/) against the client's records:
 #   * per backend, sum by (backend) (increase(slbx_mux_backend_packets_total[W])) over a range that
 #     holds the traffic window (and the scrapes before it), and the raw counters' growth between a sample
 #     before and one after it, agree with the client's count within 5 %;
+#   * the same growth of the new series (issue 21): per backend the MUXes' new flows
+#     (slbx_mux_backend_new_flows_total), the frames its host agent delivered to it and the replies it
+#     sent by DSR (slbx_host_backend_{delivered,dsr}_packets_total) against the client's flows answered
+#     by it, within 5 %; per VIP rule (slbx_mux_vip_{packets,new_flows}_total{vip,rule}) the echo rule
+#     against the flows the client sent, and no other rule of the VIP moved;
 #   * a MUX killed with SIGKILL is down in up{} and its session is gone from slbx_mux_bgp_session_up
 #     while the other's stays up; docs/metrics.md's "BGP down" query names it; the controller's
 #     slbx_controller_agent_connected drops it.
@@ -49,6 +54,10 @@ prom_series() {
 }
 now_s() { printf '%s' "${EPOCHREALTIME}"; }
 nmux=$(lab_nodes mux | wc -l)
+# uneven weights (10/20/30/40 %): a count booked to the wrong backend is then far off, not within 5 %
+for bw in h1vm1:10 h1vm2:20 h2vm1:30 h2vm2:40; do
+  lab_slbctl backend set web "${bw%%:*}" --weight "${bw#*:}" --wait >/dev/null || rc=1
+done
 sc_wait_for "every MUX's BGP session up in slbx_mux_bgp_session_up" 60 \
   eval '[ "$(prom_series "slbx_mux_bgp_session_up == 1")" = "$nmux" ]' || rc=1
 
@@ -58,9 +67,12 @@ t0=$(now_s)
 sc_client client1 udp --target "$VIP:7" --flows "$FLOWS" --sources 198.51.100.10-198.51.100.41 --concurrency 32 \
   --json "$LAB_DIR/udp.json" | tail -n 6 || rc=1
 t_end=$(now_s)
-# T1: once every MUX was scraped after the traffic ended
+# T1: once every MUX and host agent was scraped after the traffic ended
+nhost=$(lab_nodes host | wc -l)
 sc_wait_for "a scrape of every MUX after the traffic" 60 \
   eval '[ "$(prom_series "timestamp(slbx_mux_ready{job=\"slbx-mux\"}) > $t_end")" = "$nmux" ]' || rc=1
+sc_wait_for "a scrape of every host agent after the traffic" 60 \
+  eval '[ "$(prom_series "timestamp(slbx_host_ready{job=\"slbx-host\"}) > $t_end")" = "$nhost" ]' || rc=1
 t1=$(now_s)
 # the range: the traffic window and the scrapes before it (all of the series' life so far)
 w=$(awk -v a="$t0" -v b="$t1" -v n="$SAMPLES_BEFORE" 'BEGIN { printf "%d", b - a + 2 * n }')
@@ -69,6 +81,16 @@ prom_save total-t0.json 'sum by (backend) (slbx_mux_backend_packets_total)' "$t0
 prom_save total-t1.json 'sum by (backend) (slbx_mux_backend_packets_total)' "$t1" || rc=1
 prom_save increase.json "sum by (backend) (increase(slbx_mux_backend_packets_total[${w}s]))" "$t1" || rc=1
 prom_save rate.json "sum by (backend) (rate(slbx_mux_backend_packets_total[${w}s]))" "$t1" || rc=1
+# the per-backend and per-rule series, raw, at T0 and T1 (the verifier takes the growth)
+for t in t0 t1; do
+  at=$t0
+  [ "$t" = t1 ] && at=$t1
+  prom_save "new-flows-$t.json" 'sum by (backend) (slbx_mux_backend_new_flows_total)' "$at" || rc=1
+  prom_save "delivered-$t.json" 'sum by (backend) (slbx_host_backend_delivered_packets_total)' "$at" || rc=1
+  prom_save "dsr-$t.json" 'sum by (backend) (slbx_host_backend_dsr_packets_total)' "$at" || rc=1
+  prom_save "vip-packets-$t.json" 'sum by (vip, rule) (slbx_mux_vip_packets_total)' "$at" || rc=1
+  prom_save "vip-new-flows-$t.json" 'sum by (vip, rule) (slbx_mux_vip_new_flows_total)' "$at" || rc=1
+done
 prom_save bgp-before.json 'slbx_mux_bgp_session_up' || rc=1
 
 # a MUX dies: SIGKILL, no BGP Cease; its next scrape fails
@@ -84,5 +106,5 @@ prom_save alert-after.json 'up{job="slbx-mux"} == 0 or slbx_mux_bgp_session_up =
 prom_save bgp-after.json 'slbx_mux_bgp_session_up' || rc=1
 prom_save controller-after.json 'slbx_controller_agent_connected{kind="mux"}' || rc=1
 
-sc_verify metrics-prometheus --run "$LAB_DIR" --killed "$KILLED" --muxes "$nmux" || rc=1
+sc_verify metrics-prometheus --run "$LAB_DIR" --killed "$KILLED" --muxes "$nmux" --vip "$VIP" --rule echo || rc=1
 exit "$rc"

@@ -6,15 +6,23 @@
 //   RUN/prom/total-t0.json, total-t1.json   sum by (backend) (slbx_mux_backend_packets_total) at T0 and at T1
 //   RUN/prom/increase.json          sum by (backend) (increase(slbx_mux_backend_packets_total[W])) at T1
 //   RUN/prom/rate.json              sum by (backend) (rate(slbx_mux_backend_packets_total[W])) at T1
+//   RUN/prom/new-flows-t0.json, -t1  sum by (backend) (slbx_mux_backend_new_flows_total) at T0 and T1
+//   RUN/prom/delivered-t0.json, -t1  sum by (backend) (slbx_host_backend_delivered_packets_total)
+//   RUN/prom/dsr-t0.json, -t1        sum by (backend) (slbx_host_backend_dsr_packets_total)
+//   RUN/prom/vip-packets-t0.json, -t1, vip-new-flows-t0.json, -t1   sum by (vip, rule) (slbx_mux_vip_{packets,new_flows}_total)
 //   RUN/prom/bgp-before.json        slbx_mux_bgp_session_up before the kill
 //   RUN/prom/up-after.json          up{job="slbx-mux"} once the killed MUX's scrape failed
 //   RUN/prom/alert-after.json       up{job="slbx-mux"} == 0 or slbx_mux_bgp_session_up == 0 (docs/metrics.md's "BGP down")
 //   RUN/prom/bgp-after.json         slbx_mux_bgp_session_up after the kill
 //   RUN/prom/controller-after.json  slbx_controller_agent_connected{kind="mux"} after the kill
 // Claims (issue 21): per backend, what Prometheus computes from the MUXes' counters agrees with the
-// client's count within 5 % (increase() over the window, and the raw counters' difference); a killed
-// MUX is down in up{} and its BGP session is gone from the BGP metric while the other's stays up.
-// Usage: verify.js metrics-prometheus --run R --killed MUX --muxes N
+// client's count within 5 % (increase() over the window, and the raw counters' difference); so do the
+// growth of each backend's new flows at the MUXes, of the frames its host agent delivered to it and of
+// its replies sent by DSR (each flow is one datagram and its echo, from a source port of its own); per
+// VIP rule, the rule the client used grew by the flows it sent (packets and new flows) and the VIP's
+// other rules did not move; a killed MUX is down in up{} and its BGP session is gone from the BGP
+// metric while the other's stays up.
+// Usage: verify.js metrics-prometheus --run R --killed MUX --muxes N --vip VIP --rule RULE
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Checks, flagsOf, need } from './check.js';
@@ -50,6 +58,8 @@ export function verifyMetricsPrometheus(argv: readonly string[]): Checks {
   const run = need(f, 'run');
   const killed = need(f, 'killed');
   const muxes = Number(need(f, 'muxes'));
+  const vip = need(f, 'vip');
+  const usedRule = need(f, 'rule');
   const c = new Checks();
   const prom = (name: string) => promVector(readFileSync(join(run, 'prom', name), 'utf8'), name);
 
@@ -94,6 +104,56 @@ export function verifyMetricsPrometheus(argv: readonly string[]): Checks {
   }
   const extra = [...inc.keys()].filter((b) => !want.has(b) && (inc.get(b) ?? 0) > 0);
   c.check(extra.length === 0, 'no backend the client never reached shows traffic', extra.join(', ') || 'none');
+
+  // the per-backend series of issue 21's second part: growth between T0 and T1 against the client
+  const growth = (name: string, label: string | string[]) => {
+    const key = (s: PromSample) => (Array.isArray(label) ? label.map((l) => s.metric[l] ?? '').join(' ') : (s.metric[label] ?? ''));
+    const at0 = new Map(prom(`${name}-t0.json`).map((s) => [key(s), Number(s.value[1])]));
+    const out = new Map<string, number>();
+    for (const s of prom(`${name}-t1.json`)) out.set(key(s), Number(s.value[1]) - (at0.get(key(s)) ?? 0));
+    return out;
+  };
+  const series: [string, string][] = [
+    ['new-flows', 'slbx_mux_backend_new_flows_total (new flows the MUXes placed on it)'],
+    ['delivered', 'slbx_host_backend_delivered_packets_total (frames its host agent delivered to it)'],
+    ['dsr', 'slbx_host_backend_dsr_packets_total (its replies its host agent sent by DSR)'],
+  ];
+  for (const [name, what] of series) {
+    const g = growth(name, 'backend');
+    for (const [backend, n] of [...want].sort()) {
+      const got = g.get(backend) ?? NaN;
+      const e = relativeError(got, n);
+      c.check(
+        e <= AGREEMENT,
+        `${backend}: ${what} grew by the flows the client counted, within 5 %`,
+        `${got} vs ${n}: ${(e * 100).toFixed(2)} %`,
+      );
+    }
+    const others = [...g].filter(([b, v]) => !want.has(b) && v > 0);
+    c.check(
+      others.length === 0,
+      `${name}: no backend the client never reached grew`,
+      others.map(([b, v]) => `${b} ${v}`).join(', ') || 'none',
+    );
+  }
+  // per VIP rule: the rule the client used grew by the flows it sent, the VIP's other rules stayed
+  for (const [name, what] of [
+    ['vip-packets', 'slbx_mux_vip_packets_total'],
+    ['vip-new-flows', 'slbx_mux_vip_new_flows_total'],
+  ] as const) {
+    const g = growth(name, ['vip', 'rule']);
+    const got = g.get(`${vip} ${usedRule}`) ?? NaN;
+    const e = relativeError(got, sent);
+    c.check(
+      e <= AGREEMENT,
+      `${name === 'vip-packets' ? 'packets' : 'new flows'} under ${vip} rule ${usedRule} (${what}) grew by the flows the client sent, within 5 %`,
+      `${got} vs ${sent}: ${(e * 100).toFixed(2)} %`,
+    );
+    const rules = [...g].filter(([k]) => k.startsWith(`${vip} `));
+    c.check(rules.length >= 2, `${what} has a series for each rule of ${vip}`, rules.map(([k]) => k.slice(vip.length + 1)).join(', '));
+    const moved = rules.filter(([k, v]) => k !== `${vip} ${usedRule}` && v !== 0);
+    c.check(moved.length === 0, `${what}: no other rule of ${vip} moved`, moved.map(([k, v]) => `${k} ${v}`).join(', ') || 'none');
+  }
 
   // the killed MUX
   const bgpBefore = prom('bgp-before.json');
