@@ -3,30 +3,39 @@
 //
 //   node dist/scripts/scenarios/lib/controller-failover.js changes --out LOG.jsonl --end-file F [--rate 50]
 //       slbctl (its own code, in this process: cli/slbctl.ts runSlbctl, with $SLBX_CONTROLLER's list of
-//       replicas and $SLBX_TOKEN_FILE) makes changes at up to RATE per second until F exists: backend
-//       weights (backend set web NIC --weight W) of the pool's four backends, each value unique, and
-//       drains (backend drain|undrain web NIC) of two of them. One JSON line per change: what it set, slbctl's exit
-//       status and the generation it answered.
+//       replicas, the leader first once GET /v1/replica names it, asked every 500 ms, and
+//       $SLBX_TOKEN_FILE) makes changes at up to RATE per second until F exists: backend
+//       weights (backend set web NIC --weight W) of the pool's four backends, each value unique,
+//       drains (backend drain|undrain web NIC) of two of them, and a VIP added and deleted (vip add|del
+//       203.0.113.77). One JSON line per change: what it set, slbctl's exit status and the generation it
+//       answered.
 //   node dist/scripts/scenarios/lib/controller-failover.js verify --log LOG.jsonl --state STATE.json
-//       [--agents AGENTS.json] [--load CLIENT.json ...] [--min-acked N]
+//       [--agents AGENTS.json] [--load CLIENT.json ...] [--min-acked N] [--min-rate R]
 //       Checks, from the driver's log (what slbctl was told) against the final state (read from the
 //       replicas afterwards): every acknowledged change is in the final state (the last acknowledged value
 //       of each field, unless a later attempt that was not acknowledged may have set it: then that value
 //       or the acknowledged one); the acknowledged generations strictly increase (one per change, in the
 //       order they were acknowledged, across leaders); every agent (AGENTS.json: [{name, generation}])
-//       applied the final generation; every load (the lab client's --json) had no failed request.
+//       applied the final generation; every load (the lab client's --json) had no failed request. The
+//       rate achieved (acknowledged changes per second: overall, and the median of the run's seconds) is
+//       printed, and judged against --min-rate when given.
 import { readFileSync, existsSync, appendFileSync } from 'node:fs';
 import { runSlbctl } from '../../../cli/slbctl.js';
 import { one, parseArgs, type OptionSpec } from '../../../shared/args.js';
 import { isMain } from '../../../runtime/command.js';
 import { Checks } from './check.js';
+import { requestJson } from '../../../runtime/http-json.js';
 
 const NICS = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'] as const;
 
+/** The VIP the driver adds and removes (inside examples/lab.yaml's vipRanges, used by nothing else). */
+export const CHURN_VIP = '203.0.113.77';
+
 export interface ChangeRecord {
   i: number;
+  /** The backend changed, or CHURN_VIP for its adds and removes. */
   nic: string;
-  field: 'weight' | 'drain';
+  field: 'weight' | 'drain' | 'vip';
   value: number | boolean;
   code: number;
   generation: number | null;
@@ -40,9 +49,23 @@ export interface ChangeRecord {
 /**
  * Change i: a weight (unique per i, 1..1000) of the four backends in turn or, every fifth change, a
  * drain flip of h1vm1 or h1vm2 in turn (each drained, then undrained at its next one): at most two
- * backends are ever drained, so the rule always has backends for new flows.
+ * backends are ever drained, so the rule always has backends for new flows. Every 20th change (i = 17,
+ * 37, ...) adds CHURN_VIP (a TCP rule on port 80 to pool web's port 8077: direct server return needs a
+ * backend port no other VIP uses) or, the next time, deletes it: 19 changes apart, so an add and its
+ * delete are not in flight together (value: whether the VIP exists after it).
  */
-export function changeOf(i: number): { argv: string[]; nic: string; field: 'weight' | 'drain'; value: number | boolean } {
+export function changeOf(i: number): { argv: string[]; nic: string; field: 'weight' | 'drain' | 'vip'; value: number | boolean } {
+  if (i % 20 === 17) {
+    const add = Math.floor(i / 20) % 2 === 0;
+    return {
+      argv: add
+        ? ['vip', 'add', CHURN_VIP, '--protocol', 'tcp', '--frontend-port', '80', '--backend-port', '8077', '--pool', 'web']
+        : ['vip', 'del', CHURN_VIP],
+      nic: CHURN_VIP,
+      field: 'vip',
+      value: add,
+    };
+  }
   if (i % 5 === 4) {
     const nic = NICS[Math.floor(i / 5) % 2]!;
     const drain = Math.floor(i / 10) % 2 === 0;
@@ -67,6 +90,29 @@ async function drive(args: string[]): Promise<number> {
   const intervalMs = 1000 / Number(one(a, 'rate'));
   const t0 = Date.now();
   let next = 0;
+  // the replicas slbctl is given, the leader first once known: a change sent to a follower costs a
+  // forward (a second HTTP hop and the follower's CPU). slbctl still goes on to the next one on an error
+  const replicas = (process.env['SLBX_CONTROLLER'] ?? '').split(',').filter((u) => u !== '');
+  let env: NodeJS.ProcessEnv = process.env;
+  const findLeader = async () => {
+    for (const u of replicas) {
+      const r = await requestJson(new URL('/v1/replica', u), { timeoutMs: 1000 }).catch(() => null);
+      const url = (r?.body as { leader?: { url?: unknown } } | null)?.leader?.url;
+      if (r?.status !== 200 || typeof url !== 'string') continue;
+      const first = replicas.find((x) => new URL(x).href === new URL(url).href);
+      if (first !== undefined) env = { ...process.env, SLBX_CONTROLLER: [first, ...replicas.filter((x) => x !== first)].join(',') };
+      return;
+    }
+  };
+  let finding = false;
+  const leaderTimer =
+    replicas.length > 1
+      ? setInterval(() => {
+          if (finding) return;
+          finding = true;
+          void findLeader().finally(() => (finding = false));
+        }, 500)
+      : null;
   const change = async (i: number) => {
     const c = changeOf(i);
     let text = '';
@@ -75,7 +121,7 @@ async function drive(args: string[]): Promise<number> {
     const code = await runSlbctl(['--json', '--timeout', one(a, 'timeout-s')!, ...c.argv], {
       out: (t) => void (text += t),
       err: (t) => void (err += t),
-      env: process.env,
+      env,
     });
     let generation: number | null = null;
     let changed: boolean | null = null;
@@ -110,7 +156,30 @@ async function drive(args: string[]): Promise<number> {
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Number(one(a, 'concurrency'))) }, worker));
+  if (leaderTimer !== null) clearInterval(leaderTimer);
   return 0;
+}
+
+/** Acknowledged changes per second: overall, and the median, 10th percentile and best of the whole seconds of the run. */
+export function ackRate(log: readonly ChangeRecord[]): { overall: number; seconds: number; median: number; p10: number; max: number } {
+  if (log.length === 0) return { overall: 0, seconds: 0, median: 0, p10: 0, max: 0 };
+  const t0 = Math.min(...log.map((r) => r.startMs));
+  const t1 = Math.max(...log.map((r) => r.endMs));
+  const seconds = Math.max(1, Math.floor((t1 - t0) / 1000));
+  const bins = new Array<number>(seconds).fill(0);
+  for (const r of log) {
+    const k = Math.floor((r.endMs - t0) / 1000);
+    if (r.code === 0 && k < seconds) bins[k]!++;
+  }
+  const sorted = [...bins].sort((x, y) => x - y);
+  const acked = log.filter((r) => r.code === 0).length;
+  return {
+    overall: acked / Math.max(0.001, (t1 - t0) / 1000),
+    seconds,
+    median: sorted[Math.floor((sorted.length - 1) / 2)]!,
+    p10: sorted[Math.floor((sorted.length - 1) / 10)]!,
+    max: sorted.at(-1)!,
+  };
 }
 
 function readJsonLines<T>(path: string): T[] {
@@ -127,13 +196,19 @@ export function verifyChanges(args: string[]): Checks {
     { name: 'agents', value: 'FILE', help: '[{name, generation}] of every agent' },
     { name: 'load', value: 'FILE', help: "the lab client's --json", repeat: true },
     { name: 'min-acked', value: 'N', help: 'acknowledged changes at least', default: '1' },
+    {
+      name: 'min-rate',
+      value: 'R',
+      help: 'the median of the per-second counts of acknowledged changes at least (0: reported only)',
+      default: '0',
+    },
   ];
   const a = parseArgs(args, spec);
   const c = new Checks();
   const log = readJsonLines<ChangeRecord>(one(a, 'log')!);
   const state = JSON.parse(readFileSync(one(a, 'state')!, 'utf8')) as {
     generation: number;
-    config: { pools: { name: string; backends: { nic: string; weight: number; drain: boolean }[] }[] };
+    config: { pools: { name: string; backends: { nic: string; weight: number; drain: boolean }[] }[]; vips: { address: string }[] };
   };
   const acked = log.filter((r) => r.code === 0);
   const failed = log.filter((r) => r.code !== 0);
@@ -145,6 +220,13 @@ export function verifyChanges(args: string[]): Checks {
   for (const r of failed)
     reasons.set((r.error ?? '').split('\n')[0]!.slice(0, 140), (reasons.get((r.error ?? '').split('\n')[0]!.slice(0, 140)) ?? 0) + 1);
   for (const [why, n] of reasons) c.note(`not acknowledged (${n}): ${why}`);
+  // the rate achieved: acknowledgements per whole second of the run (from the first change sent to the
+  // last answer), whose median leaves out the seconds of the failovers (a few of a run of tens)
+  const rate = ackRate(log);
+  const minRate = Number(one(a, 'min-rate'));
+  const rateText = `${rate.overall.toFixed(1)}/s over ${rate.seconds} s; per second: median ${rate.median}, 10th percentile ${rate.p10}, best ${rate.max}`;
+  if (minRate > 0) c.check(rate.median >= minRate, `changes acknowledged per second (median) at least ${minRate}`, rateText);
+  else c.note(`changes acknowledged: ${rateText}`);
   c.check(acked.length >= Number(one(a, 'min-acked')), `at least ${one(a, 'min-acked')} changes acknowledged`, `${acked.length}`);
   // the changes are made concurrently: the order they took effect is their generations' order. Each
   // acknowledged change that changed something has a generation of its own (two with one generation:
@@ -191,7 +273,14 @@ export function verifyChanges(args: string[]): Checks {
     // still in flight when the last acknowledged one was sent
     const allowed = [lastAcked.value, ...recs.filter((r) => r.code !== 0 && r.endMs >= lastAcked.startMs).map((r) => r.value)];
     const b = pool?.backends.find((x) => x.nic === lastAcked.nic);
-    const final = b === undefined ? undefined : lastAcked.field === 'weight' ? b.weight : b.drain;
+    const final =
+      lastAcked.field === 'vip'
+        ? state.config.vips.some((v) => v.address === lastAcked.nic)
+        : b === undefined
+          ? undefined
+          : lastAcked.field === 'weight'
+            ? b.weight
+            : b.drain;
     if (!allowed.includes(final as number | boolean)) {
       lost++;
       c.check(
