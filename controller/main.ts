@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=1
+#!/usr/bin/env -S MALLOC_ARENA_MAX=2 node --max-semi-space-size=1
 // slbx-controller: the network controller with the SLB manager. See --help and docs/controller.md.
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

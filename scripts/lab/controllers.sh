@@ -88,7 +88,8 @@ _lab_replica_spawn() {  # K
   for j in $(seq 1 "$SLBX_LAB_CONTROLLERS"); do stores+="${stores:+,}$(_lab_replica_addr "$j"):$LAB_ETCD_CLIENT_PORT"; done
   # --init seeds etcd only when it holds no state yet (a restart with the same command line goes on)
   init=(--init "$LAB_DIR/config.yaml")
-  _lab_spawn "$node" daemon controller "$LAB_DIR/logs/$node.log" "${LAB_NODE[@]}" --max-semi-space-size=1 "$LAB_CONTROLLER_JS" \
+  # the memory settings of the single controller (lib.sh; docs/controller.md, Memory)
+  _lab_spawn "$node" daemon controller "$LAB_DIR/logs/$node.log" env MALLOC_ARENA_MAX=2 "${LAB_NODE[@]}" --max-semi-space-size=1 "$LAB_CONTROLLER_JS" \
     --store "etcd://$stores/slbx/$LAB_NAME" "${init[@]}" --id "$node" --advertise "http://$a:$port" \
     --listen "$a:$port" --listen "127.0.0.1:$port" --token-file "$LAB_DIR/api-token"
 }

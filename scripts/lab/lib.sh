@@ -1172,8 +1172,8 @@ _lab_controller_spawn() {
   if [ "${SLBX_LAB_CONTROLLERS:-1}" -gt 1 ]; then _lab_controllers_spawn; return; fi  # replicas on etcd (controllers.sh)
   read -r _ a4 _ _ _ port < <(awk '$1 == "controller"' "$LAB_DIR/plan.txt")
   [ -e "$state" ] || init=(--init "$LAB_DIR/config.yaml")
-  # --max-semi-space-size=1: the controller's young generation stays at 1 MB (docs/controller.md, Memory)
-  _lab_spawn controller daemon controller "$LAB_DIR/logs/controller.log" "${LAB_NODE[@]}" --max-semi-space-size=1 "$LAB_CONTROLLER_JS" \
+  # --max-semi-space-size=1, MALLOC_ARENA_MAX=2: the controller's memory stays flat (docs/controller.md, Memory)
+  _lab_spawn controller daemon controller "$LAB_DIR/logs/controller.log" env MALLOC_ARENA_MAX=2 "${LAB_NODE[@]}" --max-semi-space-size=1 "$LAB_CONTROLLER_JS" \
     --state "$state" "${init[@]}" --listen "$a4:$port" --listen "127.0.0.1:$port" --token-file "$LAB_DIR/api-token"
   url="http://127.0.0.1:$port/v1/state"
   deadline=$(( $(_lab_now) + LAB_READY_TIMEOUT_S * 1000000 ))
