@@ -30,6 +30,33 @@ describe('derive-config variants', () => {
     expect(d.text.split('\n')[0]).toBe('# derived by scripts/lab/derive-config.ts from lab.yaml: fabric.underlay ipv6');
   });
 
+  it('--east-west: a client nic in no pool and the two internal VIPs, nothing else (scenarios 25 and 27)', () => {
+    const d = derived({ eastWest: true });
+    const want = labConfig((raw) => {
+      raw.nics.push({
+        name: 'h1cl1',
+        host: 'host1',
+        network: 'tenant-a',
+        port: 'h1cl1',
+        mac: '02:00:c0:00:02:14',
+        addresses: ['198.19.1.20', '2001:db8:e:1::20'],
+      });
+      const rules = [
+        { name: 'ew-tcp', protocol: 'tcp', frontendPort: 7000, backendPort: 7000, pool: 'web' },
+        { name: 'ew-udp', protocol: 'udp', frontendPort: 7001, backendPort: 7001, pool: 'web' },
+      ];
+      raw.vips.push({ address: '198.19.0.100', scope: 'internal', network: 'tenant-a', rules });
+      raw.vips.push({
+        address: '2001:db8:e::100',
+        scope: 'internal',
+        network: 'tenant-a',
+        rules: rules.map((r) => ({ ...r, name: `${r.name}6` })),
+      });
+    });
+    expect(d.config).toEqual(want);
+    expect(d.config.pools.some((p) => p.backends.some((b) => b.nic === 'h1cl1'))).toBe(false);
+  });
+
   it("scenario 17's variant: every probe at 5000 ms, small flow tables", () => {
     const d = derived({ probeIntervalMs: 5000, maxFlows: 20000, untrustedMaxFlows: 10000, untrustedTimeoutS: 5 });
     expect(labConfig().probes.map((p) => p.intervalMs)).not.toEqual([5000, 5000]);

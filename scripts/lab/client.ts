@@ -521,6 +521,8 @@ function udpOnce(
   payload: string,
   timeoutMs: number,
   t0: bigint,
+  datagrams = 1,
+  keep: UdpSocket[] | null = null,
 ): Promise<UdpRecord> {
   return new Promise((resolve) => {
     const start = process.hrtime.bigint();
@@ -544,22 +546,51 @@ function udpOnce(
       rec.latencyMs = round(Number(process.hrtime.bigint() - start) / 1e6);
       rec.error = error;
       rec.ok = error === null;
-      try {
-        sock.close();
-      } catch {
-        /* already closed */
+      if (keep !== null) {
+        // --distinct-ports: closed when the run ends, so no later flow gets this source port
+        sock.removeAllListeners('message');
+        keep.push(sock);
+      } else {
+        try {
+          sock.close();
+        } catch {
+          /* already closed */
+        }
       }
       resolve(rec);
     };
-    const timer = setTimeout(() => finish('timeout'), timeoutMs);
+    let timer = setTimeout(() => finish('timeout'), timeoutMs);
+    // --datagrams N: datagram k (0..N-1) is the payload and " #k", sent once the previous one is echoed
+    let k = 0;
+    const expected = () => (datagrams === 1 ? payload : `${payload} #${k}`);
+    const send = () =>
+      sock.send(expected(), (e) => {
+        if (e) finish(errorName(e));
+      });
     // a connected UDP socket reports ICMP port-unreachable as an error: without a handler node dies
     sock.on('error', (e) => finish(errorName(e)));
     sock.on('message', (msg) => {
+      if (done) return;
       const text = msg.toString('utf8');
       rec.reply = text.length <= BODY_KEEP_BYTES ? text : text.slice(0, BODY_KEEP_BYTES);
       const sp = text.indexOf(' ');
-      rec.backend = sp > 0 ? text.slice(0, sp) : null;
-      finish(sp > 0 && text.slice(sp + 1) === payload ? null : 'echo mismatch');
+      const backend = sp > 0 ? text.slice(0, sp) : null;
+      if (k > 0 && backend !== rec.backend) {
+        finish('moved backend');
+        return;
+      }
+      rec.backend = backend;
+      if (!(sp > 0 && text.slice(sp + 1) === expected())) {
+        finish('echo mismatch');
+        return;
+      }
+      if (++k >= datagrams) {
+        finish(null);
+        return;
+      }
+      clearTimeout(timer);
+      timer = setTimeout(() => finish('timeout'), timeoutMs);
+      send();
     });
     sock.bind({ port: 0, ...(source !== undefined ? { address: source } : {}) }, () => {
       const a = sock.address();
@@ -572,9 +603,7 @@ function udpOnce(
         } catch {
           /* closed */
         }
-        sock.send(payload, (e) => {
-          if (e) finish(errorName(e));
-        });
+        send();
       });
     });
   });
@@ -584,11 +613,21 @@ const UDP_OPTIONS: readonly OptionSpec[] = [
   { name: 'target', value: 'ADDR:PORT', help: 'the VIP and port, e.g. 203.0.113.10:7 or [2001:db8:ff::10]:7' },
   { name: 'flows', value: 'N', help: 'flows: each a new socket (new source port) sending one datagram', default: '1' },
   {
+    name: 'datagrams',
+    value: 'N',
+    help: 'datagrams per flow, each sent once the previous one is echoed (datagram k: the payload and " #k"); every echo must match, from one backend',
+    default: '1',
+  },
+  {
     name: 'sources',
     value: 'ADDRS',
     help: 'local addresses, round robin per flow: A, A-B or A,B,... (client1 has 198.51.100.10-198.51.100.41)',
   },
   { name: 'concurrency', value: 'N', help: 'flows in flight at once', default: '32' },
+  {
+    name: 'distinct-ports',
+    help: "keep each flow's socket open until the run ends: no two flows share a source port (the kernel may otherwise give a closed flow's port to a later one)",
+  },
   { name: 'payload', value: 'TEXT', help: 'datagram text; {i} is replaced by the flow number', default: 'flow {i}' },
   {
     name: 'size',
@@ -614,6 +653,8 @@ async function runUdp(args: ParsedArgs): Promise<number> {
   if (t === undefined) throw new UsageError('--target is required, e.g. --target 203.0.113.10:7');
   const target = parseTarget(t);
   const flows = intOption(args, 'flows', 1, 10_000_000);
+  const datagrams = intOption(args, 'datagrams', 1, 1_000_000);
+  const keep: UdpSocket[] | null = args.flags.has('distinct-ports') ? [] : null;
   const concurrency = intOption(args, 'concurrency', 1, 4096);
   const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
   const srcText = one(args, 'sources');
@@ -632,8 +673,18 @@ async function runUdp(args: ParsedArgs): Promise<number> {
   const records: UdpRecord[] = new Array(flows);
   const t0 = process.hrtime.bigint();
   await runPool(flows, concurrency, async (i) => {
-    records[i] = await udpOnce(target, i, sources.length > 0 ? sources[i % sources.length] : undefined, datagram(i), timeoutMs, t0);
+    records[i] = await udpOnce(
+      target,
+      i,
+      sources.length > 0 ? sources[i % sources.length] : undefined,
+      datagram(i),
+      timeoutMs,
+      t0,
+      datagrams,
+      keep,
+    );
   });
+  for (const sock of keep ?? []) sock.close();
   const summary = summarize(records, Number(process.hrtime.bigint() - t0) / 1e6);
   const out = json === '-' ? process.stderr : process.stdout;
   const name = target.family === 6 ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
@@ -674,6 +725,7 @@ function holdOnce(
   timeoutMs: number,
   t0: bigint,
   ended: () => boolean = () => false,
+  maxRequests = 0,
 ): Promise<HoldRecord> {
   return new Promise((resolve) => {
     const now = () => Number(process.hrtime.bigint() - t0) / 1e6;
@@ -717,7 +769,7 @@ function holdOnce(
     };
     const ask = () => {
       if (done) return;
-      if (now() - start >= durationMs || ended()) {
+      if (now() - start >= durationMs || ended() || (maxRequests > 0 && rec.answered >= maxRequests)) {
         finish(null);
         return;
       }
@@ -770,6 +822,12 @@ const HOLD_OPTIONS: readonly OptionSpec[] = [
     help: 'end every connection (after its current answer) once FILE exists, polled every 50 ms: a scenario ends them after its change, so they outlive it by construction',
   },
   { name: 'interval-ms', value: 'MS', help: 'pause between an answer and the next request', default: '200' },
+  {
+    name: 'requests',
+    value: 'N',
+    help: 'end each connection after N answers (0: only --duration-ms or --end-file end it)',
+    default: '0',
+  },
   { name: 'source', value: 'ADDRS', help: 'local address(es): A, A-B or A,B,...; round robin per connection' },
   { name: 'timeout-ms', value: 'MS', help: 'per request', default: '10000' },
   { name: 'json', value: 'FILE', help: 'write {mode,target,summary,records}' },
@@ -800,6 +858,7 @@ async function runHold(args: ParsedArgs): Promise<number> {
   const durationMs = intOption(args, 'duration-ms', 1, 3_600_000);
   const intervalMs = intOption(args, 'interval-ms', 0, 3_600_000);
   const timeoutMs = intOption(args, 'timeout-ms', 1, 3_600_000);
+  const maxRequests = intOption(args, 'requests', 0, 100_000_000);
   const srcText = one(args, 'source');
   const sources = srcText === undefined ? [] : parseAddressList(srcText, 'source');
   const json = one(args, 'json');
@@ -814,7 +873,17 @@ async function runHold(args: ParsedArgs): Promise<number> {
   const t0 = process.hrtime.bigint();
   const records = await Promise.all(
     Array.from({ length: n }, (_, i) =>
-      holdOnce(url, i, sources.length > 0 ? sources[i % sources.length] : undefined, durationMs, intervalMs, timeoutMs, t0, () => endSeen),
+      holdOnce(
+        url,
+        i,
+        sources.length > 0 ? sources[i % sources.length] : undefined,
+        durationMs,
+        intervalMs,
+        timeoutMs,
+        t0,
+        () => endSeen,
+        maxRequests,
+      ),
     ),
   );
   if (endPoll !== null) clearInterval(endPoll);

@@ -6,6 +6,9 @@
 //   --probe-interval-ms MS every probe's intervalMs
 //   --max-flows N, --untrusted-max-flows N, --untrusted-timeout-s S
 //                          flowTable.maxFlows, .untrustedMaxFlows, .untrustedTimeoutS
+//   --east-west            east-west (docs/east-west.md): a client VM h1cl1 on the first pool member's host
+//                          (in no pool) and the internal VIPs 198.19.0.100 and 2001:db8:e::100 in its
+//                          network, tcp 7000 and udp 7001 to the first pool (EAST_WEST below)
 // Everything else, comments included, stays as it was. The result is validated like any config.
 //
 //   node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/x/config.yaml
@@ -33,6 +36,61 @@ export interface ConfigVariant {
   readonly maxFlows?: number;
   readonly untrustedMaxFlows?: number;
   readonly untrustedTimeoutS?: number;
+  readonly eastWest?: boolean;
+}
+
+/** What --east-west adds (the first pool, its first member's host and network). */
+export const EAST_WEST = {
+  clientNic: 'h1cl1',
+  clientMac: '02:00:c0:00:02:14',
+  // off the backends' /24 and /64: a backend answers an on-link client by ARP, and the host agent answers
+  // ARP for the gateway only, so the client sits behind the gateway like the VIP
+  clientAddress4: '198.19.1.20',
+  clientAddress6: '2001:db8:e:1::20',
+  vip4: '198.19.0.100',
+  vip6: '2001:db8:e::100',
+  tcpPort: 7000,
+  udpPort: 7001,
+} as const;
+
+/** Adds EAST_WEST's client nic and internal VIPs to the document; an error text or null. */
+function addEastWest(doc: Document, source: string): string | null {
+  const pools = doc.get('pools', true);
+  const nics = doc.get('nics', true);
+  const vips = doc.get('vips', true);
+  if (!isSeq(pools) || !isMap(pools.items[0]) || !isSeq(nics) || !isSeq(vips)) return `${source}: --east-west needs pools, nics and vips`;
+  const pool = pools.items[0];
+  const first = (pool.toJSON() as { name: string; backends: { nic: string }[] }).backends[0]?.nic;
+  const member = nics.items
+    .map((n) => (isMap(n) ? (n.toJSON() as { name: string; host: string; network: string }) : null))
+    .find((n) => n?.name === first);
+  if (member == null) return `${source}: --east-west: the first pool has no member nic`;
+  const e = EAST_WEST;
+  nics.items.push(
+    doc.createNode({
+      name: e.clientNic,
+      host: member.host,
+      network: member.network,
+      port: e.clientNic,
+      mac: e.clientMac,
+      addresses: [e.clientAddress4, e.clientAddress6],
+    }),
+  );
+  const poolName = (pool.toJSON() as { name: string }).name;
+  const rules = [
+    { name: 'ew-tcp', protocol: 'tcp', frontendPort: e.tcpPort, backendPort: e.tcpPort, pool: poolName },
+    { name: 'ew-udp', protocol: 'udp', frontendPort: e.udpPort, backendPort: e.udpPort, pool: poolName },
+  ];
+  vips.items.push(doc.createNode({ address: e.vip4, scope: 'internal', network: member.network, rules }));
+  vips.items.push(
+    doc.createNode({
+      address: e.vip6,
+      scope: 'internal',
+      network: member.network,
+      rules: rules.map((r) => ({ ...r, name: `${r.name}6` })),
+    }),
+  );
+  return null;
 }
 
 /** mux1..muxN on the lab fabric. */
@@ -59,6 +117,8 @@ export function describeVariant(v: ConfigVariant): string {
   if (v.maxFlows !== undefined) parts.push(`flowTable.maxFlows ${v.maxFlows}`);
   if (v.untrustedMaxFlows !== undefined) parts.push(`flowTable.untrustedMaxFlows ${v.untrustedMaxFlows}`);
   if (v.untrustedTimeoutS !== undefined) parts.push(`flowTable.untrustedTimeoutS ${v.untrustedTimeoutS}`);
+  if (v.eastWest === true)
+    parts.push(`east-west: client nic ${EAST_WEST.clientNic}, internal VIPs ${EAST_WEST.vip4} and ${EAST_WEST.vip6}`);
   return parts.length > 0 ? parts.join(', ') : 'unchanged';
 }
 
@@ -84,6 +144,10 @@ export function deriveConfig(text: string, v: ConfigVariant, source = 'config'):
     ['untrustedTimeoutS', v.untrustedTimeoutS],
   ];
   for (const [key, value] of flowTable) if (value !== undefined) sectionOf(doc, 'flowTable').set(key, value);
+  if (v.eastWest === true) {
+    const err = addEastWest(doc, source);
+    if (err !== null) return { error: err };
+  }
   const what = describeVariant(v);
   const out = doc.toString({ lineWidth: 0 });
   const r = parseConfig(out, `${source} with ${what}`);
@@ -108,6 +172,10 @@ const OPTIONS: readonly OptionSpec[] = [
   { name: 'max-flows', value: 'N', help: 'flowTable.maxFlows: flows in the main table' },
   { name: 'untrusted-max-flows', value: 'N', help: 'flowTable.untrustedMaxFlows: flows seen once (a SYN) in the untrusted table' },
   { name: 'untrusted-timeout-s', value: 'S', help: 'flowTable.untrustedTimeoutS: how long a flow seen once is kept' },
+  {
+    name: 'east-west',
+    help: `east-west (docs/east-west.md): a client VM ${EAST_WEST.clientNic} (in no pool) on the first pool member's host, internal VIPs ${EAST_WEST.vip4} and ${EAST_WEST.vip6} (tcp ${EAST_WEST.tcpPort}, udp ${EAST_WEST.udpPort}) to the first pool`,
+  },
   { name: 'out', value: 'FILE', help: 'where to write the derived config (default: stdout)' },
   { name: 'help', help: 'this help' },
 ];
@@ -115,7 +183,7 @@ const OPTIONS: readonly OptionSpec[] = [
 export const COMMAND: CommandSpec = {
   program: 'derive-config',
   usage:
-    'node dist/scripts/lab/derive-config.js --config FILE [--muxes N] [--underlay ipv4|ipv6] [--probe-interval-ms MS] [--max-flows N] [--untrusted-max-flows N] [--untrusted-timeout-s S] [--out FILE]',
+    'node dist/scripts/lab/derive-config.js --config FILE [--muxes N] [--underlay ipv4|ipv6] [--probe-interval-ms MS] [--max-flows N] [--untrusted-max-flows N] [--untrusted-timeout-s S] [--east-west] [--out FILE]',
   options: OPTIONS,
   noPositional: true,
   about:
@@ -125,6 +193,7 @@ export const COMMAND: CommandSpec = {
     'examples:\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/lab4.yaml\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --underlay ipv6\n' +
+    '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --east-west --out runs/ew.yaml\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --probe-interval-ms 5000 --max-flows 20000 --untrusted-max-flows 10000 --untrusted-timeout-s 5',
 };
 
@@ -150,6 +219,7 @@ export function variantOf(args: ParsedArgs): ConfigVariant {
     maxFlows: intOption(args, 'max-flows'),
     untrustedMaxFlows: intOption(args, 'untrusted-max-flows'),
     untrustedTimeoutS: intOption(args, 'untrusted-timeout-s'),
+    eastWest: args.flags.has('east-west') ? true : undefined,
   };
 }
 
@@ -159,7 +229,7 @@ function runParsed(args: ParsedArgs): number {
   const v = variantOf(args);
   if (Object.values(v).every((x) => x === undefined)) {
     throw new UsageError(
-      'nothing to change: give --muxes, --underlay, --probe-interval-ms, --max-flows, --untrusted-max-flows or --untrusted-timeout-s',
+      'nothing to change: give --muxes, --underlay, --probe-interval-ms, --max-flows, --untrusted-max-flows, --untrusted-timeout-s or --east-west',
     );
   }
   let text: string;

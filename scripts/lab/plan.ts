@@ -341,13 +341,16 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
       warnings.push(`nic ${n.name}: its network has no gateway6, so it has no IPv6 default route and cannot answer clients`);
   }
 
-  const vips: PlanVip[] = config.vips.map((v) => {
-    const v6 = v.address.family === 6;
-    const nexthops = v6 ? muxes.map((m) => m.addr6).filter((a): a is string => a !== null) : muxes.map((m) => m.addr4);
-    if (nexthops.length === 0)
-      warnings.push(`VIP ${v.address.text}: no mux has an IPv6 provider address, so the router has no route to it`);
-    return { address: v.address.text, prefixLen: v6 ? 128 : 32, nexthops };
-  });
+  // internal VIPs (docs/east-west.md) are reached inside VXLAN from the hosts, never routed by the router
+  const vips: PlanVip[] = config.vips
+    .filter((v) => v.scope !== 'internal')
+    .map((v) => {
+      const v6 = v.address.family === 6;
+      const nexthops = v6 ? muxes.map((m) => m.addr6).filter((a): a is string => a !== null) : muxes.map((m) => m.addr4);
+      if (nexthops.length === 0)
+        warnings.push(`VIP ${v.address.text}: no mux has an IPv6 provider address, so the router has no route to it`);
+      return { address: v.address.text, prefixLen: v6 ? 128 : 32, nexthops };
+    });
 
   const clientList: PlanClient[] = [];
   for (let k = 1; k <= clients; k++) {

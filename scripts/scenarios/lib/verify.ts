@@ -18,6 +18,7 @@ import { verifyBackendRemoved } from './backend-removed.js';
 import { verifyFailOpen } from './fail-open.js';
 import { verifyMetricsPrometheus } from './metrics-prometheus.js';
 import { verifyLatencyPerMux } from './latency-per-mux.js';
+import { verifyEastWestFastpath } from './east-west.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -96,6 +97,9 @@ try {
       break;
     case 'latency-per-mux':
       verifyLatencyPerMux(rest).exit();
+      break;
+    case 'east-west-fastpath':
+      verifyEastWestFastpath(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
