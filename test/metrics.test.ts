@@ -9,6 +9,7 @@ import { request } from 'node:http';
 import { pkt } from '../shared/packet-builder.js';
 import { dissect } from '../shared/dissect.js';
 import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
+import { IPV4_FLAG_MF } from '../shared/ipv4.js';
 import { formatMac } from '../shared/addr.js';
 import { PromWriter, formatPromValue, writeCounterFamilies } from '../shared/prom-text.js';
 import { MuxDaemon } from '../mux/daemon.js';
@@ -356,6 +357,79 @@ describe("the MUX's GET /metrics", () => {
     expect(labels.sort()).toEqual(config.vips.flatMap((v) => v.rules.map((r) => `${v.address.text} ${r.name}`)).sort());
     expect(sampleOf(f, 'slbx_mux_vip_packets_total', { vip: '203.0.113.10', rule: 'web-alt' })).toBe(0);
     expect(sampleOf(f, 'slbx_mux_drops_total', { reason: 'no_rule' })).toBe(1);
+  });
+
+  it('every forwarded frame is counted under a rule and a backend, whatever path placed it: IPv6, fragments, ICMP errors, random bytes', () => {
+    const d = new MuxDaemon({
+      config,
+      name: 'mux1',
+      iface: 'hG-no-such-if',
+      mac: derivedMac(config.muxes[0]!.address.words[0]!),
+      bgp: false,
+    });
+    for (const h of d.ctx.tables.hosts.values()) {
+      h.mac.set(derivedMac(h.pa4));
+      h.macKnown = true;
+    }
+    d.ctx.nowS = 1;
+    const eth = () => pkt().eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:11' });
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 20; i++)
+      frames.push(
+        eth()
+          .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+          .udp({ sport: 30000 + i, dport: 7 })
+          .build(),
+      );
+    for (let i = 0; i < 20; i++)
+      frames.push(
+        eth()
+          .ipv6({ src: '2001:db8:c::10', dst: '2001:db8:ff::10' })
+          .udp({ sport: 31000 + i, dport: 7 })
+          .payload('v6')
+          .build(),
+      );
+    // a datagram in two fragments: the first with the UDP header, the later one without ports
+    frames.push(
+      eth()
+        .ipv4({ src: '198.51.100.11', dst: '203.0.113.10', id: 77, flags: IPV4_FLAG_MF })
+        .udp({ sport: 32000, dport: 7 })
+        .payload('a'.repeat(32))
+        .build(),
+    );
+    frames.push(
+      eth().ipv4({ src: '198.51.100.11', dst: '203.0.113.10', id: 77, fragOffset: 5, protocol: 17 }).payload('b'.repeat(16)).build(),
+    );
+    // an ICMP error about a flow of the echo rule (it quotes VIP:7 -> client:30000)
+    const quote = pkt().ipv4({ src: '203.0.113.10', dst: '198.51.100.10' }).udp({ sport: 7, dport: 30000 }).payload('abc').build();
+    frames.push(eth().ipv4({ src: '198.51.100.1', dst: '203.0.113.10' }).icmp({ type: 3, code: 3 }).payload(quote).build());
+    // random bytes, and random bytes behind a valid Ethernet and IPv4 header to the VIP
+    let seed = 12345;
+    const rnd = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 24;
+    for (let i = 0; i < 200; i++) frames.push(Buffer.from(Array.from({ length: 20 + (i % 80) }, rnd)));
+    for (let i = 0; i < 200; i++) {
+      const f = eth()
+        .ipv4({ src: '198.51.100.12', dst: '203.0.113.10', protocol: [6, 17, 1][i % 3] })
+        .payload('x'.repeat(40))
+        .build();
+      for (let j = 34; j < f.length; j++) f[j] = rnd();
+      frames.push(f);
+    }
+    for (const f of frames) d.onFrame(f, f.length);
+
+    const f = parseExposition(writeMuxMetrics(d).text());
+    // not started: every frame the data plane forwarded failed at the capture's send, and was counted there
+    const forwarded = sampleOf(f, 'slbx_mux_send_errors_total', { reason: 'cap' })!;
+    const sum = (name: string) => f.get(name)!.samples.reduce((a, s) => a + s.value, 0);
+    expect(forwarded).toBeGreaterThanOrEqual(20 + 20 + 2 + 1);
+    expect(sum('slbx_mux_vip_packets_total')).toBe(forwarded);
+    expect(sum('slbx_mux_backend_packets_total')).toBe(forwarded);
+    expect(sum('slbx_mux_vip_new_flows_total')).toBe(sampleOf(f, 'slbx_mux_flow_new_total'));
+    expect(sampleOf(f, 'slbx_mux_drops_total', { reason: 'internal_error' })).toBe(0);
+    expect(sampleOf(f, 'slbx_mux_vip_packets_total', { vip: '2001:db8:ff::10', rule: 'echo' })).toBe(20);
+    // the two fragments and the ICMP error fall under the echo rule of 203.0.113.10, with its 20 flows
+    expect(sampleOf(f, 'slbx_mux_vip_packets_total', { vip: '203.0.113.10', rule: 'echo' })).toBeGreaterThanOrEqual(23);
+    expect(sampleOf(f, 'slbx_mux_icmp_errors_forwarded_total')).toBe(1);
   });
 
   it('the counts of a backend carry over a new config, and a backend added later starts at 0', () => {
