@@ -8,7 +8,7 @@ import { formatIpv4, formatIpv6 } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { REDIRECT_PORT } from '../shared/redirect.js';
 import { redirectMacFor } from '../runtime/redirect-mac.js';
-import { DEFAULT_MAX_FASTPATH_FLOWS, newEwState, type EwState } from './east-west.js';
+import { newEwState, type EwState } from './east-west.js';
 import { FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
 import type { HostTables } from './tables.js';
 
@@ -17,9 +17,9 @@ export const EW_TICK_MS = 500;
 /** Slots swept per tick: at least this many, or enough for a full pass about every 10 s. */
 const SWEEP_MIN_SLOTS = 1024;
 
-/** A fresh east-west state for `config`: an empty flow table of maxFastpathFlows entries. */
+/** A fresh east-west state for `config`: an empty flow table of flowTable.maxFastpathFlows entries. */
 export function newDaemonEwState(config: SlbxConfig, fabricMac: Uint8Array, policyKey: string | null): EwState {
-  const s = newEwState(DEFAULT_MAX_FASTPATH_FLOWS);
+  const s = newEwState(config.flowTable.maxFastpathFlows);
   s.mac = policyKey === null || policyKey === '' ? null : redirectMacFor(policyKey);
   configureEwState(s, config, fabricMac);
   tickEwState(s, 0);
@@ -39,7 +39,7 @@ export function configureEwState(s: EwState, config: SlbxConfig, fabricMac: Uint
  * The state for new tables: the old one (its flows) when the entries still mean the same (the same
  * targets, by name, host and MAC, at the same indexes, and the same MUXes in the same order), else a
  * fresh one: the flows then go to the MUX again and are redirected again (the MUX's flow table still
- * holds them: same DIP, no reset).
+ * holds them: same DIP, no reset). A new flowTable.maxFastpathFlows also starts a fresh one.
  */
 export function carryEwState(old: EwState, oldTables: HostTables, next: HostTables, config: SlbxConfig, fabricMac: Uint8Array): EwState {
   const a = oldTables.ew;
@@ -51,10 +51,11 @@ export function carryEwState(old: EwState, oldTables: HostTables, next: HostTabl
       return t.name === u.name && t.host === u.host && t.pa4 === u.pa4 && t.mac.every((x, k) => x === u.mac[k]);
     }) &&
     a.muxPa4.length === b.muxPa4.length &&
-    a.muxPa4.every((x, i) => x === b.muxPa4[i]);
+    a.muxPa4.every((x, i) => x === b.muxPa4[i]) &&
+    old.flows.limit.max === config.flowTable.maxFastpathFlows;
   let s = old;
   if (!same) {
-    s = newEwState(old.flows.limit.max);
+    s = newEwState(config.flowTable.maxFastpathFlows);
     s.mac = old.mac;
     s.nowS = old.nowS;
     s.unixS = old.unixS;

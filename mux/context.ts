@@ -43,6 +43,6 @@ export function muxContextKey(config: SlbxConfig, name: string): string {
     config.hashSeed,
     config.fabric.mtu,
     config.fabric.vxlanPort,
-    config.flowTable,
+    { ...config.flowTable, maxFastpathFlows: null }, // the host agents' table, not the MUX's
   ]);
 }

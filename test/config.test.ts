@@ -163,6 +163,7 @@ describe('defaults', () => {
       otherIdleTimeoutS: 30,
       untrustedMaxFlows: 100_000,
       untrustedTimeoutS: 5,
+      maxFastpathFlows: 100_000,
     });
     expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();

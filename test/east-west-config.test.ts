@@ -126,4 +126,22 @@ describe('internal VIPs in the config', () => {
       'has no gateway6',
     );
   });
+
+  it('flowTable.maxFastpathFlows: 100000 by default, any count 1..100000000, 0 refused naming the field', () => {
+    const d = validateConfig(lab(() => {}));
+    if (!d.ok) throw new Error(formatConfigErrors(d.errors, 'test'));
+    expect(d.config.flowTable.maxFastpathFlows).toBe(100_000);
+    const set = validateConfig(lab((c) => (c.flowTable = { maxFastpathFlows: 64 })));
+    if (!set.ok) throw new Error(formatConfigErrors(set.errors, 'test'));
+    expect(set.config.flowTable.maxFastpathFlows).toBe(64);
+    expect(set.config.flowTable.maxFlows).toBe(1_000_000);
+    const again = parseConfig(serializeConfig(set.config), 'again');
+    if (!again.ok) throw new Error(formatConfigErrors(again.errors, 'again'));
+    expect(again.config.flowTable.maxFastpathFlows).toBe(64);
+    oneError(
+      lab((c) => (c.flowTable = { maxFastpathFlows: 0 })),
+      'flowTable.maxFastpathFlows',
+      '1',
+    );
+  });
 });

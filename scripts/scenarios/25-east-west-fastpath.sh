@@ -28,7 +28,8 @@ case $FAMILY in
   6) VIP=2001:db8:e::100; URL_HOST="[$VIP]" ;;
   *) echo "FAMILY must be 4 or 6, got '$FAMILY'" >&2; exit 2 ;;
 esac
-lab_setup_scenario "sc25-ipv$FAMILY"
+# FAMILY=6 is scenario 27 (27-east-west-fastpath-ipv6.sh)
+lab_setup_scenario "sc$([ "$FAMILY" = 6 ] && echo 27 || echo 25)"
 mkdir -p "$LAB_DIR.cfg"
 cfg=$LAB_DIR.cfg/lab-east-west.yaml
 lab_derive_config --config examples/lab.yaml --east-west --out "$cfg" || { echo "FAIL could not derive the east-west config"; exit 1; }

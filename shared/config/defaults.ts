@@ -15,6 +15,7 @@ export const CONFIG_DEFAULTS = deepFreeze({
     otherIdleTimeoutS: 30,
     untrustedMaxFlows: 100_000,
     untrustedTimeoutS: 5,
+    maxFastpathFlows: 100_000,
   },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },

@@ -1,4 +1,5 @@
-// The flowTable section: sizes and idle timeouts of the MUX's flow tables.
+// The flowTable section: sizes and idle timeouts of the MUX's flow tables, and the size of each host
+// agent's flow table (east-west).
 import { intField, sectionObj, type Checker, type Obj } from './check.js';
 import { CONFIG_DEFAULTS, CONFIG_LIMITS } from './defaults.js';
 import type { FlowTableConfig } from './types.js';
@@ -10,6 +11,7 @@ const FLOW_KEYS = [
   'otherIdleTimeoutS',
   'untrustedMaxFlows',
   'untrustedTimeoutS',
+  'maxFastpathFlows',
 ] as const;
 
 export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig> {
@@ -22,6 +24,7 @@ export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig
   const otherIdle = intField(c, flowRaw, ['flowTable'], 'otherIdleTimeoutS', L.idleTimeoutS, D.flowTable.otherIdleTimeoutS);
   const untrustedMax = intField(c, flowRaw, ['flowTable'], 'untrustedMaxFlows', L.maxFlows, D.flowTable.untrustedMaxFlows);
   const untrustedTimeout = intField(c, flowRaw, ['flowTable'], 'untrustedTimeoutS', L.idleTimeoutS, D.flowTable.untrustedTimeoutS);
+  const maxFastpath = intField(c, flowRaw, ['flowTable'], 'maxFastpathFlows', L.maxFlows, D.flowTable.maxFastpathFlows);
   return {
     maxFlows,
     tcpIdleTimeoutS: tcpIdle,
@@ -29,5 +32,6 @@ export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig
     otherIdleTimeoutS: otherIdle,
     untrustedMaxFlows: untrustedMax,
     untrustedTimeoutS: untrustedTimeout,
+    maxFastpathFlows: maxFastpath,
   };
 }

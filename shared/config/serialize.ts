@@ -38,6 +38,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
       otherIdleTimeoutS: config.flowTable.otherIdleTimeoutS,
       untrustedMaxFlows: config.flowTable.untrustedMaxFlows,
       untrustedTimeoutS: config.flowTable.untrustedTimeoutS,
+      maxFastpathFlows: config.flowTable.maxFastpathFlows,
     },
     networks: config.networks.map((n) => ({
       name: n.name,

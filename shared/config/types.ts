@@ -28,6 +28,8 @@ export interface FlowTableConfig {
   /** Flows seen once (a SYN, one datagram) wait in a separate, smaller table until their second packet. */
   readonly untrustedMaxFlows: number;
   readonly untrustedTimeoutS: number;
+  /** Entries of each host agent's flow table (east-west: flows sent to a MUX, Fastpath entries; docs/east-west.md). */
+  readonly maxFastpathFlows: number;
 }
 
 export interface NetworkConfig {

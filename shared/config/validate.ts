@@ -137,6 +137,7 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
       otherIdleTimeoutS: flow.otherIdleTimeoutS!,
       untrustedMaxFlows: flow.untrustedMaxFlows!,
       untrustedTimeoutS: flow.untrustedTimeoutS!,
+      maxFastpathFlows: flow.maxFastpathFlows!,
     },
     networks: net,
     muxes: muxes.map(node),
