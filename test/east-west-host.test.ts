@@ -23,6 +23,7 @@ import {
 } from '../host-agent/data-plane.js';
 import { OUT_FABRIC } from '../host-agent/east-west.js';
 import { FASTPATH_CLOSING_S } from '../host-agent/flow-table.js';
+import { ewStatus, listHostFlows } from '../host-agent/east-west-io.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -269,6 +270,20 @@ describe('east-west source side (host1)', () => {
     expect(out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW }), 0).frame.subarray(30, 34)).toEqual(
       Buffer.from(CHOSEN.pa.split('.').map(Number)),
     );
+  });
+
+  it('GET /flows and /status list the entries: to_mux with its MUX, then fastpath with the backend and its host', () => {
+    const ctx = newCtx('host1');
+    out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, flags: TCP_SYN }), 0);
+    const muxName = ctx.tables.peers.find((p) => p.address.text === CHOSEN.pa)!.name;
+    const entry = { vni: VNI, protocol: 'tcp', client: `${FLOW.src}:${FLOW.sport}`, vip: `${VIP}:${FLOW.dport}` };
+    expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([{ kind: 'to_mux', ...entry, mux: muxName, expiresInS: 240 }]);
+    expect(inb(ctx, redirect()).v).toBe(VERDICT_CONSUMED);
+    expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([
+      { kind: 'fastpath', ...entry, backend: 'h2vm1', host: 'host2', expiresInS: 240 },
+    ]);
+    expect(ewStatus(ctx.ew)).toMatchObject({ flows: { to_mux: 0, fastpath: 1 }, maxFastpathFlows: 100_000, redirectKey: true });
+    expect(listHostFlows(ctx.ew, ctx.tables, 0)).toEqual([]);
   });
 
   it('a redirect to a DIP on the same host: NAT to the DIP and delivery on its port, nothing leaves the host', () => {
