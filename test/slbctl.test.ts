@@ -289,6 +289,30 @@ describe('slbctl', () => {
       'mux mux1: 2 flows (2 IPv4, 0 IPv6), heartbeat now\nSRC                  DST              PROTO  NIC    IDLE-EXPIRES\n198.51.100.10:40000  203.0.113.10:80  tcp    h1vm2  230s\n',
     );
     expect((await slbctl('flows', 'mux2')).code).toBe(1);
+    // a host agent's east-west entries (docs/east-west.md): its name instead of a MUX's
+    await ctl.req('POST', '/v1/agents/host/host1/status', {
+      status: { generation: 3, eastWest: { flows: { to_mux: 1, fastpath: 1 } }, counters: {} },
+      flows: [
+        {
+          kind: 'fastpath',
+          vni: 5001,
+          protocol: 'tcp',
+          client: '198.19.1.20:40000',
+          vip: '198.19.0.100:7000',
+          backend: 'h2vm1',
+          host: 'host2',
+          expiresInS: 239,
+        },
+        { kind: 'to_mux', vni: 5001, protocol: 'udp', client: '198.19.1.20:40001', vip: '198.19.0.100:7001', mux: 'mux2', expiresInS: 30 },
+      ],
+    });
+    r = await slbctl('flows', 'host1');
+    expect(r.out).toBe(
+      'host host1: 1 fastpath, 1 to_mux entries, heartbeat now\n' +
+        'KIND      CLIENT             VIP                PROTO  VNI   VIA             IDLE-EXPIRES\n' +
+        'fastpath  198.19.1.20:40000  198.19.0.100:7000  tcp    5001  h2vm1 on host2  239s\n' +
+        'to_mux    198.19.1.20:40001  198.19.0.100:7001  udp    5001  mux2            30s\n',
+    );
   });
 });
 
