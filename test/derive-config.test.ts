@@ -57,6 +57,28 @@ describe('derive-config variants', () => {
     expect(d.config.pools.some((p) => p.backends.some((b) => b.nic === 'h1cl1'))).toBe(false);
   });
 
+  it('--east-west-other-tenant and the idle timeouts (scenario 26): another network, a VM in it with the client addresses', () => {
+    const d = derived({ eastWest: true, eastWestOtherTenant: true, tcpIdleTimeoutS: 30, udpIdleTimeoutS: 5 });
+    const plain = derived({ eastWest: true }).config;
+    const nic = d.config.nics.find((n) => n.name === 'h1ot1')!;
+    const client = d.config.nics.find((n) => n.name === 'h1cl1')!;
+    expect(nic.host).toBe('host1');
+    expect(nic.network).toBe('ew-other');
+    expect(nic.address4?.text).toBe('198.19.1.20');
+    expect(nic.address6?.text).toBe('2001:db8:e:1::20');
+    expect(nic.address4?.text).toBe(client.address4?.text);
+    const net = d.config.networks.find((n) => n.name === 'ew-other')!;
+    expect(net.vni).toBe(5902);
+    expect(net.vni).not.toBe(d.config.networks.find((n) => n.name === 'tenant-a')!.vni);
+    expect(d.config.flowTable).toMatchObject({ tcpIdleTimeoutS: 30, udpIdleTimeoutS: 5 });
+    expect(d.config.vips).toEqual(plain.vips);
+    expect(d.config.pools).toEqual(plain.pools);
+    expect(d.config.nics.length).toBe(plain.nics.length + 1);
+    expect(deriveConfig(base, { eastWestOtherTenant: true }, 'lab.yaml')).toEqual({
+      error: 'lab.yaml: --east-west-other-tenant needs --east-west',
+    });
+  });
+
   it("scenario 17's variant: every probe at 5000 ms, small flow tables", () => {
     const d = derived({ probeIntervalMs: 5000, maxFlows: 20000, untrustedMaxFlows: 10000, untrustedTimeoutS: 5 });
     expect(labConfig().probes.map((p) => p.intervalMs)).not.toEqual([5000, 5000]);

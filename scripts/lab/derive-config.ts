@@ -9,6 +9,10 @@
 //   --east-west            east-west (docs/east-west.md): a client VM h1cl1 on the first pool member's host
 //                          (in no pool) and the internal VIPs 198.19.0.100 and 2001:db8:e::100 in its
 //                          network, tcp 7000 and udp 7001 to the first pool (EAST_WEST below)
+//   --east-west-other-tenant  with --east-west: another tenant network (VNI 5902) and in it, on the same
+//                          host, a VM h1ot1 with the client's very addresses (EAST_WEST_OTHER below)
+//   --tcp-idle-timeout-s S, --udp-idle-timeout-s S
+//                          flowTable.tcpIdleTimeoutS, .udpIdleTimeoutS (the MUXes' and the hosts' tables)
 // Everything else, comments included, stays as it was. The result is validated like any config.
 //
 //   node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/x/config.yaml
@@ -37,6 +41,9 @@ export interface ConfigVariant {
   readonly untrustedMaxFlows?: number;
   readonly untrustedTimeoutS?: number;
   readonly eastWest?: boolean;
+  readonly eastWestOtherTenant?: boolean;
+  readonly tcpIdleTimeoutS?: number;
+  readonly udpIdleTimeoutS?: number;
 }
 
 /** What --east-west adds (the first pool, its first member's host and network). */
@@ -52,6 +59,41 @@ export const EAST_WEST = {
   tcpPort: 7000,
   udpPort: 7001,
 } as const;
+
+/** What --east-west-other-tenant adds: a network of its own and a VM in it with the client's addresses. */
+export const EAST_WEST_OTHER = {
+  network: 'ew-other',
+  vni: 5902,
+  nic: 'h1ot1',
+  mac: '02:00:c0:00:02:15',
+} as const;
+
+/** Adds EAST_WEST_OTHER beside the client nic (same host, same addresses, the client's network's gateways); an error text or null. */
+function addEastWestOther(doc: Document, source: string): string | null {
+  const networks = doc.get('networks', true);
+  const nics = doc.get('nics', true);
+  if (!isSeq(networks) || !isSeq(nics)) return `${source}: --east-west-other-tenant needs networks and nics`;
+  const client = nics.items
+    .map((n) => (isMap(n) ? (n.toJSON() as { name: string; host: string; network: string; addresses: string[] }) : null))
+    .find((n) => n?.name === EAST_WEST.clientNic);
+  const net = networks.items
+    .map((n) => (isMap(n) ? (n.toJSON() as { name: string; gateway?: string; gateway6?: string }) : null))
+    .find((n) => n?.name === client?.network);
+  if (client == null || net == null) return `${source}: --east-west-other-tenant needs --east-west`;
+  const o = EAST_WEST_OTHER;
+  networks.items.push(
+    doc.createNode({
+      name: o.network,
+      vni: o.vni,
+      ...(net.gateway !== undefined ? { gateway: net.gateway } : {}),
+      ...(net.gateway6 !== undefined ? { gateway6: net.gateway6 } : {}),
+    }),
+  );
+  nics.items.push(
+    doc.createNode({ name: o.nic, host: client.host, network: o.network, port: o.nic, mac: o.mac, addresses: client.addresses }),
+  );
+  return null;
+}
 
 /** Adds EAST_WEST's client nic and internal VIPs to the document; an error text or null. */
 function addEastWest(doc: Document, source: string): string | null {
@@ -119,6 +161,12 @@ export function describeVariant(v: ConfigVariant): string {
   if (v.untrustedTimeoutS !== undefined) parts.push(`flowTable.untrustedTimeoutS ${v.untrustedTimeoutS}`);
   if (v.eastWest === true)
     parts.push(`east-west: client nic ${EAST_WEST.clientNic}, internal VIPs ${EAST_WEST.vip4} and ${EAST_WEST.vip6}`);
+  if (v.eastWestOtherTenant === true)
+    parts.push(
+      `another tenant: network ${EAST_WEST_OTHER.network} (VNI ${EAST_WEST_OTHER.vni}), nic ${EAST_WEST_OTHER.nic} with the client's addresses`,
+    );
+  if (v.tcpIdleTimeoutS !== undefined) parts.push(`flowTable.tcpIdleTimeoutS ${v.tcpIdleTimeoutS}`);
+  if (v.udpIdleTimeoutS !== undefined) parts.push(`flowTable.udpIdleTimeoutS ${v.udpIdleTimeoutS}`);
   return parts.length > 0 ? parts.join(', ') : 'unchanged';
 }
 
@@ -142,10 +190,16 @@ export function deriveConfig(text: string, v: ConfigVariant, source = 'config'):
     ['maxFlows', v.maxFlows],
     ['untrustedMaxFlows', v.untrustedMaxFlows],
     ['untrustedTimeoutS', v.untrustedTimeoutS],
+    ['tcpIdleTimeoutS', v.tcpIdleTimeoutS],
+    ['udpIdleTimeoutS', v.udpIdleTimeoutS],
   ];
   for (const [key, value] of flowTable) if (value !== undefined) sectionOf(doc, 'flowTable').set(key, value);
   if (v.eastWest === true) {
     const err = addEastWest(doc, source);
+    if (err !== null) return { error: err };
+  }
+  if (v.eastWestOtherTenant === true) {
+    const err = addEastWestOther(doc, source);
     if (err !== null) return { error: err };
   }
   const what = describeVariant(v);
@@ -176,6 +230,12 @@ const OPTIONS: readonly OptionSpec[] = [
     name: 'east-west',
     help: `east-west (docs/east-west.md): a client VM ${EAST_WEST.clientNic} (in no pool) on the first pool member's host, internal VIPs ${EAST_WEST.vip4} and ${EAST_WEST.vip6} (tcp ${EAST_WEST.tcpPort}, udp ${EAST_WEST.udpPort}) to the first pool`,
   },
+  {
+    name: 'east-west-other-tenant',
+    help: `with --east-west: another tenant network ${EAST_WEST_OTHER.network} (VNI ${EAST_WEST_OTHER.vni}) and its VM ${EAST_WEST_OTHER.nic} on the client's host with the client's addresses`,
+  },
+  { name: 'tcp-idle-timeout-s', value: 'S', help: 'flowTable.tcpIdleTimeoutS: how long an idle TCP flow is kept (MUXes and host agents)' },
+  { name: 'udp-idle-timeout-s', value: 'S', help: 'flowTable.udpIdleTimeoutS: how long an idle UDP flow is kept (MUXes and host agents)' },
   { name: 'out', value: 'FILE', help: 'where to write the derived config (default: stdout)' },
   { name: 'help', help: 'this help' },
 ];
@@ -183,7 +243,7 @@ const OPTIONS: readonly OptionSpec[] = [
 export const COMMAND: CommandSpec = {
   program: 'derive-config',
   usage:
-    'node dist/scripts/lab/derive-config.js --config FILE [--muxes N] [--underlay ipv4|ipv6] [--probe-interval-ms MS] [--max-flows N] [--untrusted-max-flows N] [--untrusted-timeout-s S] [--east-west] [--out FILE]',
+    'node dist/scripts/lab/derive-config.js --config FILE [--muxes N] [--underlay ipv4|ipv6] [--probe-interval-ms MS] [--max-flows N] [--untrusted-max-flows N] [--untrusted-timeout-s S] [--east-west [--east-west-other-tenant]] [--tcp-idle-timeout-s S] [--udp-idle-timeout-s S] [--out FILE]',
   options: OPTIONS,
   noPositional: true,
   about:
@@ -194,6 +254,7 @@ export const COMMAND: CommandSpec = {
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --muxes 4 --out runs/lab4.yaml\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --underlay ipv6\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --east-west --out runs/ew.yaml\n' +
+    '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --east-west --east-west-other-tenant --udp-idle-timeout-s 5\n' +
     '  node dist/scripts/lab/derive-config.js --config examples/lab.yaml --probe-interval-ms 5000 --max-flows 20000 --untrusted-max-flows 10000 --untrusted-timeout-s 5',
 };
 
@@ -220,6 +281,9 @@ export function variantOf(args: ParsedArgs): ConfigVariant {
     untrustedMaxFlows: intOption(args, 'untrusted-max-flows'),
     untrustedTimeoutS: intOption(args, 'untrusted-timeout-s'),
     eastWest: args.flags.has('east-west') ? true : undefined,
+    eastWestOtherTenant: args.flags.has('east-west-other-tenant') ? true : undefined,
+    tcpIdleTimeoutS: intOption(args, 'tcp-idle-timeout-s'),
+    udpIdleTimeoutS: intOption(args, 'udp-idle-timeout-s'),
   };
 }
 
@@ -229,7 +293,7 @@ function runParsed(args: ParsedArgs): number {
   const v = variantOf(args);
   if (Object.values(v).every((x) => x === undefined)) {
     throw new UsageError(
-      'nothing to change: give --muxes, --underlay, --probe-interval-ms, --max-flows, --untrusted-max-flows, --untrusted-timeout-s or --east-west',
+      'nothing to change: give --muxes, --underlay, --probe-interval-ms, --max-flows, --untrusted-max-flows, --untrusted-timeout-s, --east-west, --tcp-idle-timeout-s or --udp-idle-timeout-s',
     );
   }
   let text: string;
