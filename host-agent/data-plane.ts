@@ -314,19 +314,29 @@ export function natIpv4(
 ): void {
   const old = readU32(frame, l3 + addrOff);
   writeU32(frame, l3 + addrOff, newAddr);
-  writeU16(frame, l3 + 10, updateChecksum32(readU16(frame, l3 + 10), old, newAddr));
+  // RFC 1624 eqn. 3, HC' = ~(~HC + ~m + m'): the address's ~m + m' is summed once and serves both the
+  // IP header's checksum and the L4 one (its pseudo-header holds the address), the port's added to it.
+  const d = (~(old >>> 16) & 0xffff) + (~old & 0xffff) + (newAddr >>> 16) + (newAddr & 0xffff);
+  writeU16(frame, l3 + 10, foldComplement((~readU16(frame, l3 + 10) & 0xffff) + d));
   if (portOff < 0) return;
   const oldPort = readU16(frame, l4 + portOff);
   writeU16(frame, l4 + portOff, newPort);
+  const dp = d + (~oldPort & 0xffff) + newPort;
   if (proto === IPPROTO_TCP) {
-    const c = updateChecksum16(updateChecksum32(readU16(frame, l4 + 16), old, newAddr), oldPort, newPort);
-    writeU16(frame, l4 + 16, c);
+    writeU16(frame, l4 + 16, foldComplement((~readU16(frame, l4 + 16) & 0xffff) + dp));
   } else {
     const c0 = readU16(frame, l4 + 6);
     if (c0 === 0) return; // RFC 768: no checksum; it stays none
-    const c = updateChecksum16(updateChecksum32(c0, old, newAddr), oldPort, newPort);
+    const c = foldComplement((~c0 & 0xffff) + dp);
     writeU16(frame, l4 + 6, c === 0 ? 0xffff : c);
   }
+}
+
+/** ~fold(s) & 0xffff for a sum of at most seven 16-bit words (two end-around folds are enough). */
+function foldComplement(s: number): number {
+  s = (s & 0xffff) + (s >>> 16);
+  s = (s & 0xffff) + (s >>> 16);
+  return ~s & 0xffff;
 }
 
 export function natIpv6(
