@@ -19,6 +19,7 @@ import { verifyFailOpen } from './fail-open.js';
 import { verifyMetricsPrometheus } from './metrics-prometheus.js';
 import { verifyLatencyPerMux } from './latency-per-mux.js';
 import { verifyEastWestFastpath } from './east-west.js';
+import { verifyEastWestFailures } from './east-west-failures.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -100,6 +101,9 @@ try {
       break;
     case 'east-west-fastpath':
       verifyEastWestFastpath(rest).exit();
+      break;
+    case 'east-west-failures':
+      verifyEastWestFailures(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
