@@ -206,7 +206,7 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
   const out = Buffer.alloc(OUT_BUFFER_LEN);
   return {
     tables: o.tables,
-    ew: newMuxEwState(),
+    ew: newMuxEwState(o.flowTable.untrustedMaxFlows),
     flows4: new FlowTable(4, flowLimit),
     flows6: new FlowTable(10, flowLimit),
     flowLimit,
@@ -878,5 +878,12 @@ function tooBig(frame: Uint8Array, l3: number, ipLen: number, innerType: number,
 /** Expires idle flows: call a few times a second with a slot budget. */
 export function sweepFlows(ctx: MuxContext, budget: number): number {
   const now = ctx.nowS;
-  return ctx.flows4.sweep(now, budget) + ctx.flows6.sweep(now, budget) + ctx.pending4.sweep(now, budget) + ctx.pending6.sweep(now, budget);
+  return (
+    ctx.flows4.sweep(now, budget) +
+    ctx.flows6.sweep(now, budget) +
+    ctx.pending4.sweep(now, budget) +
+    ctx.pending6.sweep(now, budget) +
+    ctx.ew.udpSeen4.sweep(now, budget) +
+    ctx.ew.udpSeen6.sweep(now, budget)
+  );
 }

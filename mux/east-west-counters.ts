@@ -7,6 +7,8 @@ export const EW_MUX_COUNTER_NAMES = [
   'redirects_sent',
   // a redirect the source host's MAC was unknown for, or without the policy key
   'redirects_skipped',
+  // a UDP flow redirected before its fastpathUdpDatagrams-th datagram: the per-flow count table was full
+  'ew_udp_count_full',
   'drop_ew_truncated',
   'drop_ew_unknown_host',
   // host VXLAN from a host's PA but not from the MAC that PA resolves to (docs/security.md), or before it resolved

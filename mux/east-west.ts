@@ -37,6 +37,7 @@ import {
   setKey6,
   type MuxContext,
 } from './data-plane.js';
+import { FlowTable } from './flow-table.js';
 import { foldV6, type MuxHost, type MuxNic, type MuxVip } from './tables.js';
 
 /** An internal VIP and the VNI of its network. */
@@ -53,6 +54,8 @@ export interface MuxEwTables {
   /** By nic id: the nic's addresses (the redirect names the DIP). */
   readonly nicAddr4: readonly number[];
   readonly nicAddr6: readonly (IpAddr | null)[];
+  /** flowTable.fastpathUdpDatagrams: a UDP flow is redirected from this datagram on. */
+  readonly udpDatagrams: number;
 }
 
 export function compileMuxEw(
@@ -81,7 +84,7 @@ export function compileMuxEw(
     nicAddr4[id] = n.address4 ? n.address4.words[0]! : -1;
     nicAddr6[id] = n.address6;
   }
-  return { vips4, vips6, hostsByPa4, nicAddr4, nicAddr6 };
+  return { vips4, vips6, hostsByPa4, nicAddr4, nicAddr6, udpDatagrams: config.flowTable.fastpathUdpDatagrams };
 }
 
 export interface MuxEwState {
@@ -93,10 +96,46 @@ export interface MuxEwState {
   readonly out: Uint8Array;
   outLen: number;
   readonly r: Redirect;
+  /**
+   * UDP east-west flows' datagrams so far, kept only while fastpathUdpDatagrams > 2 and until the
+   * threshold (keyed like flows4/flows6; bounded by flowTable.untrustedMaxFlows, swept with the flows).
+   */
+  readonly udpSeen4: FlowTable;
+  readonly udpSeen6: FlowTable;
 }
 
-export function newMuxEwState(): MuxEwState {
-  return { mac: null, unixS: 0, out: new Uint8Array(14 + 20 + 8 + REDIRECT_LEN), outLen: 0, r: newRedirect() };
+export function newMuxEwState(udpSeenMax = 100_000): MuxEwState {
+  const limit = { max: udpSeenMax, count: 0 };
+  return {
+    mac: null,
+    unixS: 0,
+    out: new Uint8Array(14 + 20 + 8 + REDIRECT_LEN),
+    outLen: 0,
+    r: newRedirect(),
+    udpSeen4: new FlowTable(4, limit),
+    udpSeen6: new FlowTable(10, limit),
+  };
+}
+
+/**
+ * Whether a packet of a trusted east-west flow gets a redirect. TCP: yes (the handshake is done). UDP:
+ * from the flow's fastpathUdpDatagrams-th datagram on; a trusted flow has sent two, so at the default (2)
+ * no count is kept. `key` is the flow's key as written into flows4/flows6.
+ */
+function redirectDue(tcp: boolean, seen: FlowTable, key: Uint32Array, flowHash: number, ctx: MuxContext): boolean {
+  const n = ctx.tables.ew.udpDatagrams;
+  if (tcp || n <= 2) return true;
+  seen.key.set(key);
+  const now = ctx.nowS;
+  const expires = now + ctx.udpIdleS;
+  const before = seen.lookup(flowHash, now, expires);
+  const count = before < 0 ? 2 : Math.min(n, before + 1);
+  if (count === before) return true; // at the threshold already (a datagram in flight before the host installed the redirect)
+  if (!seen.insert(flowHash, count, expires)) {
+    ctx.counters.values[ctx.counters.index.ew_udp_count_full]!++;
+    return true;
+  }
+  return count >= n;
 }
 
 /**
@@ -189,7 +228,7 @@ function inner4(frame: Uint8Array, l3: number, udpEnd: number, vni: number, host
   const v = encapsulate(frame, l3, end - l3, ETHERTYPE_IPV4, nic, flowHash, ctx);
   if (v !== VERDICT_FORWARD) return v;
   ctx.counters.values[C.ew_from_host]!++;
-  if (!syn && ctx.flows4.peek(flowHash, now) >= 0) {
+  if (!syn && ctx.flows4.peek(flowHash, now) >= 0 && redirectDue(tcp, ctx.ew.udpSeen4, ctx.flows4.key, flowHash, ctx)) {
     const r = ctx.ew.r;
     r.family = 4;
     r.src.fill(0);
@@ -249,7 +288,8 @@ function inner6(frame: Uint8Array, l3: number, udpEnd: number, vni: number, host
   const v = encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
   if (v !== VERDICT_FORWARD) return v;
   ctx.counters.values[C.ew_from_host]!++;
-  if (!syn && ctx.flows6.peek(flowHash, now) >= 0) redirect(r, proto, vni, sport, dport, nic, host, ctx);
+  if (!syn && ctx.flows6.peek(flowHash, now) >= 0 && redirectDue(tcp, ctx.ew.udpSeen6, ctx.flows6.key, flowHash, ctx))
+    redirect(r, proto, vni, sport, dport, nic, host, ctx);
   return v;
 }
 

@@ -164,6 +164,7 @@ describe('defaults', () => {
       untrustedMaxFlows: 100_000,
       untrustedTimeoutS: 5,
       maxFastpathFlows: 100_000,
+      fastpathUdpDatagrams: 2,
     });
     expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();

@@ -144,4 +144,20 @@ describe('internal VIPs in the config', () => {
       '1',
     );
   });
+
+  it('flowTable.fastpathUdpDatagrams: 2 by default, 2..1000, 1 refused naming the field; kept through serialization', () => {
+    const d = validateConfig(lab(() => {}));
+    if (!d.ok) throw new Error(formatConfigErrors(d.errors, 'test'));
+    expect(d.config.flowTable.fastpathUdpDatagrams).toBe(2);
+    const set = validateConfig(lab((c) => (c.flowTable = { fastpathUdpDatagrams: 10 })));
+    if (!set.ok) throw new Error(formatConfigErrors(set.errors, 'test'));
+    const again = parseConfig(serializeConfig(set.config), 'again');
+    if (!again.ok) throw new Error(formatConfigErrors(again.errors, 'again'));
+    expect(again.config.flowTable.fastpathUdpDatagrams).toBe(10);
+    oneError(
+      lab((c) => (c.flowTable = { fastpathUdpDatagrams: 1 })),
+      'flowTable.fastpathUdpDatagrams',
+      '2',
+    );
+  });
 });

@@ -37,8 +37,9 @@ const VIP = '192.0.2.100';
 const VIP6 = '2001:db8:d::100';
 const UNIX_S = 2_000_000;
 
-function ewConfig(): SlbxConfig {
+function ewConfig(udpDatagrams?: number): SlbxConfig {
   return labConfig((c) => {
+    if (udpDatagrams !== undefined) c.flowTable = { fastpathUdpDatagrams: udpDatagrams };
     const rules = [
       { name: 'ew-tcp', protocol: 'tcp', frontendPort: 7000, pool: 'web' },
       { name: 'ew-udp', protocol: 'udp', frontendPort: 7001, pool: 'web' },
@@ -49,8 +50,8 @@ function ewConfig(): SlbxConfig {
 }
 const CONFIG = ewConfig();
 
-function newCtx(): MuxContext {
-  const tables = compileMuxTables(CONFIG, ALL_HEALTHY, null, 1);
+function newCtx(config = CONFIG): MuxContext {
+  const tables = compileMuxTables(config, ALL_HEALTHY, null, 1);
   for (const h of tables.hosts.values()) {
     h.mac.set(mac(HOSTS[h.name]!.mac));
     h.macKnown = true;
@@ -177,6 +178,27 @@ describe('MUX east-west', () => {
     expect(run(ctx, fromHost(udpIn(52000))).redirect.length).toBe(0);
     const second = run(ctx, fromHost(udpIn(52000)));
     expectFrame(second.redirect, redirectFrame(nic, 17, 52000, 7001));
+  });
+
+  it('UDP with flowTable.fastpathUdpDatagrams 4: datagrams 1-3 without a redirect, every one from the 4th with one, per flow', () => {
+    const ctx = newCtx(ewConfig(4));
+    const got = (sport: number) => run(ctx, fromHost(udpIn(sport))).redirect.length > 0;
+    // two flows interleaved: each counts its own datagrams
+    const a: boolean[] = [];
+    const b: boolean[] = [];
+    for (let i = 0; i < 6; i++) {
+      a.push(got(52100));
+      if (i % 2 === 0) b.push(got(52101));
+    }
+    expect(a).toEqual([false, false, false, true, true, true]);
+    expect(b).toEqual([false, false, false]);
+    expect(got(52101)).toBe(true);
+    const nic = udpRule.choose(NICS.h1vm1!.ip, 52100)!;
+    expectFrame(run(ctx, fromHost(udpIn(52100))).redirect, redirectFrame(nic, 17, 52100, 7001));
+    // TCP is not counted: its ACK after the handshake gets the redirect as before
+    run(ctx, fromHost(tcpIn(41100, TCP_SYN)));
+    expect(run(ctx, fromHost(tcpIn(41100, TCP_ACK | TCP_PSH, 'request'))).redirect.length).toBeGreaterThan(0);
+    expect(count(ctx, 'ew_udp_count_full')).toBe(0);
   });
 
   it('IPv6 inner packets over the IPv4 underlay', () => {

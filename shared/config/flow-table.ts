@@ -12,6 +12,7 @@ const FLOW_KEYS = [
   'untrustedMaxFlows',
   'untrustedTimeoutS',
   'maxFastpathFlows',
+  'fastpathUdpDatagrams',
 ] as const;
 
 export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig> {
@@ -25,6 +26,14 @@ export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig
   const untrustedMax = intField(c, flowRaw, ['flowTable'], 'untrustedMaxFlows', L.maxFlows, D.flowTable.untrustedMaxFlows);
   const untrustedTimeout = intField(c, flowRaw, ['flowTable'], 'untrustedTimeoutS', L.idleTimeoutS, D.flowTable.untrustedTimeoutS);
   const maxFastpath = intField(c, flowRaw, ['flowTable'], 'maxFastpathFlows', L.maxFlows, D.flowTable.maxFastpathFlows);
+  const udpDatagrams = intField(
+    c,
+    flowRaw,
+    ['flowTable'],
+    'fastpathUdpDatagrams',
+    L.fastpathUdpDatagrams,
+    D.flowTable.fastpathUdpDatagrams,
+  );
   return {
     maxFlows,
     tcpIdleTimeoutS: tcpIdle,
@@ -33,5 +42,6 @@ export function validateFlowTable(c: Checker, raw: Obj): Partial<FlowTableConfig
     untrustedMaxFlows: untrustedMax,
     untrustedTimeoutS: untrustedTimeout,
     maxFastpathFlows: maxFastpath,
+    fastpathUdpDatagrams: udpDatagrams,
   };
 }

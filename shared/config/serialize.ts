@@ -39,6 +39,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
       untrustedMaxFlows: config.flowTable.untrustedMaxFlows,
       untrustedTimeoutS: config.flowTable.untrustedTimeoutS,
       maxFastpathFlows: config.flowTable.maxFastpathFlows,
+      fastpathUdpDatagrams: config.flowTable.fastpathUdpDatagrams,
     },
     networks: config.networks.map((n) => ({
       name: n.name,

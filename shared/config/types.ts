@@ -30,6 +30,8 @@ export interface FlowTableConfig {
   readonly untrustedTimeoutS: number;
   /** Entries of each host agent's flow table (east-west: flows sent to a MUX, Fastpath entries; docs/east-west.md). */
   readonly maxFastpathFlows: number;
+  /** A UDP east-west flow is redirected to the Fastpath from this datagram on (2: the one that makes it trusted). */
+  readonly fastpathUdpDatagrams: number;
 }
 
 export interface NetworkConfig {

@@ -138,6 +138,7 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
       untrustedMaxFlows: flow.untrustedMaxFlows!,
       untrustedTimeoutS: flow.untrustedTimeoutS!,
       maxFastpathFlows: flow.maxFastpathFlows!,
+      fastpathUdpDatagrams: flow.fastpathUdpDatagrams!,
     },
     networks: net,
     muxes: muxes.map(node),
