@@ -3,6 +3,7 @@
 // time. Nothing here runs per packet.
 import { PromWriter, writeCounterFamilies } from '../shared/prom-text.js';
 import type { HostDaemon } from './daemon.js';
+import { FLOW_KIND_NAMES } from './flow-table.js';
 
 const DIRECTIONS = {
   in_packets: {
@@ -27,6 +28,7 @@ export function writeHostMetrics(d: HostDaemon): PromWriter {
   w.add('slbx_host_ready', 'gauge', 'The daemon serves traffic (GET /status ready).', {}, st.ready === true ? 1 : 0);
   w.add('slbx_host_tables_generation', 'gauge', "The host agent's own table generation.", {}, Number(st.generation));
   writeCounterFamilies(w, 'slbx_host', d.counters(), DIRECTIONS);
+  writeHostFlows(w, st.eastWest as EastWestStatus);
 
   w.family(
     'slbx_host_backend_delivered_packets_total',
@@ -64,4 +66,22 @@ export function writeHostMetrics(d: HostDaemon): PromWriter {
     w.sample('slbx_host_probe_state_seconds', l, Math.max(0, (now - Date.parse(p.since)) / 1000));
   }
   return w;
+}
+
+/** The east-west part of the host agent's /status (host-agent/east-west-io.ts, ewStatus). */
+interface EastWestStatus {
+  flows: Record<string, number>;
+  maxFastpathFlows: number;
+}
+
+/** Its flow table's entries by kind (every kind, zeros included) and its limit. */
+export function writeHostFlows(w: PromWriter, ew: EastWestStatus): void {
+  w.family(
+    'slbx_host_flows',
+    'gauge',
+    "Entries of the host agent's flow table (east-west, docs/east-west.md) by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST).",
+  );
+  for (const kind of Object.values(FLOW_KIND_NAMES)) w.sample('slbx_host_flows', { kind }, ew.flows[kind] ?? 0);
+  w.family('slbx_host_flows_max', 'gauge', "The flow table's limit (flowTable.maxFastpathFlows).");
+  w.sample('slbx_host_flows_max', {}, ew.maxFastpathFlows);
 }

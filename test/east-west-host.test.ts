@@ -24,6 +24,8 @@ import {
 import { OUT_FABRIC } from '../host-agent/east-west.js';
 import { FASTPATH_CLOSING_S } from '../host-agent/flow-table.js';
 import { ewStatus, listHostFlows } from '../host-agent/east-west-io.js';
+import { writeHostFlows } from '../host-agent/metrics.js';
+import { PromWriter } from '../shared/prom-text.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -272,13 +274,29 @@ describe('east-west source side (host1)', () => {
     );
   });
 
-  it('GET /flows and /status list the entries: to_mux with its MUX, then fastpath with the backend and its host', () => {
+  /** slbx_host_flows and slbx_host_flows_max as GET /metrics writes them from the /status part. */
+  const flowSamples = (ctx: HostContext) => {
+    const w = new PromWriter();
+    writeHostFlows(w, ewStatus(ctx.ew) as { flows: Record<string, number>; maxFastpathFlows: number });
+    const text = w.text();
+    const at = (re: RegExp) => Number(re.exec(text)?.[1]);
+    return {
+      to_mux: at(/^slbx_host_flows\{kind="to_mux"\} (\S+)$/m),
+      fastpath: at(/^slbx_host_flows\{kind="fastpath"\} (\S+)$/m),
+      fastpath_closing: at(/^slbx_host_flows\{kind="fastpath_closing"\} (\S+)$/m),
+      max: at(/^slbx_host_flows_max (\S+)$/m),
+    };
+  };
+
+  it('GET /flows, /status and /metrics list the entries: to_mux with its MUX, then fastpath with the backend and its host', () => {
     const ctx = newCtx('host1');
     out(ctx, fromVm(VM.h1vm1.mac, PORT_MACS[0]!, { ...FLOW, flags: TCP_SYN }), 0);
     const muxName = ctx.tables.peers.find((p) => p.address.text === CHOSEN.pa)!.name;
     const entry = { vni: VNI, protocol: 'tcp', client: `${FLOW.src}:${FLOW.sport}`, vip: `${VIP}:${FLOW.dport}` };
     expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([{ kind: 'to_mux', ...entry, mux: muxName, expiresInS: 240 }]);
+    expect(flowSamples(ctx)).toEqual({ to_mux: 1, fastpath: 0, fastpath_closing: 0, max: 100_000 });
     expect(inb(ctx, redirect()).v).toBe(VERDICT_CONSUMED);
+    expect(flowSamples(ctx)).toEqual({ to_mux: 0, fastpath: 1, fastpath_closing: 0, max: 100_000 });
     expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([
       { kind: 'fastpath', ...entry, backend: 'h2vm1', host: 'host2', expiresInS: 240 },
     ]);
