@@ -73,6 +73,26 @@ OUT=${OUT:-$ROOT/results/east-west-$(date -u +%Y%m%dT%H%M%SZ)}
 mkdir -p "$OUT/rows"
 OUT=$(cd "$OUT" && pwd)
 
+# The daemons and tools run from a copy of dist/ taken now (under runs/, so node_modules resolves): on a
+# shared checkout another build rewrites dist/ file by file, and a daemon restarted mid-run could load a
+# half-written build. The copy is checked by loading each entry point, and taken again if that fails.
+SNAP=$ROOT/runs/east-west-dist-$$
+snapshot_ok() {
+  local f
+  for f in mux/main.js host-agent/main.js controller/main.js cli/slbctl.js scripts/bench/east-west.js; do
+    SNAP_F=$SNAP/$f node --input-type=module -e 'await import(process.env.SNAP_F)' </dev/null >/dev/null 2>&1 || return 1
+  done
+}
+for i in 1 2 3 4 5; do
+  rm -rf "$SNAP"
+  cp -a dist "$SNAP"
+  snapshot_ok && break
+  [ "$i" = 5 ] && { rm -rf "$SNAP"; die 'dist/ does not load (a build in progress?); try again'; }
+  log "dist/ did not load (a build in progress?): copying again in 5 s"
+  sleep 5
+done
+export LAB_MUX_JS=$SNAP/mux/main.js LAB_HOST_JS=$SNAP/host-agent/main.js LAB_CONTROLLER_JS=$SNAP/controller/main.js LAB_SLBCTL_JS=$SNAP/cli/slbctl.js
+
 # shellcheck source=../lab/lib.sh
 source scripts/lab/lib.sh
 LAB_DAEMON_IO=$IO
@@ -91,6 +111,7 @@ cleanup() {
     lab_check_send_errors || { [ "$st" != 0 ] || st=1; }
     lab_down "$NAME" || { [ "$st" != 0 ] || st=1; }
   fi
+  rm -rf "$SNAP"
   exit "$st"
 }
 trap cleanup EXIT
@@ -100,7 +121,7 @@ trap 'exit 143' TERM
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 log "results in $OUT (load average $LOAD_START)"
 lab_derive_config --config examples/lab.yaml --east-west --out "$OUT/lab-east-west.yaml"
-node dist/scripts/bench/east-west.js config --in "$OUT/lab-east-west.yaml" --out "$OUT/config.yaml"
+node "$SNAP/scripts/bench/east-west.js" config --in "$OUT/lab-east-west.yaml" --out "$OUT/config.yaml"
 LAB_STARTED=1
 # The lab starts from the east-west config: its backends listen on every rule's backend port, so the bench
 # VIP's rules (7100, 5201) are given to the controller afterwards, leaving those ports to the servers below
@@ -118,7 +139,7 @@ lab_slbctl wait --wait-s 60 >/dev/null || die 'not every agent applied the bench
 log "bench VIP 198.19.0.101 (pool ew-bench: h2vm1) applied by every agent"
 
 # ---- the servers in h2vm1 (both paths reach the same processes) ---------------------------------------
-ip netns exec "$(ns h2vm1)" node dist/scripts/bench/rr.js server --port 7100 >"$OUT/rr-server.log" 2>&1 &
+ip netns exec "$(ns h2vm1)" node "$SNAP/scripts/bench/rr.js" server --port 7100 >"$OUT/rr-server.log" 2>&1 &
 MY_PIDS+=($!)
 ip netns exec "$(ns h2vm1)" iperf3 -s -p 5201 >"$OUT/iperf3-server.log" 2>&1 &
 MY_PIDS+=($!)
@@ -157,7 +178,7 @@ muxes_keyless() {
   local m pid i
   for m in $(lab_nodes mux); do
     lab_mux_stop "$m"
-    ip netns exec "$(ns "$m")" node --enable-source-maps dist/mux/main.js --config "$OUT/config.yaml" --name "$m" \
+    ip netns exec "$(ns "$m")" node --enable-source-maps "$SNAP/mux/main.js" --config "$OUT/config.yaml" --name "$m" \
       --status "127.0.0.1:$LAB_MUX_STATUS_PORT" --no-bgp ${IO:+--io "$IO"} >"$LAB_DIR/logs/$m-keyless.log" 2>&1 &
     pid=$!
     MY_PIDS+=("$pid")
@@ -206,7 +227,7 @@ measure() {  # ROUND VARIANT
   snapshot "$d" before
   cut -d' ' -f1-3 /proc/loadavg >"$d/loadavg"
   # bounded: a path that carries nothing would otherwise wait out TCP's SYN retries (about 2 minutes)
-  ip netns exec "$(ns h1cl1)" timeout $((SECS + 60)) node dist/scripts/bench/rr.js client --target "$target:7100" --mode persistent --rate "$RATE" \
+  ip netns exec "$(ns h1cl1)" timeout $((SECS + 60)) node "$SNAP/scripts/bench/rr.js" client --target "$target:7100" --mode persistent --rate "$RATE" \
     --seconds "$SECS" --warmup 1 --json "$d/rr.json" >"$d/rr.out" 2>&1 || log "round $r $v: the request/response client failed (see $d/rr.out)"
   ip netns exec "$(ns h1cl1)" timeout $((SECS + 60)) iperf3 -c "$target" -p 5201 -t "$SECS" -O 1 --connect-timeout 10000 -J >"$d/iperf3.json" 2>"$d/iperf3.err" ||
     log "round $r $v: iperf3 failed (see $d/iperf3.json)"
@@ -232,6 +253,6 @@ done
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 printf '{"loadavgStart": "%s", "loadavgEnd": "%s", "runs": %s, "seconds": %s, "rate": %s, "io": "%s", "smoke": %s}\n' \
   "$LOAD_START" "$LOAD_END" "$RUNS" "$SECS" "$RATE" "${IO:-pcap}" "$([ $SMOKE = 1 ] && echo true || echo false)" >"$OUT/run.json"
-node dist/scripts/bench/east-west.js report --dir "$OUT" || RC=1
+node "$SNAP/scripts/bench/east-west.js" report --dir "$OUT" || RC=1
 log "load average at the start $LOAD_START, at the end $LOAD_END; results: $OUT"
 exit "$RC"
