@@ -21,7 +21,9 @@
 #   scripts/bench.sh --smoke         seconds: every part once, tiny, to check the harness (CI); no timing
 #                                    assertion, the numbers mean nothing
 #   scripts/bench.sh --runs 5 --seconds 5     more and longer runs
-#   scripts/bench.sh --only micro,maglev      some parts (micro, maglev, netns)
+#   scripts/bench.sh --only micro,maglev      some parts (micro, maglev, netns, east-west)
+#   scripts/bench.sh --only east-west         issue 14's east-west bench alone (scripts/bench/east-west.sh: Fastpath,
+#                                    through the MUX and VM to VM in one lab; not in the default run nor the smoke)
 #   scripts/bench.sh --no-setup --out DIR     no apt/npm step (only the builds); results in DIR
 #
 # The machine may be shared: every row records the 1-minute load average and per-run CPU shares; read
@@ -30,7 +32,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { printf 'bench: %s\n' "$*" >&2; exit 2; }
 log() { printf '[bench] %s\n' "$*" >&2; }
 
@@ -57,7 +59,7 @@ done
 [[ $RUNS =~ ^[0-9]+$ ]] && [ "$RUNS" -ge 1 ] || die "--runs must be an integer >= 1"
 [[ $SECS =~ ^[0-9]+$ ]] && [ "$SECS" -ge 1 ] || die "--seconds must be an integer >= 1"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup must be an integer >= 0"
-for p in ${ONLY//,/ }; do case $p in micro|maglev|netns) ;; *) die "--only: unknown part $p (micro, maglev, netns)" ;; esac; done
+for p in ${ONLY//,/ }; do case $p in micro|maglev|netns|east-west) ;; *) die "--only: unknown part $p (micro, maglev, netns, east-west)" ;; esac; done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 if [ $SMOKE = 1 ]; then RUNS=1; SECS=1; WARMUP=0; fi
 
@@ -181,6 +183,13 @@ if want netns; then
   fi
 fi
 
+EW_RC=0
+if want east-west; then
+  note_load east-west start
+  scripts/bench/east-west.sh --runs "$RUNS" --seconds "$SECS" $([ $SMOKE = 1 ] && echo --smoke) --out "$OUT/east-west" || EW_RC=$?
+  note_load east-west end
+fi
+
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 write_machine
 node dist/scripts/bench/report.js bench --dir "$OUT" >"$OUT/report.txt" || die "the report failed (see $OUT)"
@@ -203,3 +212,4 @@ if [ $SMOKE = 1 ]; then
 fi
 log "results: $OUT"
 [ $NETNS_RC = 0 ] || exit "$NETNS_RC"
+[ $EW_RC = 0 ] || exit "$EW_RC"
