@@ -32,7 +32,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 SLBX_ROOT=$ROOT; export SLBX_ROOT
 
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 die() { printf 'east-west bench: %s\n' "$*" >&2; exit 2; }
 log() { printf '[east-west] %s\n' "$*" >&2; }
 
