@@ -2,6 +2,7 @@
 // and YAML that parseConfig reads back equal.
 import { Document, isMap, isScalar, isSeq } from 'yaml';
 import { formatMac } from '../addr.js';
+import type { OutboundRuleConfig } from './outbound.js';
 import type { BgpConfig, HostConfig, MuxConfig, SlbxConfig } from './types.js';
 
 /** A few lines for a daemon's start log. */
@@ -89,6 +90,7 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
       })),
     })),
     ...(config.bgp !== null ? { bgp: serializeBgp(config.bgp) } : {}),
+    ...(config.outbound.length > 0 ? { outbound: config.outbound.map(plainOutbound) } : {}),
   };
 }
 
@@ -110,6 +112,19 @@ export function serializeConfig(config: SlbxConfig): string {
   });
   doc.commentBefore = ' slbx config, normalized: every default written out (see docs/config.md)';
   return doc.toString({ lineWidth: 0, flowCollectionPadding: false });
+}
+
+function plainOutbound(r: OutboundRuleConfig): Record<string, unknown> {
+  return {
+    name: r.name,
+    frontendIps: r.frontendIps.map((a) => a.text),
+    ...(r.pool !== null ? { pool: r.pool } : { nics: [...r.nics] }),
+    protocol: r.protocol,
+    portsPerNic: r.portsAuto ? 'auto' : r.portsPerNic,
+    preallocatedPorts: r.preallocatedPorts,
+    idleTimeoutMin: r.idleTimeoutMin,
+    tcpResetOnIdle: r.tcpResetOnIdle,
+  };
 }
 
 function serializeBgp(b: BgpConfig): Record<string, unknown> {

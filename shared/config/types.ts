@@ -1,5 +1,6 @@
 // The normalized, validated config: what every daemon reads (docs/config.md).
 import type { IpAddr } from '../addr.js';
+import type { OutboundRuleConfig } from './outbound.js';
 
 // ---------------------------------------------------------------------------------------------
 // Normalized types
@@ -155,6 +156,8 @@ export interface SlbxConfig {
   readonly vipRanges: readonly VipRange[];
   /** The MUXes' BGP speaker (docs/bgp.md); null: no BGP (the router needs static routes). */
   readonly bgp: BgpConfig | null;
+  /** Outbound NAT rules (docs/outbound.md); [] when none. */
+  readonly outbound: readonly OutboundRuleConfig[];
 }
 
 export interface BgpPeerConfig {

@@ -24,6 +24,7 @@ import type {
 import { checkVipsInRanges, validateVipRanges } from './vip-ranges.js';
 import { RULE_PROTOCOLS, takenAddresses, validateVips } from './vips.js';
 import { checkInternalOutsideRanges } from './internal-vips.js';
+import { validateOutbound } from './outbound.js';
 
 const TOP_KEYS = [
   'version',
@@ -40,6 +41,7 @@ const TOP_KEYS = [
   'vipRanges',
   'vips',
   'bgp',
+  'outbound',
 ] as const;
 
 export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
@@ -197,8 +199,11 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
     })),
     vipRanges: vipRanges!,
     bgp: bgp!,
+    outbound: [],
   };
-  return deepFreeze(config);
+  const outbound = validateOutbound(c, raw, config);
+  if (c.issues.length > 0) return null;
+  return deepFreeze({ ...config, outbound });
 }
 
 function isPrime(n: number): boolean {
