@@ -44,6 +44,7 @@ import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 import { createSocket, type Socket } from 'node:dgram';
+import { underlayRoutesOf } from '../shared/next-hop.js';
 import {
   PROBE_RTT_NONE,
   parseEchoRequest,
@@ -192,7 +193,7 @@ export class HostDaemon {
       me.address.words[0]!,
       me.address6?.words ?? null,
     );
-    this.neighbors.setPeers(tables.peers);
+    this.neighbors.setPeers(tables.peers, underlayRoutesOf(me));
     this.ctx.sourceMacCheck = this.sourceMacCheck;
     this.ctx.holdUnresolved = this.sourceMacCheck;
     this.prober = new Prober({
@@ -670,7 +671,8 @@ export class HostDaemon {
     ctx.ew = this.ew;
     ctx.sourceMacCheck = this.sourceMacCheck;
     ctx.holdUnresolved = this.ctx.holdUnresolved;
-    this.neighbors.setPeers(tables.peers);
+    const meNext = config.hosts.find((h) => h.name === this.name);
+    this.neighbors.setPeers(tables.peers, meNext === undefined ? undefined : underlayRoutesOf(meNext));
     this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no

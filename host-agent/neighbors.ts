@@ -17,8 +17,12 @@
 //     noticed), and sooner (at most every RETRY_MS) when the data plane saw VXLAN from that address with
 //     another source MAC (a MUX restarted with a new MAC heals within about RETRY_MS +
 //     ROUND_CONFIRM_MS; its packets meanwhile are counted as dropped).
+// On a routed underlay (this host has a gateway, shared/next-hop.ts) a peer off our subnet is resolved
+// through the gateway: its VXLAN arrives with the gateway's MAC as source, so the gateway's MAC is the
+// one expected from it (one request answers for every peer behind the gateway). The MAC check then
+// tells only "came through our router", not which node sent it (docs/security.md, docs/lab.md).
 // No per-packet work here: the daemon hands over ARP and ICMPv6 frames and calls tick() on a timer.
-import { formatMac } from '../shared/addr.js';
+import { formatMac, type IpAddr } from '../shared/addr.js';
 import { ipv6Equal } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
 import { ETH_HEADER_LEN, ETHERTYPE_ARP, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
@@ -27,7 +31,14 @@ import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ND_OPT_SOURCE_LL, newN
 import { IPPROTO_ICMPV6 } from '../shared/ipv4.js';
 import { l4Checksum, pseudoSumV6Bytes } from '../shared/checksum.js';
 import { writeU16, writeU32 } from '../shared/bytes.js';
+import { nextHopOf, type UnderlayRoute } from '../shared/next-hop.js';
 import { macKey, type FabricPeer } from './tables.js';
+
+/** Our provider addresses with their subnets and gateways, per family (shared/next-hop.ts underlayRoutesOf). */
+export interface HostRoutes {
+  readonly v4: UnderlayRoute | null;
+  readonly v6: UnderlayRoute | null;
+}
 
 /** Unresolved (or refused VXLAN from it): asked again this often. */
 export const NEIGHBOR_RETRY_MS = 200;
@@ -52,6 +63,8 @@ export interface NeighborState {
   peer: string;
   kind: 'mux' | 'host';
   address: string;
+  /** The gateway the peer is reached through (its MAC is the one expected), or null on our subnet. */
+  via: string | null;
   mac: string | null;
   learnedAgoS: number | null;
   conflicts: number;
@@ -60,6 +73,8 @@ export interface NeighborState {
 
 interface Entry {
   readonly peer: FabricPeer;
+  /** What we ask for: the peer's address on our subnet, else our gateway. */
+  readonly target: IpAddr;
   /** macKey of the resolved MAC, or -1. */
   mac: number;
   macText: string | null;
@@ -108,19 +123,28 @@ export class FabricNeighbors {
     private readonly mac: Uint8Array,
     private readonly pa4: number,
     private readonly pa6: Uint32Array | null,
+    private routes: HostRoutes = { v4: null, v6: null },
   ) {}
 
+  private targetOf(p: FabricPeer): IpAddr {
+    const r = p.address.family === 4 ? this.routes.v4 : this.routes.v6;
+    return r === null ? p.address : nextHopOf(r, p.address);
+  }
+
   /** Follows a new peer list (a new policy): entries of addresses still present keep what they learned. */
-  setPeers(peers: readonly FabricPeer[]): void {
+  setPeers(peers: readonly FabricPeer[], routes?: HostRoutes): void {
+    if (routes !== undefined) this.routes = routes;
     const next: Entry[] = [];
     const byText = new Map<string, Entry>();
     for (const p of peers) {
       const old = this.byText.get(p.address.text);
+      const target = this.targetOf(p);
       const e: Entry =
-        old !== undefined
+        old !== undefined && old.target.text === target.text
           ? { ...old, peer: p }
           : {
               peer: p,
+              target,
               mac: -1,
               macText: null,
               learnedAtMs: 0,
@@ -166,6 +190,7 @@ export class FabricNeighbors {
   tick(nowMs: number, send: (frame: Buffer, len: number) => void): NeighborEvent[] {
     const events: NeighborEvent[] = [];
     const frame = Buffer.alloc(NS_FRAME_LEN);
+    const asked = new Set<string>();
     for (const e of this.entries) {
       if (e.answer >= 0 && nowMs - e.answerAtMs >= NEIGHBOR_ROUND_CONFIRM_MS) {
         if (e.conflict) {
@@ -202,12 +227,15 @@ export class FabricNeighbors {
       const due = e.mac < 0 || e.urgent ? since >= NEIGHBOR_RETRY_MS : since >= NEIGHBOR_REFRESH_MS;
       if (!due) continue;
       e.lastSentMs = nowMs;
+      // peers behind one gateway: one request this tick answers for all of them
+      if (asked.has(e.target.text)) continue;
+      asked.add(e.target.text);
       this.counters.solicitations++;
-      if (e.peer.address.family === 4) {
-        writeArpRequest(frame, this.mac, this.pa4, e.peer.address.words[0]!);
+      if (e.target.family === 4) {
+        writeArpRequest(frame, this.mac, this.pa4, e.target.words[0]!);
         send(frame, ARP_FRAME_LEN);
       } else if (this.pa6 !== null) {
-        writeNeighborSolicit(frame, this.mac, this.pa6, e.peer.address.words);
+        writeNeighborSolicit(frame, this.mac, this.pa6, e.target.words);
         send(frame, NS_FRAME_LEN);
       }
     }
@@ -227,14 +255,14 @@ export class FabricNeighbors {
     if (eth.etherType === ETHERTYPE_ARP) {
       if (parseArp(frame, l3, this.arp, len) < 0) return true;
       const a = this.arp;
-      const e = this.entryOf4(a.senderIp);
-      if (e === undefined) return true;
+      const es = this.entriesOf4(a.senderIp);
+      if (es.length === 0) return true;
       // RFC 826: a reply to our request names us as target; its sender hardware address is the frame's
       if (a.op !== ARP_OP_REPLY || !toUs || a.targetIp !== this.pa4 || macKey(a.senderMac, 0) !== src) {
         this.counters.ignored++;
         return true;
       }
-      this.answer(e, src, eth.src, nowMs);
+      this.answerAll(es, src, eth.src, nowMs);
       return true;
     }
     if (eth.etherType !== ETHERTYPE_IPV6) return false;
@@ -245,8 +273,8 @@ export class FabricNeighbors {
     const type = frame[l4];
     if (type !== ICMPV6_NEIGHBOR_ADVERT) return type === ICMPV6_NEIGHBOR_SOLICIT;
     if (parseNd(frame, l4, this.nd, Math.min(len, l3 + 40 + ip.payloadLength)) < 0) return true;
-    const e = this.entryOf6(this.nd.target);
-    if (e === undefined) return true;
+    const es = this.entriesOf6(this.nd.target);
+    if (es.length === 0) return true;
     // RFC 4861 7.2.5: a solicited advertisement, unicast to us; its target link-layer address is the frame's source
     const linkOk = !this.nd.hasLinkAddr || macKey(this.nd.linkAddr, 0) === src;
     const pa6 = this.pa6;
@@ -255,16 +283,20 @@ export class FabricNeighbors {
       this.counters.ignored++;
       return true;
     }
-    this.answer(e, src, eth.src, nowMs);
+    this.answerAll(es, src, eth.src, nowMs);
     return true;
   }
 
-  private answer(e: Entry, mac: number, macBytes: Uint8Array, nowMs: number): void {
-    if (nowMs - e.lastSentMs > NEIGHBOR_SOLICIT_WINDOW_MS) {
-      this.counters.ignored++;
-      return;
-    } // we did not ask
-    this.counters.answers++;
+  /** One answer for a target: it joins the round of every peer resolved through that target that asked. */
+  private answerAll(es: Entry[], mac: number, macBytes: Uint8Array, nowMs: number): void {
+    let asked = false;
+    for (const e of es) if (this.answer(e, mac, macBytes, nowMs)) asked = true;
+    if (asked) this.counters.answers++;
+    else this.counters.ignored++; // we did not ask
+  }
+
+  private answer(e: Entry, mac: number, macBytes: Uint8Array, nowMs: number): boolean {
+    if (nowMs - e.lastSentMs > NEIGHBOR_SOLICIT_WINDOW_MS) return false;
     if (e.answer < 0) {
       e.answer = mac;
       e.answerText = formatMac(macBytes);
@@ -273,18 +305,15 @@ export class FabricNeighbors {
       e.conflict = true;
       e.conflictText = formatMac(macBytes);
     }
+    return true;
   }
 
-  private entryOf4(a: number): Entry | undefined {
-    for (const e of this.entries) if (e.peer.address.family === 4 && e.peer.address.words[0] === a) return e;
-    return undefined;
+  private entriesOf4(a: number): Entry[] {
+    return this.entries.filter((e) => e.target.family === 4 && e.target.words[0] === a);
   }
 
-  private entryOf6(a: Uint32Array): Entry | undefined {
-    for (const e of this.entries) {
-      if (e.peer.address.family === 6 && ipv6Equal(e.peer.address.words, a)) return e;
-    }
-    return undefined;
+  private entriesOf6(a: Uint32Array): Entry[] {
+    return this.entries.filter((e) => e.target.family === 6 && ipv6Equal(e.target.words, a));
   }
 
   status(nowMs: number): NeighborState[] {
@@ -292,6 +321,7 @@ export class FabricNeighbors {
       peer: e.peer.name,
       kind: e.peer.kind,
       address: e.peer.address.text,
+      via: e.target.text === e.peer.address.text ? null : e.target.text,
       mac: e.macText,
       learnedAgoS: e.mac >= 0 ? Math.round((nowMs - e.learnedAtMs) / 100) / 10 : null,
       conflicts: e.conflicts,

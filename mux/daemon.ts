@@ -21,6 +21,7 @@ import { LatencyMeter } from './latency.js';
 import { buildMuxContext, muxContextKey } from './context.js';
 import { processPacket, sweepFlows, VERDICT_CONTROL, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { NeighborResolver, NEIGHBOR_RETRY_MS } from './neighbors.js';
+import { underlayRoutesOf } from '../shared/next-hop.js';
 import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, sendMuxRedirect } from './east-west-io.js';
@@ -479,7 +480,7 @@ export class MuxDaemon {
   private resolveHosts(): void {
     if (!this.started) return;
     const me = this.self();
-    this.neighbors.resolve(this.ctx.tables.hosts.values(), this.ctx.underlay6, me.address.words[0]!, me.address6?.words ?? null);
+    this.neighbors.resolve(this.ctx.tables.hosts.values(), this.ctx.underlay6, underlayRoutesOf(me));
   }
 
   /**

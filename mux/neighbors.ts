@@ -1,8 +1,10 @@
 // The MUX resolves the next-hop MAC of each host's provider address itself, on its capture: ARP on an
-// IPv4 underlay (RFC 826), neighbour solicitation on an IPv6 underlay (RFC 4861 7.2). Requests go out
-// every second until answered, then every 30 s to notice a changed MAC; any ARP or ND message from a
-// host's provider address teaches us its MAC.
-import { formatMac } from '../shared/addr.js';
+// IPv4 underlay (RFC 826), neighbour solicitation on an IPv6 underlay (RFC 4861 7.2). The next hop is
+// the provider address itself when it is on the MUX's subnet (or the MUX has no gateway: one L2
+// segment), else the MUX's gateway (a routed underlay: shared/next-hop.ts). Requests go out every
+// second until answered, then every 30 s to notice a changed MAC; any ARP or ND message from a next
+// hop teaches us its MAC, for every host behind it.
+import { formatIpv6, formatMac, type IpAddr } from '../shared/addr.js';
 import { ipv6Equal } from '../shared/hot-path.js';
 import { ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp, writeArp } from '../shared/arp.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV6, newEthernetHeader, parseEthernet, writeEthernetRaw } from '../shared/ethernet.js';
@@ -12,7 +14,18 @@ import { IPPROTO_ICMPV6 } from '../shared/ipv4.js';
 import { l4Checksum, pseudoSumV6Bytes } from '../shared/checksum.js';
 import { writeU16, writeU32 } from '../shared/bytes.js';
 import { logInfo } from '../runtime/log.js';
+import { nextHopOf, type UnderlayRoute } from '../shared/next-hop.js';
 import type { MuxHost } from './tables.js';
+
+/** Our provider addresses with their subnets and gateways, per family (shared/next-hop.ts underlayRoutesOf). */
+export interface MuxRoutes {
+  readonly v4: UnderlayRoute;
+  readonly v6: UnderlayRoute | null;
+}
+
+function ipFromWords(w: Uint32Array): IpAddr {
+  return { family: 6, text: formatIpv6(w), words: w };
+}
 
 export const NEIGHBOR_RETRY_MS = 1000;
 export const NEIGHBOR_REFRESH_MS = 30_000;
@@ -27,22 +40,34 @@ export class NeighborResolver {
   private readonly ip6 = newIpv6Header();
   private readonly nd = newNdMessage();
   private readonly frame = Buffer.alloc(14 + 40 + 32);
+  /** The routes of the last resolve(): which address answers for each host. */
+  private routes: MuxRoutes | null = null;
 
   constructor(mac: Uint8Array, send: (frame: Buffer, len: number) => void) {
     this.mac = mac;
     this.send = send;
   }
 
-  /** Sends the requests that are due; `pa4`/`pa6` are our own provider addresses. */
-  resolve(hosts: Iterable<MuxHost>, underlay6: boolean, pa4: number, pa6: Uint32Array | null, nowMs = Date.now()): void {
+  /**
+   * Sends the requests that are due. `routes`: our own provider addresses with their subnets and
+   * gateways (shared/next-hop.ts): a host's provider address off our subnet is reached through the
+   * gateway, so the gateway's MAC is what we ask for (one request for every host behind it).
+   */
+  resolve(hosts: Iterable<MuxHost>, underlay6: boolean, routes: MuxRoutes, nowMs = Date.now()): void {
+    const asked = new Set<string>();
     for (const h of hosts) {
-      const last = this.lastSent.get(h.name) ?? 0;
+      const use6 = underlay6 && h.pa6 !== null && routes.v6 !== null;
+      const hop = use6 ? nextHopOf(routes.v6!, ipFromWords(h.pa6!)) : nextHopOf(routes.v4, h.pa);
+      if (asked.has(hop.text)) continue;
+      const last = this.lastSent.get(hop.text) ?? 0;
       const due = h.macKnown ? nowMs - last >= NEIGHBOR_REFRESH_MS : nowMs - last >= NEIGHBOR_RETRY_MS - 50;
       if (!due) continue;
-      this.lastSent.set(h.name, nowMs);
-      if (underlay6 && h.pa6 !== null && pa6 !== null) this.solicit(h.pa6, pa6);
-      else this.arpRequest(h.pa4, pa4);
+      asked.add(hop.text);
+      this.lastSent.set(hop.text, nowMs);
+      if (use6) this.solicit(hop.words, routes.v6!.address.words);
+      else this.arpRequest(hop.words[0]!, routes.v4.address.words[0]!);
     }
+    this.routes = routes;
   }
 
   private arpRequest(target: number, pa4: number): void {
@@ -81,15 +106,19 @@ export class NeighborResolver {
     this.send(f, 14 + 40 + 32);
   }
 
-  /** A frame the data plane handed to the control plane (ARP, ND): learn what it says about a host. */
+  /** A frame the data plane handed to the control plane (ARP, ND): learn what it says about a host's next hop. */
   learn(frame: Buffer, len: number, hosts: Iterable<MuxHost>): void {
     const l3 = parseEthernet(frame, 0, this.eth, len);
     if (l3 < 0) return;
+    const routes = this.routes;
     if (this.eth.etherType === ETHERTYPE_ARP) {
       if (parseArp(frame, l3, this.arp, len) < 0) return;
       const a = this.arp;
       if (a.op !== ARP_OP_REPLY && a.op !== ARP_OP_REQUEST) return;
-      for (const h of hosts) if (h.pa4 === a.senderIp) this.set(h, a.senderMac);
+      for (const h of hosts) {
+        const hop = routes === null ? h.pa4 : nextHopOf(routes.v4, h.pa).words[0];
+        if (hop === a.senderIp) this.set(h, a.senderMac);
+      }
       return;
     }
     if (this.eth.etherType !== ETHERTYPE_IPV6) return;
@@ -105,7 +134,9 @@ export class NeighborResolver {
     const mac = this.nd.hasLinkAddr ? this.nd.linkAddr : this.eth.src;
     for (const h of hosts) {
       const p = h.pa6;
-      if (p !== null && ipv6Equal(p, who)) this.set(h, mac);
+      if (p === null) continue;
+      const hop = routes === null || routes.v6 === null ? p : nextHopOf(routes.v6, ipFromWords(p)).words;
+      if (ipv6Equal(hop, who)) this.set(h, mac);
     }
   }
 

@@ -3,10 +3,11 @@ import type { IpAddr } from '../addr.js';
 import { formatPath, itemObj, nameField, type Checker, type Claim, type Path } from './check.js';
 import { ipKey, optAddressField, reqAddressField } from './addresses.js';
 import type { Underlay } from './types.js';
+import { readUnderlayRoute, UNDERLAY_ROUTE_KEYS, type UnderlayRouteP } from './underlay-routes.js';
 
-const NODE_KEYS = ['name', 'address', 'address6'] as const;
+const NODE_KEYS = ['name', 'address', 'address6', ...UNDERLAY_ROUTE_KEYS] as const;
 
-export interface NodeP {
+export interface NodeP extends UnderlayRouteP {
   name?: string;
   address?: IpAddr;
   address6?: IpAddr | null;
@@ -42,6 +43,7 @@ export function validateNodes(
         address: reqAddressField(c, o, at, 'address', 4, 'address6'),
         address6: optAddressField(c, o, at, 'address6', 6, 'address'),
       };
+      Object.assign(n, readUnderlayRoute(c, o, at, n.address, n.address6));
       const label = `${kind} ${n.name ?? `${section}[${i}]`}`;
       claimProvider(n.address, [...at, 'address'], label);
       claimProvider(n.address6, [...at, 'address6'], label);

@@ -141,5 +141,11 @@ function serializeBgp(b: BgpConfig): Record<string, unknown> {
 }
 
 function serializeNode(n: MuxConfig | HostConfig): Record<string, unknown> {
-  return { name: n.name, address: n.address.text, ...(n.address6 !== null ? { address6: n.address6.text } : {}) };
+  return {
+    name: n.name,
+    address: n.address.text,
+    ...(n.address6 !== null ? { address6: n.address6.text } : {}),
+    ...(n.gateway != null ? { prefixLength: n.prefixLength, gateway: n.gateway.text } : {}),
+    ...(n.gateway6 != null ? { prefixLength6: n.prefixLength6, gateway6: n.gateway6.text } : {}),
+  };
 }

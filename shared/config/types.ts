@@ -42,14 +42,25 @@ export interface NetworkConfig {
   readonly gateway6: IpAddr | null;
 }
 
-export interface MuxConfig {
+export interface MuxConfig extends NodeUnderlayRoute {
   readonly name: string;
   /** IPv4 provider address. */
   readonly address: IpAddr;
   readonly address6: IpAddr | null;
 }
 
-export interface HostConfig {
+/**
+ * A node's underlay subnet (shared/config/underlay-routes.ts): absent or null, every provider address
+ * of that family is on-link; else those outside address/prefixLength go through the gateway.
+ */
+export interface NodeUnderlayRoute {
+  readonly prefixLength?: number | null;
+  readonly gateway?: IpAddr | null;
+  readonly prefixLength6?: number | null;
+  readonly gateway6?: IpAddr | null;
+}
+
+export interface HostConfig extends NodeUnderlayRoute {
   readonly name: string;
   /** IPv4 provider address (PA): the outer destination of VXLAN to this host. */
   readonly address: IpAddr;

@@ -126,7 +126,15 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
   // ------------------------------------------------------------------------------------------
   // Assembly: every field below was validated, so none is undefined.
   const net = nets.map((n): NetworkConfig => ({ name: n!.name!, vni: n!.vni!, gateway: n!.gateway!, gateway6: n!.gateway6! }));
-  const node = (n: NodeP | undefined): MuxConfig => ({ name: n!.name!, address: n!.address!, address6: n!.address6! });
+  const node = (n: NodeP | undefined): MuxConfig => ({
+    name: n!.name!,
+    address: n!.address!,
+    address6: n!.address6!,
+    prefixLength: n!.prefixLength ?? null,
+    gateway: n!.gateway ?? null,
+    prefixLength6: n!.prefixLength6 ?? null,
+    gateway6: n!.gateway6 ?? null,
+  });
   const config: SlbxConfig = {
     version: 1,
     hashSeed: hashSeed!,
