@@ -33,7 +33,7 @@ export type {
   VipConfig,
   VipRange,
 } from './config/types.js';
-export { CONFIG_DEFAULTS, CONFIG_LIMITS, CONFIG_NAME_RE, IFNAME_MAX_BYTES } from './config/defaults.js';
+export { CONFIG_DEFAULTS, CONFIG_LIMITS, CONFIG_NAME_RE, IFNAME_MAX_BYTES, MAX_MUXES_PER_CONTROLLER } from './config/defaults.js';
 export { formatConfigErrors, parseConfig, validateConfig } from './config/parse.js';
 export { configSummary, plainConfig, serializeConfig } from './config/serialize.js';
 export { indexConfig, type ConfigIndex, type VipRule } from './config/lookups.js';

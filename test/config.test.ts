@@ -1309,3 +1309,42 @@ describe('vipRanges (docs/config.md)', () => {
     expect(inVipRange(parseIpAddr('203.0.113.11')!, hostVipRange(parseIpAddr('203.0.113.10')!))).toBe(false);
   });
 });
+
+// The seed: "one active SLB manager supports eight MUX instances". 8 is written here from that text,
+// not read from the code's constant.
+describe('at most eight MUXes per controller', () => {
+  const withMuxes = (n: number): Raw => {
+    const c = minimal();
+    c.muxes = Array.from({ length: n }, (_, i) => ({ name: `mux${i + 1}`, address: `198.18.0.${101 + i}` }));
+    return c;
+  };
+  it('eight are accepted', () => {
+    expect(okConfig(validateConfig(withMuxes(8))).muxes.map((m) => m.name)).toEqual([
+      'mux1',
+      'mux2',
+      'mux3',
+      'mux4',
+      'mux5',
+      'mux6',
+      'mux7',
+      'mux8',
+    ]);
+  });
+  it('a ninth is refused, at the ninth, naming the limit and the fix', () => {
+    const e = expectOneError(withMuxes(9), 'muxes[8]', 'one controller supports at most 8 MUXes');
+    expect(e.message).toContain('this config lists 9');
+    expect(e.message).toContain('remove mux9 from muxes, or run it under a second controller');
+  });
+  it('every MUX beyond eight is named, in one error', () => {
+    expectOneError(withMuxes(10), 'muxes[8]', 'remove mux9, mux10 from muxes, or run them under');
+  });
+  it('with its line in a YAML file', () => {
+    const text = LAB_TEXT.replace(
+      /^muxes:\n/m,
+      `muxes:\n${Array.from({ length: 7 }, (_, i) => `  - { name: extra${i}, address: 198.18.0.${121 + i} }\n`).join('')}`,
+    );
+    const errors = errorsOf(parseConfig(text, 'nine.yaml'));
+    expect(errors.map((e) => e.path)).toEqual(['muxes[8]']);
+    expect(formatConfigErrors(errors, 'nine.yaml')).toMatch(/^nine\.yaml:\d+:\d+: muxes\[8\]: one controller supports at most 8 MUXes/);
+  });
+});

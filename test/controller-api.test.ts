@@ -113,6 +113,14 @@ describe('controller API: every collection', () => {
     await refused('DELETE', '/v1/muxes/mux1', undefined, 400, 'muxes', /at least one/);
   });
 
+  it('a ninth MUX is refused: one controller takes at most eight (the seed: eight MUX instances per SLB manager)', async () => {
+    for (let i = 3; i <= 8; i++)
+      expect((await ctl.req('POST', '/v1/muxes', { name: `mux${i}`, address: `198.18.0.${10 + i}` })).status).toBe(201);
+    expect((await ctl.req('GET', '/v1/muxes')).body).toHaveLength(8);
+    await refused('POST', '/v1/muxes', { name: 'mux9', address: '198.18.0.19' }, 400, '', /at most 8 MUXes.*remove mux9 from muxes/);
+    expect((await ctl.req('GET', '/v1/muxes')).body).toHaveLength(8);
+  });
+
   it('nics and probes, and references that keep them', async () => {
     let r = await ctl.req('POST', '/v1/nics', {
       name: 'h1vm3',

@@ -19,12 +19,12 @@
 //   node dist/scripts/lab/derive-config.js --config examples/lab.yaml --underlay ipv6
 import { readFileSync, writeFileSync } from 'node:fs';
 import { isMap, isSeq, parseDocument, Scalar, YAMLMap, YAMLSeq, type Document } from 'yaml';
-import { formatConfigErrors, parseConfig } from '../../shared/config.js';
+import { formatConfigErrors, MAX_MUXES_PER_CONTROLLER, parseConfig } from '../../shared/config.js';
 import type { Underlay } from '../../shared/config/types.js';
 import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommand, type CommandSpec } from '../../runtime/command.js';
 
-export const LAB_MAX_MUXES = 8;
+export const LAB_MAX_MUXES = MAX_MUXES_PER_CONTROLLER; // the lab runs as many MUXes as one controller takes
 
 export interface LabMux {
   name: string;

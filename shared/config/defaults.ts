@@ -63,6 +63,12 @@ export const CONFIG_LIMITS = deepFreeze({
   bfdMultiplier: [1, 255],
 } as const satisfies Record<string, readonly [number, number]>);
 
+/**
+ * MUXes one config (one controller) may list: the SDN SLB manager's tested limit ("one active SLB
+ * manager supports eight MUX instances"). A ninth is refused, not warned (docs/config.md, muxes[]).
+ */
+export const MAX_MUXES_PER_CONTROLLER = 8;
+
 /** Names of networks, muxes, hosts, nics, probes, pools and rules. */
 export const CONFIG_NAME_RE = /^[a-z0-9][a-z0-9-]{0,31}$/;
 /** Linux IFNAMSIZ - 1: the longest interface name. */

@@ -2,6 +2,7 @@
 import type { IpAddr } from '../addr.js';
 import { formatPath, itemObj, nameField, type Checker, type Claim, type Path } from './check.js';
 import { ipKey, optAddressField, reqAddressField } from './addresses.js';
+import { MAX_MUXES_PER_CONTROLLER } from './defaults.js';
 import type { Underlay } from './types.js';
 import { readUnderlayRoute, UNDERLAY_ROUTE_KEYS, type UnderlayRouteP } from './underlay-routes.js';
 
@@ -50,6 +51,15 @@ export function validateNodes(
       return n;
     });
   const muxes = readNodes(muxItems, 'muxes', 'mux');
+  if (muxItems.length > MAX_MUXES_PER_CONTROLLER) {
+    const extra = muxes.slice(MAX_MUXES_PER_CONTROLLER).map((n, j) => n?.name ?? `muxes[${MAX_MUXES_PER_CONTROLLER + j}]`);
+    c.add(
+      ['muxes', MAX_MUXES_PER_CONTROLLER],
+      undefined,
+      `one controller supports at most ${MAX_MUXES_PER_CONTROLLER} MUXes (the SLB manager's limit); this config lists ${muxItems.length}: ` +
+        `remove ${extra.join(', ')} from muxes, or run ${extra.length === 1 ? 'it' : 'them'} under a second controller with a config of its own`,
+    );
+  }
   const hosts = readNodes(hostItems, 'hosts', 'host');
   if (underlay === 'ipv6') {
     // the outer header is IPv6 from the MUX's address6 to the host's address6
