@@ -7,6 +7,8 @@ import { readU32, writeU32 } from './bytes.js';
 import { ERR_TRUNCATED } from './codec-error.js';
 
 export const BFD_PORT = 3784;
+/** RFC 5883 5: multihop control packets go to UDP port 4784 (so single-hop rules, TTL 255, do not apply). */
+export const BFD_MULTIHOP_PORT = 4784;
 export const BFD_SOURCE_PORT_MIN = 49152;
 export const BFD_SOURCE_PORT_MAX = 65535;
 export const BFD_VERSION = 1;

@@ -212,3 +212,65 @@ describe('host agent: peers behind the gateway are expected with its MAC', () =>
     ]);
   });
 });
+
+describe('BFD multihop (RFC 5883) toward a peer off the subnet, on loopback', () => {
+  it('sends to UDP 4784 (not 3784) and two multihop sessions come Up', async () => {
+    const { BfdPeer } = await import('../mux/bgp/bfd.js');
+    const { createSocket } = await import('node:dgram');
+    // a plain socket in the peer's place first: what arrives on 4784, read at RFC 5880 4.1's offsets
+    const got: Buffer[] = [];
+    const sink = createSocket('udp4');
+    sink.on('error', (e) => got.push(Buffer.from(`error ${e.message}`)));
+    await new Promise<void>((r) => sink.bind(4784, '127.0.0.4', r));
+    sink.on('message', (m) => got.push(m));
+    const probe = new BfdPeer({
+      local: '127.0.0.3',
+      peer: '127.0.0.4',
+      intervalMs: 100,
+      multiplier: 3,
+      multihop: true,
+      log: () => {},
+      onDown: () => {},
+    });
+    probe.start();
+    try {
+      const t0 = Date.now();
+      while (got.length === 0 && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 20));
+      expect(got.length).toBeGreaterThan(0);
+      expect(got[0]![0]! >>> 5).toBe(1); // version 1
+      expect(got[0]![3]).toBe(24); // length of a control packet without authentication
+      expect(probe.status()).toMatchObject({ multihop: true, port: 4784 });
+    } finally {
+      probe.stop();
+      sink.close();
+    }
+    const a = new BfdPeer({
+      local: '127.0.0.5',
+      peer: '127.0.0.6',
+      intervalMs: 100,
+      multiplier: 3,
+      multihop: true,
+      log: () => {},
+      onDown: () => {},
+    });
+    const b = new BfdPeer({
+      local: '127.0.0.6',
+      peer: '127.0.0.5',
+      intervalMs: 100,
+      multiplier: 3,
+      multihop: true,
+      log: () => {},
+      onDown: () => {},
+    });
+    a.start();
+    b.start();
+    try {
+      const t0 = Date.now();
+      while ((a.state !== 'Up' || b.state !== 'Up') && Date.now() - t0 < 20_000) await new Promise((r) => setTimeout(r, 20));
+      expect([a.state, b.state]).toEqual(['Up', 'Up']);
+    } finally {
+      a.stop();
+      b.stop();
+    }
+  }, 60_000);
+});

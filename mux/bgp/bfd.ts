@@ -1,7 +1,10 @@
 // BFD (RFC 5880 asynchronous mode, RFC 5881 single hop) beside a BGP session: the MUX sends control
 // packets to the peer's UDP port 3784 from one source port in 49152-65535 with TTL 255, and receives the
 // peer's on its own port 3784 (one receiving socket per local address, shared by its sessions and
-// demultiplexed by the peer's address). The session logic is the pure stepBfdSession
+// demultiplexed by the peer's address). Toward a peer that is not on the MUX's subnet (a routed underlay,
+// peering with a router's loopback) the session is multihop (RFC 5883): the same packets, to and from UDP
+// port 4784, still sent with TTL 255 (RFC 5883 5 leaves the TTL to the sender; 255 lets a receiver that
+// checks a minimum TTL count the hops). The session logic is the pure stepBfdSession
 // (shared/bgp-bfd.ts); this file owns the sockets and the timers. The router detects a hung MUX when
 // these packets stop (interval x multiplier); the MUX drops its BGP session when the router's stop.
 //
@@ -10,6 +13,7 @@
 import { createSocket, type Socket } from 'node:dgram';
 import { randomInt } from 'node:crypto';
 import {
+  BFD_MULTIHOP_PORT,
   BFD_PORT,
   BFD_SOURCE_PORT_MAX,
   BFD_SOURCE_PORT_MIN,
@@ -43,23 +47,25 @@ class BfdReceiver {
 
   private constructor(
     readonly local: string,
+    readonly port: number,
     log: Log,
   ) {
     const family = parseIpAddr(local)?.family === 6 ? 'udp6' : 'udp4';
     this.sock = createSocket({ type: family, reuseAddr: true });
-    this.sock.on('error', (e) => log('warn', 'bfd_socket_error', { local, port: BFD_PORT, error: e.message }));
+    this.sock.on('error', (e) => log('warn', 'bfd_socket_error', { local, port, error: e.message }));
     this.sock.on('message', (msg, rinfo) => {
       const peer = parseIpAddr(rinfo.address.split('%')[0]!)?.text ?? rinfo.address;
       this.sessions.get(peer)?.onPacket(msg);
     });
-    this.sock.bind(BFD_PORT, local);
+    this.sock.bind(port, local);
   }
 
-  static attach(local: string, peer: BfdPeer, log: Log): BfdReceiver {
-    let r = BfdReceiver.all.get(local);
+  static attach(local: string, port: number, peer: BfdPeer, log: Log): BfdReceiver {
+    const key = `${local} ${port}`;
+    let r = BfdReceiver.all.get(key);
     if (r === undefined) {
-      r = new BfdReceiver(local, log);
-      BfdReceiver.all.set(local, r);
+      r = new BfdReceiver(local, port, log);
+      BfdReceiver.all.set(key, r);
     }
     r.sessions.set(peer.o.peer, peer);
     r.refs++;
@@ -69,7 +75,7 @@ class BfdReceiver {
   detach(peer: BfdPeer): void {
     this.sessions.delete(peer.o.peer);
     if (--this.refs > 0) return;
-    BfdReceiver.all.delete(this.local);
+    BfdReceiver.all.delete(`${this.local} ${this.port}`);
     try {
       this.sock.close();
     } catch {
@@ -83,6 +89,8 @@ export interface BfdPeerOptions {
   readonly peer: string;
   readonly intervalMs: number;
   readonly multiplier: number;
+  /** RFC 5883 (UDP 4784) instead of RFC 5881 (3784): the peer is not on our subnet. */
+  readonly multihop?: boolean;
   readonly log: Log;
   /** Called when the session leaves Up (detection time expired, or the peer said Down). */
   readonly onDown: (reason: string) => void;
@@ -106,6 +114,11 @@ export class BfdPeer {
     this.s = newBfdSession({ intervalUs: o.intervalMs * 1000, detectMult: o.multiplier, myDiscriminator: randomInt(1, 0xffffffff) });
   }
 
+  /** The peer's (and our receiving) UDP port: 3784 single hop, 4784 multihop. */
+  get port(): number {
+    return this.o.multihop === true ? BFD_MULTIHOP_PORT : BFD_PORT;
+  }
+
   get state(): string {
     return BFD_STATE_NAMES[this.s.state]!;
   }
@@ -113,7 +126,7 @@ export class BfdPeer {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.rx = BfdReceiver.attach(this.o.local, this, this.o.log);
+    this.rx = BfdReceiver.attach(this.o.local, this.port, this, this.o.log);
     const family = parseIpAddr(this.o.local)?.family === 6 ? 'udp6' : 'udp4';
     const tx = createSocket(family);
     this.tx = tx;
@@ -127,13 +140,14 @@ export class BfdPeer {
       } catch {
         /* kept at the default */
       }
-      tx.connect(BFD_PORT, this.o.peer, () => this.send());
+      tx.connect(this.port, this.o.peer, () => this.send());
     });
     this.o.log('info', 'bfd_started', {
       peer: this.o.peer,
       local: this.o.local,
       intervalMs: this.o.intervalMs,
       multiplier: this.o.multiplier,
+      multihop: this.o.multihop === true,
     });
   }
 
@@ -246,6 +260,8 @@ export class BfdPeer {
   status(): Record<string, unknown> {
     return {
       peer: this.o.peer,
+      multihop: this.o.multihop === true,
+      port: this.port,
       state: this.state,
       sinceS: Math.round((Date.now() - this.since) / 100) / 10,
       txMs: bfdTxIntervalUs(this.s) / 1000,

@@ -13,6 +13,7 @@ import { log as writeLog, type LogLevel } from '../../runtime/log.js';
 import type { MuxTables } from '../tables.js';
 import { BgpSpeaker } from './speaker.js';
 import { BfdPeer } from './bfd.js';
+import { isOnLink, underlayRoutesOf } from '../../shared/next-hop.js';
 import { planVipRoutes, type RoutePlan, type VipHoldReason } from './routes.js';
 
 /** Re-plan this often (next-hop addresses, readiness). */
@@ -145,6 +146,7 @@ export class MuxBgp {
       return;
     }
     const families = me.address6 !== null ? [BGP_IPV4_UNICAST, BGP_IPV6_UNICAST] : [BGP_IPV4_UNICAST];
+    const routes = underlayRoutesOf(me);
     for (const p of bgp.peers) {
       const local = p.address.family === 4 ? me.address.text : me.address6!.text; // validated: v6 peers need address6
       const speaker = new BgpSpeaker({
@@ -170,6 +172,8 @@ export class MuxBgp {
             peer: p.address.text,
             intervalMs: bgp.bfd.intervalMs,
             multiplier: bgp.bfd.multiplier,
+            // a peer off our subnet (through the gateway: a routed underlay) is multihop, RFC 5883
+            multihop: !isOnLink(p.address.family === 4 ? routes.v4 : routes.v6!, p.address),
             log: this.logFn,
             onDown: () => speaker.bfdDown(),
           }),
