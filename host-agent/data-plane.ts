@@ -9,7 +9,16 @@
 //   and handed out as a bare IP packet for the raw socket toward the router (direct server return).
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
-import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, VLAN_NONE, newEthernetHeader, writeEthernetRaw } from '../shared/ethernet.js';
+import {
+  ETH_VLAN_TAG_LEN,
+  ETHERTYPE_ARP,
+  ETHERTYPE_IPV4,
+  ETHERTYPE_IPV6,
+  VLAN_NONE,
+  newEthernetHeader,
+  writeEthernetRaw,
+} from '../shared/ethernet.js';
+import { pushVlanTag, vlanMismatchReason, VLAN_TAG_MISSING, VLAN_TAG_WRONG } from './vlan.js';
 import { ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, type L4Ports } from '../shared/hot-path.js';
 import { ARP_LEN, ARP_OP_REPLY, ARP_OP_REQUEST, newArpPacket, parseArp } from '../shared/arp.js';
 import {
@@ -141,7 +150,13 @@ export const HOST_COUNTER_NAMES = [
   'drop_out_not_lb_reply',
   'drop_out_fragment_no_rule',
   'drop_out_ipv4_bad_checksum',
+  // a tagged frame on the port of a vxlan network's nic (an untagged port)
   'drop_out_vlan',
+  // on the port of a vlan network's nic (an 802.1Q trunk, docs/config.md): an untagged frame, or another VLAN's
+  'drop_out_vlan_missing_tag',
+  'drop_out_vlan_wrong_tag',
+  // a frame for a vlan network's port with no room in its buffer for the tag (not expected: the reply buffer has it)
+  'drop_out_vlan_no_room',
   'drop_internal_error',
   // Sends the kernel refused (or that had no socket), counted by the daemon after the send
   // (docs/reliability.md); never expected, a scenario fails on any
@@ -498,6 +513,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   ctx.outOff = ie;
   ctx.outLen = ipEnd - ie;
   ctx.outPort = nic.index;
+  if (nic.vlanId !== VLAN_NONE) tagForPort(ctx, nic.vlanId); // a vlan network's trunk; the VXLAN header is the room
   c[C.in_delivered]!++;
   return VERDICT_FORWARD;
 }
@@ -725,12 +741,42 @@ export function processOutbound(frame: Uint8Array, len: number, port: number, ct
   if (nic === undefined) return drop(ctx, C.drop_internal_error);
   const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, ctx.outEthDrop, l3);
-  if (ctx.eth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_out_vlan);
+  // the port's own VLAN (a vlan network's trunk) or none (VLAN_NONE); the headers after it start at l3
+  if (ctx.eth.vlanId !== nic.vlanId) return dropVlanMismatch(ctx, nic.vlanId);
   const type = ctx.eth.etherType;
-  if (type === ETHERTYPE_IPV4) return outboundIpv4(frame, len, l3, nic, ctx);
-  if (type === ETHERTYPE_IPV6) return outboundIpv6(frame, len, l3, nic, ctx);
-  if (type === ETHERTYPE_ARP) return answerArp(frame, len, l3, nic, ctx);
-  return drop(ctx, C.drop_out_not_ip);
+  let v: number;
+  if (type === ETHERTYPE_IPV4) v = outboundIpv4(frame, len, l3, nic, ctx);
+  else if (type === ETHERTYPE_IPV6) v = outboundIpv6(frame, len, l3, nic, ctx);
+  else if (type === ETHERTYPE_ARP) v = answerArp(frame, len, l3, nic, ctx);
+  else return drop(ctx, C.drop_out_not_ip);
+  // a frame for a port (an ARP or ND answer, an ICMP error, a local delivery) carries that port's tag
+  if (v === VERDICT_FORWARD && ctx.outPort >= 0) return replyToPort(ctx);
+  return v;
+}
+
+/** A frame on a port whose VLAN it does not match: a tag on an untagged port, none or another on a trunk. */
+function dropVlanMismatch(ctx: HostContext, want: number): number {
+  const C = ctx.counters.index;
+  const why = vlanMismatchReason(want, ctx.eth.vlanId);
+  return drop(
+    ctx,
+    why === VLAN_TAG_MISSING ? C.drop_out_vlan_missing_tag : why === VLAN_TAG_WRONG ? C.drop_out_vlan_wrong_tag : C.drop_out_vlan,
+  );
+}
+
+/** Tags ctx.out* for its port when that port is a vlan network's trunk; false: no room for the tag. */
+function tagForPort(ctx: HostContext, vid: number): boolean {
+  const off = pushVlanTag(ctx.outBuf, ctx.outOff, ctx.outLen, vid);
+  if (off < 0) return false;
+  ctx.outOff = off;
+  ctx.outLen += ETH_VLAN_TAG_LEN;
+  return true;
+}
+
+function replyToPort(ctx: HostContext): number {
+  const vid = ctx.tables.nics[ctx.outPort]?.vlanId ?? VLAN_NONE;
+  if (vid === VLAN_NONE || tagForPort(ctx, vid)) return VERDICT_FORWARD;
+  return drop(ctx, ctx.counters.index.drop_out_vlan_no_room);
 }
 
 function answerArp(frame: Uint8Array, len: number, l3: number, nic: HostNic, ctx: HostContext): number {

@@ -4,6 +4,7 @@
 // config validation makes (nic address, protocol, backend port) name exactly one (VIP, frontend port)).
 import { writeIpAddr, type IpAddr } from '../shared/addr.js';
 import { ipv6Equal } from '../shared/hot-path.js';
+import { VLAN_NONE } from '../shared/ethernet.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileEwTables, type EwTables } from './east-west-tables.js';
 
@@ -42,6 +43,8 @@ export interface HostNic {
   readonly port: string;
   readonly mac: Uint8Array;
   readonly network: HostNetwork;
+  /** The 802.1Q VLAN id of every frame on this port (a vlan network's trunk), or VLAN_NONE: untagged. */
+  readonly vlanId: number;
   readonly addr4: number; // -1 when none
   readonly addr6: Uint32Array | null;
   /** (protocol << 16 | frontendPort) -> rules (one per VIP using that port toward this nic). */
@@ -137,6 +140,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
       port: n.port,
       mac: n.mac,
       network: net,
+      vlanId: config.networks.find((x) => x.name === n.network)?.vlan ?? VLAN_NONE,
       addr4: n.address4 ? n.address4.words[0]! : -1,
       addr6: n.address6 ? n.address6.words : null,
       inbound: new Map(),

@@ -21,6 +21,7 @@ export type {
   IpProtocolNumber,
   MuxConfig,
   NetworkConfig,
+  NetworkType,
   NicConfig,
   PoolConfig,
   PoolLatencyConfig,

@@ -166,7 +166,7 @@ describe('defaults', () => {
       maxFastpathFlows: 100_000,
       fastpathUdpDatagrams: 2,
     });
-    expect(c.networks[0]).toEqual({ name: 'net', vni: 7, gateway: null, gateway6: null });
+    expect(c.networks[0]).toEqual({ name: 'net', type: 'vxlan', vni: 7, vlan: null, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();
     expect(c.nics[0]!.port).toBe('n1');
     expect(c.nics[0]!.address6).toBeNull();

@@ -44,6 +44,8 @@ export const CONFIG_LIMITS = deepFreeze({
   fastpathUdpDatagrams: [2, 1000],
   idleTimeoutS: [1, 86400],
   vni: [1, 16777215],
+  /** IEEE 802.1Q: 0 (priority tag only) and 4095 are reserved. */
+  vlanId: [1, 4094],
   intervalMs: [100, 3_600_000],
   timeoutMs: [10, 3_600_000],
   threshold: [1, 100],

@@ -44,7 +44,9 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
     },
     networks: config.networks.map((n) => ({
       name: n.name,
+      ...(n.type !== 'vxlan' ? { type: n.type } : {}),
       vni: n.vni,
+      ...(n.vlan !== null ? { vlan: n.vlan } : {}),
       ...(n.gateway !== null ? { gateway: n.gateway.text } : {}),
       ...(n.gateway6 !== null ? { gateway6: n.gateway6.text } : {}),
     })),

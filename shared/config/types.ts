@@ -35,9 +35,16 @@ export interface FlowTableConfig {
   readonly fastpathUdpDatagrams: number;
 }
 
+/** vxlan: the VMs' frames are plain Ethernet on their port; vlan: the port is an 802.1Q trunk carrying `vlan` (docs/config.md). */
+export type NetworkType = 'vxlan' | 'vlan';
+
 export interface NetworkConfig {
   readonly name: string;
+  readonly type: NetworkType;
+  /** The VNI of the VXLAN between MUXes and hosts (for a vlan network too: the VM never sees it). */
   readonly vni: number;
+  /** The 802.1Q VLAN id (1-4094) of a vlan network's frames on its nics' ports; null for vxlan. */
+  readonly vlan: number | null;
   readonly gateway: IpAddr | null;
   readonly gateway6: IpAddr | null;
 }

@@ -125,7 +125,14 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
 
   // ------------------------------------------------------------------------------------------
   // Assembly: every field below was validated, so none is undefined.
-  const net = nets.map((n): NetworkConfig => ({ name: n!.name!, vni: n!.vni!, gateway: n!.gateway!, gateway6: n!.gateway6! }));
+  const net = nets.map((n): NetworkConfig => ({
+    name: n!.name!,
+    type: n!.type!,
+    vni: n!.vni!,
+    vlan: n!.vlan!,
+    gateway: n!.gateway!,
+    gateway6: n!.gateway6!,
+  }));
   const node = (n: NodeP | undefined): MuxConfig => ({
     name: n!.name!,
     address: n!.address!,
