@@ -1,0 +1,587 @@
+// Outbound NAT in the host agent (docs/outbound.md): a backend's connection that is no reply to a
+// load-balanced flow leaves from a frontend IP:port of its nic's ranges (DIP:port -> frontend:port), and
+// the replies, which a MUX encapsulates to this host by its stateless range table, are translated back.
+//
+// Per-flow state lives in the host agent's one flow table (host-agent/flow-table.ts) as two entries per
+// flow, in key spaces of their own (the protocol word's high bits), each pointing at the flow's slot:
+//   out: (VNI, DIP, remote, protocol, DIP port, remote port)          -> FLOW_SNAT_OUT, slot
+//   in:  (0, remote, frontend IP, protocol, remote port, frontend port) -> FLOW_SNAT_IN, slot
+// The slot arrays hold what a packet is rewritten with and the TCP state. A port is free toward a remote
+// endpoint when no `in` entry holds (frontend IP, port, remote IP, remote port): that key is what makes
+// reuse toward other remote endpoints safe (a reply is told apart by its source, the remote endpoint),
+// and because the `in` key has no VNI, two tenants with the same addresses never share a
+// (frontend, port, remote) either. A closed TCP flow (both FINs, or an RST) keeps both entries for
+// SNAT_TIME_WAIT_S (the TIME-WAIT guard: its port is not reused toward that remote endpoint before),
+// then the sweep frees them. Entries are inserted with no table expiry: the slots carry the clock,
+// and only this file's sweep removes them, both at once.
+//
+// Pure: no I/O, no timers; the caller passes whole seconds.
+import { updateChecksum16, updateChecksum32, updateChecksumBytes, udpChecksumOnWire } from '../shared/checksum.js';
+import { murmur3Words } from '../shared/flow-hash.js';
+import { IPPROTO_TCP, IPPROTO_UDP, IPV4_OFF_CHECKSUM, IPV4_OFF_DST, IPV4_OFF_SRC } from '../shared/ipv4.js';
+import { IPV6_HEADER_LEN, IPV6_OFF_DST, IPV6_OFF_SRC } from '../shared/ipv6.js';
+import { TCP_FIN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN } from '../shared/tcp.js';
+import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
+import { HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
+
+/** Flow-table kinds of the two SNAT entries (after east-west's 1-3 and stateful DSR's 4-5). */
+export const FLOW_SNAT_OUT = 6;
+export const FLOW_SNAT_IN = 7;
+/** Key spaces (bits 8+ of the protocol word): 0 east-west, 1 DSR, these two SNAT. */
+export const KEY_SPACE_SNAT_OUT = 2;
+export const KEY_SPACE_SNAT_IN = 3;
+/** TIME-WAIT guard: a closed TCP flow's port stays taken toward its remote endpoint this long (2 x an MSL of 60 s). */
+export const SNAT_TIME_WAIT_S = 120;
+/** A TCP flow that has sent its SYN but seen no reply is kept this long. */
+export const SNAT_SYN_TIMEOUT_S = 60;
+const NO_EXPIRY = 0xffffffff;
+const HASH_SEED = 0x736e6174; // 'snat'
+const INITIAL_SLOTS = 1024;
+
+// Results: a slot (>= 0) or one of these.
+export const SNAT_ERR_EXHAUSTED = -1;
+export const SNAT_ERR_NO_RANGE = -2;
+export const SNAT_ERR_TABLE_FULL = -3;
+export const SNAT_ERR_NOT_OURS = -4;
+export const SNAT_ERR_TRUNCATED = -5;
+export const SNAT_ERR_PROTOCOL = -6;
+export const SNAT_ERR_FRAGMENT = -7;
+/** The counter each result is dropped under (the host agent's counters: docs/outbound.md). */
+export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
+  [SNAT_ERR_EXHAUSTED]: 'drop_out_snat_exhausted',
+  [SNAT_ERR_NO_RANGE]: 'drop_out_snat_no_range',
+  [SNAT_ERR_TABLE_FULL]: 'drop_out_snat_table_full',
+  [SNAT_ERR_NOT_OURS]: 'drop_in_snat_no_flow',
+  [SNAT_ERR_TRUNCATED]: 'drop_snat_truncated',
+  [SNAT_ERR_PROTOCOL]: 'drop_out_snat_protocol',
+  [SNAT_ERR_FRAGMENT]: 'drop_snat_fragment',
+};
+
+// TCP states of a slot (UDP flows stay OPEN).
+export const SNAT_OPEN = 1;
+export const SNAT_SYN_SENT = 2;
+export const SNAT_ESTABLISHED = 3;
+export const SNAT_TIME_WAIT = 4;
+const FIN_OUT = 1;
+const FIN_IN = 2;
+
+/** One range of a nic: frontend IP (1 word for IPv4, 4 for IPv6) and ports first..last. */
+export interface SnatPortRange {
+  readonly ip: Uint32Array;
+  readonly first: number;
+  readonly last: number;
+}
+
+/** What the policy says of one nic: its outbound rule's settings and its host's ranges. */
+export interface SnatNicPolicy {
+  readonly vni: number;
+  readonly idleS: number;
+  readonly tcpResetOnIdle: boolean;
+  readonly tcp: boolean;
+  readonly udp: boolean;
+  readonly ranges4: readonly SnatPortRange[];
+  readonly ranges6: readonly SnatPortRange[];
+}
+
+interface NicState {
+  policy: SnatNicPolicy;
+  /** Where the next port search starts, per family (a running index over the nic's ports). */
+  cursor4: number;
+  cursor6: number;
+  ports4: number;
+  ports6: number;
+  inUse4: number;
+  inUse6: number;
+  exhausted: number;
+}
+
+export interface SnatNicStatus {
+  readonly nic: number;
+  readonly ports4: number;
+  readonly ports6: number;
+  readonly inUse4: number;
+  readonly inUse6: number;
+  readonly exhausted: number;
+}
+
+export class SnatEngine {
+  private readonly flows: HostFlowTable;
+  private readonly nics = new Map<number, NicState>();
+  private cap = 0;
+  // slot arrays
+  private fam = new Uint8Array(0);
+  private proto = new Uint8Array(0);
+  private state = new Uint8Array(0);
+  private fins = new Uint8Array(0);
+  private nicOf = new Uint16Array(0);
+  private vni = new Uint32Array(0);
+  private dip = new Uint32Array(0); // 4 words a slot
+  private remote = new Uint32Array(0); // 4 words a slot
+  private fip = new Uint32Array(0); // 4 words a slot
+  private ports = new Uint32Array(0); // dport << 16 | rport
+  private fport = new Uint16Array(0);
+  private expires = new Uint32Array(0); // 0 = free slot
+  private free: number[] = [];
+  private next = 0;
+  private sweepCursor = 0;
+  private readonly maxFlows: number;
+  private readonly scratch = new Uint8Array(16);
+  private readonly w = new Uint32Array(4);
+  live = 0;
+
+  constructor(flows: HostFlowTable, maxFlows: number) {
+    this.flows = flows;
+    this.maxFlows = maxFlows;
+    this.grow(Math.min(INITIAL_SLOTS, maxFlows));
+  }
+
+  /** Bytes held by the slot arrays (the flow table's two entries a flow come on top). */
+  get bytes(): number {
+    return this.cap * (1 + 1 + 1 + 1 + 2 + 4 + 16 + 16 + 16 + 4 + 2 + 4);
+  }
+
+  private grow(cap: number): void {
+    const g8 = (a: Uint8Array<ArrayBuffer>): Uint8Array<ArrayBuffer> => copy(new Uint8Array(cap), a);
+    this.fam = g8(this.fam);
+    this.proto = g8(this.proto);
+    this.state = g8(this.state);
+    this.fins = g8(this.fins);
+    this.nicOf = copy(new Uint16Array(cap), this.nicOf);
+    this.vni = copy(new Uint32Array(cap), this.vni);
+    this.dip = copy(new Uint32Array(cap * 4), this.dip);
+    this.remote = copy(new Uint32Array(cap * 4), this.remote);
+    this.fip = copy(new Uint32Array(cap * 4), this.fip);
+    this.ports = copy(new Uint32Array(cap), this.ports);
+    this.fport = copy(new Uint16Array(cap), this.fport);
+    this.expires = copy(new Uint32Array(cap), this.expires);
+    this.cap = cap;
+  }
+
+  /** Sets (or with null removes) a nic's policy. Its live flows stay until they end. */
+  setNic(nic: number, policy: SnatNicPolicy | null): void {
+    if (policy === null) {
+      this.nics.delete(nic);
+      return;
+    }
+    const count = (rs: readonly SnatPortRange[]): number => rs.reduce((n, r) => n + r.last - r.first + 1, 0);
+    const old = this.nics.get(nic);
+    this.nics.set(nic, {
+      policy,
+      cursor4: old?.cursor4 ?? 0,
+      cursor6: old?.cursor6 ?? 0,
+      ports4: count(policy.ranges4),
+      ports6: count(policy.ranges6),
+      inUse4: old?.inUse4 ?? 0,
+      inUse6: old?.inUse6 ?? 0,
+      exhausted: old?.exhausted ?? 0,
+    });
+  }
+
+  status(): SnatNicStatus[] {
+    return [...this.nics].map(([nic, s]) => ({
+      nic,
+      ports4: s.ports4,
+      ports6: s.ports6,
+      inUse4: s.inUse4,
+      inUse6: s.inUse6,
+      exhausted: s.exhausted,
+    }));
+  }
+
+  /** The nic (its index) and VNI a slot delivers to. */
+  slotNic(slot: number): number {
+    return this.nicOf[slot]!;
+  }
+
+  slotVni(slot: number): number {
+    return this.vni[slot]!;
+  }
+
+  slotState(slot: number): number {
+    return this.state[slot]!;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // Out: a backend's packet at l3 (IPv4 or IPv6 header) on `nic`, rewritten in place to leave from frontend:port.
+
+  out4(frame: Uint8Array, l3: number, len: number, nic: number, now: number): number {
+    if (l3 + 20 > len) return SNAT_ERR_TRUNCATED;
+    const ihl = (frame[l3]! & 0x0f) * 4;
+    if (ihl < 20 || l3 + ihl + 8 > len) return SNAT_ERR_TRUNCATED;
+    if ((((frame[l3 + 6]! << 8) | frame[l3 + 7]!) & 0x3fff) !== 0) return SNAT_ERR_FRAGMENT;
+    const src = rd32(frame, l3 + IPV4_OFF_SRC);
+    const dst = rd32(frame, l3 + IPV4_OFF_DST);
+    return this.out(frame, l3, l3 + ihl, len, 4, frame[l3 + 9]!, src, dst, nic, now);
+  }
+
+  out6(frame: Uint8Array, l3: number, len: number, nic: number, now: number): number {
+    if (l3 + IPV6_HEADER_LEN + 8 > len) return SNAT_ERR_TRUNCATED;
+    const proto = frame[l3 + 6]!; // no extension headers: a backend's TCP or UDP follows the fixed header
+    return this.out(frame, l3, l3 + IPV6_HEADER_LEN, len, 6, proto, 0, 0, nic, now);
+  }
+
+  private out(
+    frame: Uint8Array,
+    l3: number,
+    l4: number,
+    len: number,
+    family: 4 | 6,
+    proto: number,
+    src4: number,
+    dst4: number,
+    nic: number,
+    now: number,
+  ): number {
+    const ns = this.nics.get(nic);
+    if (ns === undefined) return SNAT_ERR_NO_RANGE;
+    if (!((proto === IPPROTO_TCP && ns.policy.tcp) || (proto === IPPROTO_UDP && ns.policy.udp))) return SNAT_ERR_PROTOCOL;
+    if (proto === IPPROTO_TCP && l4 + 20 > len) return SNAT_ERR_TRUNCATED;
+    const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
+    const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
+    const flags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
+    const vni = ns.policy.vni;
+    this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport);
+    let slot = this.flowsSlot(now);
+    if (slot >= 0 && this.state[slot] === SNAT_TIME_WAIT && (flags & (TCP_SYN | 0x10)) === TCP_SYN) {
+      // a new connection on the same 5-tuple inside the guard: it takes the same port again
+      this.state[slot] = SNAT_SYN_SENT;
+      this.fins[slot] = 0;
+    }
+    if (slot < 0) {
+      if (proto === IPPROTO_TCP && (flags & TCP_SYN) === 0) return SNAT_ERR_NOT_OURS; // no state for a mid-stream segment
+      this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport); // flowsSlot may have freed an expired flow
+      slot = this.open(ns, family, vni, proto, frame, l3, src4, dst4, sport, dport, nic, now);
+      if (slot < 0) return slot;
+    }
+    // advance the state and the clock
+    if (proto === IPPROTO_TCP) this.tcpEvent(slot, flags, FIN_OUT, ns.policy.idleS, now);
+    else this.expires[slot] = now + ns.policy.idleS;
+    // rewrite the source: address (IPv4 header checksum too) and port, RFC 1624
+    const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
+    let l4sum = (frame[csumOff]! << 8) | frame[csumOff + 1]!;
+    const udpNone = proto === IPPROTO_UDP && l4sum === 0 && family === 4;
+    const fport = this.fport[slot]!;
+    if (family === 4) {
+      const fip = this.fip[slot * 4]!;
+      const ipsum = (frame[l3 + IPV4_OFF_CHECKSUM]! << 8) | frame[l3 + IPV4_OFF_CHECKSUM + 1]!;
+      wr16(frame, l3 + IPV4_OFF_CHECKSUM, updateChecksum32(ipsum, src4, fip));
+      if (!udpNone) l4sum = updateChecksum32(l4sum, src4, fip);
+      wr32(frame, l3 + IPV4_OFF_SRC, fip);
+    } else {
+      const b = this.scratch;
+      for (let i = 0; i < 4; i++) wr32(b, i * 4, this.fip[slot * 4 + i]!);
+      l4sum = updateChecksumBytes(l4sum, frame, l3 + IPV6_OFF_SRC, b, 0, 16);
+      frame.set(b, l3 + IPV6_OFF_SRC);
+    }
+    if (!udpNone) {
+      l4sum = updateChecksum16(l4sum, sport, fport);
+      wr16(frame, csumOff, proto === IPPROTO_UDP ? udpChecksumOnWire(l4sum) : l4sum);
+    }
+    wr16(frame, l4, fport);
+    return slot;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+  // In: a reply (decapsulated) to frontend:port, rewritten in place to DIP:port; the slot says the nic.
+
+  in4(frame: Uint8Array, l3: number, len: number, now: number): number {
+    if (l3 + 20 > len) return SNAT_ERR_TRUNCATED;
+    const ihl = (frame[l3]! & 0x0f) * 4;
+    if (ihl < 20 || l3 + ihl + 8 > len) return SNAT_ERR_TRUNCATED;
+    if ((((frame[l3 + 6]! << 8) | frame[l3 + 7]!) & 0x3fff) !== 0) return SNAT_ERR_FRAGMENT;
+    return this.in(frame, l3, l3 + ihl, len, 4, frame[l3 + 9]!, now);
+  }
+
+  in6(frame: Uint8Array, l3: number, len: number, now: number): number {
+    if (l3 + IPV6_HEADER_LEN + 8 > len) return SNAT_ERR_TRUNCATED;
+    return this.in(frame, l3, l3 + IPV6_HEADER_LEN, len, 6, frame[l3 + 6]!, now);
+  }
+
+  private in(frame: Uint8Array, l3: number, l4: number, len: number, family: 4 | 6, proto: number, now: number): number {
+    if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return SNAT_ERR_PROTOCOL;
+    if (proto === IPPROTO_TCP && l4 + 20 > len) return SNAT_ERR_TRUNCATED;
+    const rport = (frame[l4]! << 8) | frame[l4 + 1]!;
+    const fport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
+    const k = this.flows.table.key;
+    k[0] = family;
+    if (family === 4) {
+      k[1] = rd32(frame, l3 + IPV4_OFF_SRC);
+      k[2] = k[3] = k[4] = 0;
+      k[5] = rd32(frame, l3 + IPV4_OFF_DST);
+      k[6] = k[7] = k[8] = 0;
+    } else {
+      for (let i = 0; i < 4; i++) {
+        k[1 + i] = rd32(frame, l3 + IPV6_OFF_SRC + i * 4);
+        k[5 + i] = rd32(frame, l3 + IPV6_OFF_DST + i * 4);
+      }
+    }
+    k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
+    k[10] = ((rport << 16) | fport) >>> 0;
+    const slot = this.flowsSlot(now);
+    if (slot < 0) return SNAT_ERR_NOT_OURS;
+    const ns = this.nics.get(this.nicOf[slot]!);
+    const idleS = ns?.policy.idleS ?? SNAT_SYN_TIMEOUT_S;
+    if (proto === IPPROTO_TCP) this.tcpEvent(slot, frame[l4 + 13]!, FIN_IN, idleS, now);
+    else this.expires[slot] = now + idleS;
+    // rewrite the destination to DIP:port
+    const dport = this.ports[slot]! >>> 16;
+    const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
+    let l4sum = (frame[csumOff]! << 8) | frame[csumOff + 1]!;
+    const udpNone = proto === IPPROTO_UDP && l4sum === 0 && family === 4;
+    if (family === 4) {
+      const old = rd32(frame, l3 + IPV4_OFF_DST);
+      const dip = this.dip[slot * 4]!;
+      const ipsum = (frame[l3 + IPV4_OFF_CHECKSUM]! << 8) | frame[l3 + IPV4_OFF_CHECKSUM + 1]!;
+      wr16(frame, l3 + IPV4_OFF_CHECKSUM, updateChecksum32(ipsum, old, dip));
+      if (!udpNone) l4sum = updateChecksum32(l4sum, old, dip);
+      wr32(frame, l3 + IPV4_OFF_DST, dip);
+    } else {
+      const b = this.scratch;
+      for (let i = 0; i < 4; i++) wr32(b, i * 4, this.dip[slot * 4 + i]!);
+      l4sum = updateChecksumBytes(l4sum, frame, l3 + IPV6_OFF_DST, b, 0, 16);
+      frame.set(b, l3 + IPV6_OFF_DST);
+    }
+    if (!udpNone) {
+      l4sum = updateChecksum16(l4sum, fport, dport);
+      wr16(frame, csumOff, proto === IPPROTO_UDP ? udpChecksumOnWire(l4sum) : l4sum);
+    }
+    wr16(frame, l4 + 2, dport);
+    return slot;
+  }
+
+  // ---------------------------------------------------------------------------------------------
+
+  private tcpEvent(slot: number, flags: number, finBit: number, idleS: number, now: number): void {
+    const st = this.state[slot]!;
+    if (st === SNAT_TIME_WAIT) return; // the guard runs from the close, not from the last segment
+    if ((flags & TCP_RST) !== 0) {
+      this.state[slot] = SNAT_TIME_WAIT;
+      this.expires[slot] = now + SNAT_TIME_WAIT_S;
+      return;
+    }
+    if ((flags & TCP_FIN) !== 0) this.fins[slot] = this.fins[slot]! | finBit;
+    if (this.fins[slot] === (FIN_OUT | FIN_IN)) {
+      this.state[slot] = SNAT_TIME_WAIT;
+      this.expires[slot] = now + SNAT_TIME_WAIT_S;
+      return;
+    }
+    if (st === SNAT_SYN_SENT && finBit === FIN_IN) this.state[slot] = SNAT_ESTABLISHED;
+    this.expires[slot] = now + (this.state[slot] === SNAT_SYN_SENT ? SNAT_SYN_TIMEOUT_S : idleS);
+  }
+
+  /** The slot the table holds for the key set last (a live one), or -1. */
+  private flowsSlot(now: number): number {
+    const t = this.flows.table;
+    const v = t.peek(murmur3Words(t.key, 0, HOST_FLOW_KEY_WORDS, HASH_SEED), now);
+    if (v < 0) return -1;
+    const slot = v & 0xffffff;
+    if (this.expires[slot]! > now) return slot;
+    this.release(slot); // expired, not swept yet: freed now, so that its entries never name a reused slot
+    return -1;
+  }
+
+  private keyOut(
+    family: 4 | 6,
+    vni: number,
+    frame: Uint8Array,
+    l3: number,
+    src4: number,
+    dst4: number,
+    proto: number,
+    sport: number,
+    dport: number,
+  ): void {
+    const k = this.flows.table.key;
+    k[0] = ((vni << 8) | family) >>> 0;
+    if (family === 4) {
+      k[1] = src4;
+      k[2] = k[3] = k[4] = 0;
+      k[5] = dst4;
+      k[6] = k[7] = k[8] = 0;
+    } else {
+      for (let i = 0; i < 4; i++) {
+        k[1 + i] = rd32(frame, l3 + IPV6_OFF_SRC + i * 4);
+        k[5 + i] = rd32(frame, l3 + IPV6_OFF_DST + i * 4);
+      }
+    }
+    k[9] = proto | (KEY_SPACE_SNAT_OUT << 8);
+    k[10] = ((sport << 16) | dport) >>> 0;
+  }
+
+  /** A new flow: a port free toward this remote endpoint from the nic's ranges, a slot, both entries. */
+  private open(
+    ns: NicState,
+    family: 4 | 6,
+    vni: number,
+    proto: number,
+    frame: Uint8Array,
+    l3: number,
+    src4: number,
+    dst4: number,
+    sport: number,
+    dport: number,
+    nic: number,
+    now: number,
+  ): number {
+    const ranges = family === 4 ? ns.policy.ranges4 : ns.policy.ranges6;
+    const total = family === 4 ? ns.ports4 : ns.ports6;
+    if (total === 0) return SNAT_ERR_NO_RANGE;
+    if (this.live >= this.maxFlows) return SNAT_ERR_TABLE_FULL;
+    // the out key is in table.key now: keep it, and try ports with the in key
+    const t = this.flows.table;
+    const outKey = Uint32Array.from(t.key); // one small copy per new flow (not per packet)
+    const outHash = murmur3Words(outKey, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    const k = t.key;
+    const remote = this.w;
+    if (family === 4) {
+      remote[0] = dst4;
+      remote[1] = remote[2] = remote[3] = 0;
+    } else for (let i = 0; i < 4; i++) remote[i] = rd32(frame, l3 + IPV6_OFF_DST + i * 4);
+    let cursor = family === 4 ? ns.cursor4 : ns.cursor6;
+    for (let tries = 0; tries < total; tries++, cursor++) {
+      // the cursor-th port of the nic's ranges
+      let idx = cursor % total;
+      let r = ranges[0]!;
+      for (const x of ranges) {
+        const n = x.last - x.first + 1;
+        if (idx < n) {
+          r = x;
+          break;
+        }
+        idx -= n;
+      }
+      const fport = r.first + idx;
+      k[0] = family;
+      for (let i = 0; i < 4; i++) {
+        k[1 + i] = remote[i]!;
+        k[5 + i] = i < r.ip.length ? r.ip[i]! : 0;
+      }
+      k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
+      k[10] = ((dport << 16) | fport) >>> 0;
+      const inHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      if (t.peek(inHash, now) >= 0) continue; // taken toward this remote endpoint (live or in its TIME-WAIT guard)
+      const slot = this.allocSlot();
+      if (slot < 0) return SNAT_ERR_TABLE_FULL;
+      if (!t.insert(inHash, ((FLOW_SNAT_IN << 24) | slot) >>> 0, NO_EXPIRY)) {
+        this.free.push(slot);
+        return SNAT_ERR_TABLE_FULL;
+      }
+      t.key.set(outKey);
+      if (!t.insert(outHash, ((FLOW_SNAT_OUT << 24) | slot) >>> 0, NO_EXPIRY)) {
+        this.removeIn(family, remote, r.ip, proto, dport, fport);
+        this.free.push(slot);
+        return SNAT_ERR_TABLE_FULL;
+      }
+      this.fam[slot] = family;
+      this.proto[slot] = proto;
+      this.state[slot] = proto === IPPROTO_TCP ? SNAT_SYN_SENT : SNAT_OPEN;
+      this.fins[slot] = 0;
+      this.nicOf[slot] = nic;
+      this.vni[slot] = vni;
+      for (let i = 0; i < 4; i++) {
+        this.dip[slot * 4 + i] = family === 4 ? (i === 0 ? src4 : 0) : rd32(frame, l3 + IPV6_OFF_SRC + i * 4);
+        this.remote[slot * 4 + i] = remote[i]!;
+        this.fip[slot * 4 + i] = i < r.ip.length ? r.ip[i]! : 0;
+      }
+      this.ports[slot] = ((sport << 16) | dport) >>> 0;
+      this.fport[slot] = fport;
+      this.expires[slot] = now + 1;
+      if (family === 4) {
+        ns.cursor4 = cursor + 1;
+        ns.inUse4++;
+      } else {
+        ns.cursor6 = cursor + 1;
+        ns.inUse6++;
+      }
+      this.live++;
+      return slot;
+    }
+    ns.exhausted++;
+    return SNAT_ERR_EXHAUSTED;
+  }
+
+  private allocSlot(): number {
+    const f = this.free.pop();
+    if (f !== undefined) return f;
+    if (this.next >= this.cap) {
+      if (this.cap >= this.maxFlows) return -1;
+      this.grow(Math.min(this.cap * 2, this.maxFlows));
+    }
+    return this.next++;
+  }
+
+  private removeIn(family: number, remote: ArrayLike<number>, fip: ArrayLike<number>, proto: number, rport: number, fport: number): void {
+    const k = this.flows.table.key;
+    k[0] = family;
+    for (let i = 0; i < 4; i++) {
+      k[1 + i] = remote[i] ?? 0;
+      k[5 + i] = fip[i] ?? 0;
+    }
+    k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
+    k[10] = ((rport << 16) | fport) >>> 0;
+    this.flows.table.remove(murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED));
+  }
+
+  /** Frees up to `budget` slots' worth of expired flows (both entries); returns how many were freed. */
+  sweep(now: number, budget: number): number {
+    let freed = 0;
+    const n = this.next;
+    if (n === 0) return 0;
+    for (let i = 0; i < budget && i < n; i++) {
+      const s = this.sweepCursor;
+      this.sweepCursor = (s + 1) % n;
+      const e = this.expires[s]!;
+      if (e === 0 || e > now) continue;
+      this.release(s);
+      freed++;
+    }
+    return freed;
+  }
+
+  private release(s: number): void {
+    const family = this.fam[s]!;
+    const proto = this.proto[s]!;
+    const dipPort = this.ports[s]! >>> 16;
+    const remotePort = this.ports[s]! & 0xffff;
+    const remote = this.remote.subarray(s * 4, s * 4 + 4);
+    this.removeIn(family, remote, this.fip.subarray(s * 4, s * 4 + 4), proto, remotePort, this.fport[s]!);
+    const k = this.flows.table.key;
+    k[0] = ((this.vni[s]! << 8) | family) >>> 0;
+    for (let i = 0; i < 4; i++) {
+      k[1 + i] = this.dip[s * 4 + i]!;
+      k[5 + i] = remote[i]!;
+    }
+    k[9] = proto | (KEY_SPACE_SNAT_OUT << 8);
+    k[10] = ((dipPort << 16) | remotePort) >>> 0;
+    this.flows.table.remove(murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED));
+    this.expires[s] = 0;
+    this.free.push(s);
+    this.live--;
+    const ns = this.nics.get(this.nicOf[s]!);
+    if (ns !== undefined) {
+      if (family === 4) ns.inUse4--;
+      else ns.inUse6--;
+    }
+  }
+}
+
+function copy<T extends Uint8Array<ArrayBuffer> | Uint16Array<ArrayBuffer> | Uint32Array<ArrayBuffer>>(to: T, from: T): T {
+  to.set(from.subarray(0, Math.min(from.length, to.length)));
+  return to;
+}
+
+function rd32(b: Uint8Array, o: number): number {
+  return ((b[o]! << 24) | (b[o + 1]! << 16) | (b[o + 2]! << 8) | b[o + 3]!) >>> 0;
+}
+
+function wr32(b: Uint8Array, o: number, v: number): void {
+  b[o] = v >>> 24;
+  b[o + 1] = (v >>> 16) & 0xff;
+  b[o + 2] = (v >>> 8) & 0xff;
+  b[o + 3] = v & 0xff;
+}
+
+function wr16(b: Uint8Array, o: number, v: number): void {
+  b[o] = (v >>> 8) & 0xff;
+  b[o + 1] = v & 0xff;
+}
