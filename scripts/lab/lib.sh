@@ -153,6 +153,8 @@ source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, l
 source "$SLBX_ROOT/scripts/lab/prometheus.sh"  # a Prometheus scraping the daemons: LAB_PROMETHEUS=1, lab_prometheus_up
 # shellcheck source=controllers.sh
 source "$SLBX_ROOT/scripts/lab/controllers.sh"  # controller replicas on etcd: LAB_CONTROLLERS=N, lab_replica_stop K
+# shellcheck source=routed.sh
+source "$SLBX_ROOT/scripts/lab/routed.sh"  # a routed underlay: racks behind leaf routers (examples/lab-routed.yaml)
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -485,12 +487,14 @@ _lab_build() {
   # --- hosts: default routes to the router (the DSR return path)
   while read -r -u 3 kind n _; do
     [ "$kind" = host ] || continue
+    _lab_routed_racked "$n" && continue  # behind a leaf: its route comes with the rack (routed.sh)
     ip -n "$prefix$n" route add default via "$r_f4" dev fab0
     if [ "$r_f6" != - ]; then ip -n "$prefix$n" -6 route add default via "$r_f6" dev fab0; fi
   done 3<"$plan"
   while read -r -u 3 kind n _; do
     case $kind in mux|host) _lab_tx_off "$prefix$n" fab0 ;; esac
   done 3<"$plan"
+  _lab_routed_build "$prefix" "$state"  # racks behind leaf routers, if the plan has any (routed.sh)
 
   # --- the client segment: a bridge in the router, a veth per client
   ip -n "$R" link add br0 address "$r_cmac" type bridge forward_delay 0 stp_state 0 mcast_snooping 0

@@ -16,6 +16,10 @@
 //   bgp      MUXASN ROUTERASN HOLD KEEPALIVE BFD BFDMS BFDMULT PEER4|- PEER6|-
 //                                                 only with a bgp section: the router runs BIRD (bird-conf.ts)
 //                                                 instead of static routes; BFD is on or off
+//   rack     LEAF NET4/LEN GW4 UPLINK4 HOSTS      a routed underlay (scripts/lab/routed.sh): hosts whose gateway is
+//                                                 off the fabric sit behind a leaf router LEAF (GW4 on their subnet,
+//                                                 UPLINK4 on the fabric, default route to the lab router)
+//   loopback ADDR4                                the lab router's loopback (BGP and BFD multihop), with racks only
 //   warning  TEXT...
 // ADDRS are bare addresses; the prefix lengths are fixed: /24 and /64 (see LAB_PREFIX_LEN_*).
 import { readFileSync } from 'node:fs';
@@ -52,6 +56,17 @@ const ALLOWED_V4: readonly (readonly [string, number])[] = [
 const ALLOWED_V6: readonly (readonly [string, number])[] = [['2001:db8::', 32]];
 
 const RESERVED_NODES = new Set(['router', 'fabric', 'controller']);
+/** Routed underlay: the lab router's loopback, the address the muxes peer with across subnets. */
+export const LAB_ROUTER_LOOPBACK4 = '198.18.255.1';
+/** Leaf k's address on the fabric: .(LAB_LEAF_UPLINK_BASE + k). */
+export const LAB_LEAF_UPLINK_BASE = 240;
+export interface PlanRack {
+  leaf: string;
+  net4: string;
+  gw4: string;
+  uplink4: string;
+  hosts: string[];
+}
 /** The controller sits on the fabric at .5 (and ::5); its API listens on this port. */
 export const LAB_CONTROLLER_HOST = 5;
 export const LAB_CONTROLLER_PORT = 8480;
@@ -121,6 +136,9 @@ export interface LabPlan {
   vipRanges: string[];
   /** null: no bgp section, static multipath routes. */
   bgp: PlanBgp | null;
+  /** Routed underlay: the racks behind leaf routers ([] on one segment) and the router's loopback (null without racks). */
+  racks: PlanRack[];
+  loopback4: string | null;
   warnings: string[];
 }
 
@@ -231,7 +249,37 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
   const first4 = pas4[0] ?? parseIpAddr('198.18.0.11')!;
   const fabNet4 = netOf(first4, LAB_PREFIX_LEN_V4);
   const router4 = plus(fabNet4, 1);
+  // a routed underlay: hosts whose gateway is off the fabric form racks, each behind a leaf router
+  const racks: PlanRack[] = [];
+  for (const h of config.hosts) {
+    if (h.gateway == null || inPrefix(h.gateway, fabNet4, LAB_PREFIX_LEN_V4)) continue;
+    const net = `${netOf(h.address, h.prefixLength!).text}/${h.prefixLength}`;
+    let r = racks.find((x) => x.net4 === net);
+    if (r === undefined) {
+      const k = racks.length + 1;
+      r = { leaf: `leaf${k}`, net4: net, gw4: h.gateway.text, uplink4: plus(fabNet4, LAB_LEAF_UPLINK_BASE + k).text, hosts: [] };
+      racks.push(r);
+    }
+    if (r.gw4 !== h.gateway.text)
+      errors.push(
+        `hosts ${h.name}: gateway ${h.gateway.text} differs from ${r.gw4} of another host in ${net}; the lab has one leaf per rack`,
+      );
+    if (h.address6 !== null) errors.push(`hosts ${h.name}: the lab's routed underlay is IPv4 only; remove address6 of a host in a rack`);
+    if (inPrefix(h.address, fabNet4, LAB_PREFIX_LEN_V4))
+      errors.push(`hosts ${h.name}: its rack ${net} overlaps the fabric ${fabNet4.text}/24`);
+    r.hosts.push(h.name);
+  }
+  const racked = new Set(racks.flatMap((r) => r.hosts));
+  for (const r of racks) {
+    if (seen.has(r.leaf)) errors.push(`${seen.get(r.leaf)}: the name ${r.leaf} is a leaf router of the routed lab; rename it`);
+    if (pas4.some((a) => a.text === r.uplink4)) errors.push(`provider address ${r.uplink4}: it is ${r.leaf}'s on the fabric; use another`);
+  }
+  for (const m of config.muxes) {
+    if (m.gateway != null && m.gateway.text !== router4.text)
+      errors.push(`muxes ${m.name}: gateway ${m.gateway.text} is not the lab router (${router4.text}); the muxes sit on the fabric`);
+  }
   for (const a of pas4) {
+    if (config.hosts.some((h) => racked.has(h.name) && h.address.text === a.text)) continue;
     if (!inPrefix(a, fabNet4, LAB_PREFIX_LEN_V4))
       errors.push(
         `provider address ${a.text}: the lab puts every provider address on one fabric segment, ${fabNet4.text}/24 (from the first one); move it there`,
@@ -393,11 +441,11 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
     let peer4: string | null = null;
     let peer6: string | null = null;
     b.peers.forEach((p, i) => {
-      if (p.address.text === router4.text) peer4 = p.address.text;
+      if (p.address.text === router4.text || (racks.length > 0 && p.address.text === LAB_ROUTER_LOOPBACK4)) peer4 = p.address.text;
       else if (router6 !== null && p.address.text === router6.text) peer6 = p.address.text;
       else
         errors.push(
-          `bgp.peers[${i}].address: ${p.address.text} is not the lab router (${router4.text}${router6 !== null ? ` or ${router6.text}` : ''}): the muxes peer with the router`,
+          `bgp.peers[${i}].address: ${p.address.text} is not the lab router (${router4.text}${router6 !== null ? ` or ${router6.text}` : ''}${racks.length > 0 ? `, or its loopback ${LAB_ROUTER_LOOPBACK4}` : ''}): the muxes peer with the router`,
         );
       if (!inRange(p.asn))
         errors.push(
@@ -441,6 +489,8 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
       vips,
       vipRanges: config.vipRanges.map((r) => r.text),
       bgp,
+      racks,
+      loopback4: racks.length > 0 ? LAB_ROUTER_LOOPBACK4 : null,
       warnings,
     },
   };
@@ -472,6 +522,8 @@ export function formatLabPlan(p: LabPlan): string {
       `bgp ${b.muxAsn} ${b.routerAsn} ${b.holdTimeS} ${b.keepaliveS} ${b.bfd.enabled ? 'on' : 'off'} ${b.bfd.intervalMs} ${b.bfd.multiplier} ${dash(b.peer4)} ${dash(b.peer6)}`,
     );
   }
+  for (const r of p.racks) lines.push(`rack ${r.leaf} ${r.net4} ${r.gw4} ${r.uplink4} ${list(r.hosts)}`);
+  if (p.loopback4 !== null) lines.push(`loopback ${p.loopback4}`);
   for (const w of p.warnings) lines.push(`warning ${w}`);
   return `${lines.join('\n')}\n`;
 }
