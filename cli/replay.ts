@@ -12,6 +12,7 @@ import { processPacket, VERDICT_FORWARD as MUX_FORWARD, VERDICT_REPLY as MUX_REP
 import { buildMuxContext } from '../mux/context.js';
 import { compileHostTables, macKey } from '../host-agent/tables.js';
 import { processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD as HOST_FORWARD } from '../host-agent/data-plane.js';
+import { learnReplyFlow } from '../host-agent/dsr-flows.js';
 import { buildHostContext } from '../host-agent/context.js';
 import { one, type OptionSpec, type ParsedArgs } from '../shared/args.js';
 import { isMain, runCommand, type CommandSpec } from '../runtime/command.js';
@@ -30,6 +31,12 @@ export interface ReplayOptions {
   neighbors?: Map<string, Uint8Array>;
   /** Host planes: the MTU of the interface toward the router (DSR); default fabric.mtu, as in the lab. */
   dsrMtu?: number;
+  /**
+   * host-out: record each reply's flow as if its client's packet had come in through a MUX first (a
+   * capture of replies alone). Without it a reply of no recorded flow is dropped as
+   * drop_out_dsr_unsolicited, as the daemon does (host-agent/dsr-flows.ts).
+   */
+  assumeFlows?: boolean;
 }
 
 export interface ReplayResult {
@@ -120,6 +127,7 @@ export function replay(o: ReplayOptions): ReplayResult {
         count('unknown-port');
         continue;
       }
+      if (o.assumeFlows === true) learnReplyFlow(data, data.length, port, ctx);
       v = processOutbound(data, data.length, port, ctx);
     }
     if (v !== HOST_FORWARD) continue;
@@ -166,6 +174,10 @@ const OPTIONS: OptionSpec[] = [
     name: 'dsr-mtu',
     value: 'N',
     help: 'host planes: MTU of the interface toward the router (default: fabric.mtu of the config, as the lab sets it)',
+  },
+  {
+    name: 'assume-flows',
+    help: "host-out: record each reply's flow as if its client's packet had come in first (without it, a reply of no recorded flow is dropped as drop_out_dsr_unsolicited, as in the daemon)",
   },
   { name: 'json', help: 'print the result as JSON' },
   { name: 'help', help: 'show this help' },
@@ -239,6 +251,7 @@ function runParsed(args: ParsedArgs): number {
       ...(one(args, 'node') !== undefined ? { node: one(args, 'node')! } : {}),
       ...(lm !== undefined ? { localMac: mac(lm) } : {}),
       ...(dsrMtu !== undefined ? { dsrMtu } : {}),
+      ...(args.flags.has('assume-flows') ? { assumeFlows: true } : {}),
     });
   } catch (e) {
     process.stderr.write(`slbx-replay: ${(e as Error).message}\n`);

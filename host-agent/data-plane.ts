@@ -60,6 +60,7 @@ import {
 import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
 import { EW_HOST_COUNTER_NAMES } from './east-west-counters.js';
 import { eastWestOut4, eastWestOut6, newEwState, notVipOfNic4, notVipOfNic6, notVxlan4, type EwState } from './east-west.js';
+import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrPeek4, dsrPeek6 } from './dsr-flows.js';
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
@@ -148,6 +149,16 @@ export const HOST_COUNTER_NAMES = [
   'drop_out_icmpv6_ignored',
   'drop_out_spoofed_source',
   'drop_out_not_lb_reply',
+  // a backend packet from a public VIP rule's backend port that belongs to no recorded load-balanced
+  // flow (host-agent/dsr-flows.ts): never sent from the VIP
+  'drop_out_dsr_unsolicited',
+  // an ICMP error from a backend whose quoted packet is not a client's packet to this backend's rule
+  'drop_out_icmp_bad_quote',
+  // an ICMP error from a backend about a recorded flow, sent from the VIP
+  'icmp_errors_out',
+  // load-balanced flows recorded for the return path (new entries), and inserts refused by a full host flow table
+  'dsr_flows_learned',
+  'dsr_flows_full',
   'drop_out_fragment_no_rule',
   'drop_out_ipv4_bad_checksum',
   // a tagged frame on the port of a vxlan network's nic (an untagged port)
@@ -561,6 +572,8 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   }
   natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]!, 2, rule.backendPort);
   ctx.lastRule = rule;
+  if (!rule.internal)
+    dsrLearn4(ctx, nic.network.vni, rule.dip.words[0]!, ip.src, proto, rule.backendPort, ctx.ports.srcPort, rule.frontendPort);
   return pEnd;
 }
 
@@ -601,6 +614,8 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
   }
   natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
   ctx.lastRule = rule;
+  if (!rule.internal)
+    dsrLearn6(ctx, nic.network.vni, rule.dip.words, ip.src, proto, rule.backendPort, ctx.ports.srcPort, rule.frontendPort);
   return pEnd;
 }
 
@@ -826,12 +841,17 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     natIpv4(frame, l3, l4, proto, 12, vip.words[0]!, -1, 0);
     return dsr(ctx, frame, l3, end);
   }
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) {
+    if (proto === IPPROTO_ICMP && !fragment) return icmpErrorOut4(frame, l3, l4, end, nic, ctx);
+    return drop(ctx, C.drop_out_not_lb_reply);
+  }
   const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
   if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut4(frame, l3, nic, ctx); // east-west (docs/east-west.md), or not_lb_reply
+  if (dsrAllowed4(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
+    return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
   natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
   ctx.lastRule = rule;
@@ -846,7 +866,12 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const end = l3 + 40 + ip.payloadLength;
-  if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) return answerNd(frame, l3, l4, end, nic, ctx);
+  if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) {
+    // RFC 4443: types 1-4 are errors (a backend's about a flow goes out translated), the rest is ND or not ours
+    const t = end - l4 >= 8 ? frame[l4]! : 0;
+    if (t >= 1 && t <= 4 && nic.addr6 !== null && ipv6Equal(ip.src, nic.addr6)) return icmpErrorOut6(frame, l3, l4, end, nic, ctx);
+    return answerNd(frame, l3, l4, end, nic, ctx);
+  }
   if (nic.addr6 === null || !ipv6Equal(ip.src, nic.addr6)) return drop(ctx, C.drop_out_spoofed_source);
   const gw6 = nic.network.gateway6;
   if (gw6 !== null && ipv6Equal(ip.dst, gw6)) return local(ctx, frame, l3, end, nic.index);
@@ -864,6 +889,8 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut6(frame, l3, nic, ctx);
+  if (dsrAllowed6(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
+    return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
   ctx.lastRule = rule;
@@ -930,6 +957,111 @@ function tooBigForDsr(frame: Uint8Array, l3: number, end: number, v4: boolean, n
   ctx.outPort = nic.index;
   ctx.counters.values[C.icmp_too_big_sent]!++;
   return VERDICT_FORWARD;
+}
+
+/**
+ * A backend packet from a public VIP rule's backend port (or an ICMP error about one) that belongs to no
+ * recorded load-balanced flow (host-agent/dsr-flows.ts): it never leaves from the VIP. The one place
+ * where outbound NAT (a backend's own connections, from its outbound frontend) takes such a packet over;
+ * without it, dropped and counted. frame[l3 .. end) is the IP packet as the backend sent it (ctx.ip4 or
+ * ctx.ip6 and ctx.ports parsed).
+ */
+function notRecordedFlow(_frame: Uint8Array, _l3: number, _end: number, _nic: HostNic, ctx: HostContext): number {
+  return drop(ctx, ctx.counters.index.drop_out_dsr_unsolicited);
+}
+
+/**
+ * An ICMP error a backend sends to a client about a packet of a recorded flow (RFC 5508 4, the mirror of
+ * icmpErrorIn4): the outer source DIP -> VIP, the quoted destination DIP:backendPort -> VIP:frontendPort,
+ * the quoted IP and transport checksums and the ICMP checksum updated, then out by DSR. An error about
+ * no recorded flow is unsolicited like any other backend packet.
+ */
+function icmpErrorOut4(frame: Uint8Array, l3: number, l4: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  if (end - l4 < 8 || !isIcmpError(frame[l4]!)) return drop(ctx, C.drop_out_not_lb_reply);
+  const q = ctx.qip4;
+  const qoff = l4 + 8;
+  const qhl = parseIpv4(frame, qoff, q, end, true);
+  const ql4 = qoff + qhl;
+  if (qhl < 0 || end - ql4 < 4 || q.fragOffset !== 0) return drop(ctx, C.drop_out_icmp_bad_quote);
+  const qproto = q.protocol;
+  const dip = nic.addr4;
+  if ((qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) || q.dst !== dip || q.src !== ctx.ip4.dst)
+    return drop(ctx, C.drop_out_icmp_bad_quote);
+  const cport = readU16(frame, ql4);
+  const bport = readU16(frame, ql4 + 2);
+  const rule = nic.outbound.get(((4 << 24) | (qproto << 16) | bport) >>> 0);
+  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (dsrPeek4(ctx, nic.network.vni, dip, q.src, qproto, bport, cport) < 0) return notRecordedFlow(frame, l3, end, nic, ctx);
+  const vip = rule.vip.words[0]!;
+  const fport = rule.frontendPort;
+  // the outer source (ICMP's checksum has no pseudo-header)
+  natIpv4(frame, l3, l4, IPPROTO_ICMP, 12, vip, -1, 0);
+  // the quoted destination address and its header checksum
+  let icmpC = readU16(frame, l4 + 2);
+  const qIpOld = readU16(frame, qoff + 10);
+  const qIpNew = updateChecksum32(qIpOld, dip, vip);
+  writeU32(frame, qoff + 16, vip);
+  writeU16(frame, qoff + 10, qIpNew);
+  icmpC = updateChecksum16(updateChecksum32(icmpC, dip, vip), qIpOld, qIpNew);
+  // the quoted destination port
+  writeU16(frame, ql4 + 2, fport);
+  icmpC = updateChecksum16(icmpC, bport, fport);
+  // the quoted transport checksum, when the quote holds it
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    if (!(qproto === IPPROTO_UDP && old === 0)) {
+      let n = updateChecksum16(updateChecksum32(old, dip, vip), bport, fport);
+      if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+      writeU16(frame, csOff, n);
+      icmpC = updateChecksum16(icmpC, old, n);
+    }
+  }
+  writeU16(frame, l4 + 2, icmpC);
+  ctx.counters.values[C.icmp_errors_out]!++;
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, l3, end);
+}
+
+function icmpErrorOut6(frame: Uint8Array, l3: number, l4: number, end: number, nic: HostNic, ctx: HostContext): number {
+  const C = ctx.counters.index;
+  const q = ctx.qip6;
+  const qoff = l4 + 8;
+  const qhl = parseIpv6(frame, qoff, q, end, true);
+  const ql4 = qoff + qhl;
+  if (qhl < 0 || end - ql4 < 4 || (q.hasFragment && q.fragOffset !== 0)) return drop(ctx, C.drop_out_icmp_bad_quote);
+  const qproto = q.protocol;
+  const dipw = nic.addr6!;
+  if ((qproto !== IPPROTO_TCP && qproto !== IPPROTO_UDP) || !ipv6Equal(q.dst, dipw) || !ipv6Equal(q.src, ctx.ip6.dst)) {
+    return drop(ctx, C.drop_out_icmp_bad_quote);
+  }
+  const cport = readU16(frame, ql4);
+  const bport = readU16(frame, ql4 + 2);
+  const rule = nic.outbound.get(((6 << 24) | (qproto << 16) | bport) >>> 0);
+  if (rule === undefined) return drop(ctx, C.drop_out_not_lb_reply);
+  if (dsrPeek6(ctx, nic.network.vni, dipw, q.src, qproto, bport, cport) < 0) return notRecordedFlow(frame, l3, end, nic, ctx);
+  const vip = rule.vipBytes;
+  const fport = rule.frontendPort;
+  // ICMPv6's checksum covers the pseudo-header: the outer source, then every quoted word we change
+  let icmpC = updateChecksumBytes(readU16(frame, l4 + 2), frame, l3 + 8, vip, 0, 16);
+  copyBytes(vip, 0, frame, l3 + 8, 16);
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    let n = updateChecksum16(updateChecksumBytes(old, frame, qoff + 24, vip, 0, 16), bport, fport);
+    if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+    writeU16(frame, csOff, n);
+    icmpC = updateChecksum16(icmpC, old, n);
+  }
+  icmpC = updateChecksumBytes(icmpC, frame, qoff + 24, vip, 0, 16);
+  copyBytes(vip, 0, frame, qoff + 24, 16);
+  writeU16(frame, ql4 + 2, fport);
+  icmpC = updateChecksum16(icmpC, bport, fport);
+  writeU16(frame, l4 + 2, icmpC);
+  ctx.counters.values[C.icmp_errors_out]!++;
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, l3, end);
 }
 
 function local(ctx: HostContext, frame: Uint8Array, l3: number, end: number, port: number): number {

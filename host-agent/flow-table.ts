@@ -18,10 +18,25 @@ export const FLOW_FASTPATH = 2;
  */
 export const FLOW_FASTPATH_CLOSING = 3;
 export const FASTPATH_CLOSING_S = 10;
+/**
+ * A load-balanced (north-south) flow delivered to a local backend (docs/design.md "Return path"): the
+ * key is the reply's 5-tuple (DIP:backendPort -> client:port) in the KEY_SPACE_DSR space; action = the
+ * frontend port (the VIP is the one rule of nic.outbound for that backend port). Only a backend packet
+ * that finds its entry leaves from the VIP by direct server return.
+ */
+export const FLOW_DSR = 4;
+/** A DSR entry after a TCP FIN or RST in either direction: the last segments still go out, kept DSR_CLOSING_S after the last. */
+export const FLOW_DSR_CLOSING = 5;
+export const DSR_CLOSING_S = FASTPATH_CLOSING_S;
+/** Key spaces (high bits of the protocol word): east-west keys (0) are the client's direction, DSR keys the reply's. */
+export const KEY_SPACE_EW = 0;
+export const KEY_SPACE_DSR = 1;
 export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = {
   [FLOW_TO_MUX]: 'to_mux',
   [FLOW_FASTPATH]: 'fastpath',
   [FLOW_FASTPATH_CLOSING]: 'fastpath_closing',
+  [FLOW_DSR]: 'dsr',
+  [FLOW_DSR_CLOSING]: 'dsr_closing',
 };
 const HASH_SEED = 0x686f7374; // 'host'
 
@@ -40,7 +55,7 @@ export class HostFlowTable {
     return this.table.size;
   }
 
-  setKey4(vni: number, src: number, dst: number, proto: number, sport: number, dport: number): void {
+  setKey4(vni: number, src: number, dst: number, proto: number, sport: number, dport: number, space = KEY_SPACE_EW): void {
     const k = this.table.key;
     k[0] = (vni << 8) | 4;
     k[1] = src;
@@ -51,19 +66,27 @@ export class HostFlowTable {
     k[6] = 0;
     k[7] = 0;
     k[8] = 0;
-    k[9] = proto;
+    k[9] = proto | (space << 8);
     k[10] = ((sport << 16) | dport) >>> 0;
     this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
   }
 
-  setKey6(vni: number, src: ArrayLike<number>, dst: ArrayLike<number>, proto: number, sport: number, dport: number): void {
+  setKey6(
+    vni: number,
+    src: ArrayLike<number>,
+    dst: ArrayLike<number>,
+    proto: number,
+    sport: number,
+    dport: number,
+    space = KEY_SPACE_EW,
+  ): void {
     const k = this.table.key;
     k[0] = (vni << 8) | 6;
     for (let i = 0; i < 4; i++) {
       k[1 + i] = src[i]!;
       k[5 + i] = dst[i]!;
     }
-    k[9] = proto;
+    k[9] = proto | (space << 8);
     k[10] = ((sport << 16) | dport) >>> 0;
     this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
   }
@@ -80,6 +103,11 @@ export class HostFlowTable {
   /** False when the table is full (counted by the caller). */
   insert(kind: number, action: number, expiresAt: number): boolean {
     return this.table.insert(this.hash, ((kind << 24) | (action & 0xffffff)) >>> 0, expiresAt);
+  }
+
+  /** True when no insert can succeed (the count of live and not yet swept entries is at the limit). */
+  get full(): boolean {
+    return this.limit.count >= this.limit.max;
   }
 
   remove(): boolean {

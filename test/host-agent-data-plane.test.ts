@@ -66,6 +66,27 @@ function runIn(ctx: HostContext, frame: Buffer) {
     drop: ctx.lastDrop >= 0 ? ctx.counters.names[ctx.lastDrop] : null,
   };
 }
+/**
+ * The client's packet of a flow, as a MUX delivers it: the host agent records the flow, and only then
+ * may the backend's replies leave from the VIP (host-agent/dsr-flows.ts).
+ */
+function clientIn(
+  ctx: HostContext,
+  o: { mac: string; v6?: boolean; udp?: boolean; cport: number; fport: number; client?: string; vni?: number; vip?: string },
+): void {
+  const r = runIn(
+    ctx,
+    vxlanTo(
+      o.mac,
+      (p) => {
+        const ip = o.v6 ? p.ipv6({ src: o.client ?? CLIENT6, dst: o.vip ?? VIP6 }) : p.ipv4({ src: o.client ?? CLIENT, dst: o.vip ?? VIP });
+        return o.udp ? ip.udp({ sport: o.cport, dport: o.fport }).payload('q') : ip.tcp({ sport: o.cport, dport: o.fport, flags: TCP_ACK });
+      },
+      { ...(o.v6 ? { innerType: 0x86dd } : {}), ...(o.vni !== undefined ? { vni: o.vni } : {}) },
+    ),
+  );
+  expect(r.drop).toBeNull();
+}
 function runOut(ctx: HostContext, frame: Buffer, port = 0) {
   const v = processOutbound(frame, frame.length, port, ctx);
   return {
@@ -337,7 +358,7 @@ describe('host agent inbound drops', () => {
 });
 
 describe('host agent outbound: replies leave from the VIP (direct server return)', () => {
-  const cases: [string, number, Buffer, Buffer][] = [
+  const cases: [string, number, Buffer, Buffer, Parameters<typeof clientIn>[1]][] = [
     [
       'TCP SYN-ACK from 192.0.2.10:80 -> VIP:80',
       0,
@@ -350,6 +371,7 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
         .ipv4({ src: VIP, dst: CLIENT, id: 3, flags: IPV4_FLAG_DF })
         .tcp({ sport: 80, dport: 40000, flags: TCP_SYN | TCP_ACK, seq: 1, ack: 8 })
         .build(),
+      { mac: H1VM1.mac, cport: 40000, fport: 80 },
     ],
     [
       'port mapping back: 192.0.2.11:8000 -> VIP:8080',
@@ -361,6 +383,7 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
         .payload('HTTP/1.1 200 OK\r\n')
         .build(),
       pkt().ipv4({ src: VIP, dst: CLIENT }).tcp({ sport: 8080, dport: 40001 }).payload('HTTP/1.1 200 OK\r\n').build(),
+      { mac: H1VM2.mac, cport: 40001, fport: 8080 },
     ],
     [
       'UDP echo reply',
@@ -372,6 +395,7 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
         .payload('h1vm1')
         .build(),
       pkt().ipv4({ src: VIP, dst: CLIENT }).udp({ sport: 7, dport: 5353 }).payload('h1vm1').build(),
+      { mac: H1VM1.mac, udp: true, cport: 5353, fport: 7 },
     ],
     [
       'TCP over IPv6',
@@ -383,6 +407,7 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
         .payload('hi')
         .build(),
       pkt().ipv6({ src: VIP6, dst: CLIENT6 }).tcp({ sport: 80, dport: 40002, flags: TCP_ACK }).payload('hi').build(),
+      { mac: H1VM1.mac, v6: true, cport: 40002, fport: 80 },
     ],
     [
       'UDP over IPv6',
@@ -394,15 +419,19 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
         .payload('v6')
         .build(),
       pkt().ipv6({ src: VIP6, dst: CLIENT6 }).udp({ sport: 7, dport: 999 }).payload('v6').build(),
+      { mac: H1VM2.mac, v6: true, udp: true, cport: 999, fport: 7 },
     ],
   ];
-  it.each(cases)('%s', (_n, port, frame, expected) => {
+  it.each(cases)('%s', (_n, port, frame, expected, flow) => {
     const ctx = newCtx();
+    expect(runOut(ctx, Buffer.from(frame), port).drop).toBe('drop_out_dsr_unsolicited'); // before the client's packet
+    clientIn(ctx, flow);
     const r = runOut(ctx, frame, port);
     expect(r.drop).toBeNull();
     expect(r.port).toBe(OUT_DSR);
     expectFrame(r.out, expected, LINKTYPE_RAW);
     expect(ctx.counters.get('out_dsr')).toBe(1);
+    expect(ctx.counters.get('drop_out_dsr_unsolicited')).toBe(1);
   });
 
   it('answers ARP for the gateway on the port, from the port MAC', () => {
@@ -537,15 +566,21 @@ describe('host agent outbound: replies leave from the VIP (direct server return)
     expect(ctx.counters.get('out_dsr')).toBe(0);
   });
 
-  it('a restarted host agent NATs established flows the same: the return path needs no remembered state', () => {
+  it("a restarted host agent re-learns an established flow from the client's next segment, and NATs its replies the same", () => {
     const reply = pkt()
       .eth({ src: H1VM1.mac, dst: PORT_MACS[0] })
       .ipv4({ src: H1VM1.ip, dst: CLIENT })
       .tcp({ sport: 80, dport: 40000, flags: TCP_ACK, seq: 5000 })
       .payload('data')
       .build();
-    const a = runOut(newCtx(), Buffer.from(reply));
-    const b = runOut(newCtx(), Buffer.from(reply)); // a fresh process: nothing seen before
+    const before = newCtx();
+    clientIn(before, { mac: H1VM1.mac, cport: 40000, fport: 80 });
+    const a = runOut(before, Buffer.from(reply));
+    const after = newCtx(); // a fresh process: nothing seen before
+    expect(runOut(after, Buffer.from(reply)).drop).toBe('drop_out_dsr_unsolicited'); // the server speaking first is dropped
+    clientIn(after, { mac: H1VM1.mac, cport: 40000, fport: 80 }); // the client's next segment (an ACK, not a SYN)
+    const b = runOut(after, Buffer.from(reply));
+    expect(a.port).toBe(OUT_DSR);
     expect(b.out).toEqual(a.out);
   });
 });
@@ -685,8 +720,10 @@ describe('host agent: replies too big for the DSR return', () => {
       .tcp({ sport: 80, dport: 40000, flags: TCP_ACK })
       .payload(1460)
       .build();
+  const flow = { mac: H1VM1.mac, cport: 40000, fport: 80 };
   it('answers the backend with ICMP fragmentation needed from its gateway, quoting its own packet', () => {
     const ctx = newCtx();
+    clientIn(ctx, flow);
     ctx.dsrMtu = 1400;
     const f = reply4(true);
     const r = runOut(ctx, f, 0);
@@ -702,11 +739,13 @@ describe('host agent: replies too big for the DSR return', () => {
   });
   it('counts a too-big reply that may be fragmented as out_too_big', () => {
     const ctx = newCtx();
+    clientIn(ctx, flow);
     ctx.dsrMtu = 1400;
     expect(runOut(ctx, reply4(false), 0).drop).toBe('drop_out_too_big');
   });
   it('answers IPv6 with packet too big from the IPv6 gateway', () => {
     const ctx = newCtx();
+    clientIn(ctx, { ...flow, v6: true });
     ctx.dsrMtu = 1400;
     const f = pkt()
       .eth({ src: H1VM1.mac, dst: PORT_MACS[0] })
@@ -721,6 +760,7 @@ describe('host agent: replies too big for the DSR return', () => {
   });
   it('sends replies that fit', () => {
     const ctx = newCtx();
+    clientIn(ctx, flow);
     ctx.dsrMtu = 1500;
     expect(runOut(ctx, reply4(true), 0).port).toBe(OUT_DSR);
   });

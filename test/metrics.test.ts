@@ -21,6 +21,7 @@ import { writeHostMetrics } from '../host-agent/metrics.js';
 import { writeProcessMetrics } from '../runtime/process-metrics.js';
 import { derivedMac } from '../cli/replay.js';
 import { labConfig } from './helpers/lab-config.js';
+import { learnReplyFlow } from '../host-agent/dsr-flows.js';
 import { startTestController } from './helpers/controller.js';
 import { skipBecause } from './helpers/prerequisite.js';
 
@@ -477,6 +478,7 @@ describe("the host agent's per-backend series", () => {
         .udp({ sport: 7, dport })
         .payload(`echo ${dport}`)
         .build();
+      learnReplyFlow(frame, frame.length, port, d.ctx); // as if the client's datagram had come in (host-agent/dsr-flows.ts)
       d.onPortFrame(frame, frame.length, port);
       // the IP packet leaves by DSR, as long as it came (the NAT rewrites addresses and ports only)
       const s = sent.get(name) ?? { packets: 0, bytes: 0 };

@@ -139,7 +139,11 @@ describe('replay mux: client frames -> VXLAN to the hosts', () => {
 describe('replay host-out: backend replies -> DSR from the VIP', () => {
   it('every reply leaves from a VIP with correct checksums', () => {
     const replies = replyFrames(config, 'host1', 5, 2);
-    const r = replay({ config, plane: 'host-out', node: 'host1', input: toPcap(replies) });
+    // replies alone: no client packet came in, so none is a recorded flow's (host-agent/dsr-flows.ts)
+    const alone = replay({ config, plane: 'host-out', node: 'host1', input: toPcap(replies) });
+    expect(alone.packetsOut).toBe(0);
+    expect(alone.counters.drop_out_dsr_unsolicited).toBe(replies.length);
+    const r = replay({ config, plane: 'host-out', node: 'host1', input: toPcap(replies), assumeFlows: true });
     expect(r.packetsOut).toBe(replies.length);
     for (const p of packetsOf(r.output)) {
       const d = dissect(p.data);
@@ -425,7 +429,13 @@ describe("replay host-out: the DSR return's MTU is the fabric MTU, as the host d
         .tcp({ sport: 80, dport: 40000 })
         .payload(total - 40)
         .build();
-    const r = replay({ config, plane: 'host-out', node: 'host1', input: toPcap([reply(rawLab.fabric.mtu), reply(rawLab.fabric.mtu + 1)]) });
+    const r = replay({
+      config,
+      plane: 'host-out',
+      node: 'host1',
+      assumeFlows: true,
+      input: toPcap([reply(rawLab.fabric.mtu), reply(rawLab.fabric.mtu + 1)]),
+    });
     expect(r.destinations).toEqual({ dsr: 1, [`port ${config.nics.find((n) => n.name === nic.name)!.port}`]: 1 });
     const icmpFrame = Buffer.from(packetsOf(r.output)[1]!.data);
     const icmp = icmpFrame.subarray(14 + (icmpFrame[14]! & 0x0f) * 4);
@@ -433,7 +443,8 @@ describe("replay host-out: the DSR return's MTU is the fabric MTU, as the host d
     expect(icmp.readUInt16BE(6)).toBe(rawLab.fabric.mtu);
     // --dsr-mtu (the API's dsrMtu) moves the bound
     expect(
-      replay({ config, plane: 'host-out', node: 'host1', dsrMtu: 9000, input: toPcap([reply(rawLab.fabric.mtu + 1)]) }).destinations,
+      replay({ config, plane: 'host-out', node: 'host1', dsrMtu: 9000, assumeFlows: true, input: toPcap([reply(rawLab.fabric.mtu + 1)]) })
+        .destinations,
     ).toEqual({ dsr: 1 });
   });
 });

@@ -25,6 +25,7 @@ import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
 import { IPV4_FLAG_DF } from '../../shared/ipv4.js';
 import { MuxDaemon, type SendPath } from '../../mux/daemon.js';
 import { HostDaemon } from '../../host-agent/daemon.js';
+import { learnReplyFlow } from '../../host-agent/dsr-flows.js';
 import { isIoPath } from '../../runtime/frame-port.js';
 import { readInterface } from '../../runtime/netif.js';
 import { configureLog } from '../../runtime/log.js';
@@ -155,14 +156,17 @@ async function main(): Promise<void> {
   ip('link', 'set', 'h1vm1', 'mtu', '68');
   for (let i = 0; i < FRAMES; i++) {
     const f = reply4(i, 0);
+    learnReplyFlow(f, f.length, 0, h.ctx); // the replies of recorded flows (host-agent/dsr-flows.ts)
     h.onPortFrame(f, f.length, 0);
   }
   for (let i = 0; i < FRAMES; i++) {
     const f = reply6(i);
+    learnReplyFlow(f, f.length, 0, h.ctx); // the replies of recorded flows (host-agent/dsr-flows.ts)
     h.onPortFrame(f, f.length, 0);
   }
   for (let i = 0; i < FRAMES; i++) {
     const f = reply4(i, 1600);
+    learnReplyFlow(f, f.length, 0, h.ctx); // the replies of recorded flows (host-agent/dsr-flows.ts)
     h.onPortFrame(f, f.length, 0);
   }
   await sleep(300);
