@@ -115,6 +115,12 @@ export function unauthorizedMessage(method: string, path: string, tokenSource: s
 // output
 
 /** Aligned columns, two spaces apart; the last column is not padded. */
+interface SnatAnswer {
+  generation: number;
+  nics: { nic: string; host: string; rule: string; ports4: number; ports6: number; portsPerNic: number }[];
+  ranges: { ip: string; first: number; last: number; host: string; nic: string }[];
+}
+
 export function formatTable(header: readonly string[], rows: readonly (readonly string[])[]): string {
   const all = [header, ...rows];
   const widths = header.map((_, i) => Math.max(...all.map((r) => (r[i] ?? '').length)));
@@ -829,6 +835,32 @@ const COMMANDS: Command[] = [
   genericShow('nics'),
 
   // --- live state
+  {
+    words: ['snat'],
+    args: [],
+    about: "outbound NAT (docs/outbound.md): each nic's ports per family against its cap, and each host's frontend port ranges",
+    async run(c) {
+      const r = await getJson<SnatAnswer>(c, '/v1/snat');
+      if (c.json) {
+        printJson(c, r);
+        return 0;
+      }
+      c.io.out(
+        formatTable(
+          ['NIC', 'HOST', 'RULE', 'PORTS4', 'PORTS6', 'CAP'],
+          r.nics.map((n) => [n.nic, n.host, n.rule, String(n.ports4), String(n.ports6), String(n.portsPerNic)]),
+        ),
+      );
+      c.io.out('\n');
+      c.io.out(
+        formatTable(
+          ['HOST', 'NIC', 'FRONTEND', 'PORTS'],
+          r.ranges.map((x) => [x.host, x.nic, x.ip, `${x.first}-${x.last}`]),
+        ),
+      );
+      return 0;
+    },
+  },
   {
     words: ['health'],
     args: [],

@@ -12,6 +12,8 @@
 //   GET  /v1/agents/{kind}/{name}/policy?after=GEN   the agents' watch (long poll)
 //   POST /v1/agents/{kind}/{name}/ack|status         apply results and heartbeats
 //   POST /v1/agents/host/{name}/health               probe results
+//   GET  /v1/snat                                    outbound NAT: ranges per host, ports per nic (docs/outbound.md)
+//   POST /v1/agents/host/{name}/snat-demand          {nic, family, ports}: more ports for a nic
 //
 // Writes answer {generation, changed, item}; errors {error, errors?: [{path, configPath, value, message}]}.
 // With a token (runtime/api-token.ts) every write and every agent endpoint needs `Authorization: Bearer
@@ -232,6 +234,12 @@ export class ControllerApi {
         handle: (x) => this.send(x.res, 200, this.replica?.status() ?? { role: 'leader', store: this.state.path }),
       };
     if (a === 'health' && s.length === 1) return { methods: ['GET'], handle: (x) => this.send(x.res, 200, this.healthList()) };
+    if (a === 'snat' && s.length === 1)
+      return {
+        methods: ['GET'],
+        handle: (x) =>
+          this.send(x.res, 200, { generation: this.state.generation, nics: this.state.snatNics(), ranges: this.state.snatRanges() }),
+      };
     if (a === 'stats' && s.length === 1)
       return {
         methods: ['GET'],
@@ -288,6 +296,8 @@ export class ControllerApi {
         return { methods: ['GET', 'POST'], handle: (x) => this.status(x, k, name) };
       case 'health':
         return k === 'host' ? { methods: ['POST'], handle: (x) => this.health(x, name) } : null;
+      case 'snat-demand':
+        return k === 'host' ? { methods: ['POST'], handle: (x) => this.snatDemand(x, name) } : null;
       default:
         return null;
     }
@@ -312,6 +322,7 @@ export class ControllerApi {
         'GET /v1/agents/{mux|host}/{name}/policy?after=GEN&applied=GEN&state=STATEID&waitS=S',
         'POST /v1/agents/{mux|host}/{name}/ack, GET|POST /v1/agents/{mux|host}/{name}/status',
         'POST /v1/agents/host/{name}/health',
+        'GET /v1/snat, POST /v1/agents/host/{name}/snat-demand',
       ],
     });
   }
@@ -616,5 +627,24 @@ export class ControllerApi {
     this.agents.notePoll('host', host, null, null);
     if (r.changed) this.log('info', 'generation', { generation: r.generation, cause: this.state.generationRecord(r.generation)?.cause });
     this.send(c.res, 200, r);
+  }
+
+  private async snatDemand(c: Ctx, host: string): Promise<void> {
+    const b = await this.body(c);
+    const o = (typeof b === 'object' && b !== null && !Array.isArray(b) ? b : {}) as Record<string, unknown>;
+    const errors: ApiFieldError[] = [];
+    const bad = (f: string, m: string) => errors.push({ path: f, configPath: f, value: o[f], message: m });
+    if (typeof o['nic'] !== 'string' || o['nic'] === '') bad('nic', 'must be a nic name');
+    if (o['family'] !== 4 && o['family'] !== 6) bad('family', 'must be 4 or 6');
+    const ports = o['ports'];
+    if (typeof ports !== 'number' || !Number.isInteger(ports) || ports < 1 || ports > 65535) bad('ports', 'must be an integer 1..65535');
+    if (errors.length > 0) throw new ApiError(400, 'snat-demand takes {nic, family: 4|6, ports}; nothing was changed', errors);
+    const r = await this.state.snatDemandAsync(host, o['nic'] as string, o['family'] as 4 | 6, ports as number, c.atMs);
+    if (r.granted.length > 0)
+      this.log('info', 'generation', {
+        generation: this.state.generation,
+        cause: this.state.generationRecord(this.state.generation)?.cause,
+      });
+    this.send(c.res, 200, { generation: this.state.generation, ...r });
   }
 }

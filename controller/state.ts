@@ -6,6 +6,7 @@
 // generation too, so the MUXes learn them through the same versioned policy.
 import { randomBytes } from 'node:crypto';
 import { formatConfigErrors, validateConfig, type SlbxConfig } from '../shared/config.js';
+import { SnatAllocator, type DemandResult, type SnatAllocState, type SnatRange } from './snat-alloc.js';
 import {
   ApiError,
   applyWrite,
@@ -50,6 +51,8 @@ export interface Policy {
   generation: number;
   config: Doc;
   health: Record<string, 'up' | 'down'>;
+  /** Outbound NAT's port ranges of every host (docs/outbound.md); only when the state has an allocation. */
+  snat?: SnatRange[];
 }
 
 export interface WriteResult {
@@ -117,6 +120,8 @@ export class ControllerState {
   static fromStored(store: StateStore, s: StoredState): OpenResult {
     const v = validateConfig(s.config);
     if (!v.ok) return { ok: false, error: formatConfigErrors(v.errors, store.where) };
+    const se = snatLoadError(v.config, s.snat);
+    if (se !== null) return { ok: false, error: `${store.where}: ${se}` };
     return { ok: true, state: new ControllerState(store.where, s, v.config, store), seeded: false, removedTmp: false };
   }
 
@@ -133,6 +138,7 @@ export class ControllerState {
       health: {},
       policyHealth: {},
       history: [{ generation: 1, at, cause: 'init' }],
+      ...snatField(nextSnat(undefined, init)),
     };
   }
 
@@ -144,6 +150,8 @@ export class ControllerState {
   adopt(s: StoredState): string | null {
     const v = validateConfig(s.config);
     if (!v.ok) return formatConfigErrors(v.errors, this.path);
+    const se = snatLoadError(v.config, s.snat);
+    if (se !== null) return `${this.path}: ${se}`;
     const changed = s.generation !== this.s.generation || s.stateId !== this.s.stateId;
     this.s = s;
     this.validated = v.config;
@@ -166,6 +174,8 @@ export class ControllerState {
     if (r.kind === 'loaded') {
       const v = validateConfig(r.state.config);
       if (!v.ok) return { ok: false, error: formatConfigErrors(v.errors, path) };
+      const se = snatLoadError(v.config, r.state.snat);
+      if (se !== null) return { ok: false, error: `${path}: ${se}` };
       // a state saved before vipRanges existed: pin the ranges derived from its VIPs now, or the next
       // write would derive them again from a document that holds the new VIP (docs/config.md, vipRanges)
       if (!('vipRanges' in r.state.config)) r.state.config = { ...r.state.config, vipRanges: toPlainConfig(v.config)['vipRanges'] };
@@ -218,7 +228,49 @@ export class ControllerState {
   }
 
   policy(): Policy {
-    return { stateId: this.s.stateId, generation: this.s.generation, config: this.s.config, health: this.s.policyHealth };
+    const p: Policy = { stateId: this.s.stateId, generation: this.s.generation, config: this.s.config, health: this.s.policyHealth };
+    if (this.s.snat !== undefined) p.snat = this.snatRanges();
+    return p;
+  }
+
+  private snatCache: { s: StoredState; ranges: SnatRange[] } | null = null;
+
+  /** The stored allocation's ranges (merged chunks), computed once per stored state. */
+  snatRanges(host?: string): SnatRange[] {
+    if (this.snatCache?.s !== this.s) this.snatCache = { s: this.s, ranges: new SnatAllocator(this.validated, this.s.snat).ranges() };
+    const all = this.snatCache.ranges;
+    return host === undefined ? all : all.filter((r) => r.host === host);
+  }
+
+  /** Ports each nic holds per family, and its rule's cap (GET /v1/snat, slbctl snat). */
+  snatNics(): { nic: string; host: string; rule: string; ports4: number; ports6: number; portsPerNic: number }[] {
+    const a = new SnatAllocator(this.validated, this.s.snat);
+    return this.validated.outbound.flatMap((r) =>
+      r.nics.map((nic) => ({
+        nic,
+        host: this.validated.nics.find((n) => n.name === nic)?.host ?? '',
+        rule: r.name,
+        ports4: a.portsOf(nic, 4),
+        ports6: a.portsOf(nic, 6),
+        portsPerNic: r.portsPerNic,
+      })),
+    );
+  }
+
+  /**
+   * A host agent asks for more ports for a nic (queued like every write): granted chunks make a new
+   * generation (the policy carries them); none granted, nothing changes. 404 for a nic not on that host.
+   */
+  snatDemandAsync(host: string, nic: string, family: 4 | 6, ports: number, atMs = Date.now()): Promise<DemandResult> {
+    return this.enqueue(() => {
+      const n = this.validated.nics.find((x) => x.name === nic);
+      if (n === undefined || n.host !== host) throw new ApiError(404, `no nic ${nic} on host ${host}`);
+      const a = new SnatAllocator(this.validated, this.s.snat);
+      const r = a.demand(nic, family, ports);
+      if (r.granted.length === 0) return r;
+      const next: StoredState = { ...this.s, snat: a.toState() };
+      return then(this.bump(next, `snat demand ${nic} IPv${family} +${r.granted.length * 8} ports (${host})`, atMs), () => r);
+    });
   }
 
   /** GET /v1/state. */
@@ -370,7 +422,8 @@ export class ControllerState {
     if (deepEqual(plain, this.s.config)) {
       return { status: status === 201 ? 201 : 200, generation: this.s.generation, changed: false, item: pick(plain) };
     }
-    const next: StoredState = { ...this.s, config: plain };
+    const next: StoredState = { ...this.s, config: plain, ...snatField(nextSnat(this.s.snat, v.config)) };
+    if (next.snat === undefined) delete next.snat;
     this.pruneHealth(next, v.config);
     // the new config is installed with the state, before the listeners hear of it
     return then(this.bump(next, cause, atMs, v.config), () => ({
@@ -519,6 +572,27 @@ export class ControllerState {
 export function splitKey(k: string): [string, string] {
   const i = k.indexOf('/');
   return i < 0 ? [k, ''] : [k.slice(0, i), k.slice(i + 1)];
+}
+
+/** The allocation after a config: reconciled from the stored one; none while no outbound rule ever existed. */
+function nextSnat(prev: SnatAllocState | undefined, config: SlbxConfig): SnatAllocState | undefined {
+  if (prev === undefined && config.outbound.length === 0) return undefined;
+  return new SnatAllocator(config, prev).toState();
+}
+
+/** Why a stored allocation cannot be used with `config` (a chunk listed twice, off the grid), or null. */
+function snatLoadError(config: SlbxConfig, s: SnatAllocState | undefined): string | null {
+  if (s === undefined) return null;
+  try {
+    new SnatAllocator(config, s);
+    return null;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+function snatField(s: SnatAllocState | undefined): { snat?: SnatAllocState } {
+  return s === undefined ? {} : { snat: s };
 }
 
 function policyHealthOf(health: Record<string, HealthEntry>): Record<string, 'up' | 'down'> {

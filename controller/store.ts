@@ -10,6 +10,7 @@
 import * as nodeFs from 'node:fs';
 import { dirname } from 'node:path';
 import { validateConfig, formatConfigErrors } from '../shared/config.js';
+import { SNAT_STATE_VERSION, type SnatAllocState } from './snat-alloc.js';
 
 export const STATE_FORMAT = 'slbx-controller-state';
 export const STATE_VERSION = 1;
@@ -51,6 +52,8 @@ export interface StoredState {
   policyHealth: Record<string, 'up' | 'down'>;
   /** The most recent generations, oldest first. */
   history: GenerationRecord[];
+  /** Outbound NAT's port chunks (controller/snat-alloc.ts, docs/outbound.md); absent while no outbound rule ever existed. */
+  snat?: SnatAllocState;
 }
 
 /**
@@ -169,6 +172,11 @@ export function checkState(raw: unknown): string | null {
   for (const [k, v] of Object.entries(raw['policyHealth']))
     if (v !== 'up' && v !== 'down') return `policyHealth[${JSON.stringify(k)}] must be up or down`;
   if (!Array.isArray(raw['history'])) return 'history must be a list';
+  if ('snat' in raw) {
+    const sn = raw['snat'];
+    if (!isObj(sn) || sn['version'] !== SNAT_STATE_VERSION || !Array.isArray(sn['chunks']))
+      return `snat must be an object with version ${SNAT_STATE_VERSION} and a list of chunks`;
+  }
   return null;
 }
 
