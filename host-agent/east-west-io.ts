@@ -9,7 +9,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { REDIRECT_PORT } from '../shared/redirect.js';
 import { redirectMacFor } from '../runtime/redirect-mac.js';
 import { newEwState, type EwState } from './east-west.js';
-import { FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
+import { FLOW_DSR, FLOW_DSR_CLOSING, FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
 import type { HostTables } from './tables.js';
 
 /** How often the daemon advances the east-west clocks and sweeps part of the host flow table. */
@@ -107,11 +107,30 @@ export function listHostFlows(s: EwState, tables: HostTables, limit: number): Li
   s.flows.table.forEach(s.nowS, (k, v, expiresAt) => {
     if (out.length >= limit) return;
     const family = k[0]! & 0xff;
-    const proto = k[9]!;
+    const proto = k[9]! & 0xff; // the high bits are the key space (host-agent/flow-table.ts)
     const sport = k[10]! >>> 16;
     const dport = k[10]! & 0xffff;
     const kind = v >>> 24;
     const action = v & 0xffffff;
+    if (kind === FLOW_DSR || kind === FLOW_DSR_CLOSING) {
+      // a load-balanced flow's return path (host-agent/dsr-flows.ts): the key is the reply's DIP:port -> client:port
+      const at = (off: number, port: number) => (family === 4 ? `${addrOf(k, off, 4)}:${port}` : `[${addrOf(k, off, 6)}]:${port}`);
+      const nic = tables.nics.find(
+        (n) => n.network.vni === k[0]! >>> 8 && (family === 4 ? n.addr4 === k[1] : n.addr6?.every((w, i) => w === k[1 + i])),
+      );
+      const rule = nic?.outbound.get(((family << 24) | (proto << 16) | sport) >>> 0);
+      const f: ListedHostFlow = {
+        kind: FLOW_KIND_NAMES[kind]!,
+        vni: k[0]! >>> 8,
+        protocol: proto === 6 ? 'tcp' : proto === 17 ? 'udp' : proto,
+        client: at(5, dport),
+        vip: rule === undefined ? `?:${action}` : family === 4 ? `${rule.vip.text}:${action}` : `[${rule.vip.text}]:${action}`,
+        backend: nic === undefined ? at(1, sport) : `${nic.name} ${at(1, sport)}`,
+        expiresInS: expiresAt - s.nowS,
+      };
+      out.push(f);
+      return;
+    }
     const f: ListedHostFlow = {
       kind: FLOW_KIND_NAMES[kind] ?? `kind_${kind}`,
       vni: k[0]! >>> 8,

@@ -79,7 +79,7 @@ export function writeHostFlows(w: PromWriter, ew: EastWestStatus): void {
   w.family(
     'slbx_host_flows',
     'gauge',
-    "Entries of the host agent's flow table (east-west, docs/east-west.md) by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST).",
+    "Entries of the host agent's flow table (east-west, docs/east-west.md) by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST); dsr and dsr_closing: load-balanced flows delivered here, whose replies may leave from the VIP (docs/design.md, 'Return path').",
   );
   for (const kind of Object.values(FLOW_KIND_NAMES)) w.sample('slbx_host_flows', { kind }, ew.flows[kind] ?? 0);
   w.family('slbx_host_flows_max', 'gauge', "The flow table's limit (flowTable.maxFastpathFlows).");

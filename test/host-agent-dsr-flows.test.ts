@@ -11,6 +11,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { compileHostTables } from '../host-agent/tables.js';
 import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, type HostContext } from '../host-agent/data-plane.js';
 import { newEwState } from '../host-agent/east-west.js';
+import { listHostFlows } from '../host-agent/east-west-io.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -116,6 +117,29 @@ describe('return path state: unsolicited backend packets never leave from the VI
     expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR);
     expect(ctx.counters.get('drop_out_dsr_unsolicited')).toBe(2);
     expect(ctx.counters.get('dsr_flows_learned')).toBe(1);
+  });
+
+  it('GET /flows lists a recorded flow as the client, the VIP and the backend saw it', () => {
+    const ctx = newCtx();
+    clientIn(ctx, { cport: 40000 });
+    clientIn(ctx, { cport: 40000, v6: true, udp: true });
+    expect(listHostFlows(ctx.ew, ctx.tables, 10).sort((a, b) => a.protocol.toString().localeCompare(b.protocol.toString()))).toEqual([
+      expect.objectContaining({
+        kind: 'dsr',
+        vni: 5001,
+        protocol: 'tcp',
+        client: `${CLIENT}:40000`,
+        vip: `${VIP}:80`,
+        backend: `h1vm1 ${H1VM1.ip}:80`,
+      }),
+      expect.objectContaining({
+        kind: 'dsr',
+        protocol: 'udp',
+        client: `[${CLIENT6}]:40000`,
+        vip: `[${VIP6}]:7`,
+        backend: `h1vm1 [${H1VM1.ip6}]:7`,
+      }),
+    ]);
   });
 
   it("a recorded flow's reply goes out from the VIP, checksums as if built there", () => {
