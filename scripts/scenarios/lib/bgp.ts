@@ -162,7 +162,7 @@ function checkHealthHeld(c: Checks, run: string, muxes: readonly string[], since
 }
 
 /** BIRD `show route all PREFIX`: the protocols (muxes) with a path, their AS paths and next hops. */
-function birdPaths(text: string): { proto: string; asPath: string; nextHop: string }[] {
+export function birdPaths(text: string): { proto: string; asPath: string; nextHop: string }[] {
   const out: { proto: string; asPath: string; nextHop: string }[] = [];
   for (const m of text.matchAll(/unicast \[(\S+) [^\]]*\][^[\n]*\[(AS[^\]]*)\][\s\S]*?BGP\.next_hop: (\S+)/g))
     out.push({ proto: m[1]!, asPath: m[2]!, nextHop: m[3]! });

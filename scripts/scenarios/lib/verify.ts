@@ -20,6 +20,7 @@ import { verifyMetricsPrometheus } from './metrics-prometheus.js';
 import { verifyLatencyPerMux } from './latency-per-mux.js';
 import { verifyEastWestFastpath } from './east-west.js';
 import { verifyEastWestFailures } from './east-west-failures.js';
+import { verifyEightMuxes } from './eight-muxes.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -104,6 +105,9 @@ try {
       break;
     case 'east-west-failures':
       verifyEastWestFailures(rest).exit();
+      break;
+    case 'eight-muxes':
+      verifyEightMuxes(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
