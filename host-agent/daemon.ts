@@ -9,6 +9,8 @@
 //            Ethernet/IPv4/UDP header (runtime/vxlan-socket.ts) for the same data plane; no nftables rule
 import { formatMac } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
+import { ETH_VLAN_TAG_LEN, VLAN_NONE } from '../shared/ethernet.js';
+import { pushVlanTag } from './vlan.js';
 import { DEFAULT_CAPTURE_BUFFER_BYTES } from '../runtime/pcap-port.js';
 import { createFramePort, createIpSender, resolveIo, type FramePort, type IoPath, type IpSender } from '../runtime/frame-port.js';
 import { VxlanSocket } from '../runtime/vxlan-socket.js';
@@ -223,6 +225,15 @@ export class HostDaemon {
   private sendProbe(nic: string, frame: Buffer, len: number): boolean {
     const st = this.portOf(nic);
     if (st === null) return false; // no port open (yet): the prober counts it, the probe fails
+    const vid = this.ctx.tables.nics[st.index]?.vlanId ?? VLAN_NONE;
+    if (vid !== VLAN_NONE) {
+      // a vlan network's trunk (host-agent/vlan.ts): the probe carries the tag, as every frame on the port
+      const tagged = Buffer.alloc(len + ETH_VLAN_TAG_LEN);
+      frame.copy(tagged, 0, 0, len);
+      if (pushVlanTag(tagged, 0, len, vid) < 0) return false;
+      frame = tagged;
+      len = tagged.length;
+    }
     if (st.port!.send(frame, 0, len)) return true;
     this.ctx.counters.values[this.ctx.counters.index.send_error_probe]!++;
     return false;

@@ -39,6 +39,7 @@ describe('lab plan (scripts/lab/plan.ts)', () => {
       gw6: '2001:db8:d::1',
       tcpPorts: [80, 8000],
       udpPorts: [7, 7002, 7003],
+      vlan: null,
     });
     expect(p.vips).toEqual([
       { address: '203.0.113.10', prefixLen: 32, nexthops: ['198.18.0.11', '198.18.0.12'] },

@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { formatConfigErrors, parseConfig, serializeConfig, validateConfig, type ConfigError } from '../shared/config.js';
+import { buildLabPlan, formatLabPlan } from '../scripts/lab/plan.js';
 
 const VLAN_TEXT = readFileSync(new URL('../examples/lab-vlan.yaml', import.meta.url), 'utf8');
 
@@ -154,5 +155,18 @@ describe('networks of type vlan', () => {
       'pools[2].backends[1].nic',
       'every backend of a pool must be in the same network',
     );
+  });
+});
+
+describe('the lab plan of a vlan network (scripts/lab/plan.ts, scripts/lab/vlan.sh)', () => {
+  it("has a 'vlan NIC ID' line for each nic of a vlan network, none for the VXLAN nics", () => {
+    const r = parseConfig(VLAN_TEXT, 'lab-vlan.yaml');
+    if (!r.ok) throw new Error('invalid');
+    const p = buildLabPlan(r.config, 1);
+    if (!p.ok) throw new Error(p.errors.join('\n'));
+    const lines = formatLabPlan(p.plan)
+      .split('\n')
+      .filter((l) => l.startsWith('vlan '));
+    expect(lines).toEqual(['vlan h1vl1 100', 'vlan h2vl1 100']);
   });
 });

@@ -153,6 +153,8 @@ source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, l
 source "$SLBX_ROOT/scripts/lab/prometheus.sh"  # a Prometheus scraping the daemons: LAB_PROMETHEUS=1, lab_prometheus_up
 # shellcheck source=controllers.sh
 source "$SLBX_ROOT/scripts/lab/controllers.sh"  # controller replicas on etcd: LAB_CONTROLLERS=N, lab_replica_stop K
+# shellcheck source=vlan.sh
+source "$SLBX_ROOT/scripts/lab/vlan.sh"  # VLAN nics: the VM's addresses on eth0.VLAN, its port a trunk (examples/lab-vlan.yaml)
 # shellcheck source=routed.sh
 source "$SLBX_ROOT/scripts/lab/routed.sh"  # a routed underlay: racks behind leaf routers (examples/lab-routed.yaml)
 
@@ -563,6 +565,7 @@ _lab_build() {
     _lab_tx_off "$H" "$port"
     _lab_tx_off "$N" eth0
   done 3<"$plan"
+  _lab_vlan_build "$prefix" "$plan"  # nics of vlan networks: eth0.VLAN in the VM (vlan.sh)
 
   # --- backends: HTTP and UDP echo in every nic namespace (before the daemons: they are probed)
   local backend_pids=() backend_logs=()

@@ -12,6 +12,8 @@
 //   mux      NAME ADDR4 ADDR6|- FABPORT MAC
 //   host     NAME ADDR4 ADDR6|- FABPORT MAC
 //   nic      NAME HOST PORT MAC ADDR4|- ADDR6|- GW4|- GW6|- TCPPORTS UDPPORTS
+//   vlan     NIC VLANID                          the nic's network is a vlan network: the VM's addresses sit on
+//                                                 eth0.VLANID, its port carries 802.1Q (scripts/lab/vlan.sh)
 //   vip      ADDR PREFIXLEN NEXTHOPS|-           NEXTHOPS: the muxes' provider addresses of that family
 //   bgp      MUXASN ROUTERASN HOLD KEEPALIVE BFD BFDMS BFDMULT PEER4|- PEER6|-
 //                                                 only with a bgp section: the router runs BIRD (bird-conf.ts)
@@ -104,6 +106,8 @@ export interface PlanNic {
   gw6: string | null;
   tcpPorts: number[];
   udpPorts: number[];
+  /** The VLAN id of a vlan network's nic (its VM uses eth0.VLAN), or null. */
+  vlan: number | null;
 }
 export interface PlanVip {
   address: string;
@@ -380,6 +384,7 @@ export function buildLabPlan(config: SlbxConfig, clients = 1): PlanResult {
       gw6: n.address6 !== null ? (net?.gateway6?.text ?? null) : null,
       tcpPorts: sorted(tcpOf.get(n.name), 80),
       udpPorts: sorted(udpOf.get(n.name), 7),
+      vlan: net?.vlan ?? null,
     };
   });
   for (const n of nics) {
@@ -515,6 +520,7 @@ export function formatLabPlan(p: LabPlan): string {
       `nic ${n.name} ${n.host} ${n.port} ${n.mac} ${dash(n.addr4)} ${dash(n.addr6)} ${dash(n.gw4)} ${dash(n.gw6)} ${list(n.tcpPorts)} ${list(n.udpPorts)}`,
     );
   }
+  for (const n of p.nics) if (n.vlan !== null) lines.push(`vlan ${n.name} ${n.vlan}`);
   for (const v of p.vips) lines.push(`vip ${v.address} ${v.prefixLen} ${list(v.nexthops)}`);
   if (p.bgp !== null) {
     const b = p.bgp;
