@@ -274,3 +274,46 @@ describe('BFD multihop (RFC 5883) toward a peer off the subnet, on loopback', ()
     }
   }, 60_000);
 });
+
+describe('lab plan and BIRD config of the routed example (examples/lab-routed.yaml)', () => {
+  it('one rack per host subnet behind a leaf, the loopback as BGP peer, multihop sessions and BFD', async () => {
+    const { buildLabPlan } = await import('../scripts/lab/plan.js');
+    const { birdConfig } = await import('../scripts/lab/bird-conf.js');
+    const file = LAB_YAML_PATH.replace(/lab\.yaml$/, 'lab-routed.yaml');
+    const r = parseConfig(readFileSync(file, 'utf8'), file);
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const p = buildLabPlan(r.config);
+    if (!p.ok) throw new Error(p.errors.join('\n'));
+    expect(p.plan.racks).toEqual([
+      { leaf: 'leaf1', net4: '198.18.1.0/24', gw4: '198.18.1.1', uplink4: '198.18.0.241', hosts: ['host1'] },
+      { leaf: 'leaf2', net4: '198.18.2.0/24', gw4: '198.18.2.1', uplink4: '198.18.0.242', hosts: ['host2'] },
+    ]);
+    expect(p.plan.loopback4).toBe('198.18.255.1');
+    const conf = birdConfig(r.config, p.plan);
+    expect(conf).toMatch(/^ {2}multihop;/m);
+    expect(conf).toMatch(/^ {2}multihop \{ min rx interval 100 ms;/m);
+    expect(conf).toMatch(/^protocol direct \{ ipv4; interface "fab0"; \}/m);
+    expect(conf).toMatch(/local 198\.18\.255\.1 as 65000;/);
+    // the default lab: one segment, no multihop
+    const d = parseConfig(readFileSync(LAB_YAML_PATH, 'utf8'));
+    if (!d.ok) throw new Error('lab.yaml');
+    const dp = buildLabPlan(d.config);
+    if (!dp.ok) throw new Error(dp.errors.join('\n'));
+    expect(dp.plan.racks).toEqual([]);
+    expect(birdConfig(d.config, dp.plan)).not.toMatch(/multihop|protocol direct/);
+  });
+
+  it('refuses a rack host with an IPv6 address and a MUX whose gateway is not the lab router', async () => {
+    const { buildLabPlan } = await import('../scripts/lab/plan.js');
+    const raw = parseYaml(readFileSync(LAB_YAML_PATH.replace(/lab\.yaml$/, 'lab-routed.yaml'), 'utf8'));
+    raw.hosts[0].address6 = '2001:db8:f::21';
+    raw.muxes[1].gateway = '198.18.0.9';
+    const r = validateConfig(raw, 'edited');
+    if (!r.ok) throw new Error(JSON.stringify(r.errors));
+    const p = buildLabPlan(r.config);
+    expect(p.ok).toBe(false);
+    if (p.ok) return;
+    expect(p.errors.join('\n')).toMatch(/hosts host1: the lab's routed underlay is IPv4 only/);
+    expect(p.errors.join('\n')).toMatch(/muxes mux2: gateway 198\.18\.0\.9 is not the lab router \(198\.18\.0\.1\)/);
+  });
+});

@@ -8,7 +8,10 @@
 #  2. BGP across subnets: each MUX's session is to the router's loopback 198.18.255.1 (multihop eBGP from
 #     its provider address), BFD multihop (RFC 5883) is Up, BIRD has the VIP over both MUXes
 #     (`birdc show route all`), the kernel one ECMP route; 2,000 requests all answered, by both racks;
-#  3. kill -9 mux1 with 300 long-lived connections open: the router drops mux1's next hop within 1 s
+#  3. SIGSTOP mux2 (a hung MUX sends neither FIN nor BFD): BIRD drops it by BFD multihop (its log's first
+#     word on mux2 after the SIGSTOP), in a measured time judged against the 3 s hold timer it must beat;
+#     then SIGCONT, and it rejoins the route;
+#  4. kill -9 mux1 with 300 long-lived connections open: the router drops mux1's next hop within 1 s
 #     (measured; polled every ~10 ms and from `ip -ts monitor route`) and every connection completes on
 #     its backend (the verifier of scenario 11, scripts/scenarios/lib/bgp.ts).
 set -euo pipefail
@@ -47,7 +50,36 @@ lab_birdc show bfd sessions >"$LAB_DIR/bird-bfd.txt"
 lab_exec router ip route show $VIP
 sc_client client1 http --url http://$VIP/ --count "$REQUESTS" --concurrency 8 --json "$LAB_DIR/client-http.json" | tail -n 3 || rc=1
 
-# --- 3: long-lived connections, kill -9 mux1 (as scenario 11)
+# --- 3: a hung MUX (SIGSTOP mux2) sends neither FIN nor BFD: BFD multihop, not the 3 s hold timer, drops it
+HUNG=mux2
+HUNG_PA=$(_lab_plan_line mux $HUNG | awk '{ print $3 }')
+bgp_poll_start $VIP "$LAB_DIR/polls-hang.txt"
+bgp_monitor_start "$LAB_DIR/monitor-hang.txt"
+sc_wait_for "the route poller's first 5 reads" 30 eval '[ "$(wc -l <"$LAB_DIR/polls-hang.txt")" -ge 5 ]' || rc=1
+pid=$(lab_mux_pid $HUNG)
+bird_lines=$(wc -l <"$LAB_DIR/logs/bird.log")
+t_stop=$(bgp_now_us)
+kill -STOP "$pid"
+echo "froze $HUNG (pid $pid) with SIGSTOP"
+bgp_wait_hops $VIP 1 30 || rc=1
+kill -CONT "$pid"
+echo "resumed $HUNG with SIGCONT"
+bgp_wait_hops $VIP 2 60 || rc=1
+bgp_poll_stop
+# the time is measured (BFD: 100 ms x 3, plus a busy machine's scheduling delay) and judged against the
+# 3 s hold timer it must beat; the cause is the verdict that does not depend on load: BIRD's first word
+# on mux2 after the SIGSTOP is its BFD session going down, not the hold timer
+sc_verify mux-failure --kind hang --run "$LAB_DIR" --vip $VIP --port 80 --victim $HUNG --event-us "$t_stop" --polls "$LAB_DIR/polls-hang.txt" \
+  --monitor "$LAB_DIR/monitor-hang.txt" --limit-ms 3000 || rc=1
+first=$(awk -v from="$((bird_lines + 1))" -v re="$HUNG: (BFD session down|Error: Hold timer expired)" 'NR >= from && $0 ~ re { print; exit }' "$LAB_DIR/logs/bird.log")
+if [[ $first == *"BFD session down"* ]]; then
+  echo "PASS  BIRD dropped the hung $HUNG by BFD multihop, before its hold timer  ($first)"
+else
+  echo "FAIL  BIRD dropped the hung $HUNG by BFD multihop, before its hold timer  (${first:-no BFD or hold-timer line for $HUNG after the SIGSTOP})"
+  rc=1
+fi
+
+# --- 4: long-lived connections, kill -9 mux1 (as scenario 11)
 segs_in() { lab_exec client1 ss -Htni state established "( dport = :80 )" dst "$VIP" | grep -o 'data_segs_in:[0-9]*' | cut -d: -f2; }
 snapshot() { segs_in | sort -n | tail -n 1; }
 answered_since() { local base=$1 n=$2 min; min=$(segs_in | sort -n | head -n 1); [ -n "$min" ] && [ "$min" -ge $((base + n)) ]; }
