@@ -23,6 +23,8 @@ import { IPV6_HEADER_LEN, IPV6_OFF_DST, IPV6_OFF_SRC } from '../shared/ipv6.js';
 import { TCP_FIN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
 import { HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
+import { parseIpAddr } from '../shared/addr.js';
+import type { SlbxConfig } from '../shared/config.js';
 
 /** Flow-table kinds of the two SNAT entries (after east-west's 1-3 and stateful DSR's 4-5). */
 export const FLOW_SNAT_OUT = 6;
@@ -584,4 +586,47 @@ function wr32(b: Uint8Array, o: number, v: number): void {
 function wr16(b: Uint8Array, o: number, v: number): void {
   b[o] = (v >>> 8) & 0xff;
   b[o + 1] = v & 0xff;
+}
+
+/** A range as the policy carries it (controller/snat-alloc.ts SnatRange). */
+export interface PolicySnatRange {
+  readonly ip: string;
+  readonly first: number;
+  readonly last: number;
+  readonly host: string;
+  readonly nic: string;
+}
+
+/**
+ * The engine's per-nic policies of one host, from the config and the policy's ranges: each nic of an
+ * outbound rule on `host` gets its rule's settings, its network's VNI and its own ranges by family.
+ * Ranges of other hosts, of unknown nics, or with an address that does not parse are left out.
+ */
+export function snatPoliciesFor(config: SlbxConfig, ranges: readonly PolicySnatRange[], host: string): Map<string, SnatNicPolicy> {
+  const out = new Map<string, SnatNicPolicy>();
+  const vniOf = new Map(config.networks.map((n) => [n.name, n.vni]));
+  for (const rule of config.outbound) {
+    for (const name of rule.nics) {
+      const nic = config.nics.find((n) => n.name === name);
+      if (nic === undefined || nic.host !== host) continue;
+      const ranges4: SnatPortRange[] = [];
+      const ranges6: SnatPortRange[] = [];
+      for (const r of ranges) {
+        if (r.nic !== name || r.host !== host) continue;
+        const a = parseIpAddr(r.ip);
+        if (a === null) continue;
+        (a.family === 4 ? ranges4 : ranges6).push({ ip: a.words, first: r.first, last: r.last });
+      }
+      out.set(name, {
+        vni: vniOf.get(nic.network) ?? 0,
+        idleS: rule.idleTimeoutMin * 60,
+        tcpResetOnIdle: rule.tcpResetOnIdle,
+        tcp: rule.protocols.includes(6),
+        udp: rule.protocols.includes(17),
+        ranges4,
+        ranges6,
+      });
+    }
+  }
+  return out;
 }

@@ -3,7 +3,7 @@
 // that ECMP sends to any MUX reaches the same host, and no flow state is kept for it. One array of
 // 8064 chunk slots (ports 1024-65535 by 8) per frontend IP: a lookup is one index, no allocation.
 import { SNAT_CHUNK_PORTS, SNAT_FIRST_PORT, SNAT_LAST_PORT } from '../shared/config/outbound.js';
-import type { IpAddr } from '../shared/addr.js';
+import { parseIpAddr, type IpAddr } from '../shared/addr.js';
 
 const CHUNKS = (SNAT_LAST_PORT - SNAT_FIRST_PORT + 1) / SNAT_CHUNK_PORTS;
 
@@ -77,4 +77,20 @@ export function lookupSnat6(t: SnatRangeTable, buf: Uint8Array, off: number, por
 /** True when `dst` is an IPv4 frontend IP of outbound NAT (its replies are looked up here, not as a VIP's). */
 export function isSnatFrontend4(t: SnatRangeTable, dst: number): boolean {
   return t.v4.has(dst);
+}
+
+/** The table from the policy's ranges (controller/snat-alloc.ts SnatRange): host names -> indexes into `hosts`. */
+export function snatTableFromPolicy(
+  ranges: readonly { readonly ip: string; readonly first: number; readonly last: number; readonly host: string }[],
+  hosts: readonly string[],
+): SnatRangeTable | string {
+  const ins: SnatRangeIn[] = [];
+  for (const r of ranges) {
+    const a = parseIpAddr(r.ip);
+    const h = hosts.indexOf(r.host);
+    if (a === null) return `range ${r.ip}:${r.first}-${r.last}: not an address`;
+    if (h < 0) return `range ${r.ip}:${r.first}-${r.last}: no host ${r.host}`;
+    ins.push({ ip: a, first: r.first, last: r.last, host: h });
+  }
+  return buildSnatRangeTable(ins);
 }

@@ -5,6 +5,7 @@ import { ip } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import { HostFlowTable } from '../host-agent/flow-table.js';
+import { Rng } from './helpers/random.js';
 import {
   SNAT_DROP_REASONS,
   SNAT_ERR_EXHAUSTED,
@@ -197,5 +198,20 @@ describe('host agent SNAT', () => {
     ]);
     expect(back(e, tcp4(REMOTE, FIP, 9000, 1032, TCP_ACK))).toBe(sb);
     expect([e.slotNic(sb), e.slotVni(sb), e.slotNic(sa), e.slotVni(sa)]).toEqual([1, 5002, 0, 5001]);
+  });
+
+  it('random bytes never throw: every call answers a slot or a named reason', () => {
+    const e = engine(1024, 1031);
+    const rng = new Rng(15);
+    const reasons = new Set(Object.keys(SNAT_DROP_REASONS).map(Number));
+    for (let i = 0; i < 20_000; i++) {
+      const len = rng.int(120);
+      const f = Buffer.from(rng.bytes(len + 16));
+      // half the time a plausible IPv4 or IPv6 header start, so the deeper checks run too
+      if (rng.int(2) === 0 && f.length > L3) f[L3] = rng.int(2) === 0 ? 0x45 : 0x60;
+      const r = [out(e, f, 100 + (i >> 8)), e.in4(f, L3, len, 100), e.in6(f, L3, len, 100), e.out6(f, L3, len, 0, 100)];
+      for (const x of r) if (!(x >= 0 || reasons.has(x))) throw new Error(`answer ${x} for ${f.toString('hex')}`);
+      if (i % 1000 === 0) e.sweep(100 + (i >> 8), 1000);
+    }
   });
 });
