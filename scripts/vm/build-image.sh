@@ -115,7 +115,7 @@ if [ ! -f "$img" ]; then
   ln -sf ../slbx-vm-seed.service "$work/etc/systemd/system/sysinit.target.wants/slbx-vm-seed.service"
   log "mkfs.ext4 -d (2 GiB sparse image)"
   rm -f "$img.tmp"
-  mkfs.ext4 -q -F -L slbx-vm -d "$work" "$img.tmp" 2G >&2
+  mkfs.ext4 -q -F -L slbx-vm -d "$work" "$img.tmp" 2G >/dev/null
   mv "$img.tmp" "$img"
   rm -rf "$work"
 fi

@@ -11,7 +11,7 @@
 VM_CACHE=${SLBX_VM_CACHE:-/var/cache/slbx-vm}
 VM_NAME=${VM_NAME:-slbx-vm}
 VM_MEM_MB=${VM_MEM_MB:-512}
-VM_BOOT_TIMEOUT_S=${VM_BOOT_TIMEOUT_S:-600}
+VM_BOOT_TIMEOUT_S=${VM_BOOT_TIMEOUT_S:-1800} # per wait: 7 VMs took 4.5 min to boot at load 15, over 10 at load 25-44
 VM_CONFIG_SRC=$SLBX_ROOT/scripts/vm/slbx-vm.yaml
 VIP=203.0.113.10
 
