@@ -48,6 +48,8 @@ export const SNAT_ERR_NOT_OURS = -4;
 export const SNAT_ERR_TRUNCATED = -5;
 export const SNAT_ERR_PROTOCOL = -6;
 export const SNAT_ERR_FRAGMENT = -7;
+/** A backend's TCP segment without SYN and no flow for it (e.g. after a host agent restart): no port is opened mid-stream. */
+export const SNAT_ERR_NO_FLOW_OUT = -8;
 /** The counter each result is dropped under (the host agent's counters: docs/outbound.md). */
 export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_EXHAUSTED]: 'drop_out_snat_exhausted',
@@ -57,6 +59,7 @@ export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_TRUNCATED]: 'drop_snat_truncated',
   [SNAT_ERR_PROTOCOL]: 'drop_out_snat_protocol',
   [SNAT_ERR_FRAGMENT]: 'drop_snat_fragment',
+  [SNAT_ERR_NO_FLOW_OUT]: 'drop_out_snat_no_flow',
 };
 
 // TCP states of a slot (UDP flows stay OPEN).
@@ -250,7 +253,7 @@ export class SnatEngine {
       this.fins[slot] = 0;
     }
     if (slot < 0) {
-      if (proto === IPPROTO_TCP && (flags & TCP_SYN) === 0) return SNAT_ERR_NOT_OURS; // no state for a mid-stream segment
+      if (proto === IPPROTO_TCP && (flags & TCP_SYN) === 0) return SNAT_ERR_NO_FLOW_OUT; // no state for a mid-stream segment
       this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport); // flowsSlot may have freed an expired flow
       slot = this.open(ns, family, vni, proto, frame, l3, src4, dst4, sport, dport, nic, now);
       if (slot < 0) return slot;

@@ -9,6 +9,7 @@ import { Rng } from './helpers/random.js';
 import {
   SNAT_DROP_REASONS,
   SNAT_ERR_EXHAUSTED,
+  SNAT_ERR_NO_FLOW_OUT,
   SNAT_ERR_NOT_OURS,
   SNAT_ESTABLISHED,
   SNAT_TIME_WAIT,
@@ -123,6 +124,9 @@ describe('host agent SNAT', () => {
     expect(back(e, tcp4(REMOTE, FIP, 9000, 1025, TCP_ACK))).toBe(SNAT_ERR_NOT_OURS);
     expect(back(e, tcp4(REMOTE_B, FIP, 9000, 1024, TCP_ACK))).toBe(SNAT_ERR_NOT_OURS); // right port, other remote
     expect(SNAT_DROP_REASONS[SNAT_ERR_NOT_OURS]).toBe('drop_in_snat_no_flow');
+    // and a backend's mid-stream segment with no flow (after a restart) opens none
+    expect(out(e, tcp4(DIP, REMOTE, 40001, 9000, TCP_ACK))).toBe(SNAT_ERR_NO_FLOW_OUT);
+    expect(SNAT_DROP_REASONS[SNAT_ERR_NO_FLOW_OUT]).toBe('drop_out_snat_no_flow');
   });
 
   it('exhaustion toward one remote endpoint: the 9th connection fails, the 8 live ones go on, another remote reuses the ports', () => {
