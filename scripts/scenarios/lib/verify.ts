@@ -21,6 +21,7 @@ import { verifyLatencyPerMux } from './latency-per-mux.js';
 import { verifyEastWestFastpath } from './east-west.js';
 import { verifyEastWestFailures } from './east-west-failures.js';
 import { verifyEightMuxes } from './eight-muxes.js';
+import { generateBadTags, verifyVlanDips } from './vlan-dips.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -108,6 +109,12 @@ try {
       break;
     case 'eight-muxes':
       verifyEightMuxes(rest).exit();
+      break;
+    case 'gen-bad-tags':
+      generateBadTags(rest);
+      break;
+    case 'vlan-dips':
+      verifyVlanDips(rest).exit();
       break;
     default:
       process.stderr.write('usage: verify.js north-south|udp-modes|bad-traffic|gen-bad --name value ... | account FILE RUNDIR\n');
