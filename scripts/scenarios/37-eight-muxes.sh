@@ -23,6 +23,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
+# 8 MUXes, 2 host agents and a controller start at once: on a loaded 2-core machine (load average 49
+# measured) they are not all ready within lib.sh's default 20 s; readiness is evidence, not a verdict
+export LAB_READY_TIMEOUT_S=${LAB_READY_TIMEOUT_S:-120}
 source scripts/lab/lib.sh
 source scripts/scenarios/lib/common.sh
 source scripts/scenarios/lib/bgp.sh
