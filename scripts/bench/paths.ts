@@ -153,8 +153,20 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
       config.fabric.vxlanPort,
       PORT_MACS.map((m) => mac(m)),
     );
-  const add = (plane: 'host-in' | 'host-out', path: string, frames: Buffer[]) => {
+  /**
+   * seed: the clients' packets of the replies' flows, given to processInbound first: a reply leaves by
+   * DSR only for a flow the host agent recorded (host-agent/dsr-flows.ts), so each host-out path
+   * measures a recorded flow's reply (the entry found, refreshed for TCP), not the drop of an unsolicited one.
+   */
+  const inFrames = new Map<string, Buffer[]>();
+  const add = (plane: 'host-in' | 'host-out', path: string, frames: Buffer[], seed: Buffer[] = []) => {
+    if (plane === 'host-in') inFrames.set(path, frames);
     const ctx = newHost();
+    for (const f of seed) {
+      const w = Buffer.from(f);
+      if (processInbound(w, w.length, ctx) !== planes.host.VERDICT_FORWARD)
+        throw new Error(`bench ${path}: a seed frame was not delivered`);
+    }
     const mask = frames.length - 1;
     const work = frames.map((f) => Buffer.from(f));
     cases.push({
@@ -258,6 +270,7 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
         .payload(payload(64, 42))
         .build(),
     ),
+    inFrames.get('udp4, 64 B inner'),
   );
   add(
     'host-out',
@@ -269,6 +282,7 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
         .payload(payload(1400, 42))
         .build(),
     ),
+    inFrames.get('udp4, 64 B inner'),
   );
   add(
     'host-out',
@@ -279,6 +293,7 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
         .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
         .build(),
     ),
+    inFrames.get('tcp4'),
   );
   add(
     'host-out',
@@ -290,6 +305,7 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
         .payload(payload(64, 62))
         .build(),
     ),
+    inFrames.get('udp6'),
   );
   add(
     'host-out',
@@ -300,6 +316,7 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
         .tcp({ sport: 80, dport: 1024 + k, flags: TCP_ACK })
         .build(),
     ),
+    inFrames.get('tcp6'),
   );
   return cases;
 }
