@@ -14,6 +14,7 @@
 //   POST /v1/agents/host/{name}/health               probe results
 //   GET  /v1/snat                                    outbound NAT: ranges per host, ports per nic (docs/outbound.md)
 //   POST /v1/agents/host/{name}/snat-demand          {nic, family, ports}: more ports for a nic
+//   POST /v1/agents/host/{name}/snat-release         {chunks: [{ip, first}]}: on-demand chunks given back
 //
 // Writes answer {generation, changed, item}; errors {error, errors?: [{path, configPath, value, message}]}.
 // With a token (runtime/api-token.ts) every write and every agent endpoint needs `Authorization: Bearer
@@ -298,6 +299,8 @@ export class ControllerApi {
         return k === 'host' ? { methods: ['POST'], handle: (x) => this.health(x, name) } : null;
       case 'snat-demand':
         return k === 'host' ? { methods: ['POST'], handle: (x) => this.snatDemand(x, name) } : null;
+      case 'snat-release':
+        return k === 'host' ? { methods: ['POST'], handle: (x) => this.snatRelease(x, name) } : null;
       default:
         return null;
     }
@@ -322,7 +325,7 @@ export class ControllerApi {
         'GET /v1/agents/{mux|host}/{name}/policy?after=GEN&applied=GEN&state=STATEID&waitS=S',
         'POST /v1/agents/{mux|host}/{name}/ack, GET|POST /v1/agents/{mux|host}/{name}/status',
         'POST /v1/agents/host/{name}/health',
-        'GET /v1/snat, POST /v1/agents/host/{name}/snat-demand',
+        'GET /v1/snat, POST /v1/agents/host/{name}/snat-demand, POST /v1/agents/host/{name}/snat-release',
       ],
     });
   }
@@ -645,6 +648,25 @@ export class ControllerApi {
         generation: this.state.generation,
         cause: this.state.generationRecord(this.state.generation)?.cause,
       });
+    this.send(c.res, 200, { generation: this.state.generation, ...r });
+  }
+
+  private async snatRelease(c: Ctx, host: string): Promise<void> {
+    const b = await this.body(c);
+    const o = (typeof b === 'object' && b !== null && !Array.isArray(b) ? b : {}) as Record<string, unknown>;
+    const list = o['chunks'];
+    const errors: ApiFieldError[] = [];
+    const chunks: { ip: string; first: number }[] = [];
+    if (!Array.isArray(list)) errors.push({ path: 'chunks', configPath: 'chunks', value: list, message: 'must be a list of {ip, first}' });
+    else
+      list.forEach((x: unknown, i) => {
+        const e = (typeof x === 'object' && x !== null ? x : {}) as Record<string, unknown>;
+        if (typeof e['ip'] !== 'string' || typeof e['first'] !== 'number' || !Number.isInteger(e['first']))
+          errors.push({ path: `chunks[${i}]`, configPath: `chunks[${i}]`, value: x, message: 'must be {ip: "ADDRESS", first: PORT}' });
+        else chunks.push({ ip: e['ip'], first: e['first'] });
+      });
+    if (errors.length > 0) throw new ApiError(400, 'snat-release takes {chunks: [{ip, first}]}; nothing was changed', errors);
+    const r = await this.state.snatReleaseAsync(host, chunks, c.atMs);
     this.send(c.res, 200, { generation: this.state.generation, ...r });
   }
 }

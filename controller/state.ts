@@ -258,6 +258,29 @@ export class ControllerState {
   }
 
   /**
+   * A host agent gives back on-demand chunks it no longer uses (queued like every write): those taken
+   * back make one new generation; a chunk that is not that host's, or preallocated, is left and listed.
+   */
+  snatReleaseAsync(
+    host: string,
+    chunks: readonly { ip: string; first: number }[],
+    atMs = Date.now(),
+  ): Promise<{ released: number; kept: { ip: string; first: number }[] }> {
+    return this.enqueue(() => {
+      const a = new SnatAllocator(this.validated, this.s.snat);
+      const kept: { ip: string; first: number }[] = [];
+      let released = 0;
+      for (const c of chunks) {
+        if (a.release(host, c.ip, c.first)) released++;
+        else kept.push({ ip: c.ip, first: c.first });
+      }
+      if (released === 0) return { released, kept };
+      const next: StoredState = { ...this.s, snat: a.toState() };
+      return then(this.bump(next, `snat release ${released * 8} ports (${host})`, atMs), () => ({ released, kept }));
+    });
+  }
+
+  /**
    * A host agent asks for more ports for a nic (queued like every write): granted chunks make a new
    * generation (the policy carries them); none granted, nothing changes. 404 for a nic not on that host.
    */

@@ -84,16 +84,28 @@ describe('controller: SNAT allocation in the durable state', () => {
       expect([bad.status, (bad.body as { errors: { path: string }[] }).errors.map((e) => e.path)]).toEqual([400, ['family', 'ports']]);
       const r = await ctl.req('POST', '/v1/agents/host/host1/snat-demand', { nic: 'h1vm1', family: 4, ports: 16 });
       expect([r.status, (r.body as { ok: boolean; granted: unknown[] }).granted.length]).toEqual([200, 2]);
+      // give one granted chunk back, and try a preallocated one (kept)
+      const granted = (r.body as { granted: { ip: string; first: number }[] }).granted;
+      const pre = (await ctl.req('GET', '/v1/snat')).body as { ranges: { ip: string; first: number; nic: string }[] };
+      const pre0 = pre.ranges.find((x) => x.nic === 'h1vm1')!;
+      const rel = await ctl.req('POST', '/v1/agents/host/host1/snat-release', {
+        chunks: [
+          { ip: granted[1]!.ip, first: granted[1]!.first },
+          { ip: pre0.ip, first: pre0.first },
+        ],
+      });
+      expect([rel.status, rel.body]).toMatchObject([200, { released: 1, kept: [{ ip: pre0.ip, first: pre0.first }] }]);
+      expect((await ctl.req('POST', '/v1/agents/host/host1/snat-release', { chunks: 'x' })).status).toBe(400);
       const before = (await ctl.req('GET', '/v1/snat')).body;
       await ctl.restart();
       const after = (await ctl.req('GET', '/v1/snat')).body as { nics: { nic: string; ports4: number }[] };
       expect(after).toEqual(before);
-      expect(after.nics.find((n) => n.nic === 'h1vm1')?.ports4).toBe(64 + 16);
+      expect(after.nics.find((n) => n.nic === 'h1vm1')?.ports4).toBe(64 + 8);
       let out = '';
       const code = await runSlbctl(['snat'], { out: (t) => (out += t), err: () => {}, env: { SLBX_CONTROLLER: ctl.url } });
       expect(code).toBe(0);
       expect(out).toMatch(/^NIC\s+HOST\s+RULE\s+PORTS4\s+PORTS6\s+CAP/);
-      expect(out).toMatch(/h1vm1\s+host1\s+out\s+80\s+64\s+256/);
+      expect(out).toMatch(/h1vm1\s+host1\s+out\s+72\s+64\s+256/);
       expect(out).toMatch(/host1\s+h1vm1\s+203\.0\.113\.200\s+\d+-\d+/);
     } finally {
       await ctl.cleanup();
