@@ -59,6 +59,15 @@ export function carryEwState(old: EwState, oldTables: HostTables, next: HostTabl
     s.mac = old.mac;
     s.nowS = old.nowS;
     s.unixS = old.unixS;
+    // the return path's entries (host-agent/dsr-flows.ts) name a 5-tuple and a frontend port, not a
+    // target or a MUX: they mean the same under the new tables and are kept (a policy change must not
+    // drop every established flow's replies until its client speaks again)
+    old.flows.table.forEach(old.nowS, (k, v, expiresAt) => {
+      const kind = v >>> 24;
+      if (kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) return;
+      s.flows.setKeyWords(k);
+      s.flows.insert(kind, v & 0xffffff, expiresAt);
+    });
   }
   configureEwState(s, config, fabricMac);
   return s;

@@ -91,6 +91,12 @@ export class HostFlowTable {
     this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
   }
 
+  /** Sets the key from its words as another host flow table holds them (copying entries between tables). */
+  setKeyWords(words: Uint32Array): void {
+    this.table.key.set(words);
+    this.hash = murmur3Words(this.table.key, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+  }
+
   /** The entry's value (kind << 24 | action) for the key set last, refreshing its expiry; -1 when none. */
   lookup(now: number, expiresAt: number): number {
     return this.table.lookup(this.hash, now, expiresAt);

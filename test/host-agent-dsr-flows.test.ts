@@ -11,7 +11,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { compileHostTables } from '../host-agent/tables.js';
 import { newHostContext, processInbound, processOutbound, OUT_DSR, VERDICT_FORWARD, type HostContext } from '../host-agent/data-plane.js';
 import { newEwState } from '../host-agent/east-west.js';
-import { listHostFlows } from '../host-agent/east-west-io.js';
+import { carryEwState, listHostFlows } from '../host-agent/east-west-io.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -280,6 +280,22 @@ describe('return path state: tenants, restart, a full table', () => {
     const r = out(ctx, fromBackend({ dport: 40000 }), b);
     expect(r.port).toBe(OUT_DSR);
     expect(r.out.subarray(12, 16)).toEqual(Buffer.from([203, 0, 113, 20]));
+  });
+
+  it('a policy that replaces the east-west state (a MUX added) keeps the return path entries', () => {
+    const ctx = newCtx();
+    clientIn(ctx, { cport: 40000 });
+    clientIn(ctx, { cport: 5353, udp: true, v6: true });
+    const next = labConfig((raw) => {
+      raw.muxes.push({ name: 'mux3', address: '198.18.0.13', address6: '2001:db8:f::13' });
+    });
+    const tables = compileHostTables(next, 'host1', 2);
+    const s = carryEwState(ctx.ew, ctx.tables, tables, next, new Uint8Array(6));
+    expect(s).not.toBe(ctx.ew); // a fresh state: the MUXes changed
+    ctx.tables = tables;
+    ctx.ew = s;
+    expect(s.flows.countByKind(s.nowS)).toEqual({ dsr: 2 });
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR);
   });
 
   it('a full host flow table: the new flow is delivered and counted dsr_flows_full, its reply dropped; recorded flows unharmed', () => {
