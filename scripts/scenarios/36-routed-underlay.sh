@@ -9,7 +9,7 @@
 #     its provider address), BFD multihop (RFC 5883) is Up, BIRD has the VIP over both MUXes
 #     (`birdc show route all`), the kernel one ECMP route; 2,000 requests all answered, by both racks;
 #  3. SIGSTOP mux2 (a hung MUX sends neither FIN nor BFD): BIRD drops it by BFD multihop (its log's first
-#     word on mux2 after the SIGSTOP), in a measured time judged against the 3 s hold timer it must beat;
+#     word on mux2 after the SIGSTOP), in a measured time within 3 s (BFD 100 ms x 10 and slack; hold 9 s);
 #     then SIGCONT, and it rejoins the route;
 #  4. kill -9 mux1 with 300 long-lived connections open: the router drops mux1's next hop within 1 s
 #     (measured; polled every ~10 ms and from `ip -ts monitor route`) and every connection completes on
@@ -50,7 +50,7 @@ lab_birdc show bfd sessions >"$LAB_DIR/bird-bfd.txt"
 lab_exec router ip route show $VIP
 sc_client client1 http --url http://$VIP/ --count "$REQUESTS" --concurrency 8 --json "$LAB_DIR/client-http.json" | tail -n 3 || rc=1
 
-# --- 3: a hung MUX (SIGSTOP mux2) sends neither FIN nor BFD: BFD multihop, not the 3 s hold timer, drops it
+# --- 3: a hung MUX (SIGSTOP mux2) sends neither FIN nor BFD: BFD multihop (100 ms x 10), not the 9 s hold timer, drops it
 HUNG=mux2
 HUNG_PA=$(_lab_plan_line mux $HUNG | awk '{ print $3 }')
 bgp_poll_start $VIP "$LAB_DIR/polls-hang.txt"
@@ -66,9 +66,9 @@ kill -CONT "$pid"
 echo "resumed $HUNG with SIGCONT"
 bgp_wait_hops $VIP 2 60 || rc=1
 bgp_poll_stop
-# the time is measured (BFD: 100 ms x 3, plus a busy machine's scheduling delay) and judged against the
-# 3 s hold timer it must beat; the cause is the verdict that does not depend on load: BIRD's first word
-# on mux2 after the SIGSTOP is its BFD session going down, not the hold timer
+# the time is measured and judged with slack: BFD's 1 s detection plus up to 2 s of a busy machine's
+# scheduling delay, a third of the 9 s hold timer it must beat; the cause is the verdict that does not
+# depend on load: BIRD's first word on mux2 after the SIGSTOP is its BFD session going down
 sc_verify mux-failure --kind hang --run "$LAB_DIR" --vip $VIP --port 80 --victim $HUNG --event-us "$t_stop" --polls "$LAB_DIR/polls-hang.txt" \
   --monitor "$LAB_DIR/monitor-hang.txt" --limit-ms 3000 || rc=1
 first=$(awk -v from="$((bird_lines + 1))" -v re="$HUNG: (BFD session down|Error: Hold timer expired)" 'NR >= from && $0 ~ re { print; exit }' "$LAB_DIR/logs/bird.log")
