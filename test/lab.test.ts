@@ -173,12 +173,13 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     if (ctx.task.result?.state === 'fail') failures++;
   });
   afterAll(() => {
-    bash(`lab_down ${name}`); // in case a test failed before its own lab_down
+    // in case a test failed (or timed out) before its own lab_down: every lab this suite may have left
+    for (const n of [name, `${name}-bad`, `${name}-half`]) bash(`lab_down ${n}`, {}, 120_000);
     rmSync(tmp, { recursive: true, force: true });
     // keep runs/lab/NAME*/ (logs, plan) when something failed
     if (failures === 0)
       for (const n of [name, `${name}-bad`, `${name}-half`]) rmSync(join(ROOT, 'runs/lab', n), { recursive: true, force: true });
-  });
+  }, 400_000);
 
   const inNs = (node: string, ...cmd: string[]) =>
     spawnSync('ip', ['netns', 'exec', `${prefix}${node}`, ...cmd], { encoding: 'utf8', timeout: 20_000 });
@@ -339,7 +340,8 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     const stub = join(tmp, 'dying-daemon.mjs');
     writeFileSync(stub, "console.error('stand-in daemon: exiting on purpose'); process.exit(3);\n");
     const before = listNamespaces();
-    const r = bash(`lab_up --name ${name}-half`, { LAB_MUX_JS: stub, LAB_HOST_JS: stub });
+    // a lab_up that fails builds most of a lab and takes it down again: minutes on a loaded machine
+    const r = bash(`lab_up --name ${name}-half`, { LAB_MUX_JS: stub, LAB_HOST_JS: stub }, 240_000);
     expect(r.status).toBe(1);
     expect(r.out).toContain('exited before it was ready');
     expect(r.out).toContain('stand-in daemon: exiting on purpose');
@@ -355,5 +357,5 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
       (f) => JSON.parse(readFileSync(join(logDir, `${f}.log`), 'utf8').split('\n')[0]!).pid as number,
     );
     for (const pid of readyPids) expect(alive(pid), `backend pid ${pid}`).toBe(false);
-  });
+  }, 300_000);
 });
