@@ -113,7 +113,9 @@ export async function visitPage(url: string, expressions: string[], size = { wid
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => (proc.exitCode !== null ? r(null) : proc.once('exit', r)));
-    rmSync(profile, { recursive: true, force: true });
+    // Chromium's helper processes (crashpad, a renderer) may still write into the profile for a moment
+    // after the browser exits: rmSync then fails with ENOTEMPTY. Retry, as Node's rmSync offers for it.
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }
 }
 
