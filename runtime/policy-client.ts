@@ -72,6 +72,41 @@ export interface AppliedPolicy {
   configChanged: boolean;
   /** What is down differs from the health in force. */
   healthChanged: boolean;
+  /** Outbound NAT: every host's frontend port ranges (docs/outbound.md), [] when the state has none. */
+  snat: readonly PolicySnatRange[];
+  /** The ranges differ from those in force (a demand or release changes them alone). */
+  snatChanged: boolean;
+}
+
+/** One outbound NAT range of the policy (controller/snat-alloc.ts SnatRange): ports first..last of ip, held by host's nic. */
+export interface PolicySnatRange {
+  readonly ip: string;
+  readonly first: number;
+  readonly last: number;
+  readonly host: string;
+  readonly nic: string;
+}
+
+/** The policy's `snat` list checked for shape (the tables check the values), or why it is malformed. */
+export function policySnatRanges(v: unknown): PolicySnatRange[] | string {
+  if (v === undefined) return [];
+  if (!Array.isArray(v)) return 'snat must be a list of {ip, first, last, host, nic}';
+  const out: PolicySnatRange[] = [];
+  for (const [i, r] of v.entries()) {
+    const o = r as Record<string, unknown> | null;
+    if (
+      o === null ||
+      typeof o !== 'object' ||
+      typeof o.ip !== 'string' ||
+      typeof o.host !== 'string' ||
+      typeof o.nic !== 'string' ||
+      !Number.isInteger(o.first) ||
+      !Number.isInteger(o.last)
+    )
+      return `snat[${i}] must be {ip, first, last, host, nic} (got ${JSON.stringify(r)})`;
+    out.push({ ip: o.ip, first: o.first as number, last: o.last as number, host: o.host, nic: o.nic });
+  }
+  return out;
 }
 
 export type AgentKindName = 'mux' | 'host';
@@ -204,6 +239,7 @@ export class PolicyClient implements HealthReporter {
   private config: SlbxConfig | null;
   private configKey: string | null;
   private healthKey = '';
+  private snatKey = '[]';
   private unsentAck: Record<string, unknown> | null = null;
   private timers: NodeJS.Timeout[] = [];
   private heartbeatBusy = false;
@@ -397,7 +433,7 @@ export class PolicyClient implements HealthReporter {
   }
 
   private onPolicy(body: unknown): void {
-    const b = body as { stateId?: unknown; generation?: unknown; config?: unknown; health?: unknown } | null;
+    const b = body as { stateId?: unknown; generation?: unknown; config?: unknown; health?: unknown; snat?: unknown } | null;
     if (
       b === null ||
       typeof b !== 'object' ||
@@ -422,6 +458,12 @@ export class PolicyClient implements HealthReporter {
       this.refuse(generation, `the policy's config is not valid:\n${formatConfigErrors(v.errors, `policy generation ${generation}`)}`);
       return;
     }
+    const snat = policySnatRanges(b.snat);
+    if (typeof snat === 'string') {
+      this.refuse(generation, `the policy's ${snat}`);
+      return;
+    }
+    const sk = JSON.stringify(snat);
     const key = configKeyOf(v.config);
     const configChanged = key !== this.configKey;
     const hk = downKey(health);
@@ -435,6 +477,8 @@ export class PolicyClient implements HealthReporter {
       healthView: { isHealthy: (nic, probe) => health[`${nic}/${probe}`] !== 'down' },
       configChanged,
       healthChanged,
+      snat,
+      snatChanged: sk !== this.snatKey,
     };
     const t0 = process.hrtime.bigint();
     try {
@@ -447,6 +491,7 @@ export class PolicyClient implements HealthReporter {
     this.config = config;
     this.configKey = key;
     this.healthKey = hk;
+    this.snatKey = sk;
     this.appliedGeneration = generation;
     this.lastRefused = null;
     this.log('info', 'policy_applied', {

@@ -74,6 +74,8 @@ describe('MUX_PROGRAM.applyPolicy', () => {
     healthView: { isHealthy: () => true },
     configChanged: false,
     healthChanged: false,
+    snat: [],
+    snatChanged: false,
     ...o,
   });
 
