@@ -185,6 +185,15 @@ mkdir -p "$OUT/logs" "$OUT/status" "$OUT/wire"
 [ "$PERF" = 0 ] || { command -v perf >/dev/null || die '--perf needs perf (Debian: linux-perf)'; mkdir -p "$OUT/perf"; }
 OUT=$(cd "$OUT" && pwd)
 
+# trafgen's send buffer (scripts/bench/trafgen-sndbuf.c): without it, a path slower than the generator
+# behind an RPS-steered interface fills the buffer and trafgen exits (docs/io-paths.md)
+TG_PRELOAD=''
+if command -v cc >/dev/null && cc -shared -fPIC -O2 -Wall -o "$OUT/trafgen-sndbuf.so" scripts/bench/trafgen-sndbuf.c -ldl 2>"$OUT/logs/trafgen-sndbuf-build.log"; then
+  TG_PRELOAD=$OUT/trafgen-sndbuf.so
+else
+  printf 'send-paths: warning: scripts/bench/trafgen-sndbuf.c did not build (cc: Debian gcc; see %s): trafgen keeps its 208 KB send buffer and may exit under --rps\n' "$OUT/logs/trafgen-sndbuf-build.log" >&2
+fi
+
 # ---- names, addresses, MACs -------------------------------------------------------------------------
 P="slbx-bench-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')-"
 NS_GEN=${P}gen NS_ROUTER=${P}router NS_FABRIC=${P}fabric NS_MUX=${P}mux NS_HOST=${P}host NS_VM=${P}vm
@@ -367,7 +376,7 @@ TG_PID=''
 TG_CHILDREN=()
 start_trafgen() { # NS IF CONFIG LOG
   # not through nsx: a backgrounded shell function would be a subshell, and $! its PID, not trafgen's
-  ip netns exec "$1" taskset -c "$GEN_CPU" trafgen --in "$3" --out "$2" --cpus 1 --no-sock-mem --notouch-irq --no-cpu-stats >"$4" 2>&1 &
+  ip netns exec "$1" env ${TG_PRELOAD:+LD_PRELOAD="$TG_PRELOAD"} taskset -c "$GEN_CPU" trafgen --in "$3" --out "$2" --cpus 1 --no-sock-mem --notouch-irq --no-cpu-stats >"$4" 2>&1 &
   TG_PID=$!
   PIDS+=("$TG_PID")
   # trafgen forks its worker (and pins it to CPU 0): record it too, to stop it by PID
