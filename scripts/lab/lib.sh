@@ -157,6 +157,8 @@ source "$SLBX_ROOT/scripts/lab/controllers.sh"  # controller replicas on etcd: L
 source "$SLBX_ROOT/scripts/lab/vlan.sh"  # VLAN nics: the VM's addresses on eth0.VLAN, its port a trunk (examples/lab-vlan.yaml)
 # shellcheck source=routed.sh
 source "$SLBX_ROOT/scripts/lab/routed.sh"  # a routed underlay: racks behind leaf routers (examples/lab-routed.yaml)
+# shellcheck source=pids.sh
+source "$SLBX_ROOT/scripts/lab/pids.sh"  # PID reuse: a new process drops the records of an earlier one with its PID
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -635,6 +637,7 @@ _lab_spawn() {  # NODE KIND WHAT LOG CMD...
   ip netns exec "$SLBX_LAB_PREFIX$node" "$@" >"$log" 2>&1 </dev/null &
   LAB_SPAWNED_PID=$!
   disown "$LAB_SPAWNED_PID" 2>/dev/null || true
+  _lab_pid_reused "$LAB_SPAWNED_PID"
   _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_PROCS "$LAB_SPAWNED_PID $kind $node $what" array
 }
 
@@ -1273,6 +1276,7 @@ lab_capture_start() {
   ip netns exec "$ns" tcpdump -i "$iface" -w "$pcap" --immediate-mode -s "$snaplen" -B "$LAB_CAPTURE_BUFFER_KB" -Z root -n "$@" >"$log" 2>&1 </dev/null &
   local pid=$!
   disown "$pid" 2>/dev/null || true
+  _lab_pid_reused "$pid"
   _lab_state_add "$LAB_DIR/state.env" SLBX_LAB_PROCS "$pid capture $node $cname" array
   SLBX_LAB_PROCS+=("$pid capture $node $cname")
   # "listening on" is printed after the pcap handle and the output file are open
