@@ -99,8 +99,10 @@ typedef struct port {
   int in_callback;
 } port_t;
 
-static port_t *pending_head = NULL;
-static int batch_depth = 0;
+/* Per thread: each Node worker thread that loads the addon has its own event loop, its own ports and its
+   own batches (--workers N), so the queue of ports to flush and the batch depth must not be shared. */
+static __thread port_t *pending_head = NULL;
+static __thread int batch_depth = 0;
 
 /* ---- small N-API helpers ------------------------------------------------------------------------ */
 
@@ -482,10 +484,13 @@ static int compile_filter(const char *iface, const char *filter, struct bpf_prog
   return 0;
 }
 
-/* openPacket(iface, filter, ringBytes, frameBytes, batch, txSlots, ignoreOutgoing, rx, meta, onBatch[, spinUs]) */
+/* openPacket(iface, filter, ringBytes, frameBytes, batch, txSlots, ignoreOutgoing, rx, meta, onBatch[, spinUs[, fanoutGroup]])
+   fanoutGroup 1..65535: the socket joins that PACKET_FANOUT group in hash mode (the kernel's symmetric flow
+   hash picks one socket of the group per frame, so every frame of one flow reaches the same socket);
+   0: no group. Every socket of a group must use the same interface and filter. */
 static napi_value open_packet(napi_env env, napi_callback_info info) {
-  size_t argc = 11;
-  napi_value argv[11];
+  size_t argc = 12;
+  napi_value argv[12];
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 10) return throw_msg(env, "openPacket: 10 arguments expected");
   char iface[IF_NAMESIZE + 1];
@@ -502,6 +507,11 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   uint32_t spin_us = 0;
   if (argc >= 11 && !get_u32(env, argv[10], &spin_us)) { free(filter); return throw_msg(env, "openPacket: spinUs must be a number"); }
   if (spin_us > 1000) spin_us = 1000;
+  uint32_t fanout_group = 0;
+  if (argc >= 12 && (!get_u32(env, argv[11], &fanout_group) || fanout_group > 65535)) {
+    free(filter);
+    return throw_msg(env, "openPacket: fanoutGroup must be 0 (none) or 1..65535");
+  }
   if (!get_u32(env, argv[2], &ring_bytes) || !get_u32(env, argv[3], &frame_bytes) || !get_u32(env, argv[4], &batch)
       || !get_u32(env, argv[5], &tx_slots) || napi_get_value_bool(env, argv[6], &ignore_out) != napi_ok) {
     free(filter);
@@ -581,6 +591,11 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
     sll.sll_protocol = htons(ETH_P_ALL);
     sll.sll_ifindex = (int)ifindex;
     if (bind(p->fd, (struct sockaddr *)&sll, sizeof sll) < 0) { e = errno; what = "bind"; }
+  }
+  if (e == 0 && fanout_group != 0) {
+    /* after bind (the kernel wants a bound socket); the mode and flags must match the group's other members */
+    int fanout = (int)(fanout_group | ((unsigned)PACKET_FANOUT_HASH << 16));
+    if (setsockopt(p->fd, SOL_PACKET, PACKET_FANOUT, &fanout, sizeof fanout) < 0) { e = errno; what = "PACKET_FANOUT"; }
   }
   if (e == 0 && alloc_tx(p, tx_slots, frame_bytes) != 0) { e = ENOMEM; what = "send queue"; }
   if (e != 0) {

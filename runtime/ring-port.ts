@@ -35,6 +35,7 @@ export interface RingAddon {
     meta: Uint32Array,
     onBatch: (n: number) => void,
     spinUs?: number,
+    fanoutGroup?: number,
   ): object;
   openRaw(family: 4 | 6, via: string, txSlots: number, slotBytes: number): object;
   /**
@@ -131,6 +132,18 @@ export interface RingPortOptions {
    * SLBX_RING_SPIN_US from the environment, else DEFAULT_SPIN_US.
    */
   spinUs?: number;
+  /**
+   * 1..65535: the socket joins this PACKET_FANOUT group (hash mode) of its network namespace: the kernel
+   * gives each frame to one socket of the group by its symmetric flow hash, so every frame of a flow lands
+   * on the same socket (--workers N: one socket per worker, same interface and filter). 0 or absent: none.
+   * Fragments hash on their addresses only (no ports), so all fragments of a datagram land together.
+   */
+  fanoutGroup?: number;
+}
+
+/** A PACKET_FANOUT group id for this process's `port`-th port (1..65535): distinct per process and port. */
+export function fanoutGroupId(pid: number, port: number): number {
+  return 1 + ((pid * 4 + port) % 65535);
 }
 
 /** The default spin (µs) after a drained ring; see docs/performance.md. */
@@ -191,6 +204,7 @@ export class RingPort {
       meta,
       onBatch,
       this.opts.spinUs ?? envSpinUs(),
+      this.opts.fanoutGroup ?? 0,
     );
     this.last = null;
   }
