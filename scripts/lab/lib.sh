@@ -159,6 +159,8 @@ source "$SLBX_ROOT/scripts/lab/vlan.sh"  # VLAN nics: the VM's addresses on eth0
 source "$SLBX_ROOT/scripts/lab/routed.sh"  # a routed underlay: racks behind leaf routers (examples/lab-routed.yaml)
 # shellcheck source=pids.sh
 source "$SLBX_ROOT/scripts/lab/pids.sh"  # PID reuse: a new process drops the records of an earlier one with its PID
+# shellcheck source=outbound.sh
+source "$SLBX_ROOT/scripts/lab/outbound.sh"  # outbound NAT: the remote server (lab_snat_server_start) and client (examples/lab-outbound.yaml)
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
