@@ -44,9 +44,10 @@ interface Run extends JudgeInput {
 /**
  * A clean 60 s run at 5 flows/s per kind: every event on time, every request answered (never by h1vm1
  * while it is out), the MUXes' logs taking h1vm1 out 1.5 s after each stop and back 1.8 s after each
- * start, flat memory.
+ * start, flat memory. With lateMs, every event starts that much after the plan (a busy machine) and the
+ * MUXes' logs, the requests and mux2's lives follow the events' real times.
  */
-function cleanRun(): Run {
+function cleanRun(lateMs = 0): Run {
   const plan = planSoak(60, { flapNic: 'h1vm1', restartMux: 'mux2' });
   const rate = 5;
   const meta: RunMeta = {
@@ -64,7 +65,7 @@ function cleanRun(): Run {
   let cur = 4000;
   let next = 5000;
   const events: RunEvent[] = plan.events.map((e) => {
-    const t0 = T0 + e.atS * 1000 + 5;
+    const t0 = T0 + e.atS * 1000 + 5 + lateMs;
     if (e.action === 'mux-start') cur = next++;
     return {
       atS: e.atS,
@@ -312,7 +313,32 @@ describe('judgeSoak', () => {
     expect(failing(judgeSoak(run))).toEqual(['traffic: the open loop kept its rate']);
     const ev = cleanRun();
     ev.events[1] = { ...ev.events[1]!, ok: false };
-    expect(failing(judgeSoak(ev))).toContain('plan: every event ran');
+    expect(failing(judgeSoak(ev))).toContain('plan: every event ran, within the traffic');
+  });
+
+  it('reports events that started late, and judges the run on their real times', () => {
+    const r = judgeSoak(cleanRun(6000));
+    expect(failing(r)).toEqual([]);
+    // every event of the plan 6.005 s late: all listed, none a failure
+    expect(r.timing.latestMs).toBe(6005);
+    expect(r.timing.late).toHaveLength(planSoak(60, { flapNic: 'h1vm1', restartMux: 'mux2' }).events.length);
+    expect(r.flaps.map((f) => f.stopAt - T0)).toEqual([11_005, 41_005]);
+  });
+
+  it('fails a run that lateness made meaningless: cycles that never ran, or events after the traffic', () => {
+    const cut = cleanRun();
+    cut.events = cut.events.slice(0, -2);
+    const r = judgeSoak(cut);
+    expect(failing(r)).toContain('plan: every event ran, within the traffic');
+    expect(r.checks.find((c) => c.name === 'plan: every event ran, within the traffic')!.detail).toContain(
+      'did not run: 2 events from mux-start at 47 s on (flap cycles 2): fewer cycles than planned',
+    );
+    // 11 s late: the last start (planned at 50 s) ends after the 60 s of traffic
+    const after = judgeSoak(cleanRun(11_000));
+    expect(failing(after)).toContain('plan: every event ran, within the traffic');
+    expect(after.checks.find((c) => c.name === 'plan: every event ran, within the traffic')!.detail).toContain(
+      'ended after the traffic: backend-start at 50 s',
+    );
   });
 });
 

@@ -75,6 +75,32 @@ describe('planSoak', () => {
     }
   });
 
+  it("each event's shortest distance after the one before: what its place in the cycle needs, never more than the plan's gap", () => {
+    const p = planSoak(600, { flapNic: 'h1vm1', restartMux: 'mux2' });
+    // probe 1000 ms x 2, push 500 ms: seen within 3.5 s, + 1 s; the in-down restart 10 s after the stop,
+    // the in-up one 10 s after the start (25 s into the cycle); a MUX stays stopped 2 s; after a MUX's start
+    // nothing to wait for (the driver runs events one after the other)
+    const gaps = p.events.map((e, i) => [p.events[i - 1]?.action ?? '-', e.action, e.afterMs]);
+    expect(gaps.slice(0, 9)).toEqual([
+      ['-', 'backend-stop', 0],
+      ['backend-stop', 'backend-start', 4500],
+      ['backend-start', 'backend-stop', 4500],
+      ['backend-stop', 'mux-stop', 10_000],
+      ['mux-stop', 'mux-start', 2000],
+      ['mux-start', 'backend-start', 0],
+      ['backend-start', 'backend-stop', 4500],
+      ['backend-stop', 'backend-start', 4500],
+      ['backend-start', 'backend-stop', 4500],
+    ]);
+    const inUp = p.events.findIndex((e, i) => e.action === 'mux-stop' && p.events[i - 1]!.action === 'backend-start');
+    expect([p.events[inUp]!.afterMs, p.events[inUp + 1]!.afterMs, p.events[inUp + 2]!]).toMatchObject([
+      10_000,
+      2000,
+      { action: 'backend-stop', afterMs: 0 },
+    ]);
+    for (const [i, e] of p.events.entries()) if (i > 0) expect(e.afterMs).toBeLessThanOrEqual((e.atS - p.events[i - 1]!.atS) * 1000);
+  });
+
   it('the bounds follow the probe and the keep-alive life', () => {
     const p = planSoak(600, opts);
     expect(p.probe).toEqual(DEFAULT_PROBE);

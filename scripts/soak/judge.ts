@@ -26,9 +26,11 @@
 //   send errors every MUX and host agent was read (its /counters, every 2 s by the sampler, and once more
 //              after the traffic) and no send_error_* counter ever moved from 0: no send the kernel
 //              refused (a MUX's last 2 s before a planned stop are the only ones not seen).
-//   plan       every event ran, on time (5 s), and each MUX restart really lay where every open
+//   plan       every event ran, within the traffic, and each MUX restart really lay where every open
 //              connection was placed under the health view in force (from the MUXes' policy_applied
-//              logs): otherwise the run did not test what it claims.
+//              logs): otherwise the run did not test what it claims. Lateness against the plan is
+//              reported, not judged: the driver slides a late event's followers (plan.ts afterMs) and
+//              every prediction follows the events' real times.
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
@@ -45,10 +47,10 @@ export const WINDOW_MAX_S = 60;
 export const MIN_JUDGED_SPAN_S = 30;
 export const FD_SLACK = 2;
 /**
- * An event may start this late against the plan (the one before it may run long on a loaded machine;
- * what matters for the verdict is checked on the real times, this only says the run was the plan's).
+ * Events that started more than this late against the plan are listed in the summary (a busy machine:
+ * the event before ran long). Not a failure: every check reads the events' real times.
  */
-export const EVENT_LATE_MAX_MS = 5000;
+export const EVENT_LATE_NOTE_MS = 5000;
 /** A predicted failure may end this long after the last MUX took the backend out (the RST's way back). */
 export const PREDICT_SLACK_MS = 300;
 /** A kind of the open-loop traffic must have at least this share of its planned requests. */
@@ -70,6 +72,8 @@ export interface RunEvent {
   target: string;
   /** When the plan wanted it. */
   planned: number;
+  /** When the driver started it: planned, or the plan's gap after the event before when that one ended late. */
+  due?: number;
   t0: number;
   t1: number;
   ok: boolean;
@@ -192,6 +196,8 @@ export interface SoakResult {
   restarts: RestartResult[];
   series: SeriesResult[];
   machine: { busyMedian: number | null; busyP90: number | null; busyMax: number | null };
+  /** How late the events started against the plan (ms), and those later than EVENT_LATE_NOTE_MS. */
+  timing: { latestMs: number; late: { action: string; atS: number; lateMs: number }[] };
   predicted: FailureRecord[];
   unpredicted: FailureRecord[];
   views: ViewChange[] | null;
@@ -314,19 +320,25 @@ export function judgeSoak(input: JudgeInput): SoakResult {
   const flapTag = (down: readonly string[]) => down.some((d) => d.startsWith(`${nic}/`));
 
   // --- the plan as it ran
-  const late = events.filter((e) => e.t0 - e.planned > EVENT_LATE_MAX_MS);
+  // Lateness is reported, not judged (a busy machine); what makes a run meaningless is judged: an event
+  // that failed or never ran (the plan's last cycles cut off), or one that ended after the traffic.
+  const late = events.filter((e) => e.t0 - e.planned > EVENT_LATE_NOTE_MS);
+  const timing = {
+    latestMs: Math.max(0, ...events.map((e) => e.t0 - e.planned)),
+    late: late.map((e) => ({ action: e.action, atS: e.atS, lateMs: e.t0 - e.planned })),
+  };
   const failedEvents = events.filter((e) => !e.ok);
+  const afterEnd = events.filter((e) => e.t1 > meta.endMs);
+  const missing = plan.events.slice(events.length);
   check(
-    'plan: every event ran',
-    failedEvents.length === 0 && events.length === plan.events.length,
-    `${events.length} of ${plan.events.length} events ran${failedEvents.length > 0 ? `; failed: ${failedEvents.map((e) => `${e.action} ${e.target} at ${e.atS} s`).join(', ')}` : ''}`,
-  );
-  check(
-    'plan: on time',
-    late.length === 0,
-    late.length === 0
-      ? `every event started within ${EVENT_LATE_MAX_MS} ms of its time (latest ${Math.max(0, ...events.map((e) => e.t0 - e.planned))} ms)`
-      : `late: ${late.map((e) => `${e.action} at ${e.atS} s by ${e.t0 - e.planned} ms`).join(', ')}`,
+    'plan: every event ran, within the traffic',
+    failedEvents.length === 0 && events.length === plan.events.length && afterEnd.length === 0,
+    `${events.length} of ${plan.events.length} events ran (latest start ${(timing.latestMs / 1000).toFixed(1)} s after the plan, ${late.length} more than ${EVENT_LATE_NOTE_MS / 1000} s)` +
+      (failedEvents.length > 0 ? `; failed: ${failedEvents.map((e) => `${e.action} ${e.target} at ${e.atS} s`).join(', ')}` : '') +
+      (missing.length > 0
+        ? `; did not run: ${missing.length} events from ${missing[0]!.action} at ${missing[0]!.atS} s on (flap cycles ${[...new Set(missing.map((e) => e.cycle + 1))].join(', ')}): fewer cycles than planned`
+        : '') +
+      (afterEnd.length > 0 ? `; ended after the traffic: ${afterEnd.map((e) => `${e.action} at ${e.atS} s`).join(', ')}` : ''),
   );
 
   // --- flaps: when each took the backend out and put it back, from the logs (or the plan's bounds)
@@ -662,6 +674,7 @@ export function judgeSoak(input: JudgeInput): SoakResult {
     restarts,
     series,
     machine: { busyMedian: median(machine), busyP90: quantile(machine, 0.9), busyMax: machine.length > 0 ? Math.max(...machine) : null },
+    timing,
     predicted,
     unpredicted,
     views,
@@ -746,6 +759,17 @@ export function formatSummary(r: SoakResult, plan: SoakPlan, meta: RunMeta): str
     `Machine CPU busy (all cores, 1 s samples): median ${fmtPct(m.busyMedian).replace('+', '')}, p90 ${fmtPct(m.busyP90).replace('+', '')}, max ${fmtPct(m.busyMax).replace('+', '')}.`,
   );
   if (typeof meta.otherLabs === 'string' && meta.otherLabs !== '') L.push(`Other labs on this machine at the start: ${meta.otherLabs}.`);
+  L.push(
+    '',
+    `Events against the plan: the latest started ${(r.timing.latestMs / 1000).toFixed(1)} s late; ${r.timing.late.length} more than ${EVENT_LATE_NOTE_MS / 1000} s late${
+      r.timing.late.length > 0
+        ? ` (${r.timing.late
+            .slice(0, 20)
+            .map((e) => `${e.action} at ${e.atS} s by ${(e.lateMs / 1000).toFixed(1)} s`)
+            .join(', ')}${r.timing.late.length > 20 ? ', ...' : ''})`
+        : ''
+    }. Reported, not judged: every check reads the events' real times.`,
+  );
   if (r.unpredicted.length > 0) {
     L.push(
       '',

@@ -3,7 +3,12 @@
 // starts, when the restarting MUX stops and starts, how long the warm-up is. Pure (planSoak); the CLI
 // prints the plan for the shell driver, one event per line, and writes it as JSON:
 //   node dist/scripts/soak/plan.js --duration-s 600 [--config F] [--json FILE]
-//   -> "AT_S ACTION TARGET" lines, ACTION one of backend-stop backend-start mux-stop mux-start
+//   -> "AT_S ACTION TARGET AFTER_MS" lines, ACTION one of backend-stop backend-start mux-stop mux-start
+//
+// The driver starts each event at AT_S, or, when the event before it ended late, AFTER_MS after that
+// event's end (afterMs below): on a machine too busy to keep to the plan the timeline slides instead of
+// squeezing a restart out of its slot, and the cycles without a restart catch up. The judge reads the
+// real times.
 //
 // Why the MUX restarts sit where they do. Every MUX builds the same Maglev table from the same policy, so
 // a flow the router moves to another MUX (one stopped, or came back) reaches the same backend, but only
@@ -33,6 +38,12 @@ export interface SoakEvent {
   readonly cycle: number;
   /** Why it is there (printed and kept in the plan). */
   readonly note: string;
+  /**
+   * The shortest time from the end of the event before it (its real end) to this one's start: what its
+   * place in the cycle needs (see minGapsMs), so that a late event before it moves it instead of
+   * shortening what it needs. 0 for the first.
+   */
+  readonly afterMs: number;
 }
 
 export interface SoakRestart {
@@ -164,7 +175,7 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
   };
   const slots = { 'in-down': slot('in-down'), 'in-up': slot('in-up') };
 
-  const events: SoakEvent[] = [];
+  const events: Omit<SoakEvent, 'afterMs'>[] = [];
   let cycles = 0;
   for (let c = 0; ; c++) {
     const s = leadS + c * P;
@@ -210,6 +221,7 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
     });
   }
   events.sort((a, b) => a.atS - b.atS);
+  const timed = withGaps(events, { slots, detectDownMaxMs, detectUpMaxMs, flapDownS: D });
   return {
     durationS,
     scale: full ? 'full' : 'short',
@@ -229,9 +241,46 @@ export function planSoak(durationS: number, o: PlanOptions): SoakPlan {
     detectDownMinMs,
     detectUpMinMs,
     kaCloseMs,
-    events,
+    events: timed,
     restarts,
   };
+}
+
+/** After a flap event with no restart in between, leave this much beyond the detection bound. */
+export const FLAP_SEEN_S = 1;
+
+/**
+ * Each event's afterMs, from what the event before it started:
+ *   backend-start after backend-stop: the stop seen (detection bound) + FLAP_SEEN_S;
+ *   backend-stop after backend-start: the start seen + FLAP_SEEN_S (it serves new connections again);
+ *   mux-stop after a flap event: its slot's distance from that event (every connection placed under the
+ *     previous view closed);
+ *   mux-start after mux-stop: MUX_DOWN_S;
+ *   a flap event after mux-start: 0 (the driver runs events one after the other, so the restarted MUX is
+ *     back in the route before the next view change can begin).
+ */
+function withGaps(
+  events: readonly Omit<SoakEvent, 'afterMs'>[],
+  t: {
+    slots: Record<RestartKind, { stop: number }>;
+    detectDownMaxMs: number;
+    detectUpMaxMs: number;
+    flapDownS: number;
+  },
+): SoakEvent[] {
+  return events.map((e, i) => {
+    const prev = i === 0 ? undefined : events[i - 1]!;
+    let afterMs = 0;
+    if (prev !== undefined) {
+      if (e.action === 'mux-start') afterMs = MUX_DOWN_S * 1000;
+      else if (e.action === 'mux-stop')
+        afterMs = prev.action === 'backend-stop' ? t.slots['in-down'].stop * 1000 : (t.slots['in-up'].stop - t.flapDownS) * 1000;
+      else if (prev.action === 'mux-start') afterMs = 0;
+      else if (e.action === 'backend-start') afterMs = t.detectDownMaxMs + FLAP_SEEN_S * 1000;
+      else afterMs = t.detectUpMaxMs + FLAP_SEEN_S * 1000;
+    }
+    return { ...e, afterMs };
+  });
 }
 
 /** The timing of the probe that decides the flapping nic's health for new flows (the first probed rule whose pool has it). */
@@ -268,7 +317,7 @@ const COMMAND: CommandSpec = {
   program: 'plan',
   usage: 'plan.js --duration-s S [--config F] [--json FILE]',
   options: OPTIONS,
-  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET" line per event (scripts/soak.sh runs them).',
+  about: 'Prints the soak\'s timeline: one "AT_S ACTION TARGET AFTER_MS" line per event (scripts/soak.sh runs them).',
 };
 
 export const main = (argv: readonly string[]): number => runCommand(COMMAND, argv, runParsed);
@@ -303,7 +352,7 @@ function runParsed(args: ParsedArgs): number {
     });
     const json = one(args, 'json');
     if (json !== undefined) writeFileSync(json, `${JSON.stringify(plan, null, 1)}\n`);
-    for (const e of plan.events) process.stdout.write(`${e.atS} ${e.action} ${e.target}\n`);
+    for (const e of plan.events) process.stdout.write(`${e.atS} ${e.action} ${e.target} ${e.afterMs}\n`);
     return 0;
   } catch (e) {
     if (e instanceof RangeError) throw new UsageError(e.message);
