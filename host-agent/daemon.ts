@@ -43,6 +43,11 @@ import {
   type ListedHostFlow,
 } from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
+import { SnatControl, SNAT_CONTROL_TICK_MS, type SnatDemand, type SnatRelease } from './snat-control.js';
+import type { PolicySnatRange } from './snat.js';
+import { joinUrl, requestJson } from '../runtime/http-json.js';
+import { bearer } from '../runtime/api-token.js';
+import { SNAT_CHUNK_PORTS } from '../shared/config/outbound.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 import { createSocket, type Socket } from 'node:dgram';
@@ -70,6 +75,8 @@ export const NEIGHBOR_READY_WAIT_MS = 3000;
  * drop_in_source_unresolved.
  */
 export const HOLD_MAX_FRAMES = 4096;
+/** SNAT slots looked at per EW_TICK_MS by the engine's idle sweep. */
+const SNAT_SWEEP_SLOTS = 4096;
 
 export const RECEIVE_PATHS = ['capture', 'udp'] as const;
 export type ReceivePath = (typeof RECEIVE_PATHS)[number];
@@ -109,6 +116,8 @@ export interface HostDaemonOptions {
   onHealthChange?: HealthListener;
   /** The policy key (the controller's API token): checks Fastpath redirects (docs/east-west.md); none: every redirect is refused. */
   policyKey?: string | null;
+  /** The controller's replicas (--controller) and its token: outbound NAT's demands and releases go there. */
+  controller?: { urls: readonly URL[]; token: string | null } | null;
 }
 
 interface PortState {
@@ -163,6 +172,8 @@ export class HostDaemon {
   /** East-west: the host flow table, clocks and redirect HMAC, carried across policies (host-agent/east-west-io.ts). */
   private ew: EwState;
   private readonly fabricMac: Uint8Array;
+  /** Outbound NAT: the engine kept across policies, its ranges, demands and releases (host-agent/snat-control.ts). */
+  readonly snat: SnatControl;
 
   constructor(o: HostDaemonOptions) {
     this.o = o;
@@ -181,6 +192,8 @@ export class HostDaemon {
     this.fabricMac = o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6);
     this.ew = newDaemonEwState(o.config, this.fabricMac, o.policyKey ?? null);
     this.ctx.ew = this.ew;
+    this.snat = new SnatControl(o.name);
+    this.installSnat(this.ctx, o.config, tables, []);
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -299,6 +312,7 @@ export class HostDaemon {
       }, PORT_RETRY_MS),
     );
     this.timers.push(setInterval(() => this.tickEw(), EW_TICK_MS));
+    this.timers.push(setInterval(() => this.tickSnat(), SNAT_CONTROL_TICK_MS));
     this.prober.start();
     this.openEchoSockets();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
@@ -686,6 +700,7 @@ export class HostDaemon {
     this.neighbors.setPeers(tables.peers, meNext === undefined ? undefined : underlayRoutesOf(meNext));
     this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change
+    this.installSnat(ctx, config, this.ctx.tables, undefined);
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
     // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the
     // process: cap's close() stops its uv_poll handle without uv_close(), and its destructor frees it.)
@@ -767,15 +782,95 @@ export class HostDaemon {
         lastError: this.echoError ?? undefined,
       },
       eastWest: ewStatus(this.ew),
+      snat: this.snat.status(t),
       counters: this.ctx.counters.snapshot(),
       // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
       backends: this.traffic.backends(),
     };
   }
 
-  /** East-west clocks and a slice of the host flow table's idle sweep (every EW_TICK_MS). */
+  /** East-west clocks and a slice of the host flow table's idle sweep (every EW_TICK_MS), and of the SNAT flows'. */
   private tickEw(): void {
     tickEwState(this.ew, sweepSlotsOf(this.ew));
+    if (this.ctx.snat !== null) this.snat.engine.sweep(this.ew.nowS, SNAT_SWEEP_SLOTS);
+  }
+
+  /**
+   * Outbound NAT for `ctx` (its tables by the new nic indexes; `oldTables` those in force): the engine
+   * gets the config's rules and the policy's ranges (`ranges`; undefined: the ones in force). A config
+   * without outbound rules leaves ctx.snat null. Flows a generation ends are counted.
+   */
+  private installSnat(ctx: HostContext, config: SlbxConfig, oldTables: HostTables, ranges: readonly PolicySnatRange[] | undefined): void {
+    const ended = this.snat.install(config, ctx.tables, oldTables, ranges, Date.now());
+    ctx.snat = config.outbound.length > 0 || this.snat.engine.live > 0 ? this.snat.engine : null;
+    ctx.counters.values[ctx.counters.index.snat_flows_ended_by_policy]! += ended;
+  }
+
+  /** The policy's outbound NAT ranges (every host's; a generation that changed only them). */
+  applySnatRanges(ranges: readonly PolicySnatRange[]): void {
+    this.installSnat(this.ctx, this.config, this.ctx.tables, ranges);
+  }
+
+  /** Every SNAT_CONTROL_TICK_MS: demands for nics running short, idle chunks given back. */
+  private tickSnat(): void {
+    const c = this.o.controller ?? null;
+    if (this.ctx.snat === null || c === null || c.urls.length === 0) return;
+    const now = Date.now();
+    for (const d of this.snat.planDemands(this.ctx.tables, this.config, now)) void this.sendDemand(c, d);
+    const r = this.snat.planRelease(this.ctx.tables, this.config, now);
+    if (r !== null) {
+      this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // the chunks leave the engine now
+      void this.sendRelease(c, r);
+    }
+  }
+
+  private async postController(c: { urls: readonly URL[]; token: string | null }, path: string, body: unknown): Promise<unknown> {
+    let last: unknown = null;
+    for (const u of c.urls) {
+      try {
+        const r = await requestJson(joinUrl(u, path), {
+          method: 'POST',
+          body,
+          timeoutMs: 5000,
+          headers: c.token === null ? {} : bearer(c.token),
+        });
+        if (r.status === 200) return r.body;
+        last = `HTTP ${r.status}: ${r.text.slice(0, 200)}`;
+        if (r.status !== 503) break; // an answer, not an unreachable leader: no other replica will say otherwise
+      } catch (e) {
+        last = (e as Error).message;
+      }
+    }
+    throw new Error(String(last));
+  }
+
+  private async sendDemand(c: { urls: readonly URL[]; token: string | null }, d: SnatDemand): Promise<void> {
+    try {
+      const b = (await this.postController(c, `/v1/agents/host/${encodeURIComponent(this.name)}/snat-demand`, d)) as {
+        granted?: unknown[];
+        reason?: string;
+      };
+      const granted = Array.isArray(b?.granted) ? b.granted.length * SNAT_CHUNK_PORTS : 0;
+      this.snat.demandAnswered(d, granted, b?.reason ?? null);
+      logInfo('snat_demand', { nic: d.nic, family: d.family, asked: d.ports, granted, reason: b?.reason });
+    } catch (e) {
+      this.snat.demandAnswered(d, null, null);
+      logWarn('snat_demand_failed', { nic: d.nic, family: d.family, asked: d.ports, error: (e as Error).message });
+    }
+  }
+
+  private async sendRelease(c: { urls: readonly URL[]; token: string | null }, r: SnatRelease): Promise<void> {
+    try {
+      const b = (await this.postController(c, `/v1/agents/host/${encodeURIComponent(this.name)}/snat-release`, r)) as {
+        kept?: { ip: string; first: number }[];
+      };
+      this.snat.releaseAnswered(r, Array.isArray(b?.kept) ? b.kept : [], Date.now());
+      logInfo('snat_release', { chunks: r.chunks.length, kept: Array.isArray(b?.kept) ? b.kept.length : 0 });
+    } catch (e) {
+      this.snat.releaseAnswered(r, null, Date.now());
+      logWarn('snat_release_failed', { chunks: r.chunks.length, error: (e as Error).message });
+    }
+    this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // kept chunks come back
   }
 
   /** What GET /flows answers: up to `limit` entries of the host flow table (to_mux, fastpath). */

@@ -57,10 +57,11 @@ import {
   updateChecksumBytes,
   verifyL4Checksum,
 } from '../shared/checksum.js';
-import { macKey, peerIndex6, type HostNic, type HostTables, type NatRule } from './tables.js';
+import { macKey, peerIndex6, type HostNetwork, type HostNic, type HostTables, type NatRule } from './tables.js';
 import { EW_HOST_COUNTER_NAMES } from './east-west-counters.js';
 import { eastWestOut4, eastWestOut6, newEwState, notVipOfNic4, notVipOfNic6, notVxlan4, type EwState } from './east-west.js';
 import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrPeek4, dsrPeek6 } from './dsr-flows.js';
+import { SNAT_DROP_REASONS, SNAT_ERR_NOT_OURS, type SnatEngine } from './snat.js';
 
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
@@ -152,6 +153,23 @@ export const HOST_COUNTER_NAMES = [
   // a backend packet from a public VIP rule's backend port that belongs to no recorded load-balanced
   // flow (host-agent/dsr-flows.ts): never sent from the VIP
   'drop_out_dsr_unsolicited',
+  // outbound NAT (docs/outbound.md): a backend's own connection translated to frontend IP:port and sent
+  // like a DSR reply, a reply from a MUX translated back and delivered; the engine's named drops
+  // (host-agent/snat.ts SNAT_DROP_REASONS), a reply to a frontend IP from a host (not a MUX), and the
+  // flows a policy ended (their nic or its range taken away; counted by the daemon)
+  'out_snat',
+  'in_snat',
+  'drop_out_snat_exhausted',
+  'drop_out_snat_no_range',
+  'drop_out_snat_table_full',
+  'drop_out_snat_protocol',
+  'drop_out_snat_no_flow',
+  'drop_in_snat_no_flow',
+  'drop_in_snat_wrong_vni',
+  'drop_in_snat_not_mux',
+  'drop_snat_truncated',
+  'drop_snat_fragment',
+  'snat_flows_ended_by_policy',
   // an ICMP error from a backend whose quoted packet is not a client's packet to this backend's rule
   'drop_out_icmp_bad_quote',
   // an ICMP error from a backend about a recorded flow, sent from the VIP
@@ -240,6 +258,13 @@ export interface HostContext {
   /** The ports of the TCP or UDP header (readL4Ports). */
   readonly ports: L4Ports;
   /**
+   * Outbound NAT (host-agent/snat.ts), or null: none configured. The daemon carries one engine across
+   * policies (its flows live while their nics and ranges stay); its clock is ew.nowS.
+   */
+  snat: SnatEngine | null;
+  /** By -result of the engine, the index of its drop counter (SNAT_DROP_REASONS), or -1. */
+  readonly snatDrop: Int32Array;
+  /**
    * By -code, the index of the counter drop_<layer>_<codec error> of each layer the host agent parses
    * (codecDropIndex), or -1: typed fields, a field load per drop, like the MUX's.
    */
@@ -294,6 +319,8 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
     arp: newArpPacket(),
     nd: newNdMessage(),
     ports: newL4Ports(),
+    snat: null,
+    snatDrop: snatDropIndex(counters),
     inEthDrop: drops('in_eth'),
     inIp4Drop: drops('in_ipv4'),
     inIp6Drop: drops('in_ipv6'),
@@ -312,6 +339,12 @@ export function newHostContext(tables: HostTables, vxlanPort: number, portMacs: 
     outUdpDrop: drops('out_udp'),
     outNdDrop: drops('out_nd'),
   };
+}
+
+function snatDropIndex(counters: Counters<HostCounterName>): Int32Array {
+  const m = new Int32Array(16).fill(-1);
+  for (const [code, name] of Object.entries(SNAT_DROP_REASONS)) m[-Number(code)] = counters.index[name as HostCounterName] ?? -1;
+  return m;
 }
 
 export function drop(ctx: HostContext, index: number): number {
@@ -503,6 +536,10 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   const ie = l4 + 16;
   const ien = readEtherType(frame, ie, ctx.ieth, udpEnd); // the destination MAC is read from the frame below
   if (ien < 0) return codecDrop(ctx, ctx.inInnerEthDrop, ien);
+  if (ctx.snat !== null && ctx.ieth.vlanId === VLAN_NONE) {
+    const v = snatIn(frame, ie, ie + ien, udpEnd, peer, net, ctx); // outbound NAT's replies come before the VIP rules
+    if (v >= 0) return v;
+  }
   const nic = net.nicsByMac.get(macKey(frame, ie));
   if (nic === undefined) return drop(ctx, C.drop_in_unknown_mac);
   if (ctx.ieth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_in_inner_vlan);
@@ -968,8 +1005,94 @@ function tooBigForDsr(frame: Uint8Array, l3: number, end: number, v4: boolean, n
  * without it, dropped and counted. frame[l3 .. end) is the IP packet as the backend sent it (ctx.ip4 or
  * ctx.ip6 and ctx.ports parsed).
  */
-function notRecordedFlow(_frame: Uint8Array, _l3: number, _end: number, _nic: HostNic, ctx: HostContext): number {
-  return drop(ctx, ctx.counters.index.drop_out_dsr_unsolicited);
+function notRecordedFlow(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext): number {
+  return snatOut(frame, l3, end, nic, ctx, ctx.counters.index.drop_out_dsr_unsolicited);
+}
+
+/**
+ * Outbound NAT, out (docs/outbound.md): a backend's packet that is no reply to a load-balanced flow. On
+ * a nic an outbound rule serves, the engine gives it the nic's frontend IP:port (a new flow on a TCP SYN
+ * or any UDP datagram) and it leaves toward the router like a DSR reply; refused, dropped under the
+ * engine's reason. On another nic: dropped under `otherwise` (drop_out_dsr_unsolicited or
+ * drop_out_not_lb_reply, as without outbound NAT). ICMP errors are never translated (not_lb_reply).
+ */
+export function snatOut(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext, otherwise: number): number {
+  const s = ctx.snat;
+  if (s === null || !s.serves(nic.index)) return drop(ctx, otherwise);
+  const v4 = frame[l3]! >>> 4 === 4;
+  const proto = v4 ? ctx.ip4.protocol : ctx.ip6.protocol;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, otherwise);
+  if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, v4, nic, ctx);
+  const r = v4 ? s.out4(frame, l3, end, nic.index, ctx.ew.nowS) : s.out6(frame, l3, end, nic.index, ctx.ew.nowS);
+  if (r < 0) return drop(ctx, snatDropOf(ctx, r));
+  ctx.outBuf = frame;
+  ctx.outOff = l3;
+  ctx.outLen = end - l3;
+  ctx.outPort = OUT_DSR;
+  ctx.counters.values[ctx.counters.index.out_snat]!++;
+  return VERDICT_FORWARD;
+}
+
+function snatDropOf(ctx: HostContext, r: number): number {
+  const i = ctx.snatDrop[-r] ?? -1;
+  return i >= 0 ? i : ctx.counters.index.drop_internal_error;
+}
+
+/**
+ * Outbound NAT, back: the inner frame at ie (IP header at il3) of VXLAN from `peer` in network `net`.
+ * Its destination is no frontend IP: -1 (not ours; the VIP rules judge it). A frontend IP: the engine
+ * finds the flow by (remote, frontend IP:port), checks that the VXLAN VNI is the flow's, rewrites the
+ * destination to DIP:port, and the frame is delivered on the flow's nic's port. A frontend IP that is
+ * also a VIP of a nic in this VNI (the inner MAC names it) and has no flow: -1, the VIP rules judge it.
+ */
+function snatIn(frame: Uint8Array, ie: number, il3: number, end: number, peer: number, net: HostNetwork, ctx: HostContext): number {
+  const t = ctx.tables;
+  const C = ctx.counters.index;
+  const s = ctx.snat!;
+  const type = ctx.ieth.etherType;
+  let r: number;
+  if (type === ETHERTYPE_IPV4) {
+    if (t.snatFrontends4.size === 0 || end - il3 < 20 || !t.snatFrontends4.has(readU32(frame, il3 + 16))) return -1;
+    const ip = ctx.ip4;
+    const hl = parseIpv4(frame, il3, ip, end);
+    if (hl < 0) return codecDrop(ctx, ctx.inInnerIp4Drop, hl);
+    if (!ipv4ChecksumOk(frame, il3, ip)) return drop(ctx, C.drop_in_inner_ipv4_bad_checksum);
+    if (t.peers[peer]?.kind !== 'mux') return drop(ctx, C.drop_in_snat_not_mux);
+    end = il3 + ip.totalLength;
+    r = s.in4(frame, il3, end, ctx.ew.nowS, ctx.vxlan.vni);
+  } else if (type === ETHERTYPE_IPV6) {
+    if (t.snatFrontends6.length === 0 || end - il3 < 40 || !isSnatFrontend6(t.snatFrontends6, frame, il3 + 24)) return -1;
+    const ip = ctx.ip6;
+    const hl = parseIpv6(frame, il3, ip, end);
+    if (hl < 0) return codecDrop(ctx, ctx.inInnerIp6Drop, hl);
+    if (t.peers[peer]?.kind !== 'mux') return drop(ctx, C.drop_in_snat_not_mux);
+    if (ip.hasFragment) return drop(ctx, C.drop_snat_fragment);
+    end = il3 + 40 + ip.payloadLength;
+    r = s.in6(frame, il3, end, ctx.ew.nowS, ctx.vxlan.vni);
+  } else return -1;
+  if (r === SNAT_ERR_NOT_OURS && net.nicsByMac.has(macKey(frame, ie))) return -1; // a VIP used as frontend: its rules' traffic
+  if (r < 0) return drop(ctx, snatDropOf(ctx, r));
+  const nic = t.nics[s.slotNic(r)];
+  if (nic === undefined) return drop(ctx, C.drop_internal_error);
+  // to the backend's MAC, from the port's MAC (its gateway)
+  copyBytes(nic.mac, 0, frame, ie, 6);
+  copyBytes(ctx.portMacs[nic.index]!, 0, frame, ie + 6, 6);
+  ctx.outBuf = frame;
+  ctx.outOff = ie;
+  ctx.outLen = end - ie;
+  ctx.outPort = nic.index;
+  if (nic.vlanId !== VLAN_NONE) tagForPort(ctx, nic.vlanId);
+  ctx.counters.values[C.in_snat]!++;
+  ctx.counters.values[C.in_delivered]!++;
+  return VERDICT_FORWARD;
+}
+
+function isSnatFrontend6(list: readonly Uint32Array[], frame: Uint8Array, off: number): boolean {
+  const a = readU32(frame, off);
+  for (const w of list)
+    if (w[0] === a && w[1] === readU32(frame, off + 4) && w[2] === readU32(frame, off + 8) && w[3] === readU32(frame, off + 12))
+      return true;
+  return false;
 }
 
 /**

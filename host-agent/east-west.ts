@@ -36,7 +36,7 @@ import {
 } from './flow-table.js';
 import { macKeyOf, type EwTarget, type EwVip } from './east-west-tables.js';
 import { macKey, type HostNic } from './tables.js';
-import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, type HostContext } from './data-plane.js';
+import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, snatOut, type HostContext } from './data-plane.js';
 
 /** ctx.outPort value: outBuf[outOff .. outOff + outLen) is a whole Ethernet frame for the fabric interface. */
 export const OUT_FABRIC = -2;
@@ -150,7 +150,7 @@ export function eastWestOut4(frame: Uint8Array, l3: number, nic: HostNic, ctx: H
     ctx.counters.values[C.ew_return]!++;
     return encap4(frame, l3, end, t.peer, t.pa4, t.mac, vni, hash, ctx);
   }
-  return drop(ctx, C.drop_out_not_lb_reply);
+  return snatOut(frame, l3, end, nic, ctx, C.drop_out_not_lb_reply); // a backend's own connection: outbound NAT, or not_lb_reply
 }
 
 export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: HostContext): number {
@@ -202,7 +202,7 @@ export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: H
     ctx.counters.values[C.ew_return]!++;
     return encap4(frame, l3, end, t.peer, t.pa4, t.mac, vni, hash, ctx);
   }
-  return drop(ctx, C.drop_out_not_lb_reply);
+  return snatOut(frame, l3, end, nic, ctx, C.drop_out_not_lb_reply); // a backend's own connection: outbound NAT, or not_lb_reply
 }
 
 const scratch6 = new Uint8Array(16);

@@ -4,6 +4,7 @@ import { isIP } from 'node:net';
 import type { SlbxConfig } from '../shared/config.js';
 import { one } from '../shared/args.js';
 import { isMain } from '../runtime/command.js';
+import { parseControllerUrls } from '../runtime/http-json.js';
 import { readPolicyKey } from '../runtime/redirect-mac.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
@@ -56,6 +57,10 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     // Fastpath redirects are signed with the policy key (docs/east-west.md)
     const policyKey = readPolicyKey(one(args, 'controller-token-file'));
     if (policyKey !== null && typeof policyKey === 'object') return policyKey.error;
+    // outbound NAT's demands and releases go to the controller (docs/outbound.md)
+    const controllerText = one(args, 'controller');
+    const urls = controllerText === undefined ? [] : parseControllerUrls(controllerText);
+    if (typeof urls === 'string') return `--controller: ${urls}`;
     const via4 = one(args, 'dsr-via') ?? defaultGateway4();
     const via6 = one(args, 'dsr-via6') ?? defaultGateway6();
     if (via4 !== null && isIP(via4) !== 4) return `--dsr-via must be an IPv4 address, got ${via4}`;
@@ -65,6 +70,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       config,
       name,
       policyKey,
+      controller: urls.length === 0 ? null : { urls, token: typeof policyKey === 'string' ? policyKey : null },
       iface: packet.iface,
       dsrVia4: via4,
       dsrVia6: via6,
@@ -90,6 +96,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   applyPolicy(daemon, policy) {
     const d = daemon as HostDaemon;
     if (policy.configChanged && hostPolicyKey(policy.config) !== hostPolicyKey(d.config)) d.applyConfig(policy.config);
+    if (policy.snatChanged) d.applySnatRanges(policy.snat); // outbound NAT's ranges (a demand or release changes them alone)
   },
 };
 

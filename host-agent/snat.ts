@@ -20,7 +20,7 @@ import { updateChecksum16, updateChecksum32, updateChecksumBytes, udpChecksumOnW
 import { murmur3Words } from '../shared/flow-hash.js';
 import { IPPROTO_TCP, IPPROTO_UDP, IPV4_OFF_CHECKSUM, IPV4_OFF_DST, IPV4_OFF_SRC } from '../shared/ipv4.js';
 import { IPV6_HEADER_LEN, IPV6_OFF_DST, IPV6_OFF_SRC } from '../shared/ipv6.js';
-import { TCP_FIN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN } from '../shared/tcp.js';
+import { TCP_ACK, TCP_FIN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
 import { HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
 import { parseIpAddr } from '../shared/addr.js';
@@ -50,6 +50,8 @@ export const SNAT_ERR_PROTOCOL = -6;
 export const SNAT_ERR_FRAGMENT = -7;
 /** A backend's TCP segment without SYN and no flow for it (e.g. after a host agent restart): no port is opened mid-stream. */
 export const SNAT_ERR_NO_FLOW_OUT = -8;
+/** A reply whose VXLAN VNI is not the VNI of the nic its flow belongs to (checked before any state changes). */
+export const SNAT_ERR_WRONG_VNI = -9;
 /** The counter each result is dropped under (the host agent's counters: docs/outbound.md). */
 export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_EXHAUSTED]: 'drop_out_snat_exhausted',
@@ -60,7 +62,10 @@ export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_PROTOCOL]: 'drop_out_snat_protocol',
   [SNAT_ERR_FRAGMENT]: 'drop_snat_fragment',
   [SNAT_ERR_NO_FLOW_OUT]: 'drop_out_snat_no_flow',
+  [SNAT_ERR_WRONG_VNI]: 'drop_in_snat_wrong_vni',
 };
+/** The most SNAT flows one host agent keeps (its own flow table of two entries a flow). */
+export const SNAT_MAX_FLOWS = 1_000_000;
 
 // TCP states of a slot (UDP flows stay OPEN).
 export const SNAT_OPEN = 1;
@@ -98,6 +103,8 @@ interface NicState {
   inUse4: number;
   inUse6: number;
   exhausted: number;
+  exhausted4: number;
+  exhausted6: number;
 }
 
 export interface SnatNicStatus {
@@ -107,6 +114,8 @@ export interface SnatNicStatus {
   readonly inUse4: number;
   readonly inUse6: number;
   readonly exhausted: number;
+  readonly exhausted4: number;
+  readonly exhausted6: number;
 }
 
 export class SnatEngine {
@@ -179,6 +188,8 @@ export class SnatEngine {
       inUse4: old?.inUse4 ?? 0,
       inUse6: old?.inUse6 ?? 0,
       exhausted: old?.exhausted ?? 0,
+      exhausted4: old?.exhausted4 ?? 0,
+      exhausted6: old?.exhausted6 ?? 0,
     });
   }
 
@@ -190,7 +201,82 @@ export class SnatEngine {
       inUse4: s.inUse4,
       inUse6: s.inUse6,
       exhausted: s.exhausted,
+      exhausted4: s.exhausted4,
+      exhausted6: s.exhausted6,
     }));
+  }
+
+  /** Calls `f` for every live flow (TIME-WAIT included): its nic, family, frontend IP (4 words) and port. Not per packet. */
+  forEachFlow(f: (nic: number, family: number, fip: Uint32Array, fport: number) => void): void {
+    for (let s = 0; s < this.next; s++) {
+      if (this.expires[s] === 0) continue;
+      f(this.nicOf[s]!, this.fam[s]!, this.fip.subarray(s * 4, s * 4 + 4), this.fport[s]!);
+    }
+  }
+
+  /** Whether outbound NAT serves the nic (an outbound rule's nic, with or without ranges yet). */
+  serves(nic: number): boolean {
+    return this.nics.has(nic);
+  }
+
+  /**
+   * Installs one policy generation: `policies` by the new nic indexes, `renumber` old index -> new index
+   * (a nic kept under another index). A live flow stays while its nic stays, with the same VNI, and its
+   * frontend port is still inside one of the nic's ranges; any other flow ends (both entries freed).
+   * Returns how many flows ended. Cursors and exhaustion counts carry over by nic.
+   */
+  applyPolicies(policies: ReadonlyMap<number, SnatNicPolicy>, renumber: ReadonlyMap<number, number>): number {
+    let ended = 0;
+    const n = this.next;
+    for (let s = 0; s < n; s++) {
+      if (this.expires[s] === 0) continue;
+      const to = renumber.get(this.nicOf[s]!);
+      const p = to === undefined ? undefined : policies.get(to);
+      if (p === undefined || p.vni !== this.vni[s] || !this.inRanges(s, p)) {
+        this.release(s);
+        ended++;
+      }
+    }
+    const old = this.nics;
+    const byNew = new Map<number, NicState>();
+    for (const [from, to] of renumber) {
+      const st = old.get(from);
+      if (st !== undefined) byNew.set(to, st);
+    }
+    for (let s = 0; s < n; s++) if (this.expires[s] !== 0) this.nicOf[s] = renumber.get(this.nicOf[s]!)!;
+    this.nics.clear();
+    for (const [nic, p] of policies) {
+      const st = byNew.get(nic);
+      this.setNic(nic, p);
+      const now = this.nics.get(nic)!;
+      now.cursor4 = st?.cursor4 ?? 0;
+      now.cursor6 = st?.cursor6 ?? 0;
+      now.exhausted = st?.exhausted ?? 0;
+      now.exhausted4 = st?.exhausted4 ?? 0;
+      now.exhausted6 = st?.exhausted6 ?? 0;
+      now.inUse4 = 0;
+      now.inUse6 = 0;
+    }
+    for (let s = 0; s < n; s++) {
+      if (this.expires[s] === 0) continue;
+      const st = this.nics.get(this.nicOf[s]!);
+      if (st === undefined) continue;
+      if (this.fam[s] === 4) st.inUse4++;
+      else st.inUse6++;
+    }
+    return ended;
+  }
+
+  private inRanges(s: number, p: SnatNicPolicy): boolean {
+    const fam = this.fam[s]!;
+    const port = this.fport[s]!;
+    for (const r of fam === 4 ? p.ranges4 : p.ranges6) {
+      if (port < r.first || port > r.last) continue;
+      let same = true;
+      for (let i = 0; i < r.ip.length; i++) if (r.ip[i] !== this.fip[s * 4 + i]) same = false;
+      if (same) return true;
+    }
+    return false;
   }
 
   /** The nic (its index) and VNI a slot delivers to. */
@@ -247,13 +333,14 @@ export class SnatEngine {
     const vni = ns.policy.vni;
     this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport);
     let slot = this.flowsSlot(now);
-    if (slot >= 0 && this.state[slot] === SNAT_TIME_WAIT && (flags & (TCP_SYN | 0x10)) === TCP_SYN) {
+    if (slot >= 0 && this.state[slot] === SNAT_TIME_WAIT && (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN) {
       // a new connection on the same 5-tuple inside the guard: it takes the same port again
       this.state[slot] = SNAT_SYN_SENT;
       this.fins[slot] = 0;
     }
     if (slot < 0) {
-      if (proto === IPPROTO_TCP && (flags & TCP_SYN) === 0) return SNAT_ERR_NO_FLOW_OUT; // no state for a mid-stream segment
+      // only a SYN opens a TCP flow: no state for a mid-stream segment, nor a SYN-ACK or RST of no flow
+      if (proto === IPPROTO_TCP && (flags & (TCP_SYN | TCP_ACK | TCP_RST)) !== TCP_SYN) return SNAT_ERR_NO_FLOW_OUT;
       this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport); // flowsSlot may have freed an expired flow
       slot = this.open(ns, family, vni, proto, frame, l3, src4, dst4, sport, dport, nic, now);
       if (slot < 0) return slot;
@@ -289,20 +376,22 @@ export class SnatEngine {
   // ---------------------------------------------------------------------------------------------
   // In: a reply (decapsulated) to frontend:port, rewritten in place to DIP:port; the slot says the nic.
 
-  in4(frame: Uint8Array, l3: number, len: number, now: number): number {
+  // `vni`: the VXLAN header's VNI the reply came with (the flow's nic's, or SNAT_ERR_WRONG_VNI), or -1: not checked.
+
+  in4(frame: Uint8Array, l3: number, len: number, now: number, vni = -1): number {
     if (l3 + 20 > len) return SNAT_ERR_TRUNCATED;
     const ihl = (frame[l3]! & 0x0f) * 4;
     if (ihl < 20 || l3 + ihl + 8 > len) return SNAT_ERR_TRUNCATED;
     if ((((frame[l3 + 6]! << 8) | frame[l3 + 7]!) & 0x3fff) !== 0) return SNAT_ERR_FRAGMENT;
-    return this.in(frame, l3, l3 + ihl, len, 4, frame[l3 + 9]!, now);
+    return this.in(frame, l3, l3 + ihl, len, 4, frame[l3 + 9]!, now, vni);
   }
 
-  in6(frame: Uint8Array, l3: number, len: number, now: number): number {
+  in6(frame: Uint8Array, l3: number, len: number, now: number, vni = -1): number {
     if (l3 + IPV6_HEADER_LEN + 8 > len) return SNAT_ERR_TRUNCATED;
-    return this.in(frame, l3, l3 + IPV6_HEADER_LEN, len, 6, frame[l3 + 6]!, now);
+    return this.in(frame, l3, l3 + IPV6_HEADER_LEN, len, 6, frame[l3 + 6]!, now, vni);
   }
 
-  private in(frame: Uint8Array, l3: number, l4: number, len: number, family: 4 | 6, proto: number, now: number): number {
+  private in(frame: Uint8Array, l3: number, l4: number, len: number, family: 4 | 6, proto: number, now: number, vni: number): number {
     if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return SNAT_ERR_PROTOCOL;
     if (proto === IPPROTO_TCP && l4 + 20 > len) return SNAT_ERR_TRUNCATED;
     const rport = (frame[l4]! << 8) | frame[l4 + 1]!;
@@ -324,6 +413,7 @@ export class SnatEngine {
     k[10] = ((rport << 16) | fport) >>> 0;
     const slot = this.flowsSlot(now);
     if (slot < 0) return SNAT_ERR_NOT_OURS;
+    if (vni >= 0 && this.vni[slot] !== vni) return SNAT_ERR_WRONG_VNI;
     const ns = this.nics.get(this.nicOf[slot]!);
     const idleS = ns?.policy.idleS ?? SNAT_SYN_TIMEOUT_S;
     if (proto === IPPROTO_TCP) this.tcpEvent(slot, frame[l4 + 13]!, FIN_IN, idleS, now);
@@ -502,6 +592,8 @@ export class SnatEngine {
       return slot;
     }
     ns.exhausted++;
+    if (family === 4) ns.exhausted4++;
+    else ns.exhausted6++;
     return SNAT_ERR_EXHAUSTED;
   }
 

@@ -83,6 +83,12 @@ export interface HostTables {
   readonly peerIndex4: Map<number, number>;
   /** Internal VIPs, the nics of their networks, the MUXes (docs/east-west.md). */
   readonly ew: EwTables;
+  /**
+   * Outbound NAT (docs/outbound.md): the frontend IPs of every outbound rule (IPv4 as uint32, IPv6 as
+   * four words). A reply a MUX encapsulates to one of them goes to the SNAT engine before the VIP rules.
+   */
+  readonly snatFrontends4: Set<number>;
+  readonly snatFrontends6: readonly Uint32Array[];
 }
 
 /** A MUX or another host, as a source of VXLAN on the fabric. */
@@ -226,6 +232,8 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     peers,
     peerIndex4,
     ew: compileEwTables(config, hostName, peers, peerIndex4, nicByName),
+    snatFrontends4: new Set(config.outbound.flatMap((r) => r.frontendIps.filter((a) => a.family === 4).map((a) => a.words[0]!))),
+    snatFrontends6: config.outbound.flatMap((r) => r.frontendIps.filter((a) => a.family === 6).map((a) => a.words)),
   };
 }
 
