@@ -26,6 +26,8 @@ import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, sendMuxRedirect } from './east-west-io.js';
 import { MuxTrafficCounters, TRAFFIC_STRIDE, type BackendTraffic } from './traffic-counters.js';
+import { MuxWorkers } from './workers.js';
+import { fanoutGroupId } from '../runtime/ring-port.js';
 
 const CLOCK_TICK_MS = 250;
 
@@ -64,6 +66,20 @@ export interface MuxDaemonOptions {
   awaitPolicy?: boolean;
   /** The policy key (the controller's API token): signs Fastpath redirects (docs/east-west.md); none: no redirects. */
   policyKey?: string | null;
+  /**
+   * Worker threads running the data plane (--workers N, mux/workers.ts); 1 (the default): the data plane
+   * runs on the main thread as before. N >= 2 needs io ring and the cap send path.
+   */
+  workers?: number;
+}
+
+/** Why --workers N cannot run with these settings, or null. */
+export function muxWorkersRefusal(workers: number, io: IoPath, sendPath: SendPath): string | null {
+  if (workers <= 1) return null;
+  if (io !== 'ring')
+    return `--workers ${workers} needs --io ring (PACKET_FANOUT spreads the flows over the workers' ring sockets; libpcap's binding cannot load in a worker thread)`;
+  if (sendPath !== 'cap') return `--workers ${workers} needs --send-path cap (the raw and udp senders stay on one thread)`;
+  return null;
 }
 
 /**
@@ -127,6 +143,10 @@ export class MuxDaemon {
   lastInternalError = '';
   /** Per backend (nic id) and per (VIP, rule) slot: packets, bytes, new flows (mux/traffic-counters.ts). */
   readonly traffic = new MuxTrafficCounters();
+  /** --workers N >= 2: the worker threads that run the data plane; null: it runs here (onFrame). */
+  private readonly workers: MuxWorkers | null;
+  /** The host MACs last handed to the workers (host name and MAC, joined). */
+  private macsSent = '';
 
   constructor(o: MuxDaemonOptions) {
     this.name = o.name;
@@ -160,6 +180,24 @@ export class MuxDaemon {
     this.sendPathCode = SEND_PATHS.indexOf(this.sendPath);
     if (this.sendPathCode < 0) throw new Error(`unknown send path ${JSON.stringify(o.sendPath)}`);
     this.awaitingPolicy = o.awaitPolicy === true;
+    const workers = o.workers ?? 1;
+    const refusal = muxWorkersRefusal(workers, this.io, this.sendPath);
+    if (refusal !== null)
+      throw new Error(this.ioFallback !== null ? `${refusal}; the ring path is unavailable: ${this.ioFallback}` : refusal);
+    this.workers =
+      workers <= 1
+        ? null
+        : new MuxWorkers({
+            count: workers,
+            name: o.name,
+            iface: o.iface,
+            mac: o.mac,
+            policyKey: o.policyKey ?? null,
+            captureBufferBytes: o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
+            fanoutGroup: fanoutGroupId(process.pid, 0),
+            counterNames: this.ctx.counters.names.length,
+            current: () => ({ config: this.config, tables: this.ctx.tables, filter: this.filter, macs: this.learnedMacs() }),
+          });
     this.bgp =
       o.bgp === false
         ? null
@@ -202,6 +240,7 @@ export class MuxDaemon {
     this.generation++;
     const tables = compileMuxTables(this.config, view, this.ctx.tables, this.generation);
     this.ctx.tables = tables;
+    this.workers?.postTables(tables, null);
     logInfo('latency_band_changed', {
       generation: this.generation,
       pools: [...tables.poolTables.values()]
@@ -240,6 +279,7 @@ export class MuxDaemon {
       throw e;
     }
     this.started = true;
+    this.workers?.start();
     this.syncEwDrop();
     if (this.sendPath === 'udp') this.syncUdpSenders();
     this.timers.push(setInterval(() => this.tick(), CLOCK_TICK_MS));
@@ -255,6 +295,7 @@ export class MuxDaemon {
       vips: this.config.vips.map((v) => v.address.text),
       filter: this.filter,
       sendPath: this.sendPath,
+      workers: this.workers?.slots.length ?? 1,
     });
     this.bgp?.start();
   }
@@ -275,6 +316,7 @@ export class MuxDaemon {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     this.port.close();
+    void this.workers?.stop();
     this.raw?.close();
     this.raw = null;
     for (const s of this.udpByHost.values()) s.close();
@@ -303,7 +345,33 @@ export class MuxDaemon {
 
   private openCapture(): void {
     this.filter = muxCaptureFilter(this.config, this.self().address.text);
-    this.port.open(this.filter, (frame, len) => this.onFrame(frame, len), this.captureBufferBytes);
+    if (this.workers === null) {
+      this.port.open(this.filter, (frame, len) => this.onFrame(frame, len), this.captureBufferBytes);
+      return;
+    }
+    // --workers: the workers capture the VIPs' frames (this.filter, in their fanout group); this port,
+    // outside the group, only resolves the hosts (ARP or ND) and sends the requests
+    const resolve = this.config.fabric.underlay === 'ipv6' ? 'icmp6 and (ip6[40] == 135 or ip6[40] == 136)' : 'arp';
+    this.port.open(resolve, (frame, len) => this.onResolveFrame(frame, len), this.captureBufferBytes);
+    this.workers.postFilter(this.filter);
+  }
+
+  /** --workers: an ARP or ND frame: learned here, and any MAC that changed handed to the workers. */
+  private onResolveFrame(frame: Buffer, len: number): void {
+    this.neighbors.learn(frame, len, this.ctx.tables.hosts.values());
+    this.sendMacs();
+  }
+
+  private learnedMacs(): [string, Uint8Array][] {
+    return [...this.ctx.tables.hosts.values()].filter((h) => h.macKnown).map((h) => [h.name, h.mac.slice()]);
+  }
+
+  private sendMacs(): void {
+    const macs = this.learnedMacs();
+    const key = macs.map(([n, m]) => `${n}=${formatMac(m)}`).join(',');
+    if (key === this.macsSent) return;
+    this.macsSent = key;
+    this.workers?.postMacs(macs);
   }
 
   /**
@@ -402,7 +470,36 @@ export class MuxDaemon {
   /** What GET /counters answers: every counter, zeros included, send errors up to date. */
   counters(): Record<string, number> {
     this.countBatchErrors();
-    return this.ctx.counters.snapshot(true);
+    return this.allCounters().snapshot(true);
+  }
+
+  /** This thread's counters, plus every worker's with --workers (shared memory: exact at any read). */
+  private allCounters(): MuxContext['counters'] {
+    if (this.workers === null) return this.ctx.counters;
+    const c = this.ctx.counters;
+    const sum = Object.create(Object.getPrototypeOf(c) as object) as MuxContext['counters'];
+    Object.assign(sum, { names: c.names, index: c.index, values: Float64Array.from(c.values) });
+    this.workers.sumCounters(sum.values);
+    return sum;
+  }
+
+  /** --workers: the traffic counters are the sum of the workers' last reports (every 250 ms). */
+  private syncTraffic(): void {
+    if (this.workers === null) return;
+    this.traffic.grow(this.ctx.tables);
+    this.traffic.nic.fill(0);
+    this.traffic.rule.fill(0);
+    this.workers.sumTraffic(this.traffic.nic, this.traffic.rule);
+  }
+
+  /** The restart test: worker `index` exits (process.exit in its thread); the others go on. */
+  exitWorkerForTest(index: number): void {
+    this.workers?.exitForTest(index);
+  }
+
+  /** The generation each worker acknowledged ([] without workers). */
+  workerGenerations(): number[] {
+    return this.workers?.generations() ?? [];
   }
 
   /**
@@ -506,6 +603,9 @@ export class MuxDaemon {
     this.traffic.grow(tables);
     this.config = config;
     this.health = health;
+    // one clone per worker of the tables compiled once (and of the config: a worker rebuilds its context
+    // when the context's settings changed); each applies it between two ring batches
+    this.workers?.postTables(tables, config);
     if (this.started && muxCaptureFilter(config, this.self().address.text) !== this.filter) this.openCapture();
     if (this.started) this.syncEwDrop();
     if (this.started && this.sendPath === 'udp') this.syncUdpSenders();
@@ -533,7 +633,10 @@ export class MuxDaemon {
   /** What GET /status answers. */
   status(): Record<string, unknown> {
     this.countBatchErrors();
+    this.syncTraffic();
     const t = this.ctx.tables;
+    const w = this.workers;
+    const reports = w === null ? [] : w.slots.map((s) => s.report);
     const hosts = [...t.hosts.values()].map((h) => ({ name: h.name, pa: h.pa.text, mac: h.macKnown ? formatMac(h.mac) : null }));
     return {
       daemon: 'mux',
@@ -561,18 +664,20 @@ export class MuxDaemon {
       })),
       latency: this.latency.status(),
       flows: {
-        ipv4: this.ctx.flows4.size,
-        ipv6: this.ctx.flows6.size,
+        ipv4: this.ctx.flows4.size + reports.reduce((n, r) => n + (r?.flows4 ?? 0), 0),
+        ipv6: this.ctx.flows6.size + reports.reduce((n, r) => n + (r?.flows6 ?? 0), 0),
         max: this.ctx.flowLimit.max,
-        bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes,
+        bytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes + reports.reduce((n, r) => n + (r?.flowBytes ?? 0), 0),
       },
       sendErrors: this.port.sendErrors,
       lastSendError: this.port.lastSendError || undefined,
       send: this.sendStatus(),
       io: this.io,
-      internalErrors: this.internalErrors,
+      internalErrors: this.internalErrors + reports.reduce((n, r) => n + (r?.internalErrors ?? 0), 0),
       bgp: this.bgp?.status() ?? null,
-      counters: this.ctx.counters.snapshot(),
+      counters: this.allCounters().snapshot(),
+      // --workers N: each worker's generation, liveness, restarts, flows, ring and counters (the sums are above)
+      ...(w !== null ? { workers: w.status(this.ctx.counters.names) } : {}),
       // per backend: frames and bytes forwarded to it (slbctl top reads them from the heartbeats)
       backends: this.backendCounts(),
       // per (VIP, rule): frames forwarded under it, their bytes as captured, new flows
@@ -582,6 +687,7 @@ export class MuxDaemon {
 
   /** Per backend ever configured: frames and bytes forwarded to it, new flows placed on it (GET /metrics). */
   backendCounts(): BackendTraffic[] {
+    this.syncTraffic();
     return this.traffic.backends(this.ctx.tables);
   }
 
@@ -592,6 +698,8 @@ export class MuxDaemon {
 
   /** What GET /flows answers: up to `limit` live flows. */
   flows(limit: number): ListedFlow[] {
+    // --workers: the workers' last reports (each lists up to 200 of its flows, every 250 ms)
+    if (this.workers !== null) return this.workers.slots.flatMap((s) => s.report?.flows ?? []).slice(0, limit);
     return listFlows(this.ctx, limit);
   }
 }

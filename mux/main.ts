@@ -5,10 +5,12 @@ import { isMain } from '../runtime/command.js';
 import { readPolicyKey } from '../runtime/redirect-mac.js';
 import { exitWith, runDaemon, type DaemonProgram } from '../runtime/daemon-main.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
-import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, SEND_PATHS, type SendPath } from './daemon.js';
+import { DEFAULT_SEND_PATH, isSendPath, MuxDaemon, muxWorkersRefusal, SEND_PATHS, type SendPath } from './daemon.js';
+import type { IoPath } from '../runtime/frame-port.js';
 import { writeMuxMetrics } from './metrics.js';
 
 const PACKET = packetDaemonOptions('mux');
+const MAX_WORKERS = 16;
 
 export const MUX_PROGRAM: DaemonProgram = {
   program: 'slbx-mux',
@@ -29,6 +31,12 @@ export const MUX_PROGRAM: DaemonProgram = {
     PACKET.captureBufferMb,
     { name: 'send-path', value: 'PATH', help: 'how VXLAN leaves: cap, raw or udp (see above)', default: DEFAULT_SEND_PATH },
     PACKET.io,
+    {
+      name: 'workers',
+      value: 'N',
+      default: '1',
+      help: `data-plane threads, 1..${MAX_WORKERS}: N >= 2 needs --io ring (the kernel spreads flows over N sockets by PACKET_FANOUT; docs/io-paths.md)`,
+    },
     { name: 'no-bgp', help: 'speak no BGP even when the config has a bgp section (benchmarks, tests); docs/bgp.md' },
   ],
   defaultStatus: '127.0.0.1:9180',
@@ -41,6 +49,13 @@ export const MUX_PROGRAM: DaemonProgram = {
     const sp = one(args, 'send-path')!;
     const ioError = checkPacketDaemonArgs(args);
     if (ioError !== null) return ioError;
+    const workers = Number(one(args, 'workers'));
+    if (!Number.isInteger(workers) || workers < 1 || workers > MAX_WORKERS)
+      return `--workers must be an integer 1..${MAX_WORKERS} (got ${JSON.stringify(one(args, 'workers'))})`;
+    if (isSendPath(sp)) {
+      const refusal = muxWorkersRefusal(workers, one(args, 'io') as IoPath, sp);
+      if (refusal !== null) return refusal;
+    }
     return isSendPath(sp) ? null : `--send-path must be one of ${SEND_PATHS.join(', ')} (got ${JSON.stringify(sp)})`;
   },
   create(args, config, name, cfgPath) {
@@ -66,6 +81,7 @@ export const MUX_PROGRAM: DaemonProgram = {
       io: packet.io,
       bgp: !args.flags.has('no-bgp'),
       awaitPolicy,
+      workers: Number(one(args, 'workers')),
     });
   },
   routes(daemon) {

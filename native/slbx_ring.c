@@ -484,13 +484,16 @@ static int compile_filter(const char *iface, const char *filter, struct bpf_prog
   return 0;
 }
 
-/* openPacket(iface, filter, ringBytes, frameBytes, batch, txSlots, ignoreOutgoing, rx, meta, onBatch[, spinUs[, fanoutGroup]])
+/* openPacket(iface, filter, ringBytes, frameBytes, batch, txSlots, ignoreOutgoing, rx, meta, onBatch[, spinUs[, fanoutGroup[, qdiscBypass]]])
    fanoutGroup 1..65535: the socket joins that PACKET_FANOUT group in hash mode (the kernel's symmetric flow
    hash picks one socket of the group per frame, so every frame of one flow reaches the same socket);
-   0: no group. Every socket of a group must use the same interface and filter. */
+   0: no group. Every socket of a group must use the same interface and filter.
+   qdiscBypass (default true): PACKET_QDISC_BYPASS, the shortest send path; its frames skip the
+   interface's taps, so a tcpdump on the interface does not see them (false: they go through the queue
+   discipline and the taps see them, as with libpcap's sends). */
 static napi_value open_packet(napi_env env, napi_callback_info info) {
-  size_t argc = 12;
-  napi_value argv[12];
+  size_t argc = 13;
+  napi_value argv[13];
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 10) return throw_msg(env, "openPacket: 10 arguments expected");
   char iface[IF_NAMESIZE + 1];
@@ -511,6 +514,11 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   if (argc >= 12 && (!get_u32(env, argv[11], &fanout_group) || fanout_group > 65535)) {
     free(filter);
     return throw_msg(env, "openPacket: fanoutGroup must be 0 (none) or 1..65535");
+  }
+  bool bypass = true;
+  if (argc >= 13 && napi_get_value_bool(env, argv[12], &bypass) != napi_ok) {
+    free(filter);
+    return throw_msg(env, "openPacket: qdiscBypass must be a boolean");
   }
   if (!get_u32(env, argv[2], &ring_bytes) || !get_u32(env, argv[3], &frame_bytes) || !get_u32(env, argv[4], &batch)
       || !get_u32(env, argv[5], &tx_slots) || napi_get_value_bool(env, argv[6], &ignore_out) != napi_ok) {
@@ -560,7 +568,7 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   else if (setsockopt(p->fd, SOL_SOCKET, SO_ATTACH_FILTER, &fprog, sizeof fprog) < 0) { e = errno; what = "SO_ATTACH_FILTER"; }
   pcap_freecode(&prog);
   if (e == 0 && ignore_out && setsockopt(p->fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof one) < 0) { e = errno; what = "PACKET_IGNORE_OUTGOING"; }
-  if (e == 0) (void)setsockopt(p->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one); /* best effort */
+  if (e == 0 && bypass) (void)setsockopt(p->fd, SOL_PACKET, PACKET_QDISC_BYPASS, &one, sizeof one); /* best effort */
   if (e == 0) {
     int sndbuf = 4 << 20;
     (void)setsockopt(p->fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof sndbuf);

@@ -36,6 +36,7 @@ export interface RingAddon {
     onBatch: (n: number) => void,
     spinUs?: number,
     fanoutGroup?: number,
+    qdiscBypass?: boolean,
   ): object;
   openRaw(family: 4 | 6, via: string, txSlots: number, slotBytes: number): object;
   /**
@@ -139,6 +140,11 @@ export interface RingPortOptions {
    * Fragments hash on their addresses only (no ports), so all fragments of a datagram land together.
    */
   fanoutGroup?: number;
+  /**
+   * Sends skip the queue discipline (PACKET_QDISC_BYPASS, default true): the shortest path, but the
+   * interface's taps (a tcpdump on it) do not see the frames sent. false: they do, as with libpcap.
+   */
+  qdiscBypass?: boolean;
 }
 
 /** A PACKET_FANOUT group id for this process's `port`-th port (1..65535): distinct per process and port. */
@@ -205,6 +211,7 @@ export class RingPort {
       onBatch,
       this.opts.spinUs ?? envSpinUs(),
       this.opts.fanoutGroup ?? 0,
+      this.opts.qdiscBypass ?? true,
     );
     this.last = null;
   }

@@ -161,6 +161,8 @@ source "$SLBX_ROOT/scripts/lab/routed.sh"  # a routed underlay: racks behind lea
 source "$SLBX_ROOT/scripts/lab/pids.sh"  # PID reuse: a new process drops the records of an earlier one with its PID
 # shellcheck source=outbound.sh
 source "$SLBX_ROOT/scripts/lab/outbound.sh"  # outbound NAT: the remote server (lab_snat_server_start) and client (examples/lab-outbound.yaml)
+# shellcheck source=workers.sh
+source "$SLBX_ROOT/scripts/lab/workers.sh"  # worker threads: LAB_MUX_WORKERS=N (--workers N on every MUX)
 
 _lab_log() { printf '[lab] %s\n' "$*" >&2; }
 _lab_err() { printf '[lab] error: %s\n' "$*" >&2; }
@@ -1109,7 +1111,7 @@ _lab_daemon_spawn() {
   _lab_spawn "$2" daemon "$1 $2" "$LAB_DIR/logs/$2.log" "${LAB_NODE[@]}" "$_lab_dk_js" \
     --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"} \
-    $(_lab_prometheus_daemon_args "$1" "$2")
+    $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1")
 }
 
 # _lab_daemon_pid KIND NODE: the PID of the KIND daemon running in NODE, or nothing (status 1).

@@ -1,0 +1,11 @@
+# Worker threads of the lab's daemons (issue 19): LAB_MUX_WORKERS=N gives every MUX the lab starts
+# --workers N (N >= 2 needs LAB_DAEMON_IO=ring: the kernel spreads flows over the workers' ring sockets by
+# PACKET_FANOUT). Empty or 1: the daemons' default (one thread). Scenario 41 runs the lab this way.
+LAB_MUX_WORKERS=${LAB_MUX_WORKERS:-}
+
+# _lab_workers_args KIND: the --workers arguments for a daemon of KIND (mux or host-agent), or nothing.
+_lab_workers_args() {
+  case ${1:-} in
+    mux) [ -z "$LAB_MUX_WORKERS" ] || printf -- '--workers %s\n' "$LAB_MUX_WORKERS" ;;
+  esac
+}
