@@ -115,6 +115,16 @@ export function unauthorizedMessage(method: string, path: string, tokenSource: s
 // output
 
 /** Aligned columns, two spaces apart; the last column is not padded. */
+/** A host agent's outbound NAT as its heartbeat reports it (host-agent/snat-control.ts status). */
+interface SnatHostView {
+  host: string;
+  at: string | null;
+  snat: {
+    flows: number;
+    nics: { nic: string; ports4: number; ports6: number; inUse4: number; inUse6: number; exhausted4: number; exhausted6: number }[];
+  } | null;
+}
+
 interface SnatAnswer {
   generation: number;
   nics: { nic: string; host: string; rule: string; ports4: number; ports6: number; portsPerNic: number }[];
@@ -838,11 +848,19 @@ const COMMANDS: Command[] = [
   {
     words: ['snat'],
     args: [],
-    about: "outbound NAT (docs/outbound.md): each nic's ports per family against its cap, and each host's frontend port ranges",
+    about:
+      "outbound NAT (docs/outbound.md): each nic's ports per family against its cap, each host's frontend port ranges, and what each host agent's last heartbeat says: ports in use and exhaustion drops per nic",
     async run(c) {
       const r = await getJson<SnatAnswer>(c, '/v1/snat');
+      // each host agent's side, from its heartbeat (GET /v1/agents/host/NAME/status reaches the leader from any replica)
+      const hosts: SnatHostView[] = [];
+      for (const host of [...new Set(r.nics.map((n) => n.host))].sort()) {
+        const s = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/host/${enc(host)}/status`).catch(() => null);
+        const snat = ((s?.status['status'] ?? {}) as Obj)['snat'] as SnatHostView['snat'] | undefined;
+        hosts.push({ host, at: s?.at ?? null, snat: snat ?? null });
+      }
       if (c.json) {
-        printJson(c, r);
+        printJson(c, { ...r, hosts });
         return 0;
       }
       c.io.out(
@@ -856,6 +874,27 @@ const COMMANDS: Command[] = [
         formatTable(
           ['HOST', 'NIC', 'FRONTEND', 'PORTS'],
           r.ranges.map((x) => [x.host, x.nic, x.ip, `${x.first}-${x.last}`]),
+        ),
+      );
+      c.io.out('\n');
+      c.io.out(
+        formatTable(
+          ['HOST', 'NIC', 'INUSE4', 'HELD4', 'EXHAUSTED4', 'INUSE6', 'HELD6', 'EXHAUSTED6', 'HEARTBEAT'],
+          hosts.flatMap((h) =>
+            h.snat === null
+              ? [[h.host, '-', '-', '-', '-', '-', '-', '-', h.at === null ? 'no status yet' : ago(h.at)]]
+              : h.snat.nics.map((n) => [
+                  h.host,
+                  n.nic,
+                  String(n.inUse4),
+                  String(n.ports4),
+                  String(n.exhausted4),
+                  String(n.inUse6),
+                  String(n.ports6),
+                  String(n.exhausted6),
+                  h.at === null ? '' : ago(h.at),
+                ]),
+          ),
         ),
       );
       return 0;
