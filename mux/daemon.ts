@@ -26,6 +26,7 @@ import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, sendMuxRedirect } from './east-west-io.js';
 import { MuxTrafficCounters, TRAFFIC_STRIDE, type BackendTraffic } from './traffic-counters.js';
+import type { SnatPolicyRange } from './snat-ranges.js';
 import { MuxWorkers } from './workers.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
 
@@ -89,9 +90,10 @@ export function muxWorkersRefusal(workers: number, io: IoPath, sendPath: SendPat
 export function muxCaptureFilter(config: SlbxConfig, pa = ''): string {
   // internal VIPs are no public VIP hosts: they reach a MUX only inside VXLAN from a host (docs/east-west.md)
   const ew = pa === '' ? null : muxEwCaptureClause(config, pa);
-  const hosts = config.vips
-    .filter((v) => v.scope !== 'internal')
-    .map((v) => (v.address.family === 4 ? `dst host ${v.address.text}` : `ip6 dst host ${v.address.text}`));
+  // and outbound NAT's frontend IPs (docs/outbound.md): replies to the backends' own connections
+  const addrs = config.vips.filter((v) => v.scope !== 'internal').map((v) => v.address);
+  for (const f of config.outbound.flatMap((o) => o.frontendIps)) if (!addrs.some((a) => a.text === f.text)) addrs.push(f);
+  const hosts = addrs.map((a) => (a.family === 4 ? `dst host ${a.text}` : `ip6 dst host ${a.text}`));
   const resolve = config.fabric.underlay === 'ipv6' ? '(icmp6 and (ip6[40] == 135 or ip6[40] == 136))' : 'arp';
   if (hosts.length === 0) return ew === null ? resolve : `${resolve} or ${ew}`;
   const any = hosts.join(' or ');
@@ -405,10 +407,13 @@ export class MuxDaemon {
       t.nic[k]!++;
       t.nic[k + 1]! += n;
       t.nic[k + 2]! += nf;
-      const r = ctx.lastRule!.slot * TRAFFIC_STRIDE;
-      t.rule[r]!++;
-      t.rule[r + 1]! += len;
-      t.rule[r + 2]! += nf;
+      // (outbound NAT's replies fall under no rule: counted in snat_forwarded)
+      if (ctx.lastRule !== null) {
+        const r = ctx.lastRule.slot * TRAFFIC_STRIDE;
+        t.rule[r]!++;
+        t.rule[r + 1]! += len;
+        t.rule[r + 2]! += nf;
+      }
       let failed: number;
       if (path === 0) {
         if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;
@@ -582,16 +587,17 @@ export class MuxDaemon {
 
   /**
    * Installs a new config (and health view): new tables, swapped in between two packets; the flow table
-   * and learned MACs carry over. The capture filter is rebuilt only when the VIP set changed.
+   * and learned MACs carry over. The capture filter is rebuilt only when the VIP set (or the outbound NAT
+   * frontend IPs) changed. `snat`: the policy's outbound NAT ranges (default: those in force).
    */
-  applyConfig(config: SlbxConfig, health: HealthView = this.health): void {
+  applyConfig(config: SlbxConfig, health: HealthView = this.health, snat?: readonly SnatPolicyRange[]): void {
     if (!config.muxes.some((m) => m.name === this.name)) {
       throw new Error(`mux ${JSON.stringify(this.name)} is not in the new config`);
     }
     this.generation++;
     this.latency.applyConfig(config, this.underlayAddress(config));
     if (this.started && this.latency.active) this.latency.start();
-    const tables = compileMuxTables(config, this.measured(health), this.ctx.tables, this.generation);
+    const tables = compileMuxTables(config, this.measured(health), this.ctx.tables, this.generation, snat);
     const sameShape = muxContextKey(config, this.name) === muxContextKey(this.config, this.name);
     if (sameShape) this.ctx.tables = tables;
     else {
@@ -663,6 +669,8 @@ export class MuxDaemon {
         ...(p.latency !== null ? { latency: p.latency } : {}),
       })),
       latency: this.latency.status(),
+      // outbound NAT's return path (docs/outbound.md): the frontend IPs captured, the policy's ranges in the table
+      snat: { frontends: t.snat.frontends.map((a) => a.text), ranges: t.snat.ranges.length },
       flows: {
         ipv4: this.ctx.flows4.size + reports.reduce((n, r) => n + (r?.flows4 ?? 0), 0),
         ipv6: this.ctx.flows6.size + reports.reduce((n, r) => n + (r?.flows6 ?? 0), 0),

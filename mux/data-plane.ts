@@ -13,6 +13,11 @@
 // A packet that would not fit the fabric after encapsulation is answered, when it may not be fragmented
 // (IPv4 DF, or IPv6), with ICMP "fragmentation needed" / ICMPv6 "packet too big" from the VIP, so the
 // client's path MTU discovery works (VERDICT_REPLY, rate limited).
+//
+// Outbound NAT's return path (docs/outbound.md): a TCP or UDP packet to a frontend IP:port is sent to the
+// host of the nic that owns the port's range (the stateless range table, mux/snat-ranges.ts), in that
+// nic's VNI, the inner packet unchanged; the flow table is not touched. This comes before the VIP rules;
+// on a VIP that is also a frontend, a port no nic owns goes on to the VIP's rules when one has that port.
 import { Counters, codecDropIndex, codecDropNames } from '../shared/counters.js';
 import { ETHERTYPE_ARP, ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
 import {
@@ -38,6 +43,8 @@ import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import type { FlowTableConfig } from '../shared/config.js';
 import { FlowTable, type FlowLimit } from './flow-table.js';
 import { foldV6, type MuxNic, type MuxRule, type MuxTables, type MuxVip } from './tables.js';
+import { snatChunks6 } from './snat-ranges.js';
+import { SNAT_FIRST_PORT } from '../shared/config/outbound.js';
 import { EW_MUX_COUNTER_NAMES } from './east-west-counters.js';
 import { newMuxEwState, notVip4, type MuxEwState } from './east-west.js';
 
@@ -82,6 +89,12 @@ export const MUX_COUNTER_NAMES = [
   'control_nd',
   'icmp_errors_forwarded',
   'icmp_too_big_sent',
+  // outbound NAT's return path (docs/outbound.md): a packet to a frontend IP:port sent to the port's
+  // owning nic's host (never through the flow table or Maglev), or dropped with the reason
+  'snat_forwarded',
+  'drop_snat_no_owner',
+  'drop_snat_fragment',
+  'drop_snat_not_tcp_udp',
   'drop_not_ip',
   'drop_not_vip',
   'drop_no_rule',
@@ -300,7 +313,16 @@ function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   // RFC 791 3.1: a header with a wrong checksum is discarded
   if (!ipv4ChecksumOk(frame, l3, ip)) return drop(ctx, C.drop_ipv4_bad_checksum);
   const vip = ctx.tables.vips4.get(ip.dst);
-  if (vip === undefined) return notVip4(frame, l3, hl, ctx); // VXLAN from a host (east-west), or not_vip
+  if (vip === undefined) {
+    const chunks = ctx.tables.snat.table.v4.get(ip.dst);
+    if (chunks !== undefined)
+      return snatReturn(frame, l3, l3 + hl, l3 + ip.totalLength, ip.protocol, isIpv4Fragment(ip), chunks, null, ctx);
+    return notVip4(frame, l3, hl, ctx); // VXLAN from a host (east-west), or not_vip
+  }
+  if (vip.snat !== undefined) {
+    const v = snatReturn(frame, l3, l3 + hl, l3 + ip.totalLength, ip.protocol, isIpv4Fragment(ip), vip.snat, vip, ctx);
+    if (v !== SNAT_TO_RULES) return v;
+  }
   const proto = ip.protocol;
   const fragment = isIpv4Fragment(ip);
   const l4 = l3 + hl;
@@ -467,6 +489,14 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   const l4 = l3 + hl;
   const end = l3 + 40 + ip.payloadLength;
   const vip = findVip6(ctx, ip.dst);
+  if (vip === undefined && ctx.tables.snat.table.v6.length !== 0) {
+    const chunks = snatChunks6(ctx.tables.snat.table, ip.dst);
+    if (chunks !== undefined) return snatReturn(frame, l3, l4, end, proto, isIpv6Fragment(ip), chunks, null, ctx);
+  }
+  if (vip !== undefined && vip.snat !== undefined) {
+    const v = snatReturn(frame, l3, l4, end, proto, isIpv6Fragment(ip), vip.snat, vip, ctx);
+    if (v !== SNAT_TO_RULES) return v;
+  }
   if (vip === undefined) {
     // neighbour discovery for our own resolution of hosts on an IPv6 underlay
     if (proto === IPPROTO_ICMPV6 && end - l4 >= 8 && (frame[l4] === ICMPV6_NEIGHBOR_ADVERT || frame[l4] === ICMPV6_NEIGHBOR_SOLICIT)) {
@@ -512,6 +542,48 @@ function processIpv6(frame: Uint8Array, len: number, l3: number, ctx: MuxContext
   }
   if (nic === undefined) return drop(ctx, C.drop_no_backend);
   return encapsulate(frame, l3, end - l3, ETHERTYPE_IPV6, nic, flowHash, ctx);
+}
+
+/** snatReturn's answer for a VIP that is also a frontend: the port is no nic's, the VIP's rule for it decides. */
+const SNAT_TO_RULES = -1;
+
+/**
+ * A packet to an outbound NAT frontend IP (docs/outbound.md): TCP or UDP to a port whose range a nic owns
+ * goes to that nic's host in the nic's VNI (encapsulate, the inner packet unchanged), hashed on its 5-tuple
+ * for the outer source port only; the flow table is not touched. `chunks`: the IP's owners. `vip`: the VIP
+ * at that address, if any: a port no nic owns then goes on to its rules when one has that port (the
+ * allocator keeps rule ports out of every range), and ICMP and fragments go to its rules as before.
+ */
+function snatReturn(
+  frame: Uint8Array,
+  l3: number,
+  l4: number,
+  end: number,
+  proto: number,
+  fragment: boolean,
+  chunks: Uint16Array,
+  vip: MuxVip | null,
+  ctx: MuxContext,
+): number {
+  const C = ctx.counters.index;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return vip !== null ? SNAT_TO_RULES : drop(ctx, C.drop_snat_not_tcp_udp);
+  // a fragment's later parts carry no ports: the datagram could not be placed whole (the host reassembles none)
+  if (fragment) return vip !== null ? SNAT_TO_RULES : drop(ctx, C.drop_snat_fragment);
+  const n = readL4Ports(frame, l4, end, proto, false, ctx.ports);
+  if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.tcpDrop : ctx.udpDrop, n);
+  const port = ctx.ports.dstPort;
+  const owner = port < SNAT_FIRST_PORT ? 0 : chunks[(port - SNAT_FIRST_PORT) >>> 3]!;
+  if (owner === 0) return vip !== null && vip.rules.has((proto << 16) | port) ? SNAT_TO_RULES : drop(ctx, C.drop_snat_no_owner);
+  const nic = ctx.tables.nicsById[owner - 1];
+  if (nic === undefined) return drop(ctx, C.drop_internal_error); // the table is built from configured nics only
+  const seed = ctx.hashSeed;
+  const ip6 = frame[l3]! >>> 4 === 6;
+  const flowHash = ip6
+    ? hashFlowV6(ctx.ip6.src, 0, ctx.ip6.dst, 0, proto, ctx.ports.srcPort, port, 5, seed)
+    : hashFlowV4(ctx.ip4.src, ctx.ip4.dst, proto, ctx.ports.srcPort, port, 5, seed);
+  const v = encapsulate(frame, l3, end - l3, ip6 ? ETHERTYPE_IPV6 : ETHERTYPE_IPV4, nic, flowHash, ctx);
+  if (v === VERDICT_FORWARD) ctx.counters.values[C.snat_forwarded]!++;
+  return v;
 }
 
 /**

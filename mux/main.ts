@@ -95,12 +95,13 @@ export const MUX_PROGRAM: DaemonProgram = {
     };
   },
   // --controller: each policy carries the health the host agents reported; a policy that changes
-  // neither the config nor what is down (the same state again) leaves the tables and their generation be.
+  // neither the config nor what is down nor the outbound NAT ranges (the same state again) leaves the
+  // tables and their generation be.
   // Every policy, changed or not, tells the daemon that the controller's policy is in force (the first
   // one lets BGP announce: MuxDaemonOptions.awaitPolicy)
   applyPolicy(daemon, policy) {
     const d = daemon as MuxDaemon;
-    if (policy.configChanged || policy.healthChanged) d.applyConfig(policy.config, policy.healthView);
+    if (policy.configChanged || policy.healthChanged || policy.snatChanged) d.applyConfig(policy.config, policy.healthView, policy.snat);
     d.policyApplied();
   },
 };

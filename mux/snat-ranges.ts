@@ -11,7 +11,7 @@ export interface SnatRangeIn {
   readonly ip: IpAddr;
   readonly first: number;
   readonly last: number;
-  /** Index of the owning host in the MUX's host list. */
+  /** The owner: the host's index in a host list (snatTableFromPolicy), or the nic's id (snatTableForNics, the MUX's). */
   readonly host: number;
 }
 
@@ -22,10 +22,19 @@ export interface SnatRangeTable {
   readonly ranges: number;
 }
 
-/** Why the ranges cannot make a table (off the chunk grid, outside 1024-65535, two owners of one chunk), or the table. */
-export function buildSnatRangeTable(ranges: readonly SnatRangeIn[]): SnatRangeTable | string {
+/**
+ * Why the ranges cannot make a table (off the chunk grid, outside 1024-65535, two owners of one chunk), or
+ * the table. `frontends`: IPs to hold in the table even with no range yet (every port of theirs: no owner).
+ */
+export function buildSnatRangeTable(ranges: readonly SnatRangeIn[], frontends: readonly IpAddr[] = []): SnatRangeTable | string {
   const v4 = new Map<number, Uint16Array>();
   const v6: { words: Uint32Array; chunks: Uint16Array }[] = [];
+  for (const a of frontends) {
+    if (a.family === 4) {
+      if (!v4.has(a.words[0]!)) v4.set(a.words[0]!, new Uint16Array(CHUNKS));
+    } else if (!v6.some((x) => x.words.every((w, i) => w === a.words[i])))
+      v6.push({ words: Uint32Array.from(a.words), chunks: new Uint16Array(CHUNKS) });
+  }
   for (const r of ranges) {
     if (r.first < SNAT_FIRST_PORT || r.last > SNAT_LAST_PORT || r.last < r.first)
       return `range ${r.ip.text}:${r.first}-${r.last} is outside ${SNAT_FIRST_PORT}-${SNAT_LAST_PORT}`;
@@ -74,6 +83,15 @@ export function lookupSnat6(t: SnatRangeTable, buf: Uint8Array, off: number, por
   return -1;
 }
 
+/** The chunk owners of an IPv6 frontend IP given as four words (index (port - 1024) >>> 3; value owner + 1, 0: none), or undefined. */
+export function snatChunks6(t: SnatRangeTable, w: Uint32Array | readonly number[]): Uint16Array | undefined {
+  for (const e of t.v6) {
+    const x = e.words;
+    if (x[0] === w[0] && x[1] === w[1] && x[2] === w[2] && x[3] === w[3]) return e.chunks;
+  }
+  return undefined;
+}
+
 /** True when `dst` is an IPv4 frontend IP of outbound NAT (its replies are looked up here, not as a VIP's). */
 export function isSnatFrontend4(t: SnatRangeTable, dst: number): boolean {
   return t.v4.has(dst);
@@ -93,4 +111,37 @@ export function snatTableFromPolicy(
     ins.push({ ip: a, first: r.first, last: r.last, host: h });
   }
   return buildSnatRangeTable(ins);
+}
+
+/** A range as the policy carries it (controller/snat-alloc.ts SnatRange). */
+export interface SnatPolicyRange {
+  readonly ip: string;
+  readonly first: number;
+  readonly last: number;
+  readonly host: string;
+  readonly nic: string;
+}
+
+/**
+ * The MUX's table from the policy's ranges with the owning nic as the owner (its id in `nicIds`), so a
+ * reply goes to the nic's host in the nic's VNI. Refuses a range naming an unknown nic, or a nic on another
+ * host than the range says (a policy out of step with its config).
+ */
+export function snatTableForNics(
+  ranges: readonly SnatPolicyRange[],
+  nics: ReadonlyMap<string, { readonly id: number; readonly host: string }>,
+  frontends: readonly IpAddr[],
+): SnatRangeTable | string {
+  const ins: SnatRangeIn[] = [];
+  for (const r of ranges) {
+    const a = parseIpAddr(r.ip);
+    const n = nics.get(r.nic);
+    if (a === null) return `range ${r.ip}:${r.first}-${r.last}: not an address`;
+    if (n === undefined) return `range ${r.ip}:${r.first}-${r.last}: no nic ${r.nic}`;
+    if (n.host !== r.host) return `range ${r.ip}:${r.first}-${r.last}: nic ${r.nic} is on ${n.host}, not ${r.host}`;
+    if (!frontends.some((f) => f.family === a.family && f.words.every((w, i) => w === a.words[i])))
+      return `range ${r.ip}:${r.first}-${r.last}: ${r.ip} is no frontend IP of an outbound rule`;
+    ins.push({ ip: a, first: r.first, last: r.last, host: n.id });
+  }
+  return buildSnatRangeTable(ins, frontends);
 }

@@ -7,6 +7,7 @@ import type { AllDown, PoolConfig, SlbxConfig } from '../shared/config.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
 import { compileMuxEw, type MuxEwTables, type MuxEwVip } from './east-west.js';
 import { buildPoolTable, selectCandidates, spreadsTo, type SelectionBackend } from '../shared/selection.js';
+import { snatTableForNics, type SnatPolicyRange, type SnatRangeTable } from './snat-ranges.js';
 
 export interface MuxHost {
   readonly name: string;
@@ -92,6 +93,21 @@ export interface MuxVip {
    * null when the fragment could belong to rules that would place it differently.
    */
   readonly fragmentRule: Map<number, MuxRule | null>;
+  /**
+   * A VIP that is also an outbound NAT frontend IP: its chunk owners (nic id + 1 by (port - 1024) >>> 3),
+   * looked up before its rules (docs/outbound.md); undefined for the others.
+   */
+  readonly snat?: Uint16Array;
+}
+
+/** Outbound NAT's return path on the MUX (docs/outbound.md): the policy's ranges and the stateless table made of them. */
+export interface MuxSnat {
+  /** (frontend IP, port) -> owning nic id (mux/snat-ranges.ts); every frontend IP of the config is in it. */
+  readonly table: SnatRangeTable;
+  /** The policy's ranges the table was built from (kept for the next compile: a health change keeps them). */
+  readonly ranges: readonly SnatPolicyRange[];
+  /** The frontend IPs of the config's outbound rules (captured and announced like VIPs). */
+  readonly frontends: readonly IpAddr[];
 }
 
 export interface MuxTables {
@@ -108,6 +124,7 @@ export interface MuxTables {
   readonly ruleSlots: readonly { readonly vip: string; readonly rule: string }[];
   /** Internal VIPs (never announced, reached only in VXLAN from hosts) and what east-west needs (docs/east-west.md). */
   readonly ew: MuxEwTables;
+  readonly snat: MuxSnat;
 }
 
 /**
@@ -166,7 +183,18 @@ export function latencyBandChanged(config: SlbxConfig, health: HealthView, table
   return false;
 }
 
-export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: MuxTables | null, generation: number): MuxTables {
+/**
+ * The tables for a config and health view. `snatRanges`: the policy's outbound NAT ranges (default: those
+ * of `prev`, none without it). Throws when the ranges do not fit the config (naming the range): a policy
+ * that cannot be installed is refused and the previous tables stay.
+ */
+export function compileMuxTables(
+  config: SlbxConfig,
+  health: HealthView,
+  prev: MuxTables | null,
+  generation: number,
+  snatRanges: readonly SnatPolicyRange[] = prev?.snat.ranges ?? [],
+): MuxTables {
   // hosts: keep learned MACs
   const hosts = new Map<string, MuxHost>();
   for (const h of config.hosts) {
@@ -205,6 +233,11 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
     nics.set(n.name, nic);
   }
   const idSpace = nextId;
+  const frontends = config.outbound.flatMap((o) => o.frontendIps);
+  const snatNics = new Map([...nics].map(([name, n]) => [name, { id: n.id, host: n.host.name }]));
+  const snatTable = snatTableForNics(snatRanges, snatNics, frontends);
+  if (typeof snatTable === 'string') throw new Error(`outbound NAT ranges: ${snatTable}`);
+  const snat: MuxSnat = { table: snatTable, ranges: snatRanges, frontends };
 
   const poolTables = new Map<string, MuxPoolTable>();
   const tableFor = (poolName: string, probe: string | null, allDown: AllDown): MuxPoolTable => {
@@ -291,7 +324,11 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       const first = list[0]!;
       fragmentRule.set(proto, list.every((r) => r.table === first.table) ? first : null);
     }
-    const vip: MuxVip = { addr: v.address, rules, fragmentRule };
+    const fw = v.address.words;
+    const chunks =
+      v.address.family === 4 ? snatTable.v4.get(fw[0]!) : snatTable.v6.find((e) => e.words.every((w, i) => w === fw[i]))?.chunks;
+    const vip: MuxVip =
+      chunks === undefined ? { addr: v.address, rules, fragmentRule } : { addr: v.address, rules, fragmentRule, snat: chunks };
     if (v.scope === 'internal') internal.push({ vip, vni: networks.get(v.network!)!.vni });
     else if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
     else {
@@ -302,7 +339,18 @@ export function compileMuxTables(config: SlbxConfig, health: HealthView, prev: M
       vips6.set(k, bucket);
     }
   }
-  return { generation, vips4, vips6, nicsById, hosts, poolTables, nicIds, ruleSlots, ew: compileMuxEw(config, internal, hosts, nicIds) };
+  return {
+    generation,
+    vips4,
+    vips6,
+    nicsById,
+    hosts,
+    poolTables,
+    nicIds,
+    ruleSlots,
+    ew: compileMuxEw(config, internal, hosts, nicIds),
+    snat,
+  };
 }
 
 export { MAGLEV_EMPTY };

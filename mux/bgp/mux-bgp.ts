@@ -214,7 +214,12 @@ export class MuxBgp {
       const before = this.held.get(v.vip.text);
       if (before === v.held) continue;
       this.held.set(v.vip.text, v.held);
-      if (v.held === null) this.logFn('info', 'bgp_vip_announce', { vip: v.vip.text, ...(before !== undefined ? { was: before } : {}) });
+      if (v.held === null)
+        this.logFn('info', 'bgp_vip_announce', {
+          vip: v.vip.text,
+          ...(v.frontend ? { frontend: true } : {}),
+          ...(before !== undefined ? { was: before } : {}),
+        });
       else
         this.logFn(v.held === 'data_plane_not_ready' ? 'debug' : v.held === 'awaiting_policy' ? 'info' : 'warn', 'bgp_vip_held', {
           vip: v.vip.text,
@@ -273,7 +278,12 @@ export class MuxBgp {
     if (bgp === null) return null;
     return {
       asn: bgp.asn,
-      vips: (this.plan?.vips ?? []).map((v) => ({ vip: v.vip.text, announced: v.held === null, reason: v.held })),
+      vips: (this.plan?.vips ?? []).map((v) => ({
+        vip: v.vip.text,
+        announced: v.held === null,
+        reason: v.held,
+        ...(v.frontend ? { frontend: true } : {}),
+      })),
       peers: this.speakers.map((s) => s.status()),
       bfd: this.bfds.map((b) => b.status()),
     };

@@ -27,6 +27,8 @@ export interface VipPlan {
   readonly vip: IpAddr;
   /** null: announced. */
   readonly held: VipHoldReason | null;
+  /** An outbound NAT frontend IP that is no VIP (docs/outbound.md): announced like one, never for want of a backend. */
+  readonly frontend?: true;
 }
 
 export interface RoutePlan {
@@ -61,6 +63,18 @@ export function tableVips(t: MuxTables): MuxVip[] {
   return [...v4.sort(cmp), ...v6.sort(cmp)];
 }
 
+/** The outbound NAT frontend IPs that are no VIP of the tables, in the order of tableVips (IPv4 first, each by address). */
+export function tableFrontends(t: MuxTables): IpAddr[] {
+  const out = t.snat.frontends.filter((f) =>
+    f.family === 4 ? !t.vips4.has(f.words[0]!) : ![...t.vips6.values()].flat().some((v) => v.addr.words.every((w, i) => w === f.words[i])),
+  );
+  return out.sort((a, b) => {
+    if (a.family !== b.family) return a.family - b.family;
+    for (let i = 0; i < a.words.length; i++) if (a.words[i] !== b.words[i]) return a.words[i]! < b.words[i]! ? -1 : 1;
+    return 0;
+  });
+}
+
 export function planVipRoutes(tables: MuxTables, me: MuxConfig, facts: RoutePlanFacts): RoutePlan {
   const routes: BgpRoute[] = [];
   const vips: VipPlan[] = [];
@@ -74,6 +88,18 @@ export function planVipRoutes(tables: MuxTables, me: MuxConfig, facts: RoutePlan
     else if (!facts.ready) held = 'data_plane_not_ready';
     vips.push({ vip: v.addr, held });
     if (held === null) routes.push({ prefix: hostPrefix(v.addr), nextHop: v6 ? me.address6! : me.address });
+  }
+  // outbound NAT's frontend IPs: replies to the backends' own connections come back to them through a MUX;
+  // one that is also a VIP is announced as the VIP above
+  for (const f of tableFrontends(tables)) {
+    const v6 = f.family === 6;
+    let held: VipHoldReason | null = null;
+    if (v6 && me.address6 === null) held = 'no_address6';
+    else if (v6 ? !facts.hasAddress6 : !facts.hasAddress4) held = 'next_hop_missing';
+    else if (facts.policyKnown === false) held = 'awaiting_policy';
+    else if (!facts.ready) held = 'data_plane_not_ready';
+    vips.push({ vip: f, held, frontend: true });
+    if (held === null) routes.push({ prefix: hostPrefix(f), nextHop: v6 ? me.address6! : me.address });
   }
   return { routes, vips };
 }
