@@ -12,6 +12,9 @@
 #      --runs times, interleaved, with the baselines measured in the same run on the same namespaces;
 #      and the time from a policy change at the controller's API to the last of two MUXes applying it;
 #      then the latency once more with everything on one CPU (no cross-CPU wake-ups)
+#   4. fair: the 64-byte packet rates again with --rps (the fair baseline: the kernel's receive work of
+#      the kernel baselines and of the daemons on the DUT core; docs/io-paths.md), shown side by side
+#      with the headline ones
 # and writes results/bench-<UTC timestamp>/: results.json, results.md (medians with min-max, ratios,
 # every issue 4 target checked), chart.svg, and the raw material (netns/: runs.tsv, tcp.tsv, rr.tsv,
 # newflows.tsv, logs, daemon status, wire samples; micro.json; maglev.json; machine.json with the load
@@ -21,19 +24,27 @@
 #   scripts/bench.sh --smoke         seconds: every part once, tiny, to check the harness (CI); no timing
 #                                    assertion, the numbers mean nothing
 #   scripts/bench.sh --runs 5 --seconds 5     more and longer runs
-#   scripts/bench.sh --only micro,maglev      some parts (micro, maglev, netns, east-west)
+#   scripts/bench.sh --only micro,maglev      some parts (micro, maglev, netns, fair, east-west)
 #   scripts/bench.sh --only east-west         issue 14's east-west bench alone (scripts/bench/east-west.sh: Fastpath,
 #                                    through the MUX and VM to VM in one lab; not in the default run nor the smoke)
 #   scripts/bench.sh --no-setup --out DIR     no apt/npm step (only the builds); results in DIR
 #
 # The machine may be shared: every row records the 1-minute load average and per-run CPU shares; read
 # the numbers with them. Needs 2 CPUs (the generator on CPU 0, the process under test on CPU 1).
+#
+# Each part, and each run within the namespace parts, stands alone: one that fails is recorded with its
+# reason (failures.tsv of its folder; results.json "failures"; a table at the top of results.md) and the
+# rest goes on. A row in which the path took everything offered is marked generator-limited.
+# Exit status: 0 every part measured; 3 some parts or runs failed (recorded, the others measured); 2 a
+# usage error; 1 the bench could not run (set-up, build, report); 77 the namespace parts were skipped (no
+# root, no network namespaces or fewer than 2 CPUs; outside CI).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 
-usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; }
-die() { printf 'bench: %s\n' "$*" >&2; exit 2; }
+usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+die() { printf 'bench: %s\n' "$*" >&2; exit 2; }   # usage errors
+fatal() { printf 'bench: %s\n' "$*" >&2; exit 1; } # the bench cannot run
 log() { printf '[bench] %s\n' "$*" >&2; }
 
 SMOKE=0
@@ -41,7 +52,7 @@ RUNS=3
 SECS=3
 WARMUP=1
 OUT=''
-ONLY=micro,maglev,netns
+ONLY=micro,maglev,netns,fair
 SETUP=1
 while [ $# -gt 0 ]; do
   case $1 in
@@ -59,14 +70,14 @@ done
 [[ $RUNS =~ ^[0-9]+$ ]] && [ "$RUNS" -ge 1 ] || die "--runs must be an integer >= 1"
 [[ $SECS =~ ^[0-9]+$ ]] && [ "$SECS" -ge 1 ] || die "--seconds must be an integer >= 1"
 [[ $WARMUP =~ ^[0-9]+$ ]] || die "--warmup must be an integer >= 0"
-for p in ${ONLY//,/ }; do case $p in micro|maglev|netns|east-west) ;; *) die "--only: unknown part $p (micro, maglev, netns, east-west)" ;; esac; done
+for p in ${ONLY//,/ }; do case $p in micro|maglev|netns|fair|east-west) ;; *) die "--only: unknown part $p (micro, maglev, netns, fair, east-west)" ;; esac; done
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 if [ $SMOKE = 1 ]; then RUNS=1; SECS=1; WARMUP=0; fi
 
 # ---- set-up -----------------------------------------------------------------------------------------
 # shellcheck source=lib/setup.sh
 source scripts/lib/setup.sh
-if [ $SETUP = 1 ]; then slbx_setup || die 'set-up failed'; else npx tsc -p tsconfig.json || die 'TypeScript build failed'; fi
+if [ $SETUP = 1 ]; then slbx_setup || fatal 'set-up failed'; else npx tsc -p tsconfig.json || fatal 'TypeScript build failed'; fi
 RING=1
 RING_REASON=''
 if [ ! -f native/build/Release/slbx_ring.node ] || [ native/slbx_ring.c -nt native/build/Release/slbx_ring.node ] || [ native/binding.gyp -nt native/build/Release/slbx_ring.node ]; then
@@ -110,28 +121,51 @@ LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 write_machine
 log "results in $OUT (load average $LOAD_START)"
 
+# part_failed PART REASON: a part that failed as a whole, recorded; the next part runs
+printf 'part\tvariant\tround\tcase\treason\n' >"$OUT/failures.tsv"
+part_failed() {
+  printf '%s\t-\t-\t-\t%s\n' "$1" "$(printf '%s' "$2" | tr '\t\n' '  ')" >>"$OUT/failures.tsv"
+  log "FAILED part $1: $2"
+}
+# send_paths PART DIR ARGS...: one send-paths.sh run; exit 3 means some of its runs failed, each in
+# DIR/failures.tsv (the report reads them); any other failure is the whole part's
+send_paths() {
+  local part=$1 dir=$2 rc=0
+  shift 2
+  scripts/bench/send-paths.sh --no-build --runs "$RUNS" --seconds "$SECS" --warmup "$WARMUP" --out "$dir" "$@" || rc=$?
+  case $rc in
+    0|3) ;;
+    *) part_failed "$part" "scripts/bench/send-paths.sh exited $rc (its output above; partial results in $dir)" ;;
+  esac
+}
+
 # ---- 1, 2: in-process -------------------------------------------------------------------------------
 if want micro; then
   note_load micro start
   log 'pure data-plane cost and flow-table memory (scripts/bench/micro.ts)'
-  taskset -c "$DUT_CPU" node --expose-gc dist/scripts/bench/micro.js $([ $SMOKE = 1 ] && echo --quick) --json "$OUT/micro.json" | tee "$OUT/micro.txt"
+  rc=0
+  taskset -c "$DUT_CPU" node --expose-gc dist/scripts/bench/micro.js $([ $SMOKE = 1 ] && echo --quick) --json "$OUT/micro.json" | tee "$OUT/micro.txt" || rc=$?
+  [ $rc = 0 ] || part_failed micro "scripts/bench/micro.ts exited $rc (its output: micro.txt)"
   note_load micro end
 fi
 if want maglev; then
   note_load maglev start
   if [ $SMOKE = 1 ]; then
     log 'Maglev build times: in the smoke run, one build each (micro.js --maglev-only)'
-    taskset -c "$DUT_CPU" node dist/scripts/bench/micro.js --maglev-only --json "$OUT/maglev.json" | tee "$OUT/maglev.txt"
+    rc=0
+    taskset -c "$DUT_CPU" node dist/scripts/bench/micro.js --maglev-only --json "$OUT/maglev.json" | tee "$OUT/maglev.txt" || rc=$?
   else
     log 'Maglev build times (scripts/bench/maglev.ts)'
-    taskset -c "$DUT_CPU" node dist/scripts/bench/maglev.js --json "$OUT/maglev.json" | tee "$OUT/maglev.txt"
+    rc=0
+    taskset -c "$DUT_CPU" node dist/scripts/bench/maglev.js --json "$OUT/maglev.json" | tee "$OUT/maglev.txt" || rc=$?
   fi
+  [ $rc = 0 ] || part_failed maglev "the Maglev timing exited $rc (its output: maglev.txt)"
   note_load maglev end
 fi
 
 # ---- 3: namespaces ----------------------------------------------------------------------------------
 NETNS_RC=0
-if want netns; then
+if want netns || want fair; then
   if [ "$(id -u)" != 0 ] || ! ip netns list >/dev/null 2>&1; then
     log 'the namespace measurements need root and network namespaces: skipped'
     [ -z "${CI:-}" ] || { log 'under CI that is a failure'; NETNS_RC=1; }
@@ -163,12 +197,13 @@ if want netns; then
       [ ! -f dist/controller/main.js ] || add cp-propagation
       EXTRA=()
     fi
-    note_load netns start
-    log "namespace measurements: $V"
-    scripts/bench/send-paths.sh --no-build --runs "$RUNS" --seconds "$SECS" --warmup "$WARMUP" --out "$OUT/netns" \
-      --variants "$V" "${EXTRA[@]}" || NETNS_RC=$?
-    note_load netns end
-    if [ $SMOKE = 0 ] && [ $NETNS_RC = 0 ]; then
+    if want netns; then
+      note_load netns start
+      log "namespace measurements: $V"
+      send_paths netns "$OUT/netns" --variants "$V" "${EXTRA[@]}"
+      note_load netns end
+    fi
+    if want netns && [ $SMOKE = 0 ]; then
       # latency again with everything on CPU 0: on this kind of VM a wake-up across CPUs (an idle vCPU)
       # costs tens of µs, which the direct baseline (all on CPU 0) never pays; this run compares like
       # with like (docs/performance.md)
@@ -176,9 +211,23 @@ if want netns; then
       [ $RING = 0 ] || V1+=',rr-ring'
       note_load netns-1cpu start
       log "latency on one CPU: $V1"
-      scripts/bench/send-paths.sh --no-build --runs "$RUNS" --seconds "$SECS" --warmup "$WARMUP" --out "$OUT/netns-1cpu" \
-        --dut-cpu 0 --variants "$V1" || NETNS_RC=$?
+      send_paths netns-1cpu "$OUT/netns-1cpu" --dut-cpu 0 --variants "$V1"
       note_load netns-1cpu end
+    fi
+    if want fair; then
+      # the fair baseline (issue 19): the same 64-byte packet rates with the receive processing of the mux's
+      # and the host's fabric interfaces on the DUT core (--rps), kernel baselines and daemons alike
+      if [ $SMOKE = 1 ]; then
+        # the variant whose trafgen used to exit under --rps (docs/io-paths.md); no daemon, so a few seconds
+        VF='kernel-vxlan-decap'
+      else
+        VF='kernel-vxlan,kernel-vxlan-decap,kernel-forward-return'
+        [ $RING = 0 ] && VF+=',mux-cap,agent-capture,agent-dsr' || VF+=',mux-ring,agent-ring,agent-dsr-ring'
+      fi
+      note_load fair start
+      log "the fair baseline (--rps): $VF"
+      send_paths fair "$OUT/netns-rps" --rps --variants "$VF"
+      note_load fair end
     fi
   fi
 fi
@@ -188,28 +237,39 @@ if want east-west; then
   note_load east-west start
   scripts/bench/east-west.sh --runs "$RUNS" --seconds "$SECS" $([ $SMOKE = 1 ] && echo --smoke) --out "$OUT/east-west" || EW_RC=$?
   note_load east-west end
+  case $EW_RC in
+    0|77) ;;
+    *) part_failed east-west "scripts/bench/east-west.sh exited $EW_RC (its output above; $OUT/east-west)"; EW_RC=0 ;;
+  esac
 fi
 
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 write_machine
-node dist/scripts/bench/report.js bench --dir "$OUT" >"$OUT/report.txt" || die "the report failed (see $OUT)"
+node dist/scripts/bench/report.js bench --dir "$OUT" >"$OUT/report.txt" || fatal "the report failed (see $OUT)"
 cat "$OUT/report.txt"
-for f in results.json results.md chart.svg; do [ -s "$OUT/$f" ] || die "$OUT/$f was not written"; done
+for f in results.json results.md chart.svg; do [ -s "$OUT/$f" ] || fatal "$OUT/$f was not written"; done
+# every failure, whichever folder recorded it
+NFAILED=$(node -e 'console.log(JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).failures.length)' "$OUT/results.json")
 if [ $SMOKE = 1 ]; then
   # the harness works when every part it ran left its numbers (no timing assertion)
-  want micro && { [ -s "$OUT/micro.json" ] || die 'smoke: no micro.json'; }
-  want maglev && { [ -s "$OUT/maglev.json" ] || die 'smoke: no maglev.json'; }
-  if want netns && [ $NETNS_RC = 0 ]; then
-    node -e '
+  want micro && { [ -s "$OUT/micro.json" ] || fatal 'smoke: no micro.json'; }
+  want maglev && { [ -s "$OUT/maglev.json" ] || fatal 'smoke: no maglev.json'; }
+  if want netns && [ $NETNS_RC = 0 ] && [ "$NFAILED" = 0 ]; then
+    BENCH_FAIR=$(want fair && echo 1 || echo 0) node -e '
       const r = JSON.parse(require("fs").readFileSync(process.argv[1] + "/results.json", "utf8"));
       const need = (ok, what) => { if (!ok) { console.error("bench smoke: " + what); process.exit(1); } };
       need(r.packetRates.length > 0 && r.packetRates.every((s) => s.deliveredPps.median > 0), "a packet-rate variant delivered nothing");
       need(r.e2e && r.e2e.tcp.length > 0 && r.e2e.tcp.every((t) => t.bps.median > 0), "no TCP throughput");
       need(r.e2e.rr.length > 0 && r.e2e.rr.every((x) => x.p50.median > 0), "no latency samples");
       need(r.e2e.newflows.length > 0 && r.e2e.newflows.every((x) => x.newFlowsPerS.median > 0), "no new flows");
-    ' "$OUT" || die "smoke: the namespace measurements are incomplete (see $OUT)"
+      if (process.env.BENCH_FAIR === "1") need(r.packetRatesFair.length > 0 && r.packetRatesFair.every((s) => s.deliveredPps.median > 0), "a fair-baseline variant delivered nothing");
+    ' "$OUT" || fatal "smoke: the namespace measurements are incomplete (see $OUT)"
   fi
 fi
 log "results: $OUT"
 [ $NETNS_RC = 0 ] || exit "$NETNS_RC"
 [ $EW_RC = 0 ] || exit "$EW_RC"
+if [ "$NFAILED" -gt 0 ]; then
+  log "$NFAILED part(s) or run(s) failed: recorded in results.md (top) and results.json \"failures\"; the rest was measured"
+  exit 3
+fi

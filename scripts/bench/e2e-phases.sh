@@ -34,33 +34,65 @@
 # Rows: tcp.tsv, rr.tsv, newflows.tsv, cp.tsv (and the raw iperf3, rr and control-plane JSON under tcp/,
 # rr/ and cp/).
 
-E2E_SERVERS=0
 MUX_PID=''
 AGENT_PID=''
+IPERF3_PID=''
 
-e2e_start_servers() {
-  [ $E2E_SERVERS = 0 ] || return 0
+# e2e_init: once, in the main shell: the rows' headers and the client's routes
+e2e_init() {
   mkdir -p "$OUT/tcp" "$OUT/rr"
   printf 'variant\tcase\tround\tseconds\tbits_per_second\tretransmits\tgen_cpu_usr_sys_sirq_idle_steal\tdut_cpu_usr_sys_sirq_idle_steal\tmux_cpu_pct\tagent_cpu_pct\tloadavg_1m\n' >"$OUT/tcp.tsv"
   printf 'variant\tmode\tround\tcount\terrors\trate\tp50_us\tp90_us\tp99_us\tp999_us\tmax_us\tmean_us\tdut_cpu_usr_sys_sirq_idle_steal\tloadavg_1m\n' >"$OUT/rr.tsv"
   printf 'variant\tround\tchanges\tclient_ms_median\tclient_ms_min\tclient_ms_max\tclient_ms_p90\tack_ms_median\tack_ms_min\tack_ms_max\tack_ms_p90\tloadavg_1m\n' >"$OUT/cp.tsv"
   mkdir -p "$OUT/cp"
   printf 'variant\trate\tround\tseconds\toffered\toffered_pps\tdelivered\tdelivered_pps\tflow_new\tflow_new_per_s\tflow_table_full\tmux_rx\tdut_cpu_usr_sys_sirq_idle_steal\tmux_cpu_pct\tloadavg_1m\ttotal_offered\ttotal_delivered\tlost\tflow_promoted\tflow_untrusted_full\n' >"$OUT/newflows.tsv"
-  # the backend's servers, on the generator CPU (so the DUT CPU has only the daemons)
-  ip netns exec "$NS_VM" taskset -c "$GEN_CPU" iperf3 -s -p 5201 >"$OUT/logs/iperf3-server.log" 2>&1 &
-  PIDS+=("$!")
-  ip netns exec "$NS_VM" taskset -c "$GEN_CPU" node dist/scripts/bench/rr.js server --port 7100 >"$OUT/logs/rr-server.log" 2>&1 &
-  PIDS+=("$!")
   # the client reaches the VIP and (tcp-direct, rr-direct) the backend through the router
   ip -n "$NS_GEN" route replace default via 198.51.100.1
   # TIME_WAIT sockets of the connect mode must not run the client out of ports
   nsx "$NS_GEN" sysctl -qw net.ipv4.tcp_tw_reuse=1
+}
+
+# listening PORT: is a TCP socket listening on PORT in the backend's namespace
+listening() { nsx "$NS_VM" ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
+
+# e2e_start_servers: the run's request/response server, on the generator CPU (the DUT CPU has only the
+# daemons); it is the run's own (run_isolated stops it with the run) and is checked listening first
+e2e_start_servers() {
   local i
-  for i in $(seq 1 50); do
-    nsx "$NS_VM" bash -c 'exec 3<>/dev/tcp/127.0.0.1/7100' 2>/dev/null && break
+  for i in $(seq 1 100); do listening 7100 || break; sleep 0.1; done
+  listening 7100 && die "port 7100 is still taken in the backend's namespace after 10 s (a previous server?)"
+  ip netns exec "$NS_VM" taskset -c "$GEN_CPU" node dist/scripts/bench/rr.js server --port 7100 >"$OUT/logs/rr-server-$1.log" 2>&1 &
+  PIDS+=("$!")
+  for i in $(seq 1 100); do listening 7100 && return 0; sleep 0.1; done
+  die "the request/response server did not listen on 7100 in 10 s (log: $OUT/logs/rr-server-$1.log)"
+}
+
+# start_iperf3_server TAG: a fresh one-off iperf3 server (-1: it serves one test, then exits) for each
+# measurement. A server that just served a test may go on for a while (the "server is busy running a
+# test" the next client met when one long-lived server served every case): wait up to 10 s for the
+# previous one to exit and the port to be free, stop it (ours, by PID) if it did not, and start the new
+# one only once the port is free; it is ready when it listens. Returns 1 with IPERF3_FAIL set otherwise.
+start_iperf3_server() {
+  local tag=$1 i
+  IPERF3_FAIL=''
+  if [ -n "$IPERF3_PID" ]; then
+    for i in $(seq 1 100); do kill -0 "$IPERF3_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -0 "$IPERF3_PID" 2>/dev/null && { log "$tag: the previous iperf3 server still runs after 10 s: stopped"; stop_pid "$IPERF3_PID" TERM; }
+    wait "$IPERF3_PID" 2>/dev/null || true
+    IPERF3_PID=''
+  fi
+  for i in $(seq 1 100); do listening 5201 || break; sleep 0.1; done
+  if listening 5201; then IPERF3_FAIL='port 5201 still taken in the backend namespace after 10 s'; return 1; fi
+  ip netns exec "$NS_VM" taskset -c "$GEN_CPU" iperf3 -s -1 -p 5201 >"$OUT/logs/iperf3-server-$tag.log" 2>&1 &
+  IPERF3_PID=$!
+  PIDS+=("$IPERF3_PID")
+  for i in $(seq 1 100); do
+    listening 5201 && return 0
+    kill -0 "$IPERF3_PID" 2>/dev/null || break
     sleep 0.1
   done
-  E2E_SERVERS=1
+  IPERF3_FAIL="the iperf3 server did not listen on 5201 in 10 s: $(tail -1 "$OUT/logs/iperf3-server-$tag.log" 2>/dev/null) (log: $OUT/logs/iperf3-server-$tag.log)"
+  return 1
 }
 
 # start_lb IO ROUND VARIANT: slbx-mux and slbx-host-agent, both on the DUT CPU
@@ -98,7 +130,7 @@ e2e_variant_up() { # VARIANT ROUND
   local v=$1 r=$2
   case $v in
     tcp-*|rr-*)
-      e2e_start_servers
+      [[ $v != rr-* ]] || e2e_start_servers "$v-r$r"
       ip -n "$NS_VM" route replace default via 192.0.2.1
       case $v in
         *-direct)
@@ -107,8 +139,8 @@ e2e_variant_up() { # VARIANT ROUND
           nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=1 ;;
         *) start_lb "${v#*-}" "$r" "$v" ;;
       esac ;;
-    newflows-*) e2e_start_servers ;; # the MUX starts per rate (run_e2e_variant)
-    cp-*) e2e_start_servers ;;       # the controller and the MUXes start in run_cp (run_e2e_variant)
+    newflows-*) ;; # the MUX starts per rate (run_e2e_variant)
+    cp-*) ;;       # the controller and the MUXes start in run_cp (run_e2e_variant)
     *) die "unknown variant $v" ;;
   esac
 }
@@ -136,14 +168,20 @@ run_tcp_case() { # VARIANT ROUND CASE
   [ "$n" != "$c" ] && rev=-R
   [ "$v" = tcp-direct ] && target=192.0.2.10
   json=$OUT/tcp/$v-$c-r$r.json
-  local g0 g1 u0 u1 m0 m1 a0 a1
-  g0=$(cpu_ticks "$GEN_CPU"); u0=$(cpu_ticks "$DUT_CPU"); m0=$(proc_ticks "$MUX_PID"); a0=$(proc_ticks "$AGENT_PID")
-  if ! timeout $((SECONDS_MEASURED + WARMUP + 20)) ip netns exec "$NS_GEN" taskset -c "$GEN_CPU" \
-      iperf3 -c "$target" -p 5201 -t "$SECONDS_MEASURED" -O "$WARMUP" -P "$n" $rev -J >"$json" 2>"$OUT/logs/iperf3-$v-$c-r$r.err"; then
-    log "$v $c round $r: iperf3 failed (see $json)"
+  if ! start_iperf3_server "$v-$c-r$r"; then note_failure "$c" "$IPERF3_FAIL"; return 0; fi
+  # SEND_PATHS_HOLD_IPERF3=1 (a fault for checking this harness, never in a measurement): another client
+  # takes the fresh server first, so this case must be recorded as failed and the next ones go on
+  if [ "${SEND_PATHS_HOLD_IPERF3:-0}" = 1 ]; then
+    ip netns exec "$NS_GEN" iperf3 -c "$target" -p 5201 -t $((SECONDS_MEASURED + WARMUP + 2)) >"$OUT/logs/iperf3-hold-$v-$c-r$r.log" 2>&1 &
+    PIDS+=("$!")
+    sleep 1
   fi
+  local g0 g1 u0 u1 m0 m1 a0 a1 irc=0
+  g0=$(cpu_ticks "$GEN_CPU"); u0=$(cpu_ticks "$DUT_CPU"); m0=$(proc_ticks "$MUX_PID"); a0=$(proc_ticks "$AGENT_PID")
+  timeout $((SECONDS_MEASURED + WARMUP + 20)) ip netns exec "$NS_GEN" taskset -c "$GEN_CPU" \
+    iperf3 -c "$target" -p 5201 -t "$SECONDS_MEASURED" -O "$WARMUP" -P "$n" $rev -J >"$json" 2>"$OUT/logs/iperf3-$v-$c-r$r.err" || irc=$?
   g1=$(cpu_ticks "$GEN_CPU"); u1=$(cpu_ticks "$DUT_CPU"); m1=$(proc_ticks "$MUX_PID"); a1=$(proc_ticks "$AGENT_PID")
-  local bps retr secs hz
+  local bps retr secs hz err
   hz=$(getconf CLK_TCK)
   read -r bps retr secs < <(node -e '
     const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
@@ -151,13 +189,19 @@ run_tcp_case() { # VARIANT ROUND CASE
     const rcv = (e.sum_received || {});
     console.log(Math.round(rcv.bits_per_second || 0), (e.sum_sent || {}).retransmits ?? 0, (rcv.seconds || 0).toFixed(3));
   ' "$json" 2>/dev/null || echo "0 0 0")
+  # a failed case is recorded with iperf3's own words (its JSON "error"), never as 0 Gbit/s
+  if [ $irc != 0 ] || [ "$bps" = 0 ]; then
+    err=$(node -e 'try { const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); console.log(j.error || "") } catch { console.log("") }' "$json" 2>/dev/null || true)
+    [ $irc != 124 ] || err="timed out after $((SECONDS_MEASURED + WARMUP + 20)) s${err:+; $err}"
+    note_failure "$c" "iperf3 exited $irc: ${err:-no throughput} (see $json)"
+    return 0
+  fi
   local mpct apct
   mpct=$(awk -v a="$m0" -v b="$m1" -v hz="$hz" -v s="$SECONDS_MEASURED" -v w="$WARMUP" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / (s + w) }')
   apct=$(awk -v a="$a0" -v b="$a1" -v hz="$hz" -v s="$SECONDS_MEASURED" -v w="$WARMUP" 'BEGIN { printf "%.0f", 100 * (b - a) / hz / (s + w) }')
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$v" "$c" "$r" "$secs" "$bps" "$retr" "$(cpu_share "$g0" "$g1")" "$(cpu_share "$u0" "$u1")" "$mpct" "$apct" "$(loadavg1)" >>"$OUT/tcp.tsv"
   log "$(printf '%-14s %-3s round %s: %8.3f Gbit/s, %s retransmits; cpu%s %s, cpu%s %s; mux %s %%, agent %s %%' \
     "$v" "$c" "$r" "$(awk -v b="$bps" 'BEGIN { print b / 1e9 }')" "$retr" "$GEN_CPU" "$(cpu_share "$g0" "$g1")" "$DUT_CPU" "$(cpu_share "$u0" "$u1")" "$mpct" "$apct")"
-  [ "$bps" != 0 ] || die "$v $c round $r: no throughput (see $json and $OUT/logs)"
 }
 
 run_rr_mode() { # VARIANT ROUND MODE
@@ -167,9 +211,14 @@ run_rr_mode() { # VARIANT ROUND MODE
   json=$OUT/rr/$v-$m-r$r.json
   local u0 u1
   u0=$(cpu_ticks "$DUT_CPU")
+  local crc=0
   timeout $((SECONDS_MEASURED + WARMUP + 30)) ip netns exec "$NS_GEN" taskset -c "$GEN_CPU" \
     node dist/scripts/bench/rr.js client --target "$target" --mode "$m" --rate "$rate" --seconds "$SECONDS_MEASURED" \
-    --warmup "$WARMUP" --json "$json" >"$OUT/logs/rr-$v-$m-r$r.log" 2>&1 || die "$v $m round $r: the latency client failed (log: $OUT/logs/rr-$v-$m-r$r.log)"
+    --warmup "$WARMUP" --json "$json" >"$OUT/logs/rr-$v-$m-r$r.log" 2>&1 || crc=$?
+  if [ $crc != 0 ]; then
+    note_failure "$m" "the latency client exited $crc: $(tail -1 "$OUT/logs/rr-$v-$m-r$r.log" 2>/dev/null) (log: $OUT/logs/rr-$v-$m-r$r.log)"
+    return 0
+  fi
   u1=$(cpu_ticks "$DUT_CPU")
   local row
   row=$(node -e '
@@ -255,7 +304,7 @@ run_cp() { # VARIANT ROUND
     --pool p1 --nic h1vm1 --changes "$CP_CHANGES" --json "$json" >"$OUT/logs/$v-client-r$r.log" 2>&1 || rc=$?
   stop_pid "$m1" TERM; stop_pid "$m2" TERM; stop_pid "$cpid" TERM
   ip -n "$NS_MUX" addr del "$MUX2_PA/24" dev f0
-  [ $rc = 0 ] || die "$v round $r: the control-plane client failed (log: $OUT/logs/$v-client-r$r.log)"
+  [ $rc = 0 ] || die "the control-plane client exited $rc: $(tail -1 "$OUT/logs/$v-client-r$r.log" 2>/dev/null) (log: $OUT/logs/$v-client-r$r.log)"
   local row
   row=$(node -e '
     const j = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));

@@ -94,6 +94,10 @@ options:
   --no-build       do not run the TypeScript build first
   --help           show this help
 
+Each (variant, round) runs on its own: one that fails is recorded with its reason in failures.tsv (and
+results.json, results.md) and the others go on. Exit status: 0 all measured; 3 some runs failed; 2 a
+usage error or the harness could not run (root, tools, build, topology).
+
 Details (topology, counting, what each variant is): the header of this script and docs/io-paths.md.
 EOF
 }
@@ -118,7 +122,24 @@ RR_MODES=persistent,connect
 RR_RATE=2000
 FLOW_RATES=100000,200000,300000,400000
 
-die() { printf 'send-paths: %s\n' "$*" >&2; exit 2; }
+# Exit codes: 0 every run measured; 2 a usage error or the harness could not run (root, tools, build,
+# topology); 3 some runs failed: each is a row of failures.tsv (phase, variant, round, case, reason) and
+# in results.json and results.md, and the other runs went on.
+# die inside a run (RUN_ID "PHASE VARIANT ROUND", set by run_isolated) records the reason first; the run's
+# subshell then stops and cleans up, and the next run starts.
+RUN_ID=''
+die() {
+  printf 'send-paths: %s\n' "$*" >&2
+  [ -z "$RUN_ID" ] || note_failure '' "$*"
+  exit 2
+}
+# note_failure CASE REASON: one failed measurement of the current run (the run itself may go on)
+note_failure() {
+  local ph v r
+  read -r ph v r <<<"$RUN_ID"
+  printf '%s\t%s\t%s\t%s\t%s\n' "$ph" "$v" "$r" "${1:--}" "$(printf '%s' "$2" | tr '\t\n' '  ')" >>"$OUT/failures.tsv"
+  printf '[send-paths] FAILED %s %s round %s%s: %s\n' "$ph" "$v" "$r" "${1:+ $1}" "$2" >&2
+}
 is_uint() { [[ $1 =~ ^[0-9]+$ ]]; }
 
 while [ $# -gt 0 ]; do
@@ -186,9 +207,12 @@ mkdir -p "$OUT/logs" "$OUT/status" "$OUT/wire"
 OUT=$(cd "$OUT" && pwd)
 
 # trafgen's send buffer (scripts/bench/trafgen-sndbuf.c): without it, a path slower than the generator
-# behind an RPS-steered interface fills the buffer and trafgen exits (docs/io-paths.md)
+# behind an RPS-steered interface fills the buffer and trafgen exits (docs/io-paths.md).
+# SEND_PATHS_TRAFGEN_SNDBUF=0 leaves it out (to see that failure recorded; never for a measurement).
 TG_PRELOAD=''
-if command -v cc >/dev/null && cc -shared -fPIC -O2 -Wall -o "$OUT/trafgen-sndbuf.so" scripts/bench/trafgen-sndbuf.c -ldl 2>"$OUT/logs/trafgen-sndbuf-build.log"; then
+if [ "${SEND_PATHS_TRAFGEN_SNDBUF:-1}" = 0 ]; then
+  printf 'send-paths: warning: SEND_PATHS_TRAFGEN_SNDBUF=0: trafgen keeps its 208 KB send buffer\n' >&2
+elif command -v cc >/dev/null && cc -shared -fPIC -O2 -Wall -o "$OUT/trafgen-sndbuf.so" scripts/bench/trafgen-sndbuf.c -ldl 2>"$OUT/logs/trafgen-sndbuf-build.log"; then
   TG_PRELOAD=$OUT/trafgen-sndbuf.so
 else
   printf 'send-paths: warning: scripts/bench/trafgen-sndbuf.c did not build (cc: Debian gcc; see %s): trafgen keeps its 208 KB send buffer and may exit under --rps\n' "$OUT/logs/trafgen-sndbuf-build.log" >&2
@@ -215,12 +239,18 @@ HOST_STATUS=127.0.0.1:9181
 
 NSS=()
 PIDS=()
+RUN_PID=''
 log() { printf '[send-paths] %s\n' "$*" >&2; }
 
 cleanup() {
   local rc=$? pid ns i
   set +e
   trap - EXIT INT TERM
+  # a run in progress (run_isolated's subshell) stops its own processes and undoes its variant
+  if [ -n "$RUN_PID" ] && kill -0 "$RUN_PID" 2>/dev/null; then
+    kill -TERM "$RUN_PID" 2>/dev/null
+    for i in $(seq 1 100); do kill -0 "$RUN_PID" 2>/dev/null || break; sleep 0.1; done
+  fi
   for pid in "${PIDS[@]}"; do kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null; done
   for i in $(seq 1 30); do
     local alive=0
@@ -233,7 +263,8 @@ cleanup() {
   # --perf: the JIT symbol maps node wrote for perf (/tmp/perf-PID.map), ours only
   for pid in "${PIDS[@]}"; do rm -f "/tmp/perf-$pid.map"; done
   for ns in "${NSS[@]}"; do [ -e "/var/run/netns/$ns" ] && log "could not delete namespace $ns"; done
-  [ $rc = 0 ] || log "failed (exit $rc); partial results in $OUT"
+  if [ $rc = 3 ]; then log "some runs failed (exit 3; failures.tsv); the others are in $OUT"
+  elif [ $rc != 0 ]; then log "failed (exit $rc); partial results in $OUT"; fi
   exit $rc
 }
 trap cleanup EXIT
@@ -383,13 +414,16 @@ start_trafgen() { # NS IF CONFIG LOG
   local c i
   TG_CHILDREN=()
   for i in $(seq 1 50); do
-    kill -0 "$TG_PID" 2>/dev/null || { cat "$4" >&2; die "trafgen exited at start (log: $4)"; }
+    kill -0 "$TG_PID" 2>/dev/null || die "trafgen exited at start: $(trafgen_said "$4")"
     for c in $(pgrep -P "$TG_PID" || true); do TG_CHILDREN+=("$c"); PIDS+=("$c"); done
     [ ${#TG_CHILDREN[@]} -gt 0 ] && return 0
     sleep 0.1
   done
   die "trafgen started no worker in 5 s (log: $4)"
 }
+
+# the last line trafgen wrote that says why (e.g. "Flushing TX_RING failed: ..."), with its log's name
+trafgen_said() { printf '%s (log: %s)' "$(grep -v '^ *$' "$1" 2>/dev/null | grep -iv 'packets to schedule\|bytes in total\|Running!' | tail -1 || true)" "$1"; }
 
 stop_pid() { # PID [SIGNAL]: stop one process we started and wait for it
   local pid=$1 i
@@ -654,6 +688,7 @@ run_variant() { # VARIANT ROUND
   t1a=$(now_ns); d1=$(counter "$rx_ns" "$rx_if" rx_packets); o1=$(counter "$gen_ns" "$gen_if" tx_packets); t1b=$(now_ns)
   g1=$(cpu_ticks "$GEN_CPU"); u1=$(cpu_ticks "$DUT_CPU"); p1=$(proc_ticks "$dut")
   [ -z "$perf_pid" ] || wait "$perf_pid" 2>/dev/null || true
+  kill -0 "$TG_PID" 2>/dev/null || die "trafgen exited during the run: $(trafgen_said "$OUT/logs/trafgen-$v-r$r.log")"
   stop_trafgen
   if [ -n "$perf_pid" ]; then
     perf report -i "$OUT/perf/$v.data" --stdio --no-children -g none --sort dso,sym --percent-limit 0.5 2>/dev/null \
@@ -664,6 +699,9 @@ run_variant() { # VARIANT ROUND
   local dt_ns=$(( (t1a + t1b) / 2 - (t0a + t0b) / 2 ))
   local delivered=$((d1 - d0)) offered=$((o1 - o0))
   local dpps=$(( delivered * 1000000000 / dt_ns )) opps=$(( offered * 1000000000 / dt_ns ))
+  # a run that offered or delivered nothing is a failed run, not a row of zeros
+  [ "$offered" -gt 0 ] || die "the generator offered nothing: $(trafgen_said "$OUT/logs/trafgen-$v-r$r.log")"
+  [ "$delivered" -gt 0 ] || die "delivered nothing of $offered offered (logs: $OUT/logs)"
   local secs gshare ushare ppct
   secs=$(awk -v n="$dt_ns" 'BEGIN { printf "%.3f", n / 1e9 }')
   gshare=$(cpu_share "$g0" "$g1")
@@ -672,7 +710,6 @@ run_variant() { # VARIANT ROUND
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$phase" "$v" "$r" "$secs" "$delivered" "$dpps" "$offered" "$opps" "$gshare" "$ushare" "$ppct" "$(cut -d' ' -f1 /proc/loadavg)" >>"$OUT/runs.tsv"
   log "$(printf '%-19s round %s: %8s pps delivered (%8s offered) over %s s; cpu%s %s, cpu%s %s (usr/sys/softirq/idle/steal %%), process %s %%' \
     "$v" "$r" "$dpps" "$opps" "$secs" "$GEN_CPU" "$gshare" "$DUT_CPU" "$ushare" "$ppct")"
-  [ "$delivered" -gt 0 ] || die "$v round $r delivered nothing: see $OUT/logs"
 }
 
 write_meta() {
@@ -736,6 +773,79 @@ write_meta() {
 EOF
 }
 
+# variant_reset VARIANT: after a failed run, undo whatever variant_up (and the e2e phases) may have left
+# in the namespaces, ignoring what is not there (the daemons and generators died with the run's subshell)
+variant_reset() {
+  set +e
+  case $(base_of "$1") in
+    kernel-forward|kernel-vxlan)
+      ip -n "$NS_MUX" route del "$VIP/32" 2>/dev/null
+      ip -n "$NS_MUX" link del vx0 2>/dev/null
+      nsx "$NS_MUX" sysctl -qw net.ipv4.ip_forward=0 ;;
+    kernel-vxlan-decap)
+      ip -n "$NS_HOST" route del "$VIP/32" 2>/dev/null
+      ip -n "$NS_HOST" neigh del "$DIP" dev h1vm1 2>/dev/null
+      ip -n "$NS_HOST" link del vx0 2>/dev/null
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0 ;;
+    kernel-forward-return)
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0 ;;
+    tcp-*|rr-*)
+      ip -n "$NS_ROUTER" route del 192.0.2.0/24 2>/dev/null
+      ip -n "$NS_HOST" addr del 192.0.2.1/24 dev h1vm1 2>/dev/null
+      nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=0
+      ip -n "$NS_VM" route del default 2>/dev/null ;;
+    cp-*)
+      ip -n "$NS_MUX" addr del "$MUX2_PA/24" dev f0 2>/dev/null ;;
+  esac
+  set -e
+}
+
+# run_isolated VARIANT ROUND: one run in a subshell of its own, so that a failure (die, or any failing
+# command under set -e) ends that run alone: the subshell records why (failures.tsv), stops every process
+# the run started (by PID) and undoes the variant; then the next run starts. The phase's nftables rules
+# are set here, in this shell, which keeps their state.
+run_isolated() {
+  local v=$1 r=$2 rc=0 before after
+  enter_phase "$(base_phase_of "$v")"
+  before=$(wc -l <"$OUT/failures.tsv")
+  set +e
+  (
+    set -e
+    RUN_ID="$(phase_of "$v") $v $r"
+    N0=${#PIDS[@]}
+    run_exit() {
+      local rc=$? i pid
+      set +e
+      trap - EXIT INT TERM
+      for pid in "${PIDS[@]:$N0}"; do kill -0 "$pid" 2>/dev/null && kill -TERM "$pid" 2>/dev/null; done
+      for i in $(seq 1 50); do
+        local alive=0
+        for pid in "${PIDS[@]:$N0}"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+        [ $alive = 0 ] && break
+        sleep 0.1
+      done
+      for pid in "${PIDS[@]:$N0}"; do kill -0 "$pid" 2>/dev/null && kill -KILL "$pid" 2>/dev/null; done
+      for pid in "${PIDS[@]:$N0}"; do rm -f "/tmp/perf-$pid.map"; done
+      [ $rc = 0 ] || variant_reset "$v"
+      exit $rc
+    }
+    trap run_exit EXIT
+    trap 'exit 143' TERM
+    trap 'exit 130' INT
+    run_variant "$v" "$r"
+  ) &
+  RUN_PID=$!
+  wait "$RUN_PID" || rc=$?
+  RUN_PID=''
+  set -e
+  after=$(wc -l <"$OUT/failures.tsv")
+  if [ $rc != 0 ] && [ "$after" = "$before" ]; then
+    # a command failed under set -e without a reason of ours: say where to look
+    RUN_ID="$(phase_of "$v") $v $r" note_failure '' "the run stopped (exit $rc) on a failing command; its error is in the output above this line"
+  fi
+  return 0
+}
+
 # the end-to-end phases (tcp-*, rr-*, newflows-*): e2e_variant_up, e2e_variant_down, run_e2e_variant
 # shellcheck source=e2e-phases.sh
 source "$ROOT/scripts/bench/e2e-phases.sh"
@@ -750,9 +860,18 @@ ORDERED=()
 for ph in mux newflows host-agent dsr tcp latency control; do
   for v in "${VARIANTS[@]}"; do [ "$(base_phase_of "$v")" = $ph ] && ORDERED+=("$v"); done
 done
+[ $E2E = 0 ] || e2e_init
+printf 'phase\tvariant\tround\tcase\treason\n' >"$OUT/failures.tsv"
 for r in $(seq 1 "$RUNS"); do
-  for v in "${ORDERED[@]}"; do run_variant "$v" "$r"; done
+  for v in "${ORDERED[@]}"; do run_isolated "$v" "$r"; done
 done
+enter_phase none
 if grep -q . <(tail -n +2 "$OUT/runs.tsv"); then node dist/scripts/bench/send-paths.js report --dir "$OUT"; fi
 [ $E2E = 0 ] || node dist/scripts/bench/report.js e2e --dir "$OUT"
 echo "results: $OUT"
+NFAILED=$(tail -n +2 "$OUT/failures.tsv" | grep -c . || true)
+if [ "$NFAILED" -gt 0 ]; then
+  log "$NFAILED failed measurement(s), recorded in $OUT/failures.tsv (and results.json, results.md):"
+  tail -n +2 "$OUT/failures.tsv" | awk -F'\t' '{ printf "[send-paths]   %s %s round %s%s: %s\n", $1, $2, $3, ($4 == "-" ? "" : " " $4), $5 }' >&2
+  exit 3
+fi

@@ -10,14 +10,16 @@
 //     client-SIZE.trafgen and vxlan-SIZE.trafgen (SIZE = the client frame's length), and with --port-mac
 //     reply-SIZE.trafgen: the backend's reply (DIP:7 -> client, random destination port) to its gateway
 //   node dist/scripts/bench/send-paths.js report --dir DIR
-//     reads DIR/runs.tsv and DIR/meta.json, writes DIR/results.json and DIR/results.md (median, min, max
-//     packets/s per variant; ratios of medians against the baselines of the same run), prints the table
+//     reads DIR/runs.tsv, DIR/meta.json and DIR/failures.tsv, writes DIR/results.json and DIR/results.md
+//     (median, min, max packets/s per variant; ratios of medians against the baselines of the same run,
+//     marked when a side was generator-limited; the process's CPU per packet; the failed runs), prints it
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pkt } from '../../shared/packet-builder.js';
 import { readPcap } from '../../shared/pcap-file.js';
 import { dissect } from '../../shared/dissect.js';
 import { ETHERTYPE_IPV4 } from '../../shared/ethernet.js';
+import { failuresMarkdown, generatorLimitedNote, parseFailures, ratioKind, ratioText, type RatioKind } from './report-lib.js';
 
 /** Client frame: Ethernet 14 + IPv4 20 + UDP 8 + payload 22 = 64 bytes (no FCS on a veth). */
 export const CLIENT_FRAME_LEN = 64;
@@ -325,27 +327,43 @@ function report(argv: readonly string[]): void {
         /** Median over the runs of delivered / offered. */
         deliveredShare: Number(median(mine.map((r) => (r.offered > 0 ? r.delivered / r.offered : 0))).toFixed(3)),
         ratios: {} as Record<string, number>,
+        ratioKinds: {} as Record<string, RatioKind>,
+        /** CPU time of the process under test per delivered packet, µs, median of the runs (daemons only). */
+        processUsPerPacket: v.baseline
+          ? undefined
+          : ((xs) => (xs.length > 0 ? Number(median(xs).toFixed(3)) : undefined))(
+              mine
+                .filter((r) => r.deliveredPps > 0 && r.dutProcessCpuPct > 0)
+                .map((r) => ((r.dutProcessCpuPct / 100) * 1e6) / r.deliveredPps),
+            ),
+        generatorLimited: null as string | null,
       };
     });
   for (const s of summaries) {
+    s.generatorLimited = generatorLimitedNote(s);
     for (const b of meta.baselines[s.phase] ?? []) {
       const base = summaries.find((x) => x.variant === b);
-      if (base !== undefined && base.deliveredPps.median > 0)
+      if (base !== undefined && base.deliveredPps.median > 0) {
         s.ratios[b] = Number((s.deliveredPps.median / base.deliveredPps.median).toFixed(3));
+        s.ratioKinds[b] = ratioKind(s, base);
+      }
     }
   }
-  writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ ...meta, runs: rows, summaries }, null, 2)}\n`);
+  const failures = existsSync(join(dir, 'failures.tsv')) ? parseFailures(readFileSync(join(dir, 'failures.tsv'), 'utf8')) : [];
+  writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ ...meta, runs: rows, summaries, failures }, null, 2)}\n`);
   const md: string[] = [];
+  if (failures.length > 0) md.push(failuresMarkdown(failures));
   for (const phase of [...new Set(summaries.map((s) => s.phase))]) {
     const bases = meta.baselines[phase] ?? [];
     md.push(`### ${phase}`, '');
     md.push(
-      `| variant | what | delivered pps, median (min-max) | offered pps, median | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} |`,
+      `| variant | what | delivered pps, median (min-max) | offered pps, median | delivered / offered | ${bases.map((b) => `vs ${b}`).join(' | ')} | process CPU µs per packet | limit |`,
     );
-    md.push(`|---|---|---|---|---|${bases.map(() => '---|').join('')}`);
+    md.push(`|---|---|---|---|---|${bases.map(() => '---|').join('')}---|---|`);
     for (const s of summaries.filter((x) => x.phase === phase)) {
+      const ratio = (b: string) => (s.ratios[b] !== undefined ? ratioText(s.ratios[b]!, s.ratioKinds[b] ?? 'measured') : '-');
       md.push(
-        `| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map((b) => (s.ratios[b] !== undefined ? s.ratios[b]!.toFixed(2) : '-')).join(' | ')} |`,
+        `| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map(ratio).join(' | ')} | ${s.processUsPerPacket === undefined ? '-' : s.processUsPerPacket.toFixed(2)} | ${s.generatorLimited ?? 'the path'} |`,
       );
     }
     md.push('');
