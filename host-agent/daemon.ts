@@ -43,6 +43,7 @@ import {
   type ListedHostFlow,
 } from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
+import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
 import { SnatControl, SNAT_CONTROL_TICK_MS, type SnatDemand, type SnatRelease } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
 import { joinUrl, requestJson } from '../runtime/http-json.js';
@@ -116,6 +117,12 @@ export interface HostDaemonOptions {
   onHealthChange?: HealthListener;
   /** The policy key (the controller's API token): checks Fastpath redirects (docs/east-west.md); none: every redirect is refused. */
   policyKey?: string | null;
+  /**
+   * Where the per-flow state is kept across a restart (host-agent/flow-snapshot.ts): the directory of
+   * host-agent-NAME.flows, and how often it is looked at (ms). null or 0: no snapshot.
+   */
+  stateDir?: string | null;
+  flowSnapshotMs?: number;
   /** The controller's replicas (--controller) and its token: outbound NAT's demands and releases go there. */
   controller?: { urls: readonly URL[]; token: string | null } | null;
 }
@@ -172,6 +179,8 @@ export class HostDaemon {
   /** East-west: the host flow table, clocks and redirect HMAC, carried across policies (host-agent/east-west-io.ts). */
   private ew: EwState;
   private readonly fabricMac: Uint8Array;
+  /** The flow snapshot (null: none): written by a timer and at stop, read at construction. */
+  readonly snapshot: FlowSnapshotter | null;
   /** Outbound NAT: the engine kept across policies, its ranges, demands and releases (host-agent/snat-control.ts). */
   readonly snat: SnatControl;
 
@@ -194,6 +203,22 @@ export class HostDaemon {
     this.ctx.ew = this.ew;
     this.snat = new SnatControl(o.name);
     this.installSnat(this.ctx, o.config, tables, []);
+    // the last process's flows (host-agent/flow-snapshot.ts), once the SNAT engine has its nics
+    this.snapshot =
+      o.stateDir && (o.flowSnapshotMs ?? 0) > 0
+        ? new FlowSnapshotter({
+            dir: o.stateDir,
+            name: o.name,
+            intervalMs: o.flowSnapshotMs!,
+            log: (level, event, fields) => (level === 'warn' ? logWarn : logInfo)(event, fields),
+          })
+        : null;
+    this.snapshot?.load({
+      flows: this.ew.flows,
+      nowS: this.ew.nowS,
+      maxLeftS: Math.max(this.ew.tcpIdleS, this.ew.udpIdleS),
+      snat: this.snat.engine,
+    });
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
@@ -312,6 +337,10 @@ export class HostDaemon {
       }, PORT_RETRY_MS),
     );
     this.timers.push(setInterval(() => this.tickEw(), EW_TICK_MS));
+    if (this.snapshot !== null) {
+      this.snapshot.resume();
+      this.timers.push(setInterval(() => this.snapshot!.tick(() => this.snapshotSource()), this.snapshot.intervalMs));
+    }
     this.timers.push(setInterval(() => this.tickSnat(), SNAT_CONTROL_TICK_MS));
     this.prober.start();
     this.openEchoSockets();
@@ -381,7 +410,8 @@ export class HostDaemon {
     this.raw4 = this.raw6 = null;
     this.batchCounted.raw4 = this.batchCounted.raw6 = 0; // new senders on the next start
     if (this.useNftables && this.nftError === null) removeVxlanDrop();
-    logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot() });
+    this.snapshot?.writeNow(this.snapshotSource());
+    logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot(), flowSnapshot: this.snapshot?.status() ?? null });
   }
 
   /** Opens the capture of every port not open yet (a port may appear after we start). */
@@ -782,6 +812,7 @@ export class HostDaemon {
         lastError: this.echoError ?? undefined,
       },
       eastWest: ewStatus(this.ew),
+      flowSnapshot: this.snapshot?.status() ?? null,
       snat: this.snat.status(t),
       counters: this.ctx.counters.snapshot(),
       // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
@@ -871,6 +902,18 @@ export class HostDaemon {
       logWarn('snat_release_failed', { chunks: r.chunks.length, error: (e as Error).message });
     }
     this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // kept chunks come back
+  }
+
+  /** What the flow snapshot copies: the host flow table's return-path entries and the outbound NAT engine's flows. */
+  private snapshotSource(): FlowSnapshotSource {
+    const ew = this.ew;
+    return {
+      flows: ew.flows,
+      nowS: ew.nowS,
+      mark: `${ew.flows.size}/${this.ctx.counters.get('dsr_flows_learned')}`,
+      minIdleS: Math.min(ew.tcpIdleS, ew.udpIdleS),
+      snat: this.snat.engine,
+    };
   }
 
   /** What GET /flows answers: up to `limit` entries of the host flow table (to_mux, fastpath). */

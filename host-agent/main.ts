@@ -11,6 +11,7 @@ import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
 import { writeHostMetrics } from './metrics.js';
+import { DEFAULT_FLOW_SNAPSHOT_MS } from './flow-snapshot.js';
 
 const PACKET = packetDaemonOptions('host');
 
@@ -34,6 +35,19 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     PACKET.captureBufferMb,
     { name: 'receive-path', value: 'PATH', help: 'how VXLAN comes in: capture or udp (see above)', default: DEFAULT_RECEIVE_PATH },
     PACKET.io,
+    {
+      name: 'state-dir',
+      value: 'DIR',
+      help:
+        "where the flow snapshot is kept across a restart (DIR/host-agent-NAME.flows: the return path's and outbound NAT's flows, read at the start); " +
+        "default: $STATE_DIRECTORY (systemd's StateDirectory=), else none (a restarted agent re-learns flows from their clients only)",
+    },
+    {
+      name: 'flow-snapshot-ms',
+      value: 'MS',
+      help: 'how often the flow snapshot is written when the flows changed (also on SIGTERM); 0: never',
+      default: String(DEFAULT_FLOW_SNAPSHOT_MS),
+    },
   ],
   defaultStatus: '127.0.0.1:9181',
   extraHelp:
@@ -45,6 +59,11 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     const rp = one(args, 'receive-path')!;
     const ioError = checkPacketDaemonArgs(args);
     if (ioError !== null) return ioError;
+    const snapMs = one(args, 'flow-snapshot-ms')!;
+    if (!/^\d+$/.test(snapMs) || Number(snapMs) > 3_600_000)
+      return `--flow-snapshot-ms must be a whole number of ms from 0 (never) to 3600000, e.g. ${DEFAULT_FLOW_SNAPSHOT_MS} (got ${JSON.stringify(snapMs)})`;
+    const dir = one(args, 'state-dir');
+    if (dir !== undefined && dir === '') return '--state-dir must name a directory (leave it out for none)';
     return isReceivePath(rp) ? null : `--receive-path must be one of ${RECEIVE_PATHS.join(', ')} (got ${JSON.stringify(rp)})`;
   },
   create(args, config, name, cfgPath) {
@@ -79,6 +98,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       receivePath,
       mac: packet.mac,
       io: packet.io,
+      stateDir: one(args, 'state-dir') ?? ((process.env['STATE_DIRECTORY'] ?? '').split(':')[0] || null),
+      flowSnapshotMs: Number(one(args, 'flow-snapshot-ms')),
     });
   },
   routes(daemon) {

@@ -75,6 +75,18 @@ export const SNAT_TIME_WAIT = 4;
 const FIN_OUT = 1;
 const FIN_IN = 2;
 
+/** Words of one flow as exportFlows writes it: family, protocol, TCP state, FINs seen, nic, VNI, DIP (4), remote (4), frontend IP (4), DIP port << 16 | remote port, frontend port, seconds left. */
+export const SNAT_FLOW_RECORD_WORDS = 21;
+
+/** What importFlows did with the records it was given. */
+export interface SnatImportResult {
+  restored: number;
+  /** No time left once the time since the export is taken off. */
+  expired: number;
+  /** Malformed, a port or DIP:port already taken here, or no room (maxFlows, a full table). */
+  skipped: number;
+}
+
 /** One range of a nic: frontend IP (1 word for IPv4, 4 for IPv6) and ports first..last. */
 export interface SnatPortRange {
   readonly ip: Uint32Array;
@@ -633,6 +645,147 @@ export class SnatEngine {
       freed++;
     }
     return freed;
+  }
+
+  /**
+   * The live flows (expiry after `now`) as SNAT_FLOW_RECORD_WORDS words each, for a snapshot that
+   * survives a host agent restart (host-agent/flow-snapshot.ts). The last word of a record is the
+   * seconds it has left; importFlows gives them back to a fresh engine.
+   */
+  exportFlows(now: number): Uint32Array {
+    const R = SNAT_FLOW_RECORD_WORDS;
+    let n = 0;
+    for (let s = 0; s < this.next; s++) if (this.expires[s]! > now) n++;
+    const out = new Uint32Array(n * R);
+    let o = 0;
+    for (let s = 0; s < this.next; s++) {
+      const e = this.expires[s]!;
+      if (e <= now) continue;
+      out[o] = this.fam[s]!;
+      out[o + 1] = this.proto[s]!;
+      out[o + 2] = this.state[s]!;
+      out[o + 3] = this.fins[s]!;
+      out[o + 4] = this.nicOf[s]!;
+      out[o + 5] = this.vni[s]!;
+      for (let i = 0; i < 4; i++) {
+        out[o + 6 + i] = this.dip[s * 4 + i]!;
+        out[o + 10 + i] = this.remote[s * 4 + i]!;
+        out[o + 14 + i] = this.fip[s * 4 + i]!;
+      }
+      out[o + 18] = this.ports[s]!;
+      out[o + 19] = this.fport[s]!;
+      out[o + 20] = e - now;
+      o += R;
+    }
+    return out;
+  }
+
+  /**
+   * Puts exported flows (exportFlows' records) back: each with its slot and both entries, its seconds
+   * left less `elapsedS` (the time between the export and now; none left: not restored). A record that
+   * does not parse, or whose port toward its remote endpoint or whose DIP:port is already taken here, is
+   * skipped; so are records beyond maxFlows or a full table. Call it after setNic (the per-nic counts of
+   * ports in use count the flows of nics known then).
+   */
+  importFlows(words: Uint32Array, now: number, elapsedS: number): SnatImportResult {
+    const R = SNAT_FLOW_RECORD_WORDS;
+    const r = { restored: 0, expired: 0, skipped: 0 };
+    const t = this.flows.table;
+    const k = t.key;
+    for (let o = 0; o + R <= words.length; o += R) {
+      const family = words[o]!;
+      const proto = words[o + 1]!;
+      const state = words[o + 2]!;
+      const left = words[o + 20]!;
+      const ports = words[o + 18]!;
+      const fport = words[o + 19]!;
+      if (
+        (family !== 4 && family !== 6) ||
+        (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) ||
+        state < SNAT_OPEN ||
+        state > SNAT_TIME_WAIT ||
+        words[o + 3]! > (FIN_OUT | FIN_IN) ||
+        words[o + 4]! > 0xffff ||
+        words[o + 5]! > 0xffffff ||
+        fport > 0xffff
+      ) {
+        r.skipped++;
+        continue;
+      }
+      if (left <= elapsedS) {
+        r.expired++;
+        continue;
+      }
+      if (this.live >= this.maxFlows) {
+        r.skipped++;
+        continue;
+      }
+      // in: (family, remote, frontend IP, proto, remote port, frontend port)
+      k[0] = family;
+      for (let i = 0; i < 4; i++) {
+        k[1 + i] = words[o + 10 + i]!;
+        k[5 + i] = words[o + 14 + i]!;
+      }
+      k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
+      k[10] = (((ports & 0xffff) << 16) | fport) >>> 0;
+      const inKey = Uint32Array.from(k);
+      const inHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      // out: (VNI << 8 | family, DIP, remote, proto, DIP port, remote port)
+      k[0] = ((words[o + 5]! << 8) | family) >>> 0;
+      for (let i = 0; i < 4; i++) {
+        k[1 + i] = words[o + 6 + i]!;
+        k[5 + i] = words[o + 10 + i]!;
+      }
+      k[9] = proto | (KEY_SPACE_SNAT_OUT << 8);
+      k[10] = ports;
+      const outHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      if (t.peek(outHash, now) >= 0) {
+        r.skipped++;
+        continue;
+      }
+      const outKey = Uint32Array.from(k);
+      k.set(inKey);
+      if (t.peek(inHash, now) >= 0) {
+        r.skipped++;
+        continue;
+      }
+      const slot = this.allocSlot();
+      if (slot < 0 || !t.insert(inHash, ((FLOW_SNAT_IN << 24) | slot) >>> 0, NO_EXPIRY)) {
+        if (slot >= 0) this.free.push(slot);
+        r.skipped++;
+        continue;
+      }
+      k.set(outKey);
+      if (!t.insert(outHash, ((FLOW_SNAT_OUT << 24) | slot) >>> 0, NO_EXPIRY)) {
+        k.set(inKey);
+        t.remove(inHash);
+        this.free.push(slot);
+        r.skipped++;
+        continue;
+      }
+      this.fam[slot] = family;
+      this.proto[slot] = proto;
+      this.state[slot] = state;
+      this.fins[slot] = words[o + 3]!;
+      this.nicOf[slot] = words[o + 4]!;
+      this.vni[slot] = words[o + 5]!;
+      for (let i = 0; i < 4; i++) {
+        this.dip[slot * 4 + i] = words[o + 6 + i]!;
+        this.remote[slot * 4 + i] = words[o + 10 + i]!;
+        this.fip[slot * 4 + i] = words[o + 14 + i]!;
+      }
+      this.ports[slot] = ports;
+      this.fport[slot] = fport;
+      this.expires[slot] = now + left - elapsedS;
+      this.live++;
+      const ns = this.nics.get(words[o + 4]!);
+      if (ns !== undefined) {
+        if (family === 4) ns.inUse4++;
+        else ns.inUse6++;
+      }
+      r.restored++;
+    }
+    return r;
   }
 
   private release(s: number): void {

@@ -197,6 +197,19 @@ export class FlowTable {
     this.expires.fill(0);
   }
 
+  /**
+   * Calls fn for every live entry in slots [from, to) without allocating: the key is keys[off .. off + keyWords).
+   * For copying a big table out in slices (host-agent/flow-snapshot.ts); fn must not change the table.
+   */
+  scan(from: number, to: number, now: number, fn: (keys: Uint32Array, off: number, value: number, expiresAt: number) => void): void {
+    const kw = this.keyWords;
+    const end = Math.min(to, this.cap);
+    for (let s = Math.max(0, from); s < end; s++) {
+      const e = this.expires[s]!;
+      if (e !== 0 && e > now) fn(this.keys, s * kw, this.values[s]!, e);
+    }
+  }
+
   /** Calls fn for every live entry (for status output; allocates). */
   forEach(now: number, fn: (key: Uint32Array, value: number, expiresAt: number) => void): void {
     const kw = this.keyWords;

@@ -595,6 +595,7 @@ _lab_build() {
     rm -f "$LAB_DIR/controller-state.json" "$LAB_DIR/controller-state.json.tmp" "$LAB_DIR/api-token"  # a new lab: a new state and token
     _lab_controller_spawn
   fi
+  rm -rf "$LAB_DIR/state"  # a new lab: no flow snapshot of an earlier one (the host agents' --state-dir)
   local daemon_nodes=()
   while read -r -u 3 kind n _; do
     [ "$kind" = host ] || continue
@@ -1111,7 +1112,8 @@ _lab_daemon_spawn() {
   _lab_spawn "$2" daemon "$1 $2" "$LAB_DIR/logs/$2.log" "${LAB_NODE[@]}" "$_lab_dk_js" \
     --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"} \
-    $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1")
+    $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1") \
+    $([ "$1" != host-agent ] || printf '%s\n' --state-dir "$LAB_DIR/state")
 }
 
 # _lab_daemon_pid KIND NODE: the PID of the KIND daemon running in NODE, or nothing (status 1).
