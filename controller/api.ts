@@ -191,16 +191,24 @@ export class ControllerApi {
     this.send(res, 500, { error: `internal error: ${(e as Error).message}` });
   }
 
+  /** The policy's text and signature, made once per stored state (every watcher of a generation gets the same). */
+  private policyCache: { of: object; text: string; bytes: number; signature: string | null } | null = null;
+
   /** A policy, signed with the token so the agent knows it comes from this controller. */
   private sendPolicy(res: ServerResponse): void {
     if (res.headersSent || res.destroyed) return;
-    const text = `${JSON.stringify(this.state.policy(), null, 2)}\n`;
+    const of = this.state.stored;
+    if (this.policyCache?.of !== of) {
+      const text = `${JSON.stringify(this.state.policy(), null, 2)}\n`;
+      this.policyCache = { of, text, bytes: Buffer.byteLength(text), signature: this.token === null ? null : sign(this.token, text) };
+    }
+    const { text, bytes, signature } = this.policyCache;
     const headers: Record<string, string | number> = {
       'content-type': 'application/json',
-      'content-length': Buffer.byteLength(text),
+      'content-length': bytes,
       'slbx-generation': String(this.state.generation),
     };
-    if (this.token !== null) headers[SIGNATURE_HEADER] = sign(this.token, text);
+    if (signature !== null) headers[SIGNATURE_HEADER] = signature;
     res.writeHead(200, headers);
     res.end(text);
   }

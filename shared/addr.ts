@@ -16,9 +16,29 @@ export const IPV4_ADDR_LEN = 4;
 export const IPV6_ADDR_LEN = 16;
 export const MAC_LEN = 6;
 
+/**
+ * Addresses parsed before, by their text (at most PARSED_MAX, then forgotten all at once). The controller
+ * validates its whole config on every change (docs/controller.md, "Changes per second"): without this,
+ * ip-address's parsing of the same few dozen addresses was a fifth of all it allocated at 50 changes/s.
+ */
+const parsed = new Map<string, IpAddr | null>();
+const PARSED_MAX = 4096;
+
 /** Parses an IPv4 or IPv6 address without prefix length; null when it is not one. */
 export function parseIpAddr(text: string): IpAddr | null {
-  if (typeof text !== 'string' || text.includes('/') || text.includes('%')) return null;
+  if (typeof text !== 'string') return null;
+  const known = parsed.get(text);
+  // a copy of the words: a caller may change its own (the cached ones stay as parsed)
+  if (known !== undefined) return known === null ? null : { family: known.family, text: known.text, words: known.words.slice() };
+  const a = parseIpAddrText(text);
+  if (text.length > 64) return a; // no address is this long: not kept
+  if (parsed.size >= PARSED_MAX) parsed.clear();
+  parsed.set(text, a === null ? null : { family: a.family, text: a.text, words: a.words.slice() });
+  return a;
+}
+
+function parseIpAddrText(text: string): IpAddr | null {
+  if (text.includes('/') || text.includes('%')) return null;
   // dotted quad only, no leading zeros (01.2.3.4 is octal to some parsers and decimal to others)
   if (/^(0|[1-9]\d{0,2})(\.(0|[1-9]\d{0,2})){3}$/.test(text) && Address4.isValid(text)) {
     const a = new Address4(text);
