@@ -3,6 +3,7 @@
 // scenario claims. Exit code 0 when every check passes.
 //   node dist/scripts/scenarios/lib/verify.js north-south|udp-modes|bad-traffic ... | gen-bad ... | account FILE RUNDIR
 import { verifyNorthSouth } from './north-south.js';
+import { verifyWorkers } from './workers.js';
 import { verifyUdpModes } from './udp-modes.js';
 import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
 import { printAccount } from './account.js';
@@ -28,6 +29,9 @@ try {
   switch (cmd) {
     case 'north-south':
       verifyNorthSouth(rest).exit();
+      break;
+    case 'workers':
+      verifyWorkers(rest).exit();
       break;
     case 'udp-modes':
       verifyUdpModes(rest).exit();
