@@ -694,8 +694,12 @@ export class HostDaemon {
     this.lastInternalError = (e as Error).stack ?? String(e);
   }
 
-  /** Installs a new config: new tables swapped in; ports opened or closed to match. */
-  applyConfig(config: SlbxConfig): void {
+  /**
+   * Installs a new config: new tables swapped in; ports opened or closed to match. `snat`: the policy's
+   * outbound NAT ranges when they changed with it (installed with the new tables in one step, so that no
+   * flow ends for a moment's mismatch of config and ranges).
+   */
+  applyConfig(config: SlbxConfig, snat?: readonly PolicySnatRange[]): void {
     const me = config.hosts.find((h) => h.name === this.name);
     if (me === undefined) throw new Error(`host ${JSON.stringify(this.name)} is not in the new config`);
     if (me.address.text !== this.self().address.text || config.fabric.vxlanPort !== this.config.fabric.vxlanPort) {
@@ -730,7 +734,7 @@ export class HostDaemon {
     this.neighbors.setPeers(tables.peers, meNext === undefined ? undefined : underlayRoutesOf(meNext));
     this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change
-    this.installSnat(ctx, config, this.ctx.tables, undefined);
+    this.installSnat(ctx, config, this.ctx.tables, snat);
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
     // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the
     // process: cap's close() stops its uv_poll handle without uv_close(), and its destructor frees it.)

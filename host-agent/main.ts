@@ -116,8 +116,9 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
   // a priority, enabled, distribution, the hash and table settings) leaves the host agent as it is
   applyPolicy(daemon, policy) {
     const d = daemon as HostDaemon;
-    if (policy.configChanged && hostPolicyKey(policy.config) !== hostPolicyKey(d.config)) d.applyConfig(policy.config);
-    if (policy.snatChanged) d.applySnatRanges(policy.snat); // outbound NAT's ranges (a demand or release changes them alone)
+    const snat = policy.snatChanged ? policy.snat : undefined; // outbound NAT's ranges (a demand or release changes them alone)
+    if (policy.configChanged && hostPolicyKey(policy.config) !== hostPolicyKey(d.config)) d.applyConfig(policy.config, snat);
+    else if (snat !== undefined) d.applySnatRanges(snat);
   },
 };
 

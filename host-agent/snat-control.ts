@@ -5,7 +5,8 @@
 //
 // Demand: a nic and family whose ports in use reach SNAT_DEMAND_THRESHOLD of the ports it holds, or that
 // had an exhaustion drop since the last look, asks for more while it holds less than its rule's
-// portsPerNic: a quarter of what it holds, at least one chunk of 8, at most up to the cap. At most one
+// portsPerNic: a quarter of what it holds, or one port for each connection refused since the last look
+// if more, in whole chunks of 8 (at least one), at most up to the cap. At most one
 // demand per nic and family in flight, and none sooner than SNAT_DEMAND_INTERVAL_MS after the last; the
 // granted ports arrive with the next policy generation (the controller makes the demand a generation).
 // Release: a chunk none of whose ports has carried a flow for SNAT_RELEASE_IDLE_S is given back while the
@@ -142,13 +143,15 @@ export class SnatControl {
         const held = family === 4 ? s.ports4 : s.ports6;
         const inUse = family === 4 ? s.inUse4 : s.inUse6;
         const exhausted = family === 4 ? s.exhausted4 : s.exhausted6;
-        const exhaustedNow = exhausted > st.lastExhausted;
+        const refused = exhausted - st.lastExhausted; // connections refused for want of a port since the last look
+        const exhaustedNow = refused > 0;
         st.lastExhausted = exhausted;
         if (st.inFlight || nowMs - st.lastDemandMs < SNAT_DEMAND_INTERVAL_MS || st.askedAtMs !== 0) continue;
         if (!(exhaustedNow || (held > 0 && inUse >= SNAT_DEMAND_THRESHOLD * held))) continue;
         if (held >= cap) continue;
         const quarter = Math.ceil(held / 4 / SNAT_CHUNK_PORTS) * SNAT_CHUNK_PORTS;
-        const ports = Math.min(cap - held, Math.max(SNAT_CHUNK_PORTS, quarter));
+        const unmet = Math.ceil(Math.max(0, refused) / SNAT_CHUNK_PORTS) * SNAT_CHUNK_PORTS; // a port for each refused SYN
+        const ports = Math.min(cap - held, Math.max(SNAT_CHUNK_PORTS, quarter, unmet));
         st.inFlight = true;
         st.lastDemandMs = nowMs;
         st.askedAtMs = nowMs;
