@@ -20,6 +20,7 @@ const base = (server: string, tcpPort: number, udpPort: number): SnatClientOptio
   timeoutMs: 20000,
   udpRetries: 3,
   udpRetryMs: 1000,
+  udpIntervalMs: 1000,
 });
 
 describe('snat-server and snat-client', () => {

@@ -6,7 +6,7 @@
 //   node dist/scripts/lab/snat-client.js --server 198.51.100.50 --tcp 500 --udp 500 --seconds 5 --json out.json
 // A TCP connection is ok when it connected, read the server's SRC line, got every byte it sent echoed
 // and closed cleanly (its FIN, then the server's). A UDP flow (one socket, one local port) sends one
-// datagram a second for S seconds, each retried up to --udp-retries times until its echo comes back; ok
+// datagram a second (--udp-interval-ms) for S seconds, each retried up to --udp-retries times until its echo comes back; ok
 // when every one came back, each from the server's address and port.
 import { connect, type Socket } from 'node:net';
 import { createSocket, type Socket as UdpSocket } from 'node:dgram';
@@ -75,6 +75,8 @@ export interface SnatClientOptions {
   timeoutMs: number;
   udpRetries: number;
   udpRetryMs: number;
+  /** Between two exchanges of a UDP flow: S s of a flow make max(1, floor(S * 1000 / udpIntervalMs)) exchanges. */
+  udpIntervalMs: number;
 }
 
 const SRC_LINE = /^SRC (\S+) (\d+)$/;
@@ -173,7 +175,7 @@ function runUdp(o: SnatClientOptions, i: number, startAt: number): Promise<SnatC
       seenSrc: null,
       seenPort: null,
       seenSources: 0,
-      exchanges: Math.max(1, o.seconds),
+      exchanges: Math.max(1, Math.floor((o.seconds * 1000) / o.udpIntervalMs)),
       answered: 0,
       retries: 0,
       strangers: 0,
@@ -230,8 +232,8 @@ function runUdp(o: SnatClientOptions, i: number, startAt: number): Promise<SnatC
         tries = 0;
         k++;
         if (k >= r.exchanges) return done(r.answered === r.exchanges && r.strangers === 0 ? 'ok' : 'failed');
-        // one exchange a second from the flow's start
-        next = setTimeout(send, Math.max(0, t0 + startAt + k * 1000 - Date.now()));
+        // one exchange every udpIntervalMs from the flow's start
+        next = setTimeout(send, Math.max(0, t0 + startAt + k * o.udpIntervalMs - Date.now()));
       });
       sock.bind(0, () => {
         r.localPort = sock!.address().port;
@@ -286,6 +288,7 @@ const OPTIONS: readonly OptionSpec[] = [
   },
   { name: 'udp-retries', value: 'N', help: 'tries of one UDP exchange beyond the first', default: '5' },
   { name: 'udp-retry-ms', value: 'MS', help: 'wait for a UDP echo before trying again', default: '2000' },
+  { name: 'udp-interval-ms', value: 'MS', help: 'between two exchanges of a UDP flow (S s make S*1000/MS exchanges)', default: '1000' },
   { name: 'json', value: 'FILE', help: 'write the report here (else on stdout)' },
   { name: 'help', help: 'this help' },
 ];
@@ -338,6 +341,7 @@ async function runParsed(args: ParsedArgs): Promise<number> {
     timeoutMs: intArg(args, 'timeout-ms', 100, 3600000),
     udpRetries: intArg(args, 'udp-retries', 0, 100),
     udpRetryMs: intArg(args, 'udp-retry-ms', 10, 60000),
+    udpIntervalMs: intArg(args, 'udp-interval-ms', 10, 60000),
   };
   const report = await runSnatClient(o);
   const text = `${JSON.stringify(report)}\n`;

@@ -51,6 +51,8 @@ export interface SnatServerRecords {
   udp: SnatServerUdpRecord[];
 }
 
+const UDP_RCVBUF_BYTES = 4 * 1024 * 1024;
+
 function log(event: string, fields: Record<string, unknown>): void {
   process.stdout.write(`${JSON.stringify({ ts: new Date().toISOString(), event, ...fields })}\n`);
 }
@@ -160,6 +162,13 @@ export async function startSnatServer(tcpPort: number, udpPort: number): Promise
       resolve();
     });
   });
+  // 2,000 flows' datagrams arrive in bursts: a deep receive buffer (capped by net.core.rmem_max), else the
+  // kernel drops what the process has not read yet (a loaded machine reads late)
+  try {
+    sock.setRecvBufferSize(UDP_RCVBUF_BYTES);
+  } catch {
+    // an unprivileged process above rmem_max: the default buffer
+  }
   const udpLocal = sock.address().port;
   sock.on('error', (e) => log('error', { kind: 'udp', error: e.message }));
   sock.on('message', (msg, rinfo) => {

@@ -23,6 +23,7 @@ import { verifyEastWestFastpath } from './east-west.js';
 import { verifyEastWestFailures } from './east-west-failures.js';
 import { verifyEightMuxes } from './eight-muxes.js';
 import { generateBadTags, verifyVlanDips } from './vlan-dips.js';
+import { verifyOutboundSnat } from './outbound-snat.js';
 
 const [cmd, ...rest] = process.argv.slice(2);
 try {
@@ -116,6 +117,9 @@ try {
       break;
     case 'gen-bad-tags':
       generateBadTags(rest);
+      break;
+    case 'outbound-snat':
+      verifyOutboundSnat(rest).exit();
       break;
     case 'vlan-dips':
       verifyVlanDips(rest).exit();
