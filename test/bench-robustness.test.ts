@@ -11,7 +11,9 @@ import {
   failuresMarkdown,
   GENERATOR_LIMITED_SHARE,
   generatorLimitedNote,
+  cpuPerPacketText,
   isGeneratorLimited,
+  limitNote,
   parseFailures,
   ratioKind,
   ratioText,
@@ -91,6 +93,20 @@ describe('generator-limited rows', () => {
     expect(generatorLimitedNote(row('mux-ring', 224_000, 137_000))).toBeNull();
     expect(isGeneratorLimited(row('x', 100_000, 100_000 * GENERATOR_LIMITED_SHARE - 1))).toBe(false);
     expect(isGeneratorLimited({ ...row('x', 1, 1), offeredPps: { median: 0 } })).toBe(false);
+  });
+
+  it("says a row that delivered nearly nothing is no rate, naming the daemon's drop, and gives it no CPU per packet", () => {
+    // the DSR phase since stateful DSR: 4 of 51,377 packets/s, every reply dropped as unsolicited
+    const dsr = { ...row('agent-dsr-ring', 51_377, 4, false, 10_000), topDrop: { counter: 'drop_out_dsr_unsolicited', count: 148_532 } };
+    expect(limitNote(dsr)).toBe(
+      'nearly nothing delivered (0.01 % of 51k offered): not a rate; the daemon dropped them as drop_out_dsr_unsolicited (148532 in its counters)',
+    );
+    expect(cpuPerPacketText(dsr)).toBe('-');
+    // a daemon at its limit (the --rps io-paths run: 33k of 388k, 8.5 %) is the path's rate
+    const udp = row('mux-udp', 388_000, 33_000, false, 5.1);
+    expect(limitNote(udp)).toBe('the path');
+    expect(cpuPerPacketText(udp)).toBe('5.10');
+    expect(limitNote(row('kernel-vxlan', 291_000, 291_000, true))).toMatch(/^generator-limited: /);
   });
 
   it('turns a ratio against such a row into a bound', () => {

@@ -129,6 +129,8 @@ export interface RateRow {
   deliveredShare: number;
   /** CPU time of the process under test per delivered packet, µs (not for the kernel baselines). */
   processUsPerPacket?: number;
+  /** The daemon's largest drop counter over the runs (from its /status after each run), if any. */
+  topDrop?: { counter: string; count: number };
 }
 
 export function isGeneratorLimited(r: RateRow): boolean {
@@ -140,6 +142,30 @@ export function generatorLimitedNote(r: RateRow): string | null {
   if (!isGeneratorLimited(r)) return null;
   const cost = r.processUsPerPacket === undefined ? '' : `; its process used ${f2(r.processUsPerPacket)} µs of CPU per packet`;
   return `generator-limited: offered ${kpps(r.offeredPps.median)}, delivered ~${kpps(r.deliveredPps.median)}; the DUT's capacity is higher${cost}`;
+}
+
+/**
+ * Below this share of what was offered a row is not a rate: the path dropped nearly everything (a set-up
+ * the daemon refuses by design, or a broken one), and its CPU per packet means nothing.
+ */
+export const NEARLY_NOTHING_SHARE = 0.01;
+
+export function deliveredNearlyNothing(r: RateRow): boolean {
+  return r.offeredPps.median > 0 && r.deliveredShare < NEARLY_NOTHING_SHARE;
+}
+
+/** The "limit" column: generator-limited, nearly nothing delivered (with the daemon's drop counter), or the path. */
+export function limitNote(r: RateRow): string {
+  const g = generatorLimitedNote(r);
+  if (g !== null) return g;
+  if (deliveredNearlyNothing(r))
+    return `nearly nothing delivered (${(r.deliveredShare * 100).toFixed(2)} % of ${kpps(r.offeredPps.median)} offered): not a rate${r.topDrop === undefined ? '' : `; the daemon dropped them as ${r.topDrop.counter} (${r.topDrop.count} in its counters)`}`;
+  return 'the path';
+}
+
+/** The process's CPU per packet, '-' where there is none or the row is not a rate. */
+export function cpuPerPacketText(r: RateRow): string {
+  return r.processUsPerPacket === undefined || deliveredNearlyNothing(r) ? '-' : f2(r.processUsPerPacket);
 }
 
 /**
@@ -385,6 +411,8 @@ interface PpsSummary {
   processUsPerPacket?: number;
   /** Set by the report: the row took everything offered (isGeneratorLimited), with the report's words. */
   generatorLimited?: string | null;
+  /** From send-paths.ts: the daemon's largest drop counter over the runs. */
+  topDrop?: { counter: string; count: number };
   /** Set by the report: per baseline, what the ratio means (ratioKind). */
   ratioKinds?: Record<string, RatioKind>;
 }
@@ -729,7 +757,7 @@ function ppsTable(rows: PpsSummary[]): string {
   for (const s of rows) {
     const ratio = (b: string) => (s.ratios[b] === undefined ? '-' : ratioText(s.ratios[b]!, s.ratioKinds?.[b] ?? 'measured'));
     md.push(
-      `| ${s.variant}${s.baseline ? ' (baseline)' : ''} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map(ratio).join(' | ')} | ${s.processUsPerPacket === undefined ? '-' : f2(s.processUsPerPacket)} | ${s.generatorLimited ?? 'the path'} |`,
+      `| ${s.variant}${s.baseline ? ' (baseline)' : ''} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map(ratio).join(' | ')} | ${cpuPerPacketText(s)} | ${limitNote(s)} |`,
     );
   }
   return md.join('\n');
@@ -755,7 +783,7 @@ function sideBySide(headline: PpsSummary[], fair: PpsSummary[]): string {
             .map(([b, r]) => `${ratioText(r, s.ratioKinds?.[b] ?? 'measured')} ${b.replace(/@.*/, '')}`)
             .join(', ') || (s.baseline ? '(baseline)' : '-');
     md.push(
-      `| ${f.phase} | ${f.variant} | ${h === undefined ? '-' : kpps(h.deliveredPps.median)} | ${ratios(h)} | ${kpps(f.deliveredPps.median)} | ${ratios(f)} | ${f.generatorLimited ?? 'the path'} |`,
+      `| ${f.phase} | ${f.variant} | ${h === undefined ? '-' : kpps(h.deliveredPps.median)} | ${ratios(h)} | ${kpps(f.deliveredPps.median)} | ${ratios(f)} | ${limitNote(f)} |`,
     );
   }
   md.push('');

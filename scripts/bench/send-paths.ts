@@ -19,7 +19,16 @@ import { pkt } from '../../shared/packet-builder.js';
 import { readPcap } from '../../shared/pcap-file.js';
 import { dissect } from '../../shared/dissect.js';
 import { ETHERTYPE_IPV4 } from '../../shared/ethernet.js';
-import { failuresMarkdown, generatorLimitedNote, parseFailures, ratioKind, ratioText, type RatioKind } from './report-lib.js';
+import {
+  cpuPerPacketText,
+  failuresMarkdown,
+  generatorLimitedNote,
+  limitNote,
+  parseFailures,
+  ratioKind,
+  ratioText,
+  type RatioKind,
+} from './report-lib.js';
 
 /** Client frame: Ethernet 14 + IPv4 20 + UDP 8 + payload 22 = 64 bytes (no FCS on a veth). */
 export const CLIENT_FRAME_LEN = 64;
@@ -279,6 +288,17 @@ function median(xs: readonly number[]): number {
 
 const kpps = (x: number) => `${(x / 1000).toFixed(0)}k`;
 
+/** The daemon's largest drop counter summed over a variant's runs (its /status after each run), if it dropped any. */
+function topDrop(rows: readonly RunRow[]): { counter: string; count: number } | undefined {
+  const sum = new Map<string, number>();
+  for (const r of rows) {
+    const drops = (r.daemon?.drops ?? {}) as Record<string, number>;
+    for (const [k, v] of Object.entries(drops)) sum.set(k, (sum.get(k) ?? 0) + v);
+  }
+  const top = [...sum].sort((a, b) => b[1] - a[1])[0];
+  return top === undefined ? undefined : { counter: top[0], count: top[1] };
+}
+
 function report(argv: readonly string[]): void {
   const dir = options(argv, ['dir']).get('dir')!;
   const meta = JSON.parse(readFileSync(join(dir, 'meta.json'), 'utf8')) as Meta;
@@ -337,6 +357,7 @@ function report(argv: readonly string[]): void {
                 .map((r) => ((r.dutProcessCpuPct / 100) * 1e6) / r.deliveredPps),
             ),
         generatorLimited: null as string | null,
+        topDrop: topDrop(mine),
       };
     });
   for (const s of summaries) {
@@ -363,7 +384,7 @@ function report(argv: readonly string[]): void {
     for (const s of summaries.filter((x) => x.phase === phase)) {
       const ratio = (b: string) => (s.ratios[b] !== undefined ? ratioText(s.ratios[b]!, s.ratioKinds[b] ?? 'measured') : '-');
       md.push(
-        `| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map(ratio).join(' | ')} | ${s.processUsPerPacket === undefined ? '-' : s.processUsPerPacket.toFixed(2)} | ${s.generatorLimited ?? 'the path'} |`,
+        `| ${s.variant} | ${s.what} | ${kpps(s.deliveredPps.median)} (${kpps(s.deliveredPps.min)}-${kpps(s.deliveredPps.max)}) | ${kpps(s.offeredPps.median)} | ${(s.deliveredShare * 100).toFixed(0)} % | ${bases.map(ratio).join(' | ')} | ${cpuPerPacketText(s)} | ${limitNote(s)} |`,
       );
     }
     md.push('');
