@@ -23,7 +23,9 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     'kernel from answering it), checks it against policy, NATs VIP:port to DIP:port and delivers the frame\n' +
     "to the backend's port; captures what the backends send, answers ARP/ND for their gateway, and sends\n" +
     'replies of load-balanced flows from VIP:port straight to the router with a raw socket (direct server\n' +
-    'return). Logs are JSON lines on stdout, state changes only.\n\n' +
+    "return). A backend's own connections leave from its outbound rule's frontend IP:port (outbound NAT:\n" +
+    'the ports come from the controller on demand, replies come back through a MUX; docs/outbound.md).\n' +
+    'Logs are JSON lines on stdout, state changes only.\n\n' +
     'Receive paths (--receive-path; measurements and the choice: docs/io-paths.md):\n' +
     '  capture  libpcap on the fabric interface, plus an nftables rule that drops VXLAN in the kernel\n' +
     '  udp      a UDP socket on PA and the VXLAN port (no nftables rule); allocates per datagram',

@@ -145,3 +145,32 @@ describe('outbound NAT: demand, grant, release with a controller', () => {
     expect(j.hosts.find((h) => h.host === 'host1')!.snat.nics[0]).toMatchObject({ inUse4: 16, exhausted4: 3 });
   });
 });
+
+describe('outbound NAT: demand sizing after a burst of refused connections', () => {
+  it('asks a port for each connection refused since the last look, in whole chunks, up to the cap', async () => {
+    const t = compileHostTables(cfg, 'host1', 1);
+    const x = newHostContext(
+      t,
+      cfg.fabric.vxlanPort,
+      PORT_MACS.map((m) => mac(m)),
+    );
+    const k = new SnatControl('host1');
+    k.install(cfg, t, t, await policyRanges(), 0);
+    x.snat = k.engine;
+    x.ew.nowS = 10;
+    const syn = (p: number) => {
+      const f = pkt()
+        .eth({ src: '02:00:c0:00:02:0a', dst: PORT_MACS[0] })
+        .ipv4({ src: '192.0.2.10', dst: '198.51.100.6' })
+        .tcp({ sport: p, dport: 9000, flags: TCP_SYN })
+        .build();
+      processOutbound(f, f.length, 0, x);
+      return x.lastDrop >= 0 ? x.counters.names[x.lastDrop]! : null;
+    };
+    const held = (k.status(t)['nics'] as { ports4: number }[])[0]!.ports4;
+    for (let i = 0; i < held; i++) expect(syn(50000 + i)).toBeNull();
+    for (let i = 0; i < 20; i++) expect(syn(51000 + i)).toBe('drop_out_snat_exhausted');
+    // 20 refused: 24 ports (three chunks), more than a quarter of what it holds; the cap is 64
+    expect(k.planDemands(t, cfg, 1_000)).toEqual([{ nic: 'h1vm1', family: 4, ports: 24 }]);
+  });
+});
