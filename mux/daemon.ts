@@ -706,8 +706,8 @@ export class MuxDaemon {
 
   /** What GET /flows answers: up to `limit` live flows. */
   flows(limit: number): ListedFlow[] {
-    // --workers: the workers' last reports (each lists up to 200 of its flows, every 250 ms)
-    if (this.workers !== null) return this.workers.slots.flatMap((s) => s.report?.flows ?? []).slice(0, limit);
+    // --workers: asked of every worker now (mux/workers.ts)
+    if (this.workers !== null) return this.workers.flows(limit);
     return listFlows(this.ctx, limit);
   }
 }

@@ -1,10 +1,13 @@
 // The messages between the MUX's main thread (mux/workers.ts) and its worker threads (mux/worker.ts).
+import type { MessagePort } from 'node:worker_threads';
 import type { SlbxConfig } from '../shared/config.js';
 import type { ListedFlow } from './flow-list.js';
 import type { MuxTables } from './tables.js';
 
 /** Words of a worker's shared status array. */
 export const STATUS_GENERATION = 0;
+/** Bumped by the worker after it posted a /flows answer on its flows port (the main thread waits on it). */
+export const STATUS_FLOWS_SEQ = 1;
 export const STATUS_WORDS = 4;
 
 /** What a worker thread starts with (workerData). */
@@ -24,6 +27,8 @@ export interface MuxWorkerInput {
   counters: SharedArrayBuffer;
   /** Int32 status words (STATUS_*), shared with the main thread. */
   status: SharedArrayBuffer;
+  /** Where the worker answers a `flows` request (read synchronously by the main thread). */
+  flowsPort: MessagePort;
 }
 
 export type MuxWorkerRequest =
@@ -31,6 +36,7 @@ export type MuxWorkerRequest =
   | { t: 'macs'; macs: [string, Uint8Array][] }
   | { t: 'filter'; filter: string }
   | { t: 'report' }
+  | { t: 'flows'; limit: number }
   | { t: 'exit-for-test'; code: number }
   | { t: 'stop' };
 
@@ -51,8 +57,9 @@ export interface MuxWorkerReport {
   lastSendError: string;
   internalErrors: number;
   lastInternalError: string;
-  flows: ListedFlow[];
 }
+
+export type { ListedFlow };
 
 export type MuxWorkerToMain =
   { t: 'ready'; index: number; generation: number } | { t: 'applied'; index: number; generation: number } | MuxWorkerReport;

@@ -23,6 +23,7 @@ import { listFlows } from './flow-list.js';
 import type { MuxTables } from './tables.js';
 import { MuxTrafficCounters, TRAFFIC_STRIDE } from './traffic-counters.js';
 import {
+  STATUS_FLOWS_SEQ,
   STATUS_GENERATION,
   STATUS_WORDS,
   type MuxWorkerInput,
@@ -32,7 +33,6 @@ import {
 } from './worker-protocol.js';
 
 const TICK_MS = 250;
-const FLOWS_LISTED = 200;
 
 /**
  * The worker's state and its per-frame work, apart from the thread so a test can drive it with frames
@@ -179,7 +179,6 @@ export class MuxWorkerCore {
       lastSendError: st?.txLastError ?? '',
       internalErrors: this.internalErrors,
       lastInternalError: this.lastInternalError,
-      flows: listFlows(this.ctx, FLOWS_LISTED),
     };
   }
 }
@@ -207,7 +206,13 @@ function runThread(): void {
     } else if (m.t === 'macs') core.applyMacs(m.macs);
     else if (m.t === 'filter') open(m.filter);
     else if (m.t === 'report') post(core.report(input.index));
-    else if (m.t === 'exit-for-test')
+    else if (m.t === 'flows') {
+      // answered on the flows port first, then the shared word bumped: the main thread, waiting on the
+      // word, then finds the answer there (receiveMessageOnPort)
+      input.flowsPort.postMessage(listFlows(core.ctx, m.limit));
+      Atomics.add(core.status, STATUS_FLOWS_SEQ, 1);
+      Atomics.notify(core.status, STATUS_FLOWS_SEQ);
+    } else if (m.t === 'exit-for-test')
       process.exit(m.code); // ends this thread only: the restart test
     else if (m.t === 'stop') {
       clearInterval(timer);

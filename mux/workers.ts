@@ -5,13 +5,23 @@
 // counters; every 250 ms), and restarts a worker that exits without taking the others down. A restarted
 // worker starts with an empty flow table: its flows fall back to the Maglev choice, as after a MUX
 // restart, and its counters carry on (the shared array is the same).
-import { Worker } from 'node:worker_threads';
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import type { ListedFlow } from './flow-list.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import type { MuxTables } from './tables.js';
-import { STATUS_GENERATION, STATUS_WORDS, type MuxWorkerInput, type MuxWorkerReport, type MuxWorkerToMain } from './worker-protocol.js';
+import {
+  STATUS_FLOWS_SEQ,
+  STATUS_GENERATION,
+  STATUS_WORDS,
+  type MuxWorkerInput,
+  type MuxWorkerReport,
+  type MuxWorkerToMain,
+} from './worker-protocol.js';
 
 const RESTART_DELAY_MS = 200;
+/** How long GET /flows waits for a worker's answer (it answers between two ring batches). */
+const FLOWS_WAIT_MS = 2000;
 const WORKER_FILE = new URL('./worker.js', import.meta.url);
 
 export interface MuxWorkersOptions {
@@ -36,6 +46,8 @@ interface Slot {
   lastExit: string | null;
   ready: boolean;
   report: MuxWorkerReport | null;
+  /** This thread's end of the worker's flows port. */
+  flowsPort: MessagePort | null;
 }
 
 export class MuxWorkers {
@@ -59,6 +71,7 @@ export class MuxWorkers {
         lastExit: null,
         ready: false,
         report: null,
+        flowsPort: null,
       });
     }
   }
@@ -70,6 +83,10 @@ export class MuxWorkers {
 
   private spawn(s: Slot): void {
     const cur = this.o.current();
+    const ch = new MessageChannel();
+    s.flowsPort?.close();
+    s.flowsPort = ch.port1;
+    ch.port1.unref();
     const input: MuxWorkerInput = {
       slbxMuxWorker: true,
       index: s.index,
@@ -84,8 +101,9 @@ export class MuxWorkers {
       captureBufferBytes: this.o.captureBufferBytes,
       counters: s.counters,
       status: s.status.buffer,
+      flowsPort: ch.port2,
     };
-    const w = new Worker(WORKER_FILE, { workerData: input });
+    const w = new Worker(WORKER_FILE, { workerData: input, transferList: [ch.port2] });
     s.worker = w;
     s.ready = false;
     w.on('message', (m: MuxWorkerToMain) => {
@@ -175,6 +193,25 @@ export class MuxWorkers {
         s.worker = null;
       }),
     );
+  }
+
+  /**
+   * GET /flows: up to `limit` live flows of every worker, asked for now and waited for (synchronously, at
+   * most FLOWS_WAIT_MS each: a worker answers between two ring batches). A worker that does not answer in
+   * time is left out.
+   */
+  flows(limit: number): ListedFlow[] {
+    const out: ListedFlow[] = [];
+    for (const s of this.slots) {
+      if (out.length >= limit || s.worker === null || !s.ready || s.flowsPort === null) continue;
+      while (receiveMessageOnPort(s.flowsPort) !== undefined); // a late answer to an earlier request
+      const seq = Atomics.load(s.status, STATUS_FLOWS_SEQ);
+      s.worker.postMessage({ t: 'flows', limit: limit - out.length });
+      if (Atomics.wait(s.status, STATUS_FLOWS_SEQ, seq, FLOWS_WAIT_MS) === 'timed-out') continue;
+      const m = receiveMessageOnPort(s.flowsPort);
+      if (m !== undefined) out.push(...(m.message as ListedFlow[]));
+    }
+    return out.slice(0, limit);
   }
 
   /** Per worker, for /status; `names`: the MUX's counter names (each worker's non-zero counters by name). */

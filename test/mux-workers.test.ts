@@ -16,7 +16,8 @@ import { compileMuxTables, ALL_HEALTHY, type MuxTables } from '../mux/tables.js'
 import { buildMuxContext } from '../mux/context.js';
 import { processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
 import { MuxWorkerCore } from '../mux/worker.js';
-import { STATUS_GENERATION, STATUS_WORDS, type MuxWorkerInput } from '../mux/worker-protocol.js';
+import { STATUS_FLOWS_SEQ, STATUS_GENERATION, STATUS_WORDS, type MuxWorkerInput } from '../mux/worker-protocol.js';
+import { MessageChannel } from 'node:worker_threads';
 import { labConfig } from './helpers/lab-config.js';
 import { notRunHere } from './helpers/prerequisite.js';
 
@@ -75,6 +76,7 @@ function input(tables: MuxTables, config = full): MuxWorkerInput {
     captureBufferBytes: 1 << 20,
     counters: new SharedArrayBuffer(names * 8),
     status: new SharedArrayBuffer(STATUS_WORDS * 4),
+    flowsPort: new MessageChannel().port2,
   };
 }
 
@@ -159,6 +161,9 @@ describe('MUX workers: real threads on lo (root)', () => {
       w.postTables(cur, full);
       await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
       expect(w.generations()).toEqual([2, 2]);
+      // GET /flows asks every worker and waits for its answer (none on lo: no traffic), each answered once
+      expect(w.flows(10)).toEqual([]);
+      expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([1, 1]);
       const other = w.slots[1]!.worker;
       const counters0 = w.slots[0]!.counters;
       new Float64Array(counters0)[0] = 7; // as if worker 0 had counted
