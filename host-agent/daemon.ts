@@ -213,12 +213,13 @@ export class HostDaemon {
             log: (level, event, fields) => (level === 'warn' ? logWarn : logInfo)(event, fields),
           })
         : null;
-    this.snapshot?.load({
+    const restored = this.snapshot?.load({
       flows: this.ew.flows,
       nowS: this.ew.nowS,
       maxLeftS: Math.max(this.ew.tcpIdleS, this.ew.udpIdleS),
       snat: this.snat.engine,
     });
+    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_restored]! += restored?.dsrRestored ?? 0;
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;

@@ -77,22 +77,17 @@ export class FlowSnapshotBuilder {
       this.aborted = true;
       return true;
     }
-    const now = this.nowS;
     const to = Math.min(this.capacity, this.cursor + slots);
-    this.flows.table.scan(this.cursor, to, now, (keys, off, value, expiresAt) => {
-      const kind = value >>> 24;
-      if (kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) return;
-      let o = this.count * DSR_RECORD_WORDS;
-      if (o + DSR_RECORD_WORDS > this.words.length) {
-        const w = new Uint32Array(this.words.length * 2);
-        w.set(this.words);
-        this.words = w;
-      }
-      for (let i = 0; i < HOST_FLOW_KEY_WORDS; i++) this.words[o++] = keys[off + i]!;
-      this.words[o++] = value;
-      this.words[o] = expiresAt - now;
-      this.count++;
-    });
+    const at = this.count * DSR_RECORD_WORDS;
+    let end = this.flows.table.copyLive(this.cursor, to, this.nowS, FLOW_DSR, FLOW_DSR_CLOSING, this.words, at);
+    while (end < 0) {
+      // no room: twice the room, and the same slots again (the records of a slice are written in one go)
+      const w = new Uint32Array(this.words.length * 2);
+      w.set(this.words.subarray(0, at));
+      this.words = w;
+      end = this.flows.table.copyLive(this.cursor, to, this.nowS, FLOW_DSR, FLOW_DSR_CLOSING, this.words, at);
+    }
+    this.count = end / DSR_RECORD_WORDS;
     this.cursor = to;
     return this.done;
   }

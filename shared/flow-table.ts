@@ -198,16 +198,31 @@ export class FlowTable {
   }
 
   /**
-   * Calls fn for every live entry in slots [from, to) without allocating: the key is keys[off .. off + keyWords).
-   * For copying a big table out in slices (host-agent/flow-snapshot.ts); fn must not change the table.
+   * Copies the live entries of slots [from, to) whose value's high byte is in [kindLo, kindHi] into `out` at
+   * `off`, each as its key words, its value and its time left (expiresAt - now); returns the offset after
+   * the last one, or -1 when `out` has no room (the caller grows it and copies the same slots again).
+   * Allocates nothing: host-agent/flow-snapshot.ts copies a big table this way, in slices.
    */
-  scan(from: number, to: number, now: number, fn: (keys: Uint32Array, off: number, value: number, expiresAt: number) => void): void {
+  copyLive(from: number, to: number, now: number, kindLo: number, kindHi: number, out: Uint32Array, off: number): number {
     const kw = this.keyWords;
+    const keys = this.keys;
+    const values = this.values;
+    const expires = this.expires;
     const end = Math.min(to, this.cap);
+    let o = off;
     for (let s = Math.max(0, from); s < end; s++) {
-      const e = this.expires[s]!;
-      if (e !== 0 && e > now) fn(this.keys, s * kw, this.values[s]!, e);
+      const e = expires[s]!;
+      if (e === 0 || e <= now) continue;
+      const v = values[s]!;
+      const kind = v >>> 24;
+      if (kind < kindLo || kind > kindHi) continue;
+      if (o + kw + 2 > out.length) return -1;
+      for (let i = 0, b = s * kw; i < kw; i++) out[o + i] = keys[b + i]!;
+      out[o + kw] = v;
+      out[o + kw + 1] = e - now;
+      o += kw + 2;
     }
+    return o;
   }
 
   /** Calls fn for every live entry (for status output; allocates). */

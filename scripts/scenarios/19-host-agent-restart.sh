@@ -2,10 +2,12 @@
 # 19-host-agent-restart: 200 long-lived keep-alive HTTP connections (each asks again every 200 ms until
 # the scenario ends them after the restarts) run through both hosts while host1's agent is killed (SIGKILL: nothing saved, nothing cleaned up),
 # left down for 2 s and started again; then stopped gracefully (SIGTERM) and started again. The agent's
-# inbound NAT comes from the MUX's VXLAN packet plus policy, and its return path re-learns each flow
-# from the client's next segment (any TCP segment records it; docs/reliability.md), so the new process
-# carries the connections the old one did: TCP retransmits what was lost in the gap, and every
-# connection completes on its backend, none reset.
+# inbound NAT comes from the MUX's VXLAN packet plus policy, and its return path's flows from the flow
+# snapshot its predecessor wrote (every second when they changed, and at SIGTERM; the lab gives it
+# --state-dir; docs/reliability.md), so the new process carries the connections the old one did: TCP
+# retransmits what was lost in the gap (a backend's response included: its flow is known), and every
+# connection completes on its backend, none reset. A flow the snapshot missed is re-learned from the
+# client's next segment; the verifier prints both counts per restarted agent.
 # While it is down, the captures show VXLAN reaching host1 and nothing reaching its backends. Its
 # probes restart too: a restarted agent reports nothing down before its first failure
 # (docs/probes.md), so new connections reach host1's backends at once after the start.

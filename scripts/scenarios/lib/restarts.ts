@@ -198,7 +198,38 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
         .join(', ') || 'none'
     }`,
   );
-  const transitions = logEvents(run, host).filter((x) => x.e['event'] === 'probe_state');
+  // the return path's state across each restart (host-agent/flow-snapshot.ts): each new agent read the
+  // flows its predecessor had recorded (SIGKILL: its last periodic snapshot; SIGTERM: the one written at
+  // stop), so a backend's first segment after the start (a response retransmitted) finds its flow
+  const events = logEvents(run, host);
+  const files = [...new Set(events.map((x) => x.file))];
+  const loads = files.slice(1).map((file) => events.find((x) => x.file === file && String(x.e['event']).startsWith('flow_snapshot_'))?.e);
+  c.check(
+    loads.length === restarts.length && loads.every((l) => l?.['event'] === 'flow_snapshot_loaded' && Number(l['dsrRestored']) > 0),
+    `each restarted agent restored the return path's flows from its predecessor's snapshot`,
+    loads
+      .map((l, i) =>
+        l === undefined
+          ? `after SIG${restarts[i]?.sig}: no snapshot read`
+          : l['event'] !== 'flow_snapshot_loaded'
+            ? `after SIG${restarts[i]?.sig}: ${String(l['event'])} ${String(l['reason'] ?? l['error'] ?? '')}`
+            : `after SIG${restarts[i]?.sig}: ${l['dsrRestored']} restored, ${l['dsrExpired']} expired, snapshot ${l['ageMs']} ms old`,
+      )
+      .join('; '),
+  );
+  // what each restarted agent did with flows it did not have: learned from a client's segment without SYN
+  // (re-learned), and backend segments dropped as unsolicited (the middle agent's counters are in its stop
+  // line, the last one's in the counters file)
+  const stopCounters = files
+    .slice(1, -1)
+    .map((file) => events.find((x) => x.file === file && x.e['event'] === 'host_agent_stopped')?.e['counters']);
+  const perAgent = [...stopCounters, counters].map((k: any, i) =>
+    k === undefined
+      ? `agent ${i + 2}: no counters`
+      : `agent ${i + 2}: ${k.dsr_flows_restored ?? 0} restored, ${k.dsr_flows_learned ?? 0} learned (${k.dsr_flows_learned_midstream ?? 0} without SYN), ${k.drop_out_dsr_unsolicited ?? 0} dropped as unsolicited`,
+  );
+  c.note(`the restarted agents' return path: ${perAgent.join('; ')}`);
+  const transitions = events.filter((x) => x.e['event'] === 'probe_state');
   const downs = transitions.filter((x) => x.e['to'] === 'down');
   const agents = new Set(transitions.map((x) => x.file)).size;
   c.check(
