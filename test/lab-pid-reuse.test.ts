@@ -36,6 +36,9 @@ LAB_NAME=$name
 for i in 1 2 3; do
   old=$(_lab_backend_pid h1vm1 http)
   lab_backend_stop h1vm1 http && echo "@ stop $i ok" || echo "@ stop $i failed"
+  # its PID is free once this shell (its parent) reaped it, not when it died: until then the kernel
+  # would skip it (seen on a loaded machine)
+  for _ in $(seq 200); do [ -e "/proc/$old" ] || break; sleep 0.05; done
   REUSE=$old lab_backend_start h1vm1 http && echo "@ start $i ok" || echo "@ start $i failed"
   echo "@ round $i old ${'$'}{old:-none} new $LAB_SPAWNED_PID found $(_lab_backend_pid h1vm1 http)"
 done
