@@ -182,7 +182,9 @@ if want netns || want fair; then
       [ $RING = 0 ] || for v in mux-ring agent-ring agent-dsr-ring newflows-ring tcp-direct tcp-ring rr-direct rr-ring; do add $v; done
       [ $RING = 1 ] || for v in agent-dsr newflows-pcap tcp-direct tcp-pcap rr-direct rr-pcap; do add $v; done
       [ ! -f dist/controller/main.js ] || add cp-propagation
-      EXTRA=(--tcp-cases 1 --rr-modes persistent --rr-rate 200 --flow-rates 20000 --cp-changes 3)
+      # --dsr-rate: the DSR replies paced to a rate a working host agent keeps up with on a busy machine, so
+      # the check below (over half delivered) tells a broken return path from a slow one
+      EXTRA=(--tcp-cases 1 --rr-modes persistent --rr-rate 200 --flow-rates 20000 --cp-changes 3 --dsr-rate 5000)
     else
       IOS=(pcap); [ $RING = 0 ] || IOS+=(ring)
       for sz in '' '@1400'; do
@@ -264,6 +266,16 @@ if [ $SMOKE = 1 ]; then
       need(r.e2e.newflows.length > 0 && r.e2e.newflows.every((x) => x.newFlowsPerS.median > 0), "no new flows");
       if (process.env.BENCH_FAIR === "1") need(r.packetRatesFair.length > 0 && r.packetRatesFair.every((s) => s.deliveredPps.median > 0), "a fair-baseline variant delivered nothing");
     ' "$OUT" || fatal "smoke: the namespace measurements are incomplete (see $OUT)"
+    # the DSR rows: "more than 0" let a DSR phase whose replies the host agent dropped all (flows it never
+    # recorded, drop_out_dsr_unsolicited) pass; each must deliver at least half of the paced replies
+    node --input-type=module -e '
+      import { readFileSync } from "node:fs";
+      const { smokeDsrProblems, SMOKE_DSR_MIN_SHARE } = await import(process.argv[2]);
+      const r = JSON.parse(readFileSync(process.argv[1] + "/results.json", "utf8"));
+      const p = smokeDsrProblems(r.packetRates, SMOKE_DSR_MIN_SHARE);
+      for (const x of p) console.error("bench smoke: DSR " + x);
+      process.exit(p.length > 0 ? 1 : 0);
+    ' "$OUT" "$ROOT/dist/scripts/bench/report-lib.js" || fatal "smoke: a DSR row delivered under half of what was offered (see $OUT/results.md)"
   fi
 fi
 log "results: $OUT"

@@ -163,6 +163,32 @@ export function limitNote(r: RateRow): string {
   return 'the path';
 }
 
+/**
+ * The smoke run's floor for the DSR rows: in scripts/bench.sh --smoke the DSR phase's generator is paced
+ * (send-paths.sh --dsr-rate) to a rate a working host agent keeps up with on a busy machine, so a row under
+ * half of it is a broken return path (e.g. replies of flows the agent never recorded: all dropped as
+ * drop_out_dsr_unsolicited), not a slow one.
+ */
+export const SMOKE_DSR_MIN_SHARE = 0.5;
+
+/**
+ * Why the smoke fails on the DSR rows (phase "dsr" or "dsr@SIZE"), one line per row that delivered under
+ * `minShare` of what was offered, with the daemon's largest drop counter; empty when all pass.
+ */
+export function smokeDsrProblems(rows: readonly (RateRow & { phase: string })[], minShare = SMOKE_DSR_MIN_SHARE): string[] {
+  const out: string[] = [];
+  for (const r of rows) {
+    if (r.phase !== 'dsr' && !r.phase.startsWith('dsr@')) continue;
+    if (r.offeredPps.median > 0 && r.deliveredShare >= minShare) continue;
+    const drop =
+      r.topDrop === undefined ? 'no drop counter of the daemon grew' : `its largest drop counter: ${r.topDrop.counter} ${r.topDrop.count}`;
+    out.push(
+      `${r.variant}: delivered ${(r.deliveredShare * 100).toFixed(1)} % of the ${r.offeredPps.median} packets/s offered (under ${(minShare * 100).toFixed(0)} %); ${drop}`,
+    );
+  }
+  return out;
+}
+
 /** The process's CPU per packet, '-' where there is none or the row is not a rate. */
 export function cpuPerPacketText(r: RateRow): string {
   return r.processUsPerPacket === undefined || deliveredNearlyNothing(r) ? '-' : f2(r.processUsPerPacket);

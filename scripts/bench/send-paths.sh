@@ -25,8 +25,16 @@
 #   mux-ring            slbx-mux --send-path cap --io ring (packet ring in, sendmmsg out, one JS call per batch)
 #   agent-ring          slbx-host-agent --receive-path capture --io ring
 # DSR phase (the return path): trafgen in `vm` sends the backend's 64-byte replies (192.0.2.10:7 -> the
-# client, random destination port) to its gateway; what arrives at the router's fabric interface is
-# counted (the router drops it in its forward hook, so the client's kernel never answers):
+# client, destination ports 1024..65023: 64,000 flows) to its gateway; what arrives at the router's fabric
+# interface is counted (the router drops it in its forward hook, so the client's kernel never answers).
+# The host agent sends a backend's packet from the VIP only for a flow it recorded from the client's side
+# (docs/design.md "Return path"), so before the agent-dsr* runs' traffic the seed (send-paths.js seed, from
+# the mux namespace) sends each flow's client packet once through the agent, VXLAN-encapsulated as a MUX
+# would; the run checks the agent recorded all 64,000 (dsr_flows_learned; else the run fails) and records
+# in dsr-seed.tsv how many replies it still dropped as unsolicited (drop_out_dsr_unsolicited, over warm-up
+# and measured seconds; 0 when the seed worked). Their UDP idle timeout is an hour (slbx-bench-dsr.yaml):
+# only the client's datagrams refresh a UDP flow. SEND_PATHS_DSR_SEED=0 leaves the seed out (to see the
+# replies dropped; never for a measurement).
 #   kernel-forward-return  baseline: the host namespace forwards the replies itself (ip_forward=1)
 #   agent-dsr              slbx-host-agent (pcap): capture on the port, NAT to VIP:7, raw socket to the router
 #   agent-dsr-ring         the same with --io ring (packet ring in, batched raw-socket sendmmsg out)
@@ -83,6 +91,9 @@ options:
   --flow-rates L   offered packets/s of the newflows-* variants, each packet a new flow
                    (default 100000,200000,300000,400000)
   --cp-changes N   policy changes per run of the cp-propagation variant (default 20)
+  --dsr-rate PPS    pace the DSR phase's generator at PPS packets/s (trafgen --rate; default: as fast as it
+                   can): a rate a working host agent keeps up with even on a busy machine, so delivered /
+                   offered says whether the replies pass (scripts/bench.sh --smoke), not how fast
   --dut-cpu N      CPU of the process under test (default 1; the generator always runs on CPU 0; 0 puts
                    everything on one CPU, for latency experiments without cross-CPU wake-ups)
   --rps            steer the receive processing of the mux's and the host's fabric interfaces to the
@@ -121,6 +132,7 @@ CP_CHANGES=20
 RR_MODES=persistent,connect
 RR_RATE=2000
 FLOW_RATES=100000,200000,300000,400000
+DSR_RATE=''
 
 # Exit codes: 0 every run measured; 2 a usage error or the harness could not run (root, tools, build,
 # topology); 3 some runs failed: each is a row of failures.tsv (phase, variant, round, case, reason) and
@@ -149,6 +161,7 @@ while [ $# -gt 0 ]; do
     --warmup) [ $# -ge 2 ] || die '--warmup needs a value'; WARMUP=$2; shift 2 ;;
     --variants) [ $# -ge 2 ] || die '--variants needs a value'; IFS=, read -r -a VARIANTS <<<"$2"; shift 2 ;;
     --dut-cpu) [ $# -ge 2 ] || die '--dut-cpu needs a value'; DUT_CPU=$2; shift 2 ;;
+    --dsr-rate) [ $# -ge 2 ] || die '--dsr-rate needs a value'; DSR_RATE=$2; shift 2 ;;
     --out) [ $# -ge 2 ] || die '--out needs a value'; OUT=$2; shift 2 ;;
     --no-build) BUILD=0; shift ;;
     --rps) RPS=1; shift ;;
@@ -166,6 +179,7 @@ is_uint "$RUNS" && [ "$RUNS" -ge 1 ] || die "--runs must be an integer >= 1, got
 is_uint "$SECONDS_MEASURED" && [ "$SECONDS_MEASURED" -ge 1 ] || die "--seconds must be an integer >= 1, got $SECONDS_MEASURED"
 is_uint "$WARMUP" || die "--warmup must be an integer >= 0, got $WARMUP"
 is_uint "$DUT_CPU" || die "--dut-cpu must be a CPU number, got $DUT_CPU"
+[ -z "$DSR_RATE" ] || { is_uint "$DSR_RATE" && [ "$DSR_RATE" -ge 1 ]; } || die "--dsr-rate must be an integer >= 1 (packets/s), got $DSR_RATE"
 base_of() { printf '%s' "${1%@*}"; }
 size_of() { if [[ $1 == *@* ]]; then printf '%s' "${1#*@}"; else printf 64; fi; }
 SIZES=(64)
@@ -397,6 +411,11 @@ vips:
         frontendPort: 7100
         pool: p1
 EOF
+  # the DSR variants' agent: the same with a UDP idle timeout longer than any run (the seeded flows must
+  # outlive the warm-up and the measured seconds; a reply does not refresh its UDP flow)
+  CFG_DSR=$OUT/slbx-bench-dsr.yaml
+  sed 's/^flowTable:$/flowTable:\n  udpIdleTimeoutS: 3600   # send-paths.sh: the seeded DSR flows outlive the run/' "$CFG" >"$CFG_DSR"
+  grep -q udpIdleTimeoutS "$CFG_DSR" || die "$CFG_DSR: no udpIdleTimeoutS written"
   node dist/scripts/bench/send-paths.js frames --gen-mac "$MAC_GEN" --router-mac "$MAC_ROUTER_CLIENT" \
     --mux-mac "$MAC_MUX" --host-mac "$MAC_HOST" --nic-mac "$MAC_NIC" --port-mac "$MAC_PORT" \
     --sizes "$(IFS=,; echo "${SIZES[*]}")" --out-dir "$OUT"
@@ -405,9 +424,10 @@ EOF
 # ---- processes --------------------------------------------------------------------------------------
 TG_PID=''
 TG_CHILDREN=()
-start_trafgen() { # NS IF CONFIG LOG
+start_trafgen() { # NS IF CONFIG LOG [PPS: paced]
   # not through nsx: a backgrounded shell function would be a subshell, and $! its PID, not trafgen's
-  ip netns exec "$1" env ${TG_PRELOAD:+LD_PRELOAD="$TG_PRELOAD"} taskset -c "$GEN_CPU" trafgen --in "$3" --out "$2" --cpus 1 --no-sock-mem --notouch-irq --no-cpu-stats >"$4" 2>&1 &
+  ip netns exec "$1" env ${TG_PRELOAD:+LD_PRELOAD="$TG_PRELOAD"} taskset -c "$GEN_CPU" trafgen --in "$3" --out "$2" --cpus 1 \
+    ${5:+--rate "${5}pps"} --no-sock-mem --notouch-irq --no-cpu-stats >"$4" 2>&1 &
   TG_PID=$!
   PIDS+=("$TG_PID")
   # trafgen forks its worker (and pins it to CPU 0): record it too, to stop it by PID
@@ -530,7 +550,10 @@ EOF
 # unreachable for each one on the CPU that delivered them (the process under test's).
 VM_SINK_ACTIVE=0
 enter_vm_sink_phase() {
-  if [ "$1" = host-agent ] && [ $VM_SINK_ACTIVE = 0 ]; then
+  local want=0
+  # the DSR phase too: the seed's client packets reach the backend (no ICMP port unreachable for them)
+  case $1 in host-agent|dsr) want=1 ;; esac
+  if [ $want = 1 ] && [ $VM_SINK_ACTIVE = 0 ]; then
     nsx "$NS_VM" nft -f - <<'EOF'
 table inet slbx_bench_vm {
   chain prerouting {
@@ -540,7 +563,7 @@ table inet slbx_bench_vm {
 }
 EOF
     VM_SINK_ACTIVE=1
-  elif [ "$1" != host-agent ] && [ $VM_SINK_ACTIVE = 1 ]; then
+  elif [ $want = 0 ] && [ $VM_SINK_ACTIVE = 1 ]; then
     nsx "$NS_VM" nft delete table inet slbx_bench_vm
     VM_SINK_ACTIVE=0
   fi
@@ -599,16 +622,77 @@ variant_up() { # VARIANT ROUND
     agent-capture|agent-udp)
       start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true' \
         dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path "${v#agent-}" --status "$HOST_STATUS" ;;
-    agent-ring|agent-dsr-ring)
+    agent-ring)
       start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
         dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io ring --status "$HOST_STATUS" ;;
+    agent-dsr-ring)
+      start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
+        dist/host-agent/main.js --config "$CFG_DSR" --name host1 --interface f0 --receive-path capture --io ring --status "$HOST_STATUS"
+      seed_dsr "$1" "$r" ;;
     agent-dsr)
       start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true' \
-        dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --status "$HOST_STATUS" ;;
+        dist/host-agent/main.js --config "$CFG_DSR" --name host1 --interface f0 --receive-path capture --status "$HOST_STATUS"
+      seed_dsr "$1" "$r" ;;
     kernel-forward-return)
       nsx "$NS_HOST" sysctl -qw net.ipv4.ip_forward=1 ;;
     *) e2e_variant_up "$1" "$r" ;;
   esac
+}
+
+# a counter of the daemon's /status (0 when absent); FILE instead of asking it: from that saved /status
+counter_of() { # NAME [FILE]
+  local s
+  if [ -n "${2:-}" ]; then s=$(cat "$2" 2>/dev/null || true); else s=$(status_of 5 2>/dev/null || true); fi
+  printf '%s' "$s" | tr -d ' \n' | grep -o "\"$1\":[0-9]*" | head -1 | cut -d: -f2 | grep . || echo 0
+}
+
+# seed_dsr VARIANT ROUND: the DSR variants' flows recorded by the host agent before any reply (see the
+# header). The seed sends each flow's client packet once, at 10,000 packets/s; when the agent's capture
+# lost some (a busy machine), every flow is sent again at 5,000 packets/s (a flow already recorded is only
+# refreshed), up to 4 sends; the run fails when flows are still missing.
+DSR_SEED_FLOWS=0 DSR_SEED_LEARNED=0 DSR_SEED_SENDS=0 DSR_UNSOLICITED0=0
+seed_dsr() {
+  local v=$1 r=$2 out flows=0 learned=0 prev same i k
+  DSR_SEED_SENDS=0
+  if [ "${SEND_PATHS_DSR_SEED:-1}" = 0 ]; then
+    log "warning: SEND_PATHS_DSR_SEED=0: $v round $r without the seed: the host agent drops the replies as unsolicited"
+    DSR_SEED_FLOWS=0 DSR_SEED_LEARNED=0
+    DSR_UNSOLICITED0=$(counter_of drop_out_dsr_unsolicited)
+    return 0
+  fi
+  for k in 1 2 3 4; do
+    DSR_SEED_SENDS=$k
+    out=$(nsx "$NS_MUX" taskset -c "$GEN_CPU" node dist/scripts/bench/send-paths.js seed --interface f0 --mux-mac "$MAC_MUX" \
+      --host-mac "$MAC_HOST" --nic-mac "$MAC_NIC" --rate $([ "$k" = 1 ] && echo 10000 || echo 5000) 2>&1) || die "the DSR seed failed: $out"
+    printf '%s\n' "$out" >>"$OUT/logs/seed-$v-r$r.log"
+    flows=$(printf '%s' "$out" | grep -o '"flows":[0-9]*' | cut -d: -f2)
+    [ -n "$flows" ] || die "the DSR seed said no flow count: $out"
+    # the agent may still be draining its capture: wait until its count stops moving for 2 s (up to 30 s)
+    prev=-1 same=0
+    for i in $(seq 1 60); do
+      learned=$(counter_of dsr_flows_learned)
+      [ "$learned" -ge "$flows" ] && break
+      if [ "$learned" = "$prev" ]; then same=$((same + 1)); [ $same -lt 4 ] || break; else same=0; fi
+      prev=$learned
+      sleep 0.5
+    done
+    [ "$learned" -lt "$flows" ] || break
+    log "$v round $r: the seed's send $k: the host agent recorded $learned of $flows flows; sending again"
+  done
+  [ "$learned" -ge "$flows" ] || die "the DSR seed: the host agent recorded $learned of $flows flows after $DSR_SEED_SENDS sends (dsr_flows_full $(counter_of dsr_flows_full); logs: $OUT/logs)"
+  DSR_SEED_FLOWS=$flows DSR_SEED_LEARNED=$learned
+  DSR_UNSOLICITED0=$(counter_of drop_out_dsr_unsolicited)
+}
+
+# dsr_seed_note VARIANT ROUND: after the run, from its saved /status: the replies dropped as unsolicited
+# over the warm-up and the measured seconds (0 when every reply's flow was recorded), in dsr-seed.tsv
+dsr_seed_note() {
+  local v=$1 r=$2 f=$OUT/status/$1-r$2.json u1
+  [ -s "$f" ] || die "no /status after the run: the DSR seed cannot be checked"
+  u1=$(counter_of drop_out_dsr_unsolicited "$f")
+  [ -s "$OUT/dsr-seed.tsv" ] || printf 'variant\tround\tflows\tlearned\tseed_sends\tunsolicited_during_run\n' >"$OUT/dsr-seed.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\n' "$v" "$r" "$DSR_SEED_FLOWS" "$DSR_SEED_LEARNED" "$DSR_SEED_SENDS" "$((u1 - DSR_UNSOLICITED0))" >>"$OUT/dsr-seed.tsv"
+  log "$v round $r: seed: $DSR_SEED_LEARNED of $DSR_SEED_FLOWS flows recorded ($DSR_SEED_SENDS send(s)); replies dropped as unsolicited during the run: $((u1 - DSR_UNSOLICITED0))"
 }
 
 variant_down() { # VARIANT ROUND
@@ -650,14 +734,14 @@ cpu_share() { awk -v a="$1" -v b="$2" 'BEGIN { split(a, x, " "); split(b, y, " "
 printf 'phase\tvariant\tround\tseconds\tdelivered\tdelivered_pps\toffered\toffered_pps\tgen_cpu_usr_sys_sirq_idle_steal\tdut_cpu_usr_sys_sirq_idle_steal\tdut_process_cpu_pct\tloadavg_1m\n' >"$OUT/runs.tsv"
 
 run_variant() { # VARIANT ROUND
-  local v=$1 r=$2 phase gen_ns gen_if cfg rx_ns rx_if sz
+  local v=$1 r=$2 phase gen_ns gen_if cfg rx_ns rx_if sz pace=''
   phase=$(phase_of "$v")
   sz=$(size_of "$v")
   enter_phase "$(base_phase_of "$v")"
   case $(base_phase_of "$v") in
     mux) gen_ns=$NS_GEN gen_if=eth0 cfg=$OUT/client-$sz.trafgen rx_ns=$NS_HOST rx_if=f0 ;;
     host-agent) gen_ns=$NS_MUX gen_if=f0 cfg=$OUT/vxlan-$sz.trafgen rx_ns=$NS_VM rx_if=eth0 ;;
-    dsr) gen_ns=$NS_VM gen_if=eth0 cfg=$OUT/reply-$sz.trafgen rx_ns=$NS_ROUTER rx_if=f0 ;;
+    dsr) gen_ns=$NS_VM gen_if=eth0 cfg=$OUT/reply-$sz.trafgen rx_ns=$NS_ROUTER rx_if=f0 pace=$DSR_RATE ;;
     *) run_e2e_variant "$v" "$r"; return ;;
   esac
   variant_up "$v" "$r"
@@ -669,7 +753,7 @@ run_variant() { # VARIANT ROUND
     local i
     for i in $(seq 1 50); do grep -q 'listening on' "$OUT/logs/tcpdump-$v.log" 2>/dev/null && break; sleep 0.05; done
   fi
-  start_trafgen "$gen_ns" "$gen_if" "$cfg" "$OUT/logs/trafgen-$v-r$r.log"
+  start_trafgen "$gen_ns" "$gen_if" "$cfg" "$OUT/logs/trafgen-$v-r$r.log" "$pace"
   sleep "$WARMUP"
   # the wire sample is taken in the warm-up only (2000 packets take milliseconds)
   [ -z "$dump_pid" ] || stop_pid "$dump_pid" TERM
@@ -696,6 +780,7 @@ run_variant() { # VARIANT ROUND
     perf report -i "$OUT/perf/$v.data" --stdio --no-children -g none --sort dso 2>/dev/null | grep '%' | head -15 >"$OUT/perf/$v-dso.txt" || true
   fi
   variant_down "$v" "$r"
+  case $(base_of "$v") in agent-dsr|agent-dsr-ring) dsr_seed_note "$v" "$r" ;; esac
   local dt_ns=$(( (t1a + t1b) / 2 - (t0a + t0b) / 2 ))
   local delivered=$((d1 - d0)) offered=$((o1 - o0))
   local dpps=$(( delivered * 1000000000 / dt_ns )) opps=$(( offered * 1000000000 / dt_ns ))
@@ -757,7 +842,8 @@ write_meta() {
   "started": "$STAMP",
   "loadavgAtStart": "$(cat /proc/loadavg)",
   "frameSizes": [$(IFS=,; echo "${SIZES[*]}")],
-  "setup": "$RUNS runs per variant (interleaved), ${WARMUP} s warm-up + ${SECONDS_MEASURED} s measured each; $(IFS=/; echo "${SIZES[*]}")-byte UDP client frames from random source ports (114-byte VXLAN frames in the host agent phase); trafgen on CPU $GEN_CPU, the process under test on CPU $DUT_CPU; $([ "$RPS" = 1 ] && echo "RPS: the mux's and the host's fabric interfaces' receive processing on CPU $DUT_CPU" || echo "no RPS: receive processing in the sender's CPU"); delivered = rx_packets delta of the receiving interface",
+  "setup": "$RUNS runs per variant (interleaved), ${WARMUP} s warm-up + ${SECONDS_MEASURED} s measured each; $(IFS=/; echo "${SIZES[*]}")-byte UDP client frames from random source ports (114-byte VXLAN frames in the host agent phase); trafgen on CPU $GEN_CPU, the process under test on CPU $DUT_CPU; $([ "$RPS" = 1 ] && echo "RPS: the mux's and the host's fabric interfaces' receive processing on CPU $DUT_CPU" || echo "no RPS: receive processing in the sender's CPU")$([ -z "$DSR_RATE" ] || echo "; the DSR phase's generator paced at $DSR_RATE packets/s"); delivered = rx_packets delta of the receiving interface",
+  "dsrRatePps": $([ -n "$DSR_RATE" ] && echo "$DSR_RATE" || echo null),
   "runsPerVariant": $RUNS,
   "warmupS": $WARMUP,
   "measuredS": $SECONDS_MEASURED,

@@ -8,17 +8,26 @@
 //     built with the project's packet builder (lengths and checksums right) and turned into trafgen's
 //     byte syntax with drnd() where the source ports vary; for each size of --sizes the same as
 //     client-SIZE.trafgen and vxlan-SIZE.trafgen (SIZE = the client frame's length), and with --port-mac
-//     reply-SIZE.trafgen: the backend's reply (DIP:7 -> client, random destination port) to its gateway
+//     reply-SIZE.trafgen: the backend's reply (DIP:7 -> client port 1024..65023, the DSR_FLOWS flows the
+//     seed command records) to its gateway
+//   node dist/scripts/bench/send-paths.js seed --interface IF --mux-mac M --host-mac M --nic-mac M [--rate PPS]
+//     sends the client packet of each of the DSR_FLOWS flows of the replies once (client port 1024 + k,
+//     VXLAN-encapsulated from the MUX's PA to the host's PA, as the host agent phase's frames), paced at
+//     --rate (default 20000) packets/s: the host agent records each flow (host-agent/dsr-flows.ts), so the
+//     DSR phase's replies are those of recorded flows, not unsolicited ones (drop_out_dsr_unsolicited)
 //   node dist/scripts/bench/send-paths.js report --dir DIR
 //     reads DIR/runs.tsv, DIR/meta.json and DIR/failures.tsv, writes DIR/results.json and DIR/results.md
 //     (median, min, max packets/s per variant; ratios of medians against the baselines of the same run,
 //     marked when a side was generator-limited; the process's CPU per packet; the failed runs), prints it
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { pkt } from '../../shared/packet-builder.js';
 import { readPcap } from '../../shared/pcap-file.js';
 import { dissect } from '../../shared/dissect.js';
 import { ETHERTYPE_IPV4 } from '../../shared/ethernet.js';
+import { ip } from '../../shared/addr.js';
+import { loadRingAddon } from '../../runtime/ring-port.js';
 import {
   cpuPerPacketText,
   failuresMarkdown,
@@ -60,10 +69,19 @@ function options(argv: readonly string[], names: readonly string[], optional: re
   return m;
 }
 
-/** trafgen's byte syntax for `frame`, with the bytes at the given offsets replaced by drnd() (random per packet). */
-export function toTrafgen(frame: Uint8Array, random: ReadonlySet<number>, comment: string): string {
+/**
+ * trafgen's byte syntax for `frame`, with the bytes at the offsets of `random` replaced by drnd() (random per
+ * packet) and those of `dynamic` by the given trafgen function (e.g. dinc(4, 253, 1): a counter in a range).
+ */
+export function toTrafgen(
+  frame: Uint8Array,
+  random: ReadonlySet<number>,
+  comment: string,
+  dynamic: ReadonlyMap<number, string> = new Map(),
+): string {
   const cells: string[] = [];
-  for (let i = 0; i < frame.length; i++) cells.push(random.has(i) ? 'drnd()' : `0x${frame[i]!.toString(16).padStart(2, '0')}`);
+  for (let i = 0; i < frame.length; i++)
+    cells.push(dynamic.get(i) ?? (random.has(i) ? 'drnd()' : `0x${frame[i]!.toString(16).padStart(2, '0')}`));
   const rows: string[] = [];
   for (let i = 0; i < cells.length; i += 12) rows.push(`  ${cells.slice(i, i + 12).join(', ')},`);
   return `/* ${comment} */\n{\n${rows.join('\n')}\n}\n`;
@@ -79,6 +97,58 @@ function clientFrame(genMac: string, routerMac: string, frameLen = CLIENT_FRAME_
 }
 
 export const DIP = '192.0.2.10';
+
+/**
+ * The DSR phase's flows: client ports 1024..65023 (DSR_FIRST_PORT + k, k < DSR_FLOWS), the range the
+ * seed command's burst() writes (port 1024 + k) and the replies' destination port covers: high byte
+ * dinc(4, 253, 1) (a counter over 4..253), low byte drnd(). 64,000 flows: under the host flow table's
+ * default 100,000 (flowTable.maxFastpathFlows), as many as the old random ports' 65,536.
+ */
+export const DSR_FLOWS = 64000;
+export const DSR_FIRST_PORT = 1024;
+export const DSR_PORT_HIGH = { min: DSR_FIRST_PORT >> 8, max: (DSR_FIRST_PORT + DSR_FLOWS - 1) >> 8 };
+/** Where the inner IPv4 header starts in the VXLAN frame: outer Ethernet, IPv4, UDP, VXLAN, inner Ethernet. */
+export const VXLAN_INNER_IP_OFFSET = 14 + 20 + 8 + 8 + 14;
+
+/**
+ * The DSR phase's replies in trafgen's syntax: the backend's `n`-byte UDP reply DIP:7 -> client to its
+ * gateway (the host's port), destination port high byte dinc(4, 253, 1) and low byte drnd(): ports
+ * 1024..65023, the flows dsrSeedFrame's burst() records.
+ */
+export function dsrReplyTrafgen(nicMac: string, portMac: string, n: number): string {
+  const r = pkt()
+    .eth({ src: nicMac, dst: portMac })
+    .ipv4({ src: DIP, dst: CLIENT_IP, ttl: 64 })
+    .udp({ sport: VIP_PORT, dport: DSR_FIRST_PORT, checksum: 'zero' })
+    .payload(new Uint8Array(n - 14 - 20 - 8))
+    .build();
+  return toTrafgen(
+    r,
+    new Set([37]),
+    `${n}-byte UDP reply ${DIP}:${VIP_PORT} -> ${CLIENT_IP}:${DSR_FIRST_PORT}..${DSR_FIRST_PORT + DSR_FLOWS - 1} (the seeded flows), from the backend to its gateway (the host's port)`,
+    new Map([[36, `dinc(${DSR_PORT_HIGH.min}, ${DSR_PORT_HIGH.max}, 1)`]]),
+  );
+}
+
+/**
+ * The seed's template: the 64-byte client packet CLIENT_IP:DSR_FIRST_PORT -> VIP:7 inside VXLAN from the
+ * MUX to the host; burst() writes flow k's client port (DSR_FIRST_PORT + k) at VXLAN_INNER_IP_OFFSET + 20.
+ */
+export function dsrSeedFrame(muxMac: string, hostMac: string, nicMac: string): Uint8Array {
+  return vxlanFrame(muxMac, hostMac, nicMac, clientFrame(muxMac, nicMac));
+}
+
+/** The client frame `c` inside VXLAN, as the MUX sends it to the host (inner TTL untouched). */
+export function vxlanFrame(muxMac: string, hostMac: string, nicMac: string, c: Uint8Array): Uint8Array {
+  return pkt()
+    .eth({ src: muxMac, dst: hostMac })
+    .ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
+    .udp({ sport: 49152, dport: 4789, checksum: 'zero' })
+    .vxlan({ vni: VNI })
+    .eth({ src: muxMac, dst: nicMac, type: ETHERTYPE_IPV4 })
+    .payload(c.subarray(14))
+    .build();
+}
 
 function frames(argv: readonly string[]): void {
   const o = options(
@@ -96,15 +166,8 @@ function frames(argv: readonly string[]): void {
       join(dir, `client-${n}.trafgen`),
       toTrafgen(c, new Set([34, 35]), `${n}-byte UDP ${CLIENT_IP}:random -> ${VIP}:${VIP_PORT}, from the generator to the router`),
     );
-    const v = pkt()
-      .eth({ src: o.get('mux-mac')!, dst: o.get('host-mac')! })
-      .ipv4({ src: MUX_PA, dst: HOST_PA, ttl: 64 })
-      .udp({ sport: 49152, dport: 4789, checksum: 'zero' })
-      .vxlan({ vni: VNI })
-      .eth({ src: o.get('mux-mac')!, dst: o.get('nic-mac')!, type: ETHERTYPE_IPV4 })
-      .payload(c.subarray(14))
-      .build();
-    const inner = 14 + 20 + 8 + 8 + 14 + 20;
+    const v = vxlanFrame(o.get('mux-mac')!, o.get('host-mac')!, o.get('nic-mac')!, c);
+    const inner = VXLAN_INNER_IP_OFFSET + 20;
     writeFileSync(
       join(dir, `vxlan-${n}.trafgen`),
       toTrafgen(
@@ -113,22 +176,7 @@ function frames(argv: readonly string[]): void {
         `${v.length}-byte VXLAN ${MUX_PA} -> ${HOST_PA}:4789, VNI ${VNI}, carrying the ${n}-byte client frame (random source port)`,
       ),
     );
-    if (o.has('port-mac')) {
-      const r = pkt()
-        .eth({ src: o.get('nic-mac')!, dst: o.get('port-mac')! })
-        .ipv4({ src: DIP, dst: CLIENT_IP, ttl: 64 })
-        .udp({ sport: VIP_PORT, dport: 40000, checksum: 'zero' })
-        .payload(new Uint8Array(n - 14 - 20 - 8))
-        .build();
-      writeFileSync(
-        join(dir, `reply-${n}.trafgen`),
-        toTrafgen(
-          r,
-          new Set([36, 37]),
-          `${n}-byte UDP reply ${DIP}:${VIP_PORT} -> ${CLIENT_IP}:random, from the backend to its gateway (the host's port)`,
-        ),
-      );
-    }
+    if (o.has('port-mac')) writeFileSync(join(dir, `reply-${n}.trafgen`), dsrReplyTrafgen(o.get('nic-mac')!, o.get('port-mac')!, n));
   }
   const client = clientFrame(o.get('gen-mac')!, o.get('router-mac')!);
   if (client.length !== CLIENT_FRAME_LEN) throw new Error(`client frame is ${client.length} bytes, expected ${CLIENT_FRAME_LEN}`);
@@ -371,9 +419,36 @@ function report(argv: readonly string[]): void {
     }
   }
   const failures = existsSync(join(dir, 'failures.tsv')) ? parseFailures(readFileSync(join(dir, 'failures.tsv'), 'utf8')) : [];
-  writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ ...meta, runs: rows, summaries, failures }, null, 2)}\n`);
+  // the DSR runs' seed (send-paths.sh dsr-seed.tsv): flows recorded, replies still dropped as unsolicited
+  const seedFile = join(dir, 'dsr-seed.tsv');
+  const dsrSeed = existsSync(seedFile)
+    ? readFileSync(seedFile, 'utf8')
+        .trim()
+        .split('\n')
+        .slice(1)
+        .map((l) => l.split('\t'))
+        .map(([variant, round, flows, learned, sends, unsolicited]) => ({
+          variant: variant ?? '',
+          round: Number(round),
+          flows: Number(flows),
+          learned: Number(learned),
+          seedSends: Number(sends),
+          unsolicitedDuringRun: Number(unsolicited),
+        }))
+    : [];
+  writeFileSync(join(dir, 'results.json'), `${JSON.stringify({ ...meta, runs: rows, summaries, dsrSeed, failures }, null, 2)}\n`);
   const md: string[] = [];
   if (failures.length > 0) md.push(failuresMarkdown(failures));
+  if (dsrSeed.length > 0) {
+    md.push(
+      'DSR seed (before each DSR run, every reply flow sent once through the host agent from the client side; 0 flows: the seed was off):',
+      '',
+      '| variant | round | flows recorded / seeded | seed sends | replies dropped as unsolicited during the run |',
+      '|---|---|---|---|---|',
+      ...dsrSeed.map((x) => `| ${x.variant} | ${x.round} | ${x.learned} / ${x.flows} | ${x.seedSends} | ${x.unsolicitedDuringRun} |`),
+      '',
+    );
+  }
   for (const phase of [...new Set(summaries.map((s) => s.phase))]) {
     const bases = meta.baselines[phase] ?? [];
     md.push(`### ${phase}`, '');
@@ -412,7 +487,65 @@ function report(argv: readonly string[]): void {
   process.stdout.write(`${text}\n`);
 }
 
-const [cmd, ...rest] = process.argv.slice(2);
-if (cmd === 'frames') frames(rest);
-else if (cmd === 'report') report(rest);
-else usage(cmd === undefined ? 'a command is required' : `unknown command ${JSON.stringify(cmd)}`);
+/**
+ * The DSR phase's seed: the client packet of each of its DSR_FLOWS flows, once, VXLAN-encapsulated to the
+ * host as a MUX sends it, from a packet socket on --interface (the ring addon's burst(): flow k gets client
+ * port DSR_FIRST_PORT + k), paced in 1 ms steps at --rate packets/s so the host agent's capture keeps up.
+ * Prints what it sent; the caller checks what the host agent recorded (its dsr_flows_learned counter).
+ */
+function seed(argv: readonly string[]): void {
+  const o = options(argv, ['interface', 'mux-mac', 'host-mac', 'nic-mac', 'rate'], ['rate']);
+  const rate = Number(o.get('rate') ?? 20000);
+  if (!Number.isInteger(rate) || rate < 1) usage('--rate must be an integer >= 1 (packets per second)');
+  const r = loadRingAddon();
+  if ('error' in r) {
+    process.stderr.write(`send-paths.js seed: ${r.error}\n`);
+    process.exit(1);
+  }
+  const addon = r.addon;
+  const frame = dsrSeedFrame(o.get('mux-mac')!, o.get('host-mac')!, o.get('nic-mac')!);
+  // a send socket: the receive side never matches (an ethertype nobody uses) and has a small ring
+  const h = addon.openPacket(
+    o.get('interface')!,
+    'ether proto 0x88b5',
+    1 << 20,
+    2048,
+    1,
+    1024,
+    true,
+    Buffer.alloc(2048 + 4),
+    new Uint32Array(2),
+    () => {},
+  );
+  const srcBase = ip(CLIENT_IP).words[0]!;
+  const t0 = process.hrtime.bigint();
+  let sent = 0;
+  const step = (): void => {
+    const el = Number(process.hrtime.bigint() - t0) / 1e9;
+    const n = Math.min(DSR_FLOWS, Math.floor(rate * el) + 1) - sent;
+    // burst() writes port 1024 + k % DSR_FLOWS and source CLIENT_IP + k / DSR_FLOWS (= CLIENT_IP for k < DSR_FLOWS)
+    if (n > 0) sent += addon.burst(h, frame, frame.length, n, sent, VXLAN_INNER_IP_OFFSET, DSR_FLOWS, srcBase);
+    const st = addon.stats(h);
+    if (sent >= DSR_FLOWS || st.txErrors > 0) {
+      addon.close(h);
+      process.stdout.write(
+        `${JSON.stringify({ flows: DSR_FLOWS, sent, seconds: Number(el.toFixed(3)), txErrors: st.txErrors, lastError: st.txLastError })}\n`,
+      );
+      process.exitCode = sent >= DSR_FLOWS ? 0 : 1;
+      return;
+    }
+    setTimeout(step, 1);
+  };
+  step();
+}
+
+function main(): void {
+  const [cmd, ...rest] = process.argv.slice(2);
+  if (cmd === 'frames') frames(rest);
+  else if (cmd === 'seed') seed(rest);
+  else if (cmd === 'report') report(rest);
+  else usage(cmd === undefined ? 'a command is required' : `unknown command ${JSON.stringify(cmd)}`);
+}
+
+// a command when run, a library when imported (test/bench-dsr-seed.test.ts)
+if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.argv[1]).href) main();
