@@ -483,6 +483,7 @@ export class MuxDaemon {
     if (this.workers === null) return this.ctx.counters;
     const c = this.ctx.counters;
     const sum = Object.create(Object.getPrototypeOf(c) as object) as MuxContext['counters'];
+    this.workers.syncCounters();
     Object.assign(sum, { names: c.names, index: c.index, values: Float64Array.from(c.values) });
     this.workers.sumCounters(sum.values);
     return sum;

@@ -6,7 +6,10 @@ import type { MuxTables } from './tables.js';
 
 /** Words of a worker's shared status array. */
 export const STATUS_GENERATION = 0;
-/** Bumped by the worker after it posted a /flows answer on its flows port (the main thread waits on it). */
+/**
+ * Bumped by the worker after it posted a /flows answer on its flows port, or brought its counters up to
+ * date (a `count` request): the main thread waits on it.
+ */
 export const STATUS_FLOWS_SEQ = 1;
 export const STATUS_WORDS = 4;
 
@@ -37,6 +40,7 @@ export type MuxWorkerRequest =
   | { t: 'filter'; filter: string }
   | { t: 'report' }
   | { t: 'flows'; limit: number }
+  | { t: 'count' }
   | { t: 'exit-for-test'; code: number }
   | { t: 'stop' };
 

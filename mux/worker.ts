@@ -206,7 +206,13 @@ function runThread(): void {
     } else if (m.t === 'macs') core.applyMacs(m.macs);
     else if (m.t === 'filter') open(m.filter);
     else if (m.t === 'report') post(core.report(input.index));
-    else if (m.t === 'flows') {
+    else if (m.t === 'count') {
+      // the ring's batched sends into tx_packets, tx_bytes and send_error_batch now, as the
+      // single-threaded MUX does before /counters answers
+      core.countBatchErrors();
+      Atomics.add(core.status, STATUS_FLOWS_SEQ, 1);
+      Atomics.notify(core.status, STATUS_FLOWS_SEQ);
+    } else if (m.t === 'flows') {
       // answered on the flows port first, then the shared word bumped: the main thread, waiting on the
       // word, then finds the answer there (receiveMessageOnPort)
       input.flowsPort.postMessage(listFlows(core.ctx, m.limit));

@@ -159,6 +159,20 @@ export class MuxWorkers {
     return this.slots.map((s) => Atomics.load(s.status, STATUS_GENERATION));
   }
 
+  /**
+   * Every worker brings its counters up to date now (the frames its ring's batches sent: tx_packets,
+   * tx_bytes, send_error_batch), waited for at most FLOWS_WAIT_MS each, before /counters or /status sums
+   * them; otherwise they would lag by up to one report interval.
+   */
+  syncCounters(): void {
+    for (const s of this.slots) {
+      if (s.worker === null || !s.ready) continue;
+      const seq = Atomics.load(s.status, STATUS_FLOWS_SEQ);
+      s.worker.postMessage({ t: 'count' });
+      Atomics.wait(s.status, STATUS_FLOWS_SEQ, seq, FLOWS_WAIT_MS);
+    }
+  }
+
   /** Adds every worker's counters into `out` (the MUX's counter order). */
   sumCounters(out: Float64Array): void {
     for (const s of this.slots) {

@@ -164,6 +164,9 @@ describe('MUX workers: real threads on lo (root)', () => {
       // GET /flows asks every worker and waits for its answer (none on lo: no traffic), each answered once
       expect(w.flows(10)).toEqual([]);
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([1, 1]);
+      // /counters first brings every worker's counters up to date (each answers the request)
+      w.syncCounters();
+      expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([2, 2]);
       const other = w.slots[1]!.worker;
       const counters0 = w.slots[0]!.counters;
       new Float64Array(counters0)[0] = 7; // as if worker 0 had counted
