@@ -9,6 +9,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { REDIRECT_PORT } from '../shared/redirect.js';
 import { redirectMacFor } from '../runtime/redirect-mac.js';
 import { newEwState, type EwState } from './east-west.js';
+import { DSR_RELEARN_S } from './dsr-flows.js';
 import { FLOW_DSR, FLOW_DSR_CLOSING, FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
 import type { HostTables } from './tables.js';
 
@@ -23,6 +24,7 @@ export function newDaemonEwState(config: SlbxConfig, fabricMac: Uint8Array, poli
   s.mac = policyKey === null || policyKey === '' ? null : redirectMacFor(policyKey);
   configureEwState(s, config, fabricMac);
   tickEwState(s, 0);
+  s.dsrRelearnUntilS = s.nowS + DSR_RELEARN_S;
   return s;
 }
 
@@ -59,6 +61,7 @@ export function carryEwState(old: EwState, oldTables: HostTables, next: HostTabl
     s.mac = old.mac;
     s.nowS = old.nowS;
     s.unixS = old.unixS;
+    s.dsrRelearnUntilS = old.dsrRelearnUntilS;
     // the return path's entries (host-agent/dsr-flows.ts) name a 5-tuple and a frontend port, not a
     // target or a MUX: they mean the same under the new tables and are kept (a policy change must not
     // drop every established flow's replies until its client speaks again)
@@ -166,5 +169,6 @@ export function ewStatus(s: EwState): Record<string, unknown> {
     flows: { to_mux: byKind.to_mux ?? 0, fastpath: byKind.fastpath ?? 0, ...byKind },
     maxFastpathFlows: s.flows.limit.max,
     redirectKey: s.mac !== null,
+    dsrRelearnLeftS: Math.max(0, s.dsrRelearnUntilS - s.nowS),
   };
 }

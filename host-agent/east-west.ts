@@ -53,6 +53,12 @@ export interface EwState {
   unixS: number;
   tcpIdleS: number;
   udpIdleS: number;
+  /**
+   * The return path (host-agent/dsr-flows.ts): until nowS reaches this, a backend's TCP segment with ACK
+   * (no SYN, no RST) of no recorded flow is sent and re-learns its flow. The daemon sets it to
+   * DSR_RELEARN_S after its start; 0 (never) otherwise.
+   */
+  dsrRelearnUntilS: number;
   hashSeed: number;
   /** The fabric MTU: the largest outer IP packet. */
   mtu: number;
@@ -74,6 +80,7 @@ export function newEwState(maxFastpathFlows = DEFAULT_MAX_FASTPATH_FLOWS): EwSta
     unixS: 0,
     tcpIdleS: 240,
     udpIdleS: 30,
+    dsrRelearnUntilS: 0,
     hashSeed: 0x736c6278,
     mtu: 1600,
     fabricMac: new Uint8Array(6),

@@ -282,7 +282,21 @@ describe('return path state: tenants, restart, a full table', () => {
     expect(r.out.subarray(12, 16)).toEqual(Buffer.from([203, 0, 113, 20]));
   });
 
-  it("a restarted agent without its flows (no snapshot): the backend's segment is dropped, the client's next segment re-learns the flow", () => {
+  it('just after a start (DSR_RELEARN_S): a backend TCP segment with ACK re-learns its flow; SYN-ACK, RST and UDP do not', () => {
+    const ctx = newCtx();
+    const t0 = ctx.ew.nowS;
+    ctx.ew.dsrRelearnUntilS = t0 + 60; // as the daemon sets it at its start
+    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_SYN | TCP_ACK })).drop).toBe('drop_out_dsr_unsolicited');
+    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_RST })).drop).toBe('drop_out_dsr_unsolicited');
+    expect(out(ctx, fromBackend({ dport: 5353, udp: true })).drop).toBe('drop_out_dsr_unsolicited');
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR); // a response retransmitted
+    expect(ctx.counters.get('dsr_flows_relearned_out')).toBe(1);
+    ctx.ew.nowS = t0 + 60;
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR); // learned: it stays
+    expect(out(ctx, fromBackend({ dport: 40001 })).drop).toBe('drop_out_dsr_unsolicited'); // the window is over
+  });
+
+  it("a restarted agent without its flows, its re-learning window over: the backend's segment is dropped, the client's next segment re-learns the flow", () => {
     const ctx = newCtx(); // a new process: nothing recorded
     expect(out(ctx, fromBackend({ dport: 40000 })).drop).toBe('drop_out_dsr_unsolicited'); // a response retransmitted
     expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_SYN | TCP_ACK })).drop).toBe('drop_out_dsr_unsolicited');
