@@ -597,8 +597,16 @@ export class MuxDaemon {
     }
     this.generation++;
     this.latency.applyConfig(config, this.underlayAddress(config));
+    let tables: MuxTables;
+    try {
+      tables = compileMuxTables(config, this.measured(health), this.ctx.tables, this.generation, snat);
+    } catch (e) {
+      // refused (e.g. outbound NAT ranges that do not fit the config): nothing of it stays in force
+      this.generation--;
+      this.latency.applyConfig(this.config, this.underlayAddress(this.config));
+      throw e;
+    }
     if (this.started && this.latency.active) this.latency.start();
-    const tables = compileMuxTables(config, this.measured(health), this.ctx.tables, this.generation, snat);
     const sameShape = muxContextKey(config, this.name) === muxContextKey(this.config, this.name);
     if (sameShape) this.ctx.tables = tables;
     else {

@@ -16,7 +16,7 @@ import { compileMuxTables, ALL_HEALTHY } from '../mux/tables.js';
 import { newMuxContext, processPacket, VERDICT_DROP, VERDICT_FORWARD, type MuxContext } from '../mux/data-plane.js';
 import { SnatAllocator, type SnatRange } from '../controller/snat-alloc.js';
 import { flowHash } from '../scripts/oracle/maglev-oracle.js';
-import { muxCaptureFilter } from '../mux/daemon.js';
+import { MuxDaemon, muxCaptureFilter } from '../mux/daemon.js';
 import { labConfig } from './helpers/lab-config.js';
 import { expectFrame } from './helpers/frames.js';
 
@@ -221,6 +221,18 @@ describe('mux: outbound NAT return path (packet in -> VXLAN frame out)', () => {
     const bad = [{ ...RANGES[0]!, host: 'host2' }];
     expect(() => compileMuxTables(CONFIG, ALL_HEALTHY, null, 1, bad)).toThrow(/nic h1vm1 is on host1, not host2/);
     expect(() => compileMuxTables(CONFIG, ALL_HEALTHY, null, 1, [{ ...RANGES[0]!, ip: '203.0.113.201' }])).toThrow(/no frontend IP/);
+  });
+
+  it('a daemon refusing such a policy keeps nothing of it: the next policy is the very next generation', () => {
+    // the daemon as slbx-mux builds it, not started (nothing opened)
+    const d = new MuxDaemon({ config: CONFIG, name: 'mux1', iface: 'hF-no-such-if', mac: mac(MUX_MAC), bgp: false });
+    d.applyConfig(CONFIG, ALL_HEALTHY, RANGES);
+    const g = d.ctx.tables.generation;
+    expect(() => d.applyConfig(CONFIG, ALL_HEALTHY, [{ ...RANGES[0]!, host: 'host2' }])).toThrow(/not host2/);
+    expect(d.ctx.tables.generation).toBe(g);
+    expect(d.ctx.tables.snat.ranges).toBe(RANGES);
+    d.applyConfig(CONFIG, ALL_HEALTHY, RANGES);
+    expect(d.ctx.tables.generation).toBe(g + 1);
   });
 
   it('a health change keeps the ranges; the capture filter names the dedicated frontends once', () => {
