@@ -165,25 +165,32 @@ export function limitNote(r: RateRow): string {
 
 /**
  * The smoke run's floor for the DSR rows: in scripts/bench.sh --smoke the DSR phase's generator is paced
- * (send-paths.sh --dsr-rate) to a rate a working host agent keeps up with on a busy machine, so a row under
- * half of it is a broken return path (e.g. replies of flows the agent never recorded: all dropped as
- * drop_out_dsr_unsolicited), not a slow one.
+ * (send-paths.sh --dsr-rate), so a row under half of it whose daemon dropped the replies itself (its
+ * largest drop counter at least SMOKE_DSR_DAEMON_DROP_S seconds' worth of the offered rate, e.g. replies
+ * of flows it never recorded: drop_out_dsr_unsolicited) is a broken return path. On a machine this busy
+ * the kernel alone loses up to half of a paced phase (its softirq starved: 60 % delivered by a working
+ * agent-dsr-ring at load 14, no daemon drop), so that loss fails the smoke only under SMOKE_DSR_FLOOR_SHARE.
  */
 export const SMOKE_DSR_MIN_SHARE = 0.5;
+export const SMOKE_DSR_DAEMON_DROP_S = 0.1;
+export const SMOKE_DSR_FLOOR_SHARE = 0.1;
 
 /**
  * Why the smoke fails on the DSR rows (phase "dsr" or "dsr@SIZE"), one line per row that delivered under
- * `minShare` of what was offered, with the daemon's largest drop counter; empty when all pass.
+ * `minShare` of what was offered with the daemon dropping them (or under SMOKE_DSR_FLOOR_SHARE whatever
+ * dropped them), naming the daemon's largest drop counter; empty when all pass.
  */
 export function smokeDsrProblems(rows: readonly (RateRow & { phase: string })[], minShare = SMOKE_DSR_MIN_SHARE): string[] {
   const out: string[] = [];
   for (const r of rows) {
     if (r.phase !== 'dsr' && !r.phase.startsWith('dsr@')) continue;
-    if (r.offeredPps.median > 0 && r.deliveredShare >= minShare) continue;
+    const daemonDropped = r.topDrop !== undefined && r.topDrop.count >= SMOKE_DSR_DAEMON_DROP_S * r.offeredPps.median;
+    const floor = daemonDropped ? minShare : SMOKE_DSR_FLOOR_SHARE;
+    if (r.offeredPps.median > 0 && r.deliveredShare >= floor) continue;
     const drop =
       r.topDrop === undefined ? 'no drop counter of the daemon grew' : `its largest drop counter: ${r.topDrop.counter} ${r.topDrop.count}`;
     out.push(
-      `${r.variant}: delivered ${(r.deliveredShare * 100).toFixed(1)} % of the ${r.offeredPps.median} packets/s offered (under ${(minShare * 100).toFixed(0)} %); ${drop}`,
+      `${r.variant}: delivered ${(r.deliveredShare * 100).toFixed(1)} % of the ${r.offeredPps.median} packets/s offered (under ${(floor * 100).toFixed(0)} %); ${drop}`,
     );
   }
   return out;
