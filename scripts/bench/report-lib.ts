@@ -167,9 +167,9 @@ export function limitNote(r: RateRow): string {
  * The smoke run's floor for the DSR rows: in scripts/bench.sh --smoke the DSR phase's generator is paced
  * (send-paths.sh --dsr-rate), so a row under half of it whose daemon dropped the replies itself (its
  * largest drop counter at least SMOKE_DSR_DAEMON_DROP_S seconds' worth of the offered rate, e.g. replies
- * of flows it never recorded: drop_out_dsr_unsolicited) is a broken return path. On a machine this busy
- * the kernel alone loses up to half of a paced phase (its softirq starved: 60 % delivered by a working
- * agent-dsr-ring at load 14, no daemon drop), so that loss fails the smoke only under SMOKE_DSR_FLOOR_SHARE.
+ * of flows it never recorded: drop_out_dsr_unsolicited) is a broken return path. On a busy machine a
+ * working agent-dsr-ring delivered 60 % of a paced phase at load 14 with no drop counter of its own grown
+ * (lost outside the daemon), so such a loss fails the smoke only under SMOKE_DSR_FLOOR_SHARE.
  */
 export const SMOKE_DSR_MIN_SHARE = 0.5;
 export const SMOKE_DSR_DAEMON_DROP_S = 0.1;
