@@ -91,7 +91,7 @@ options:
   --flow-rates L   offered packets/s of the newflows-* variants, each packet a new flow
                    (default 100000,200000,300000,400000)
   --cp-changes N   policy changes per run of the cp-propagation variant (default 20)
-  --dsr-rate PPS    pace the DSR phase's generator at PPS packets/s (trafgen --rate; default: as fast as it
+  --dsr-rate PPS   pace the DSR phase's generator at PPS packets/s (trafgen --rate; default: as fast as it
                    can): a rate a working host agent keeps up with even on a busy machine, so delivered /
                    offered says whether the replies pass (scripts/bench.sh --smoke), not how fast
   --dut-cpu N      CPU of the process under test (default 1; the generator always runs on CPU 0; 0 puts
