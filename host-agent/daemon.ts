@@ -45,7 +45,7 @@ import {
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
 import { SnatControl, SNAT_CONTROL_TICK_MS, type SnatDemand, type SnatRelease } from './snat-control.js';
-import type { PolicySnatRange } from './snat.js';
+import { snatResetToDip, snatResetToRemote, type PolicySnatRange } from './snat.js';
 import { joinUrl, requestJson } from '../runtime/http-json.js';
 import { bearer } from '../runtime/api-token.js';
 import { SNAT_CHUNK_PORTS } from '../shared/config/outbound.js';
@@ -829,6 +829,37 @@ export class HostDaemon {
   private tickEw(): void {
     tickEwState(this.ew, sweepSlotsOf(this.ew));
     if (this.ctx.snat !== null) this.snat.engine.sweep(this.ew.nowS, SNAT_SWEEP_SLOTS);
+    this.sendSnatIdleResets();
+  }
+
+  /**
+   * tcpResetOnIdle (docs/outbound.md): for each ESTABLISHED TCP flow the idle timeout ended (the sweep, or
+   * a packet that found it expired), one RST toward the remote from frontend:port (like a DSR reply) and
+   * one toward the DIP from remote:port (on the nic's port, like an inbound SNAT reply).
+   */
+  private sendSnatIdleResets(): void {
+    const e = this.snat.engine;
+    const cv = this.ctx.counters.values;
+    const C = this.ctx.counters.index;
+    if (e.resetsLost > 0) {
+      cv[C.snat_idle_resets_lost]! += e.resetsLost;
+      e.resetsLost = 0;
+    }
+    for (const r of e.takeIdleResets()) {
+      cv[C.snat_idle_resets]!++;
+      const toRemote = Buffer.from(snatResetToRemote(r).buffer);
+      const raw = r.family === 6 ? this.raw6 : this.raw4;
+      if (raw === null || !raw.send(toRemote, 0, toRemote.length)) cv[C.send_error_snat_reset]!++;
+      const nic = this.ctx.tables.nics[r.nic];
+      const port = this.ports[r.nic]?.port ?? null;
+      const portMac = this.ctx.portMacs[r.nic];
+      if (nic === undefined || port === null || portMac === undefined) {
+        cv[C.send_error_snat_reset]!++;
+        continue;
+      }
+      const toDip = Buffer.from(snatResetToDip(r, nic.mac, portMac, nic.vlanId).buffer);
+      if (!port.send(toDip, 0, toDip.length)) cv[C.send_error_snat_reset]!++;
+    }
   }
 
   /**

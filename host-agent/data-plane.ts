@@ -170,6 +170,11 @@ export const HOST_COUNTER_NAMES = [
   'drop_snat_truncated',
   'drop_snat_fragment',
   'snat_flows_ended_by_policy',
+  // tcpResetOnIdle: ESTABLISHED TCP flows its idle timeout ended with two RSTs, those past the engine's
+  // queue bound (no RSTs), and an RST the kernel refused (or no DSR socket of its family)
+  'snat_idle_resets',
+  'snat_idle_resets_lost',
+  'send_error_snat_reset',
   // an ICMP error from a backend whose quoted packet is not a client's packet to this backend's rule
   'drop_out_icmp_bad_quote',
   // an ICMP error from a backend about a recorded flow, sent from the VIP

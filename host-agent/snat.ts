@@ -18,10 +18,21 @@
 // Pure: no I/O, no timers; the caller passes whole seconds.
 import { updateChecksum16, updateChecksum32, updateChecksumBytes, udpChecksumOnWire } from '../shared/checksum.js';
 import { murmur3Words } from '../shared/flow-hash.js';
-import { IPPROTO_TCP, IPPROTO_UDP, IPV4_OFF_CHECKSUM, IPV4_OFF_DST, IPV4_OFF_SRC } from '../shared/ipv4.js';
-import { IPV6_HEADER_LEN, IPV6_OFF_DST, IPV6_OFF_SRC } from '../shared/ipv6.js';
-import { TCP_ACK, TCP_FIN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN } from '../shared/tcp.js';
+import {
+  IPPROTO_TCP,
+  IPPROTO_UDP,
+  IPV4_FLAG_DF,
+  IPV4_OFF_CHECKSUM,
+  IPV4_OFF_DST,
+  IPV4_OFF_SRC,
+  newIpv4Header,
+  writeIpv4,
+} from '../shared/ipv4.js';
+import { IPV6_HEADER_LEN, IPV6_OFF_DST, IPV6_OFF_SRC, newIpv6Header, writeIpv6 } from '../shared/ipv6.js';
+import { TCP_ACK, TCP_FIN, TCP_HEADER_LEN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN, newTcpHeader, writeTcp } from '../shared/tcp.js';
 import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
+import { l4Checksum, pseudoSumV4, pseudoSumV6Bytes } from '../shared/checksum.js';
+import { ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
 import { HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
 import { parseIpAddr } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
@@ -74,6 +85,31 @@ export const SNAT_ESTABLISHED = 3;
 export const SNAT_TIME_WAIT = 4;
 const FIN_OUT = 1;
 const FIN_IN = 2;
+
+/** Idle resets waiting for the daemon (takeIdleResets); beyond this many, counted in resetsLost instead. */
+export const SNAT_RESET_QUEUE_MAX = 4096;
+const SEQ_OUT = 1;
+const SEQ_IN = 2;
+
+/**
+ * An ESTABLISHED TCP flow its idle timeout ended, under a rule with tcpResetOnIdle: the daemon sends one
+ * RST to each end (snatResetToRemote, snatResetToDip). Addresses are 4 words (IPv4: the first).
+ */
+export interface SnatIdleReset {
+  readonly family: 4 | 6;
+  readonly nic: number;
+  readonly vni: number;
+  readonly dip: Uint32Array;
+  readonly remote: Uint32Array;
+  readonly fip: Uint32Array;
+  readonly dipPort: number;
+  readonly remotePort: number;
+  readonly fport: number;
+  /** The next sequence number the backend would send: the RST toward the remote carries it. */
+  readonly seqOut: number;
+  /** The next sequence number the remote would send: the RST toward the DIP carries it. */
+  readonly seqIn: number;
+}
 
 /** Words of one flow as exportFlows writes it: family, protocol, TCP state, FINs seen, nic, VNI, DIP (4), remote (4), frontend IP (4), DIP port << 16 | remote port, frontend port, seconds left. */
 export const SNAT_FLOW_RECORD_WORDS = 21;
@@ -147,6 +183,13 @@ export class SnatEngine {
   private ports = new Uint32Array(0); // dport << 16 | rport
   private fport = new Uint16Array(0);
   private expires = new Uint32Array(0); // 0 = free slot
+  // tcpResetOnIdle: the next sequence number each side sends (the highest segment end seen each way)
+  private nxtOut = new Uint32Array(0);
+  private nxtIn = new Uint32Array(0);
+  private seqOk = new Uint8Array(0); // SEQ_OUT | SEQ_IN: which of the two is known
+  private resets: SnatIdleReset[] = [];
+  /** Idle resets not queued because SNAT_RESET_QUEUE_MAX were waiting. */
+  resetsLost = 0;
   private free: number[] = [];
   private next = 0;
   private sweepCursor = 0;
@@ -163,7 +206,7 @@ export class SnatEngine {
 
   /** Bytes held by the slot arrays (the flow table's two entries a flow come on top). */
   get bytes(): number {
-    return this.cap * (1 + 1 + 1 + 1 + 2 + 4 + 16 + 16 + 16 + 4 + 2 + 4);
+    return this.cap * (1 + 1 + 1 + 1 + 2 + 4 + 16 + 16 + 16 + 4 + 2 + 4 + 4 + 4 + 1);
   }
 
   private grow(cap: number): void {
@@ -180,6 +223,9 @@ export class SnatEngine {
     this.ports = copy(new Uint32Array(cap), this.ports);
     this.fport = copy(new Uint16Array(cap), this.fport);
     this.expires = copy(new Uint32Array(cap), this.expires);
+    this.nxtOut = copy(new Uint32Array(cap), this.nxtOut);
+    this.nxtIn = copy(new Uint32Array(cap), this.nxtIn);
+    this.seqOk = g8(this.seqOk);
     this.cap = cap;
   }
 
@@ -349,6 +395,7 @@ export class SnatEngine {
       // a new connection on the same 5-tuple inside the guard: it takes the same port again
       this.state[slot] = SNAT_SYN_SENT;
       this.fins[slot] = 0;
+      this.seqOk[slot] = 0;
     }
     if (slot < 0) {
       // only a SYN opens a TCP flow: no state for a mid-stream segment, nor a SYN-ACK or RST of no flow
@@ -358,8 +405,10 @@ export class SnatEngine {
       if (slot < 0) return slot;
     }
     // advance the state and the clock
-    if (proto === IPPROTO_TCP) this.tcpEvent(slot, flags, FIN_OUT, ns.policy.idleS, now);
-    else this.expires[slot] = now + ns.policy.idleS;
+    if (proto === IPPROTO_TCP) {
+      this.trackSeq(this.nxtOut, SEQ_OUT, slot, frame, l3, l4, family, flags);
+      this.tcpEvent(slot, flags, FIN_OUT, ns.policy.idleS, now);
+    } else this.expires[slot] = now + ns.policy.idleS;
     // rewrite the source: address (IPv4 header checksum too) and port, RFC 1624
     const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
     let l4sum = (frame[csumOff]! << 8) | frame[csumOff + 1]!;
@@ -428,8 +477,10 @@ export class SnatEngine {
     if (vni >= 0 && this.vni[slot] !== vni) return SNAT_ERR_WRONG_VNI;
     const ns = this.nics.get(this.nicOf[slot]!);
     const idleS = ns?.policy.idleS ?? SNAT_SYN_TIMEOUT_S;
-    if (proto === IPPROTO_TCP) this.tcpEvent(slot, frame[l4 + 13]!, FIN_IN, idleS, now);
-    else this.expires[slot] = now + idleS;
+    if (proto === IPPROTO_TCP) {
+      this.trackSeq(this.nxtIn, SEQ_IN, slot, frame, l3, l4, family, frame[l4 + 13]!);
+      this.tcpEvent(slot, frame[l4 + 13]!, FIN_IN, idleS, now);
+    } else this.expires[slot] = now + idleS;
     // rewrite the destination to DIP:port
     const dport = this.ports[slot]! >>> 16;
     const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
@@ -476,6 +527,61 @@ export class SnatEngine {
     this.expires[slot] = now + (this.state[slot] === SNAT_SYN_SENT ? SNAT_SYN_TIMEOUT_S : idleS);
   }
 
+  /**
+   * The end of this segment in sequence space (seq + payload, +1 for SYN and for FIN) is the next number
+   * its sender sends: kept when it is past the one known (a retransmission does not move it back).
+   */
+  private trackSeq(
+    nxt: Uint32Array,
+    bit: number,
+    slot: number,
+    frame: Uint8Array,
+    l3: number,
+    l4: number,
+    family: 4 | 6,
+    flags: number,
+  ): void {
+    const l3Len = family === 4 ? (frame[l3 + 2]! << 8) | frame[l3 + 3]! : IPV6_HEADER_LEN + ((frame[l3 + 4]! << 8) | frame[l3 + 5]!);
+    const payload = l3Len - (l4 - l3) - (frame[l4 + 12]! >>> 4) * 4;
+    if (payload < 0) return;
+    const end = (rd32(frame, l4 + 4) + payload + (flags & TCP_SYN ? 1 : 0) + (flags & TCP_FIN ? 1 : 0)) >>> 0;
+    if ((this.seqOk[slot]! & bit) === 0 || ((end - nxt[slot]!) | 0) > 0) nxt[slot] = end;
+    this.seqOk[slot] = this.seqOk[slot]! | bit;
+  }
+
+  /** An expired flow ends: an ESTABLISHED TCP flow of a rule with tcpResetOnIdle is queued for its two RSTs first. */
+  private expire(s: number): void {
+    if (this.proto[s] === IPPROTO_TCP && this.state[s] === SNAT_ESTABLISHED && this.seqOk[s] === (SEQ_OUT | SEQ_IN)) {
+      const ns = this.nics.get(this.nicOf[s]!);
+      if (ns !== undefined && ns.policy.tcpResetOnIdle) {
+        if (this.resets.length >= SNAT_RESET_QUEUE_MAX) this.resetsLost++;
+        else
+          this.resets.push({
+            family: this.fam[s] === 6 ? 6 : 4,
+            nic: this.nicOf[s]!,
+            vni: this.vni[s]!,
+            dip: this.dip.slice(s * 4, s * 4 + 4),
+            remote: this.remote.slice(s * 4, s * 4 + 4),
+            fip: this.fip.slice(s * 4, s * 4 + 4),
+            dipPort: this.ports[s]! >>> 16,
+            remotePort: this.ports[s]! & 0xffff,
+            fport: this.fport[s]!,
+            seqOut: this.nxtOut[s]!,
+            seqIn: this.nxtIn[s]!,
+          });
+      }
+    }
+    this.release(s);
+  }
+
+  /** Idle resets queued since the last call (by the sweep, or by a packet that found its flow expired). */
+  takeIdleResets(): SnatIdleReset[] {
+    if (this.resets.length === 0) return NO_RESETS;
+    const r = this.resets;
+    this.resets = [];
+    return r;
+  }
+
   /** The slot the table holds for the key set last (a live one), or -1. */
   private flowsSlot(now: number): number {
     const t = this.flows.table;
@@ -483,7 +589,7 @@ export class SnatEngine {
     if (v < 0) return -1;
     const slot = v & 0xffffff;
     if (this.expires[slot]! > now) return slot;
-    this.release(slot); // expired, not swept yet: freed now, so that its entries never name a reused slot
+    this.expire(slot); // expired, not swept yet: freed now, so that its entries never name a reused slot
     return -1;
   }
 
@@ -583,6 +689,7 @@ export class SnatEngine {
       this.proto[slot] = proto;
       this.state[slot] = proto === IPPROTO_TCP ? SNAT_SYN_SENT : SNAT_OPEN;
       this.fins[slot] = 0;
+      this.seqOk[slot] = 0;
       this.nicOf[slot] = nic;
       this.vni[slot] = vni;
       for (let i = 0; i < 4; i++) {
@@ -641,7 +748,7 @@ export class SnatEngine {
       this.sweepCursor = (s + 1) % n;
       const e = this.expires[s]!;
       if (e === 0 || e > now) continue;
-      this.release(s);
+      this.expire(s);
       freed++;
     }
     return freed;
@@ -767,6 +874,7 @@ export class SnatEngine {
       this.proto[slot] = proto;
       this.state[slot] = state;
       this.fins[slot] = words[o + 3]!;
+      this.seqOk[slot] = 0; // records carry no sequence numbers: an imported flow ends without RSTs
       this.nicOf[slot] = words[o + 4]!;
       this.vni[slot] = words[o + 5]!;
       for (let i = 0; i < 4; i++) {
@@ -813,6 +921,79 @@ export class SnatEngine {
       else ns.inUse6--;
     }
   }
+}
+
+const NO_RESETS: SnatIdleReset[] = [];
+
+/**
+ * The RST toward the remote end of an idle-reset flow: an IP packet from frontend IP:port to
+ * remote:port, seq = the backend side's next sequence number (RFC 5961 3.2: an RST whose sequence number
+ * is exactly the next expected is accepted), sent like a DSR reply (toward the router).
+ */
+export function snatResetToRemote(r: SnatIdleReset): Uint8Array {
+  return resetPacket(r.family, r.fip, r.fport, r.remote, r.remotePort, r.seqOut, null, null, -1);
+}
+
+/**
+ * The RST toward the DIP: an Ethernet frame (to the nic's MAC from its port's MAC, 802.1Q-tagged with
+ * `vlanId` unless VLAN_NONE) carrying remote:port -> DIP:port, seq = the remote side's next sequence
+ * number, delivered on the nic's port as an inbound SNAT reply is.
+ */
+export function snatResetToDip(r: SnatIdleReset, nicMac: Uint8Array, portMac: Uint8Array, vlanId: number): Uint8Array {
+  return resetPacket(r.family, r.remote, r.remotePort, r.dip, r.dipPort, r.seqIn, nicMac, portMac, vlanId);
+}
+
+function resetPacket(
+  family: 4 | 6,
+  src: Uint32Array,
+  sport: number,
+  dst: Uint32Array,
+  dport: number,
+  seq: number,
+  dstMac: Uint8Array | null,
+  srcMac: Uint8Array | null,
+  vlanId: number,
+): Uint8Array {
+  let eth = 0;
+  const e = newEthernetHeader();
+  if (dstMac !== null && srcMac !== null) {
+    e.dst.set(dstMac);
+    e.src.set(srcMac);
+    e.etherType = family === 4 ? ETHERTYPE_IPV4 : ETHERTYPE_IPV6;
+    e.vlanId = vlanId;
+    eth = vlanId >= 0 ? 18 : 14;
+  }
+  const ipLen = family === 4 ? 20 : IPV6_HEADER_LEN;
+  const out = new Uint8Array(eth + ipLen + TCP_HEADER_LEN);
+  if (eth > 0) writeEthernet(e, out, 0);
+  const l4 = eth + ipLen;
+  const t = newTcpHeader();
+  t.srcPort = sport;
+  t.dstPort = dport;
+  t.seq = seq >>> 0;
+  t.flags = TCP_RST;
+  writeTcp(t, out, l4);
+  let pseudo: number;
+  if (family === 4) {
+    const h = newIpv4Header();
+    h.totalLength = ipLen + TCP_HEADER_LEN;
+    h.flags = IPV4_FLAG_DF;
+    h.protocol = IPPROTO_TCP;
+    h.src = src[0]!;
+    h.dst = dst[0]!;
+    writeIpv4(h, out, eth);
+    pseudo = pseudoSumV4(h.src, h.dst, IPPROTO_TCP, TCP_HEADER_LEN);
+  } else {
+    const h = newIpv6Header();
+    h.payloadLength = TCP_HEADER_LEN;
+    h.nextHeader = IPPROTO_TCP;
+    h.src.set(src);
+    h.dst.set(dst);
+    writeIpv6(h, out, eth);
+    pseudo = pseudoSumV6Bytes(out, eth + IPV6_OFF_SRC, eth + IPV6_OFF_DST, IPPROTO_TCP, TCP_HEADER_LEN);
+  }
+  wr16(out, l4 + TCP_OFF_CHECKSUM, l4Checksum(out, l4, TCP_HEADER_LEN, TCP_OFF_CHECKSUM, pseudo));
+  return out;
 }
 
 function copy<T extends Uint8Array<ArrayBuffer> | Uint16Array<ArrayBuffer> | Uint32Array<ArrayBuffer>>(to: T, from: T): T {
