@@ -90,10 +90,15 @@ export function muxWorkersRefusal(workers: number, io: IoPath, sendPath: SendPat
 export function muxCaptureFilter(config: SlbxConfig, pa = ''): string {
   // internal VIPs are no public VIP hosts: they reach a MUX only inside VXLAN from a host (docs/east-west.md)
   const ew = pa === '' ? null : muxEwCaptureClause(config, pa);
-  // and outbound NAT's frontend IPs (docs/outbound.md): replies to the backends' own connections
-  const addrs = config.vips.filter((v) => v.scope !== 'internal').map((v) => v.address);
-  for (const f of config.outbound.flatMap((o) => o.frontendIps)) if (!addrs.some((a) => a.text === f.text)) addrs.push(f);
-  const hosts = addrs.map((a) => (a.family === 4 ? `dst host ${a.text}` : `ip6 dst host ${a.text}`));
+  // The public VIPs and outbound NAT's frontend IPs (docs/outbound.md), by the prefixes that hold them all
+  // (vipRanges: the validator refuses a public VIP or a frontend IP outside them). So the filter does not
+  // change when a VIP is added or removed, and the capture is not reopened for it: a reopen loses the
+  // frames the old handle still holds, uncounted (a client's segments lost at every VIP change, then
+  // retransmitted, moved by the router's hash to another MUX and reset there). A packet to an address of
+  // a range that is no VIP is counted drop_not_vip.
+  const hosts = config.vipRanges.map((r) =>
+    r.network.family === 4 ? `dst net ${r.network.text}/${r.prefixLen}` : `ip6 dst net ${r.network.text}/${r.prefixLen}`,
+  );
   const resolve = config.fabric.underlay === 'ipv6' ? '(icmp6 and (ip6[40] == 135 or ip6[40] == 136))' : 'arp';
   if (hosts.length === 0) return ew === null ? resolve : `${resolve} or ${ew}`;
   const any = hosts.join(' or ');

@@ -5,6 +5,11 @@
 // unchanged; a port no nic owns is dropped under a named reason; a VIP used as a frontend keeps its rules;
 // the flow table is never touched.
 import { describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildPcap, LINKTYPE_ETHERNET } from '../shared/pcap-file.js';
 import { mac } from '../shared/addr.js';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
@@ -240,10 +245,61 @@ describe('mux: outbound NAT return path (packet in -> VXLAN frame out)', () => {
     const t2 = compileMuxTables(CONFIG, { isHealthy: () => false }, t1, 2);
     expect(t2.snat.ranges).toBe(RANGES);
     const f = muxCaptureFilter(CONFIG);
-    expect(f).toContain(`dst host ${FRONT}`);
-    expect(f).toContain(`ip6 dst host ${FRONT6}`);
-    expect(f.split(`dst host ${VIP} `).length - 1).toBe(2); // once as a VIP, once more inside the vlan clause
+    expect(f).toContain('dst net 203.0.113.0/24');
+    expect(f).toContain('ip6 dst net 2001:db8:ff::/48');
+    expect(f.split('dst net 203.0.113.0/24').length - 1).toBe(2); // once, and once more inside the vlan clause
   });
+
+  // libpcap itself (tcpdump -r) says which frames the filter takes: the VIPs, the dedicated frontends
+  // (IPv4, IPv6, also VLAN-tagged), not an address outside vipRanges; and a VIP added or removed leaves
+  // the filter as it was, so the MUX does not reopen its capture (a reopen loses the frames queued in it)
+  it.skipIf(spawnSync('tcpdump', ['--version']).status !== 0)(
+    'the capture filter takes the VIPs and frontends by their ranges: a VIP change keeps it',
+    () => {
+      const f = muxCaptureFilter(CONFIG);
+      const withVip = labConfig((raw) => {
+        raw.vips.push({ ...raw.vips[0], address: '203.0.113.77', rules: [{ ...raw.vips[0].rules[0], backendPort: 9000 }] });
+      });
+      expect(withVip.vips.length).toBe(labConfig().vips.length + 1);
+      expect(muxCaptureFilter(withVip)).toBe(muxCaptureFilter(labConfig()));
+      const frame = (dst: string, vlan = false) => {
+        const b = pkt().eth({ src: ROUTER_MAC, dst: MUX_MAC, ...(vlan ? { vlan: 7 } : {}) });
+        return (dst.includes(':') ? b.ipv6({ src: REMOTE6, dst }) : b.ipv4({ src: REMOTE, dst }))
+          .tcp({ sport: 40000, dport: 80, flags: TCP_SYN })
+          .build();
+      };
+      const dsts = [VIP, FRONT, FRONT6, '203.0.113.77', '198.51.100.99', '2001:db8:c::99'];
+      const want = [true, true, true, true, false, false];
+      const dir = mkdtempSync(join(tmpdir(), 'slbx-filter-'));
+      try {
+        for (const vlan of [false, true]) {
+          const file = join(dir, `f${vlan ? 'v' : ''}.pcap`);
+          writeFileSync(
+            file,
+            buildPcap(
+              LINKTYPE_ETHERNET,
+              dsts.map((d, i) => {
+                const data = frame(d, vlan);
+                return { tsUs: i + 1, data, origLen: data.length };
+              }),
+            ),
+          );
+          const r = spawnSync('tcpdump', ['-n', '-r', file, '-tt', f], { encoding: 'utf8' });
+          expect(r.status, r.stderr).toBe(0);
+          const taken = r.stdout
+            .split('\n')
+            .filter((l) => l !== '')
+            .map((l) => Math.round(Number(l.split(' ')[0]) * 1e6) - 1);
+          expect(
+            dsts.map((_, i) => taken.includes(i)),
+            `vlan ${vlan}: ${r.stdout}`,
+          ).toEqual(want);
+        }
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('random bytes after a frontend header never throw; each drop is named', () => {
     const ctx = newCtx();

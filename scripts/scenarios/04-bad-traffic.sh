@@ -3,7 +3,8 @@
 # non-VIP packets are injected at a MUX, and forged or malformed VXLAN at a host agent; a fragmented
 # UDP datagram (3000 bytes, cut by the client's kernel) goes through the VIP and its echo comes back.
 # Both daemons keep serving (every good request succeeds) and their counters show every injected
-# frame under its drop reason; non-VIP frames never reach the MUX process (its capture filter).
+# frame under its drop reason (a non-VIP address inside vipRanges as drop_not_vip); frames to addresses outside
+# vipRanges never reach the MUX process (its capture filter).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT

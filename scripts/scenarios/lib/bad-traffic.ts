@@ -34,8 +34,11 @@ export function generateBadTraffic(argv: readonly string[]): void {
     ],
     ['drop_no_rule', () => toMux().ipv4({ src: client, dst: vip }).tcp({ sport: 1116, dport: 443, flags: TCP_SYN }).build()],
     ['drop_no_rule', () => toMux().ipv4({ src: client, dst: vip }).icmp({ type: 8, rest: 0x00010001 }).payload(16).build()],
-    // not a VIP: the MUX's capture filter keeps it out of the process; the kernel drops it silently
-    [null, () => toMux().ipv4({ src: client, dst: '203.0.113.99' }).tcp({ sport: 1117, dport: 80, flags: TCP_SYN }).build()],
+    // no VIP, but inside vipRanges: the MUX's capture filter takes the ranges (a VIP change never reopens
+    // the capture), so the process sees it and counts it
+    ['drop_not_vip', () => toMux().ipv4({ src: client, dst: '203.0.113.99' }).tcp({ sport: 1117, dport: 80, flags: TCP_SYN }).build()],
+    // outside vipRanges: the capture filter keeps it out of the process; the kernel drops it silently
+    [null, () => toMux().ipv4({ src: client, dst: '198.51.100.99' }).tcp({ sport: 1118, dport: 80, flags: TCP_SYN }).build()],
   ];
   const vx = (o: { src?: string; vni?: number; flags?: number; innerMac?: string; innerDst?: string; innerChecksum?: number }) =>
     // as mux1 would send it: the host agent takes a MUX's VXLAN only from that MUX's MAC (docs/security.md)
@@ -114,11 +117,13 @@ export function verifyBadTraffic(argv: readonly string[]): Checks {
   }
   // the non-VIP frames reached the MUX's interface (the capture shows them) and produced nothing
   const cap = loadCapture(need(f, 'mux-capture'));
-  const nonVip = cap.filter((p) => p.d.first('ipv4')?.dst === '203.0.113.99' && p.d.first('vxlan') === undefined);
-  const forwarded = cap.filter((p) => p.d.first('vxlan') !== undefined && p.d.all('ipv4')[1]?.dst === '203.0.113.99');
+  const nonVip = cap.filter((p) => p.d.first('ipv4')?.dst === '198.51.100.99' && p.d.first('vxlan') === undefined);
+  const forwarded = cap.filter(
+    (p) => p.d.first('vxlan') !== undefined && ['198.51.100.99', '203.0.113.99'].includes(p.d.all('ipv4')[1]?.dst ?? ''),
+  );
   c.check(
     nonVip.length === exp.mux.filteredByKernel && forwarded.length === 0,
-    "non-VIP frames reached the MUX's interface and went no further (its capture filter takes VIPs only)",
+    "non-VIP frames reached the MUX's interface and went no further (its capture filter takes vipRanges only)",
     `${nonVip.length} arrived, ${forwarded.length} forwarded`,
   );
   return c;
