@@ -5,7 +5,7 @@
 // root's (loadPlanes, for micro-count.ts comparing two builds on identical frames).
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { mac } from '../../shared/addr.js';
+import { ip, mac } from '../../shared/addr.js';
 import type { SlbxConfig } from '../../shared/config.js';
 import { pkt } from '../../shared/packet-builder.js';
 import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
@@ -13,6 +13,8 @@ import * as muxPlane from '../../mux/data-plane.js';
 import * as muxTables from '../../mux/tables.js';
 import * as hostPlane from '../../host-agent/data-plane.js';
 import * as hostTables from '../../host-agent/tables.js';
+import * as hostSnat from '../../host-agent/snat.js';
+import * as hostFlowTable from '../../host-agent/flow-table.js';
 
 type MuxContext = muxPlane.MuxContext;
 type HostContext = hostPlane.HostContext;
@@ -23,9 +25,17 @@ export interface Planes {
   muxTables: typeof muxTables;
   host: typeof hostPlane;
   hostTables: typeof hostTables;
+  /** Outbound NAT's engine and its flow table (undefined: a build before issue 15; no SNAT paths). */
+  snat?: { engine: typeof hostSnat; flowTable: typeof hostFlowTable };
 }
 
-export const currentPlanes: Planes = { mux: muxPlane, muxTables, host: hostPlane, hostTables };
+export const currentPlanes: Planes = {
+  mux: muxPlane,
+  muxTables,
+  host: hostPlane,
+  hostTables,
+  snat: { engine: hostSnat, flowTable: hostFlowTable },
+};
 
 /** The data planes of another dist/ root (an older build). */
 export async function loadPlanes(root: string): Promise<Planes> {
@@ -35,6 +45,10 @@ export async function loadPlanes(root: string): Promise<Planes> {
     muxTables: (await import(at('mux/tables.js'))) as Planes['muxTables'],
     host: (await import(at('host-agent/data-plane.js'))) as Planes['host'],
     hostTables: (await import(at('host-agent/tables.js'))) as Planes['hostTables'],
+    snat: await import(at('host-agent/snat.js')).then(
+      async (engine: typeof hostSnat) => ({ engine, flowTable: (await import(at('host-agent/flow-table.js'))) as typeof hostFlowTable }),
+      () => undefined,
+    ),
   };
 }
 
@@ -48,6 +62,11 @@ export const CLIENT6 = '2001:db8:c::10';
 export const VIP = '203.0.113.10';
 export const VIP6 = '2001:db8:ff::10';
 export const FRAMES = 4096; // distinct flows per path (a power of two)
+/** Outbound NAT's paths: the frontend IPs of a rule for NIC (h1vm1) and the remote endpoint its backend calls. */
+export const SNAT_FIP = '203.0.113.200';
+export const SNAT_FIP6 = '2001:db8:ff::200';
+export const SNAT_REMOTE = '198.51.100.20';
+export const SNAT_REMOTE6 = '2001:db8:c::20';
 
 export function newMux(config: SlbxConfig, planes: Planes = currentPlanes): MuxContext {
   const tables = planes.muxTables.compileMuxTables(config, planes.muxTables.ALL_HEALTHY, null, 1);
@@ -318,6 +337,139 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
     ),
     inFrames.get('tcp6'),
   );
+  if (planes.snat !== undefined) cases.push(...snatCases(config, planes, planes.snat, frames));
+  return cases;
+}
+
+/**
+ * Outbound NAT (docs/outbound.md) through the whole host data plane: host1's tables compiled with an
+ * outbound rule for h1vm1 (frontend SNAT_FIP and SNAT_FIP6, all of 1024-65535), its engine installed as
+ * the daemon's is (ctx.snat). Existing flows: each of the `frames` flows opened first (the SYN out, the
+ * SYN-ACK back: ESTABLISHED), then its ACKs measured out (IPv4, IPv6) and back (IPv4). New flows: every
+ * iteration a SYN of another source port; every `frames` iterations a fresh engine (its ports would run
+ * out and its table fill up otherwise), so the path's cost includes 1/frames of an empty engine's set-up.
+ */
+function snatCases(config: SlbxConfig, planes: Planes, snat: NonNullable<Planes['snat']>, frames: number): Case[] {
+  const { processInbound, processOutbound, VERDICT_FORWARD } = planes.host;
+  const outbound = {
+    name: 'bench-out',
+    frontendIps: [ip(SNAT_FIP), ip(SNAT_FIP6)],
+    pool: null,
+    nics: ['h1vm1'],
+    protocol: 'all' as const,
+    protocols: [6, 17] as const,
+    portsPerNic: 64_512,
+    portsAuto: false,
+    preallocatedPorts: 64,
+    idleTimeoutMin: 4,
+    tcpResetOnIdle: false,
+  };
+  const cfg = { ...config, outbound: [outbound] } as unknown as SlbxConfig;
+  const tables = planes.hostTables.compileHostTables(cfg, 'host1', 1);
+  const nic = tables.nics.find((n) => n.name === 'h1vm1');
+  if (nic === undefined) throw new Error('bench snat: the config has no nic h1vm1 on host1');
+  const ranges = [SNAT_FIP, SNAT_FIP6].map((a) => ({ ip: a, first: 1024, last: 65535, host: 'host1', nic: 'h1vm1' }));
+  const policy = snat.engine.snatPoliciesFor(cfg, ranges, 'host1').get('h1vm1')!;
+  const newEngine = () => {
+    const e = new snat.engine.SnatEngine(new snat.flowTable.HostFlowTable(4 * frames), 2 * frames);
+    e.setNic(nic.index, policy);
+    return e;
+  };
+  const newCtx = (): HostContext => {
+    const ctx = planes.host.newHostContext(
+      tables,
+      cfg.fabric.vxlanPort,
+      PORT_MACS.map((m) => mac(m)),
+    );
+    ctx.snat = newEngine();
+    ctx.ew.nowS = 100;
+    return ctx;
+  };
+  const range = (fn: (k: number) => Buffer) => Array.from({ length: frames }, (_, k) => fn(k));
+  const fromNic = () => pkt().eth({ src: NIC.mac, dst: PORT_MACS[nic.index] });
+  const syn4 = range((k) =>
+    fromNic()
+      .ipv4({ src: NIC.ip, dst: SNAT_REMOTE })
+      .tcp({ sport: 1024 + k, dport: 9000, flags: TCP_SYN })
+      .build(),
+  );
+  const syn6 = range((k) =>
+    fromNic()
+      .ipv6({ src: NIC.ip6, dst: SNAT_REMOTE6 })
+      .tcp({ sport: 1024 + k, dport: 9000, flags: TCP_SYN })
+      .build(),
+  );
+  const ack4 = range((k) =>
+    fromNic()
+      .ipv4({ src: NIC.ip, dst: SNAT_REMOTE })
+      .tcp({ sport: 1024 + k, dport: 9000, flags: TCP_ACK })
+      .build(),
+  );
+  const ack6 = range((k) =>
+    fromNic()
+      .ipv6({ src: NIC.ip6, dst: SNAT_REMOTE6 })
+      .tcp({ sport: 1024 + k, dport: 9000, flags: TCP_ACK })
+      .build(),
+  );
+  const fromMux = (v6: boolean, fport: number, flags: number) =>
+    pkt()
+      .eth({ src: MUX_MAC, dst: HOST1_MAC })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: policy.vni })
+      .eth({ src: MUX_MAC, dst: NIC.mac, type: v6 ? 0x86dd : 0x0800 })
+      [v6 ? 'ipv6' : 'ipv4']({ src: v6 ? SNAT_REMOTE6 : SNAT_REMOTE, dst: v6 ? SNAT_FIP6 : SNAT_FIP })
+      .tcp({ sport: 9000, dport: fport, flags })
+      .build();
+  /** Opens every flow (SYN out, SYN-ACK back); returns the replies' ACK frames to frontend:port. */
+  const open = (ctx: HostContext, syns: Buffer[], v6: boolean): Buffer[] =>
+    syns.map((f) => {
+      const w = Buffer.from(f);
+      if (processOutbound(w, w.length, nic.index, ctx) !== VERDICT_FORWARD) throw new Error('bench snat: a SYN was not translated');
+      const fport = ctx.outBuf[ctx.outOff + (v6 ? 40 : 20)]! * 256 + ctx.outBuf[ctx.outOff + (v6 ? 41 : 21)]!;
+      const r = fromMux(v6, fport, TCP_SYN | TCP_ACK);
+      if (processInbound(r, r.length, ctx) !== VERDICT_FORWARD) throw new Error('bench snat: a SYN-ACK was not delivered');
+      return fromMux(v6, fport, TCP_ACK);
+    });
+  const mask = frames - 1;
+  const cases: Case[] = [];
+  const add = (plane: 'host-in' | 'host-out', path: string, ctx: HostContext, fs: Buffer[], isNew = false) => {
+    const work = fs.map((f) => Buffer.from(f));
+    const run =
+      plane === 'host-in' ? (w: Buffer) => processInbound(w, w.length, ctx) : (w: Buffer) => processOutbound(w, w.length, nic.index, ctx);
+    cases.push({
+      plane,
+      path,
+      step: (i) => {
+        const k = i & mask;
+        if (isNew && k === 0) ctx.snat = newEngine();
+        const w = work[k]!;
+        w.set(fs[k]!);
+        return run(w);
+      },
+      copy: (i) => {
+        const k = i & mask;
+        const w = work[k]!;
+        w.set(fs[k]!);
+        return w[0]!;
+      },
+    });
+  };
+  const c4 = newCtx();
+  const replies4 = open(c4, syn4, false);
+  add('host-out', 'snat tcp4 existing flow (ACK)', c4, ack4);
+  add('host-in', 'snat tcp4 reply (ACK)', c4, replies4);
+  const c6 = newCtx();
+  open(c6, syn6, true);
+  add('host-out', 'snat tcp6 existing flow (ACK)', c6, ack6);
+  const cn = newCtx();
+  add('host-out', 'snat tcp4 new flow (SYN)', cn, syn4, true);
+  // every packet of three rounds over the frames is translated and opens a flow of its own (without the
+  // fresh engine, a round's SYNs would find the last round's flows and the path would time existing ones)
+  const c = cases[cases.length - 1]!;
+  for (let i = 0; i < 3 * frames; i++)
+    if (c.step(i) !== VERDICT_FORWARD || cn.snat?.live !== (i & mask) + 1)
+      throw new Error(`bench ${c.path}: packet ${i} opened no new flow (${cn.snat?.live} live)`);
   return cases;
 }
 
