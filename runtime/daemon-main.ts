@@ -249,6 +249,9 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
           routes = p.routes(d);
           d.setHealthReporter?.(c);
           logInfo('config_loaded', { from: controllerUrl!.href, generation: policy.generation, summary: configSummary(policy.config) });
+          // what creating it did not take from the policy (its health, outbound NAT's ranges) goes in as
+          // for any later policy; without it they waited for their next change
+          (p.applyPolicy ?? defaultApplyPolicy)(d, { ...policy, configChanged: false });
           return;
         }
         (p.applyPolicy ?? defaultApplyPolicy)(daemon, policy);

@@ -5,6 +5,7 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { SlbxConfig } from '../shared/config.js';
 import { runDaemon, type Daemon, type DaemonProgram } from '../runtime/daemon-main.js';
+import type { AppliedPolicy } from '../runtime/policy-client.js';
 import { requestJson } from '../runtime/http-json.js';
 import { startTestController, type TestController } from './helpers/controller.js';
 
@@ -110,6 +111,20 @@ describe('daemon main with --controller', () => {
     expect(hb.status.flows).toEqual([]);
     expect(await d.stop()).toBe(0);
     expect(created[0]!.stopped).toBe(1);
+  });
+
+  it('without --config: the first policy also goes to applyPolicy, for what creating the daemon does not take (health, outbound NAT ranges)', async () => {
+    ctl = await startTestController();
+    const created: FakeDaemon[] = [];
+    const policies: AppliedPolicy[] = [];
+    const program = { ...fakeProgram(created), applyPolicy: (_d: Daemon, p: AppliedPolicy) => void policies.push(p) };
+    const port = 20000 + Math.floor(Math.random() * 20000);
+    const d = start(program, ['--controller', ctl.url, '--name', 'mux1', '--status', `127.0.0.1:${port}`]);
+    await until('daemon created', () => created.length === 1);
+    await until('first policy applied', () => policies.length === 1);
+    expect(policies[0]).toMatchObject({ generation: 1, configChanged: false, snat: [] });
+    expect(policies[0]!.healthView.isHealthy('h1vm1', 'http80')).toBe(true);
+    expect(await d.stop()).toBe(0);
   });
 
   it('argument errors exit 2 before anything starts', async () => {
