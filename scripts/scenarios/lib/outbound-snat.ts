@@ -85,13 +85,26 @@ export function verifyOutboundSnat(argv: readonly string[]): Checks {
       `${bytes} of ${sent} bytes echoed`,
     );
   }
-  const udpAll = clients.flatMap((x) => x.rep.udpRecords.map((r) => ({ ...r, nic: x.nic })));
-  const udpSeen = countBy(udpAll, (r) => `${r.seenSrc} ${r.seenPort}`);
-  const shared = [...udpSeen].filter(([, n]) => n > 1);
+  // A flow is its 5-tuple: a flow's socket that closed may leave its local port to a later flow's socket
+  // (the kernel picks ephemeral ports at random), and the two are then one flow to the NAT and to the
+  // server (the same DIP:port -> server:port, so the same frontend port): counted by 5-tuple.
+  const udpAll = clients.flatMap((x) =>
+    x.rep.udpRecords.map((r) => ({ ...r, nic: x.nic, tuple: `${x.nic} ${x.six ? 6 : 4} ${r.localPort}` })),
+  );
+  const tuples = new Map<string, Set<string>>(); // frontend IP and port -> the 5-tuples seen on it
+  for (const r of udpAll) {
+    const k = `${r.seenSrc} ${r.seenPort}`;
+    if (!tuples.has(k)) tuples.set(k, new Set());
+    tuples.get(k)!.add(r.tuple);
+  }
+  const shared = [...tuples].filter(([, t]) => t.size > 1);
+  const udpTuples = new Set(udpAll.map((r) => r.tuple)).size;
   c.check(
     shared.length === 0 && udpAll.every((r) => r.seenSources === 1),
-    'no two UDP flows shared a frontend IP and port toward the server, and each kept one for its life (client records)',
-    `${udpSeen.size} distinct of ${udpAll.length}${shared.length > 0 ? `; shared: ${shared.slice(0, 3).map(([k]) => k)}` : ''}`,
+    'no two UDP flows (5-tuples) shared a frontend IP and port toward the server, and each kept one for its life (client records)',
+    `${tuples.size} frontend ports for ${udpTuples} 5-tuples of ${udpAll.length} flows${
+      shared.length > 0 ? `; shared: ${shared.slice(0, 3).map(([k, t]) => `${k} by ${[...t].join(', ')}`)}` : ''
+    }`,
   );
 
   // 2. the server's records: only the frontend IPs as sources, and no two live TCP connections on one
@@ -101,8 +114,8 @@ export function verifyOutboundSnat(argv: readonly string[]): Checks {
   const nUdp = 4 * want.udp + want.udp6;
   const srcs = countBy([...srv.tcp, ...srv.udp], (r) => r.src);
   c.check(
-    srv.tcp.length === nTcp && srv.udp.length === nUdp,
-    `the server recorded ${nTcp} TCP connections and ${nUdp} UDP flows`,
+    srv.tcp.length === nTcp && srv.udp.length === udpTuples,
+    `the server recorded ${nTcp} TCP connections and a UDP flow for each of the ${udpTuples} 5-tuples (${nUdp} flows opened)`,
     `${srv.tcp.length} TCP, ${srv.udp.length} UDP`,
   );
   c.check(
