@@ -64,7 +64,7 @@ export function birdConfig(config: SlbxConfig, plan: LabPlan, source = 'the slbx
   }
   L.push('');
   L.push('# One multipath route per VIP in the kernel: every MUX that announces it is a next hop; the kernel');
-  L.push('# hashes flows on L4 ports (net.ipv4/ipv6.fib_multipath_hash_policy=1, set by lib.sh).');
+  L.push('# hashes flows on the 5-tuple (net.ipv4/ipv6.fib_multipath_hash_policy=3, fields 0x37, set by lib.sh).');
   for (const fam of [4, 6] as const) {
     L.push(`protocol kernel kernel${fam} {`);
     L.push(`  ipv${fam} { import none; export ${multihop ? 'where source != RTS_DEVICE' : 'all'}; };`);

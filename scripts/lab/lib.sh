@@ -450,9 +450,14 @@ _lab_build() {
     ip -n "$ns" link set lo up
     case $n in
       router)
+        # ECMP on the 5-tuple (policy 3, fields 0x37: addresses, protocol, ports), as a hardware router
+        # hashes. Policy 1 would take the hash the client's socket set (sk_txhash, kept across the veth),
+        # which TCP draws again at each SYN or RTO retransmission: a retransmission then changed MUX
+        # (docs/bgp.md "A lab finding"; scenario 10 checks every flow against `ip route get`).
         ip netns exec "$ns" sysctl -q -w "${common[@]}" net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1 \
           net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0 \
-          net.ipv4.fib_multipath_hash_policy=1 net.ipv6.fib_multipath_hash_policy=1 ;;
+          net.ipv4.fib_multipath_hash_policy=3 net.ipv4.fib_multipath_hash_fields=0x37 \
+          net.ipv6.fib_multipath_hash_policy=3 net.ipv6.fib_multipath_hash_fields=0x37 ;;
       fabric)  # pure L2: no IPv6 on the bridge or its ports (no link-local chatter in captures)
         ip netns exec "$ns" sysctl -q -w "${common[@]}" "${fwd_off[@]}" \
           net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1 ;;

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # 10-ecmp-spread: 4 MUXes announce the VIP by BGP; the router (BIRD 2, merge paths) installs one ECMP
-# route and hashes flows on L4 ports. Checked: the router's kernel FIB holds one route to the VIP with
+# route and hashes flows on their 5-tuple. Checked: the router's kernel FIB holds one route to the VIP with
 # exactly one next hop per MUX, equal weights (ip -j route show in the router namespace). 2,000 UDP
 # flows (a new source port each, 32 source addresses) all come back; each MUX carries at least 15 % of
 # them; each flow reaches exactly one MUX, and exactly the backend Maglev chooses, the independent
 # oracle's answer from the config alone (scripts/oracle), as the backends' captures show. BIRD's state
-# (sessions, paths, AS path, next hops) is checked too; tshark recounts the captures. Measured only (a
-# note): how often `ip route get ... sport N dport M` names the MUX a flow reached; the kernel hashes a
-# forwarded packet with its socket's hash, not its 5-tuple, so it predicts the MUX only by chance here.
+# (sessions, paths, AS path, next hops) is checked too; tshark recounts the captures. The router hashes
+# the 5-tuple (scripts/lab/lib.sh): every flow reached the MUX `ip route get ... sport N dport M` names
+# (the kernel's own answer for that 5-tuple), and a 5-tuple two sockets used reached one MUX.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT

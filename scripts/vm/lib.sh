@@ -81,7 +81,7 @@ vm_seed() {
     fi
     # sysctls (docs/deploy.md): only the router forwards; it hashes ECMP on L4 ports
     if [ "$role" = router ]; then
-      echo "printf 'net.ipv4.ip_forward=1\nnet.ipv4.conf.all.rp_filter=0\nnet.ipv4.conf.default.rp_filter=0\nnet.ipv4.fib_multipath_hash_policy=1\n' >/etc/sysctl.d/61-slbx-vm-role.conf"
+      echo "printf 'net.ipv4.ip_forward=1\nnet.ipv4.conf.all.rp_filter=0\nnet.ipv4.conf.default.rp_filter=0\nnet.ipv4.fib_multipath_hash_policy=3\nnet.ipv4.fib_multipath_hash_fields=0x37\n' >/etc/sysctl.d/61-slbx-vm-role.conf"
     else
       echo "printf 'net.ipv4.ip_forward=0\nnet.ipv6.conf.all.forwarding=0\n' >/etc/sysctl.d/61-slbx-vm-role.conf"
     fi
