@@ -17,6 +17,8 @@ export const STATUS_WORDS = 4;
 export interface MuxWorkerInput {
   slbxMuxWorker: true;
   index: number;
+  /** How many workers the MUX runs: each takes its share of the config's flow-table limits. */
+  count: number;
   name: string;
   iface: string;
   mac: Uint8Array;
@@ -28,6 +30,8 @@ export interface MuxWorkerInput {
   captureBufferBytes: number;
   /** Float64 counters (the MUX's counter names, in order), shared with the main thread; kept across restarts. */
   counters: SharedArrayBuffer;
+  /** Where the worker copies its counters between two batches when asked (`count`): what /counters sums. */
+  published: SharedArrayBuffer;
   /** Int32 status words (STATUS_*), shared with the main thread. */
   status: SharedArrayBuffer;
   /** Where the worker answers a `flows` request (read synchronously by the main thread). */

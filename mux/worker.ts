@@ -38,9 +38,25 @@ const TICK_MS = 250;
  * The worker's state and its per-frame work, apart from the thread so a test can drive it with frames
  * (handle) and messages (apply) in the order it chooses.
  */
+/**
+ * The config a worker's context is built from: the flow-table limits (`maxFlows`, `untrustedMaxFlows`)
+ * divided among the MUX's `count` workers, rounded up, so that the MUX as a whole holds what its config
+ * says, whatever its number of workers (the kernel's fanout hash spreads flows, floods included, evenly;
+ * one worker's share can fill before the others', the price of tables that need no lock).
+ */
+export function workerShare(config: SlbxConfig, count: number): SlbxConfig {
+  if (count <= 1) return config;
+  const ft = config.flowTable;
+  return {
+    ...config,
+    flowTable: { ...ft, maxFlows: Math.ceil(ft.maxFlows / count), untrustedMaxFlows: Math.ceil(ft.untrustedMaxFlows / count) },
+  };
+}
+
 export class MuxWorkerCore {
   ctx: MuxContext;
   config: SlbxConfig;
+  private readonly count: number;
   readonly traffic = new MuxTrafficCounters();
   private readonly name: string;
   private readonly mac: Uint8Array;
@@ -57,6 +73,7 @@ export class MuxWorkerCore {
 
   constructor(input: MuxWorkerInput) {
     this.name = input.name;
+    this.count = input.count;
     this.mac = input.mac;
     this.policyKey = input.policyKey;
     this.config = input.config;
@@ -68,7 +85,7 @@ export class MuxWorkerCore {
   }
 
   private newContext(config: SlbxConfig, tables: MuxTables): MuxContext {
-    const ctx = buildMuxContext(config, this.name, tables, this.mac);
+    const ctx = buildMuxContext(workerShare(config, this.count), this.name, tables, this.mac);
     // the counters live in shared memory: the main thread sums every worker's without asking
     (ctx.counters as { values: Float64Array }).values = this.counterValues;
     ctx.ew.mac = muxRedirectMac(this.policyKey);
@@ -153,6 +170,11 @@ export class MuxWorkerCore {
     }
   }
 
+  /** Copies the counters, as they stand between two packets, into `dst` (the main thread sums that copy). */
+  publishCounters(dst: Float64Array): void {
+    dst.set(this.counterValues);
+  }
+
   tick(): void {
     this.countBatchErrors();
     const ctx = this.ctx;
@@ -210,6 +232,7 @@ function runThread(): void {
       // the ring's batched sends into tx_packets, tx_bytes and send_error_batch now, as the
       // single-threaded MUX does before /counters answers
       core.countBatchErrors();
+      core.publishCounters(new Float64Array(input.published));
       Atomics.add(core.status, STATUS_FLOWS_SEQ, 1);
       Atomics.notify(core.status, STATUS_FLOWS_SEQ);
     } else if (m.t === 'flows') {

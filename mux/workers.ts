@@ -41,6 +41,10 @@ interface Slot {
   index: number;
   worker: Worker | null;
   counters: SharedArrayBuffer;
+  /** The worker's counters as it copied them at its last `count` request, between two batches. */
+  published: SharedArrayBuffer;
+  /** The last syncCounters() got this worker's copy (else its live counters are summed). */
+  publishedFresh: boolean;
   status: Int32Array<SharedArrayBuffer>;
   restarts: number;
   lastExit: string | null;
@@ -66,6 +70,8 @@ export class MuxWorkers {
         index: i,
         worker: null,
         counters: new SharedArrayBuffer(o.counterNames * 8),
+        published: new SharedArrayBuffer(o.counterNames * 8),
+        publishedFresh: false,
         status: new Int32Array(status),
         restarts: 0,
         lastExit: null,
@@ -90,6 +96,7 @@ export class MuxWorkers {
     const input: MuxWorkerInput = {
       slbxMuxWorker: true,
       index: s.index,
+      count: this.o.count,
       name: this.o.name,
       iface: this.o.iface,
       mac: this.o.mac,
@@ -100,6 +107,7 @@ export class MuxWorkers {
       fanoutGroup: this.o.fanoutGroup,
       captureBufferBytes: this.o.captureBufferBytes,
       counters: s.counters,
+      published: s.published,
       status: s.status.buffer,
       flowsPort: ch.port2,
     };
@@ -161,22 +169,27 @@ export class MuxWorkers {
 
   /**
    * Every worker brings its counters up to date now (the frames its ring's batches sent: tx_packets,
-   * tx_bytes, send_error_batch), waited for at most FLOWS_WAIT_MS each, before /counters or /status sums
-   * them; otherwise they would lag by up to one report interval.
+   * tx_bytes, send_error_batch) and copies them, between two of its batches, into its published array,
+   * waited for at most FLOWS_WAIT_MS each, before /counters or /status sums them. The copy is what is
+   * summed: the live array moves inside a batch (rx_packets at each packet, tx_packets once the batch
+   * is sent), so a sum of live arrays taken while a worker is busy reads received frames not yet counted
+   * as sent (scenario 17 with 2 workers: rx_packets 116 above tx_packets after a flood, nothing dropped).
    */
   syncCounters(): void {
     for (const s of this.slots) {
+      s.publishedFresh = false;
       if (s.worker === null || !s.ready) continue;
       const seq = Atomics.load(s.status, STATUS_FLOWS_SEQ);
       s.worker.postMessage({ t: 'count' });
       Atomics.wait(s.status, STATUS_FLOWS_SEQ, seq, FLOWS_WAIT_MS);
+      s.publishedFresh = Atomics.load(s.status, STATUS_FLOWS_SEQ) !== seq;
     }
   }
 
-  /** Adds every worker's counters into `out` (the MUX's counter order). */
+  /** Adds every worker's counters into `out` (the MUX's counter order): its copy from the last syncCounters(), else the live ones. */
   sumCounters(out: Float64Array): void {
     for (const s of this.slots) {
-      const v = new Float64Array(s.counters);
+      const v = new Float64Array(s.publishedFresh ? s.published : s.counters);
       for (let i = 0; i < out.length; i++) out[i]! += v[i]!;
     }
   }

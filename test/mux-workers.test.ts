@@ -16,6 +16,7 @@ import { compileMuxTables, ALL_HEALTHY, type MuxTables } from '../mux/tables.js'
 import { buildMuxContext } from '../mux/context.js';
 import { processPacket, VERDICT_FORWARD } from '../mux/data-plane.js';
 import { MuxWorkerCore } from '../mux/worker.js';
+import type { SlbxConfig } from '../shared/config.js';
 import { STATUS_FLOWS_SEQ, STATUS_GENERATION, STATUS_WORDS, type MuxWorkerInput } from '../mux/worker-protocol.js';
 import { MessageChannel } from 'node:worker_threads';
 import { labConfig } from './helpers/lab-config.js';
@@ -60,11 +61,12 @@ function frames(): Buffer[] {
   return out;
 }
 
-function input(tables: MuxTables, config = full): MuxWorkerInput {
+function input(tables: MuxTables, config = full, count = 1): MuxWorkerInput {
   const names = buildMuxContext(config, 'mux1', tables, MUX_MAC).counters.names.length;
   return {
     slbxMuxWorker: true,
     index: 0,
+    count,
     name: 'mux1',
     iface: 'lo',
     mac: MUX_MAC,
@@ -75,6 +77,7 @@ function input(tables: MuxTables, config = full): MuxWorkerInput {
     fanoutGroup: 0,
     captureBufferBytes: 1 << 20,
     counters: new SharedArrayBuffer(names * 8),
+    published: new SharedArrayBuffer(names * 8),
     status: new SharedArrayBuffer(STATUS_WORDS * 4),
     flowsPort: new MessageChannel().port2,
   };
@@ -120,6 +123,45 @@ describe('MUX workers: the tables handed over, one generation per packet', () =>
     const counters = new Float64Array(inp.counters);
     const C = core.ctx.counters.index;
     expect(counters[C.flow_new]).toBe(23); // the shared counters are the ones the data plane bumped
+  });
+});
+
+describe("MUX workers: the config's flow-table limits are the MUX's, shared among its workers", () => {
+  it('each of 2 workers gets half of maxFlows and untrustedMaxFlows (rounded up); 1 worker gets them whole', () => {
+    const t = compileMuxTables(full, ALL_HEALTHY, null, 1);
+    const cfg: SlbxConfig = { ...full, flowTable: { ...full.flowTable, maxFlows: 1001, untrustedMaxFlows: 10_000 } };
+    const one = new MuxWorkerCore(input(t, cfg, 1));
+    expect([one.ctx.flowLimit.max, one.ctx.pendingLimit.max]).toEqual([1001, 10_000]);
+    const halves = [0, 1].map(() => new MuxWorkerCore(input(t, cfg, 2)));
+    for (const h of halves) expect([h.ctx.flowLimit.max, h.ctx.pendingLimit.max]).toEqual([501, 5000]);
+  });
+
+  it('a flood of new flows fills a worker at its share: 2 workers together take what the config allows, not twice that', () => {
+    const t = compileMuxTables(full, ALL_HEALTHY, null, 1);
+    learnAll(t);
+    const cfg: SlbxConfig = { ...full, flowTable: { ...full.flowTable, untrustedMaxFlows: 40 } };
+    const core = new MuxWorkerCore(input(t, cfg, 2));
+    const C = core.ctx.counters.index;
+    for (const f of frames()) core.handle(f, f.length);
+    // 80 SYNs of 80 new flows: 20 recorded as untrusted, the other 60 placed statelessly (table full)
+    expect(core.ctx.counters.values[C.flow_new]).toBe(20);
+    expect(core.ctx.counters.values[C.flow_untrusted_full]).toBe(60);
+  });
+
+  it('the copy a worker publishes between two packets stays what it was while the live counters move on', () => {
+    const t = compileMuxTables(full, ALL_HEALTHY, null, 1);
+    learnAll(t);
+    const inp = input(t);
+    const core = new MuxWorkerCore(inp);
+    const C = core.ctx.counters.index;
+    const fs = frames();
+    for (const f of fs.slice(0, 30)) core.handle(f, f.length);
+    const published = new Float64Array(inp.published);
+    core.publishCounters(published);
+    expect(published[C.rx_packets]).toBe(30);
+    for (const f of fs.slice(30)) core.handle(f, f.length);
+    expect(new Float64Array(inp.counters)[C.rx_packets]).toBe(fs.length);
+    expect(published[C.rx_packets]).toBe(30);
   });
 });
 
