@@ -10,6 +10,7 @@ import { configSummary, formatConfigErrors, parseConfig, serializeConfig, valida
 import { toPlainConfig } from '../controller/document.js';
 import { joinUrl, parseControllerUrls, requestJson, type HttpJsonError, type JsonResponse } from '../runtime/http-json.js';
 import { bearer, readToken } from '../runtime/api-token.js';
+import type { Agent } from 'node:http';
 import { runTop, terminalQuit } from './top.js';
 
 export const DEFAULT_CONTROLLER = 'http://127.0.0.1:8480';
@@ -18,6 +19,8 @@ export interface SlbctlIo {
   out(text: string): void;
   err(text: string): void;
   env: Readonly<Record<string, string | undefined>>;
+  /** A keep-alive agent for the API requests (a program that runs many commands); absent: a connection each. */
+  agent?: Agent;
 }
 
 const PROCESS_IO: SlbctlIo = {
@@ -202,7 +205,9 @@ async function api(c: Ctx, method: string, path: string, body?: unknown, timeout
     try {
       r = await requestJson(
         joinUrl(base, path),
-        body === undefined ? { method, timeoutMs: left, headers } : { method, body, timeoutMs: left, headers },
+        body === undefined
+          ? { method, timeoutMs: left, headers, agent: c.io.agent ?? false }
+          : { method, body, timeoutMs: left, headers, agent: c.io.agent ?? false },
       );
     } catch (e) {
       lastError = `cannot reach the controller at ${base.href}: ${(e as Error).message}`;

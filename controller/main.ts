@@ -8,7 +8,7 @@ import { one, UsageError, type OptionSpec, type ParsedArgs } from '../shared/arg
 import { isMain, runCommandAsync } from '../runtime/command.js';
 import { configureLog, log, logError, logInfo, logWarn, type LogLevel } from '../runtime/log.js';
 import { isLoopback, parseListen, type ListenAddress } from '../runtime/status-server.js';
-import { ControllerState } from './state.js';
+import { BATCH_INTERVAL_MS, ControllerState } from './state.js';
 import { AgentRegistry } from './agents.js';
 import { ControllerApi } from './api.js';
 import { EtcdClient, parseEtcdUrl } from './etcd.js';
@@ -152,6 +152,8 @@ async function startReplica(o: {
     throw new Error(opened.error);
   }
   const state = opened.state;
+  // one etcd transaction costs a round trip and a majority's disk write: let a stream of changes share it
+  state.batchIntervalMs = BATCH_INTERVAL_MS;
   logInfo(opened.seeded ? 'state_seeded' : 'state_loaded', {
     store: replica.where,
     replica: replica.id,

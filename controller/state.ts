@@ -40,6 +40,15 @@ export const HISTORY_MAX = 200;
 /** Writes stored together at most (one store write; each keeps its own generation in the history). */
 export const BATCH_MAX = 100;
 
+/**
+ * The replicas' group-commit pace (slbx-controller --store etcd): a batch starts no sooner than this
+ * after the previous one started, so that a stream of changes makes at most 1000/BATCH_INTERVAL_MS etcd
+ * transactions a second, each holding more changes, and fewer generations for the agents to take
+ * (docs/controller.md, "Changes per second"). A change after a quiet spell is stored at once. The file
+ * store (one local fsync) uses none.
+ */
+export const BATCH_INTERVAL_MS = 50;
+
 interface Queued {
   f: () => Maybe<unknown>;
   resolve: (v: unknown) => void;
@@ -101,6 +110,17 @@ export class ControllerState {
   /** While a batch is computed: persist() only notes that the store must be written (batch(), below). */
   private staging = false;
   private stagedDirty = false;
+  /**
+   * The group-commit pace in ms (BATCH_INTERVAL_MS for replicas; 0: a batch starts as soon as the one
+   * before is stored): a batch starts no sooner than this after the previous one started, or at once
+   * when BATCH_MAX writes wait.
+   */
+  batchIntervalMs = 0;
+  private batchStartedAtMs = 0;
+  /** Ends the pace's wait early (BATCH_MAX writes wait). */
+  private paceWake: (() => void) | null = null;
+  /** Store writes made by batches (the tests count them). */
+  batchesStored = 0;
 
   private constructor(
     /** Where the state lives (the state file's path, or the etcd store's etcd://...). */
@@ -360,6 +380,7 @@ export class ControllerState {
   private enqueue<T>(f: () => Maybe<T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       this.waiting.push({ f, resolve: resolve as (v: unknown) => void, reject });
+      if (this.waiting.length >= BATCH_MAX) this.paceWake?.();
       if (!this.flushing) void this.flush();
     });
   }
@@ -367,7 +388,22 @@ export class ControllerState {
   private async flush(): Promise<void> {
     this.flushing = true;
     try {
-      while (this.waiting.length > 0) await this.batch(this.waiting.splice(0, BATCH_MAX));
+      while (this.waiting.length > 0) {
+        // the pace: writes that come within batchIntervalMs of the last batch's start wait for the next
+        const left = this.batchStartedAtMs + this.batchIntervalMs - Date.now();
+        if (left > 0 && this.waiting.length < BATCH_MAX) {
+          await new Promise<void>((resolve) => {
+            const t = setTimeout(resolve, left);
+            this.paceWake = () => {
+              clearTimeout(t);
+              resolve();
+            };
+          });
+          this.paceWake = null;
+        }
+        this.batchStartedAtMs = Date.now();
+        await this.batch(this.waiting.splice(0, BATCH_MAX));
+      }
     } finally {
       this.flushing = false;
     }
@@ -402,6 +438,7 @@ export class ControllerState {
     this.s = base;
     this.validated = baseValidated;
     try {
+      this.batchesStored++;
       await this.persistNow(next, base);
     } catch (e) {
       for (const d of done) d.q.reject(e);

@@ -5,6 +5,9 @@
 //     a long poll the agent opens (so the controller needs no way into the agents' namespaces, and a
 //     restarted controller is simply reconnected to); controller down or answering garbage: the
 //     current policy stays in force and the watch is retried with back-off (250 ms doubling to 5 s);
+//   * takes a stream of generations as its newest one, a few times a second: after a policy the next
+//     watch waits until POLICY_MIN_INTERVAL_MS after it arrived (a change after a quiet spell is taken
+//     at once), so 50 changes a second cost a MUX about ten table builds, not fifty;
 //   * checks each new policy with validateConfig; a bad one is refused (the previous one stays), the
 //     refusal logged and acked {generation, ok: false, error}; a good one is handed to `apply`, and
 //     acked {generation, ok: true, applyMs} (or ok: false with the error `apply` threw);
@@ -127,6 +130,12 @@ export interface PolicyClientOptions {
   /** The config in force before the controller answers (the daemon's --config), if any. */
   bootstrap?: SlbxConfig | null;
   waitS?: number;
+  /**
+   * The least time between two policies taken (POLICY_MIN_INTERVAL_MS): after a policy the next watch
+   * waits until this long after it arrived, so a stream of generations is taken as its newest one a few
+   * times a second rather than each in turn. A change after a quiet spell is taken at once.
+   */
+  minPolicyIntervalMs?: number;
   heartbeatMs?: number;
   healthResendMs?: number;
   backoffMinMs?: number;
@@ -167,6 +176,7 @@ export interface PolicyClientStatus {
 }
 
 export const POLICY_WAIT_S = 25;
+export const POLICY_MIN_INTERVAL_MS = 100;
 export const HEARTBEAT_MS = 2000;
 export const HEALTH_RESEND_MS = 10_000;
 export const BACKOFF_MIN_MS = 250;
@@ -243,6 +253,10 @@ export class PolicyClient implements HealthReporter {
   private unsentAck: Record<string, unknown> | null = null;
   private timers: NodeJS.Timeout[] = [];
   private heartbeatBusy = false;
+  private heartbeatAtMs = 0;
+  private heartbeatQueued = false;
+  /** The connection state the last heartbeat reported. */
+  private heartbeatConnection: ConnectionState | null = null;
   // health
   private healthSet: ProbeResult[] | null = null;
   private healthDirty = false;
@@ -394,9 +408,15 @@ export class PolicyClient implements HealthReporter {
     const min = this.o.backoffMinMs ?? BACKOFF_MIN_MS;
     const max = this.o.backoffMaxMs ?? BACKOFF_MAX_MS;
     const waitS = this.o.waitS ?? POLICY_WAIT_S;
+    const pace = this.o.minPolicyIntervalMs ?? POLICY_MIN_INTERVAL_MS;
     let backoff = min;
     while (!this.stopped) {
       try {
+        // a policy just taken: the next one no sooner than `pace` after it (what came meanwhile is
+        // taken as the newest generation, in one apply)
+        const early = this.lastPolicyAtMs === null ? 0 : this.lastPolicyAtMs + pace - Date.now();
+        if (early > 0) await this.sleep(early);
+        if (this.stopped) break;
         // until a watch has been answered, ask without waiting: being connected is known at once
         const wait = this.connection === 'connected' ? waitS : 0;
         const r = await requestJson(
@@ -492,6 +512,7 @@ export class PolicyClient implements HealthReporter {
     this.configKey = key;
     this.healthKey = hk;
     this.snatKey = sk;
+    const first = this.appliedGeneration === null;
     this.appliedGeneration = generation;
     this.lastRefused = null;
     this.log('info', 'policy_applied', {
@@ -503,7 +524,14 @@ export class PolicyClient implements HealthReporter {
       applyMs,
     });
     void this.sendAck({ generation, ok: true, applyMs, stateId });
-    void this.sendHeartbeat();
+    // the status with the new generation soon (the daemon's own, once the first policy made it), but
+    // not once per policy under a stream of them
+    if (
+      first ||
+      this.heartbeatConnection !== this.connection ||
+      Date.now() - this.heartbeatAtMs >= (this.o.heartbeatMs ?? HEARTBEAT_MS) / 2
+    )
+      void this.sendHeartbeat(true);
   }
 
   private refuse(generation: number, error: string): void {
@@ -566,9 +594,16 @@ export class PolicyClient implements HealthReporter {
     }
   }
 
-  private async sendHeartbeat(): Promise<void> {
-    if (this.heartbeatBusy || this.stopped || this.o.heartbeat === undefined) return;
+  /** `queue`: when one is under way, send another after it (its status may be older than what is asked for). */
+  private async sendHeartbeat(queue = false): Promise<void> {
+    if (this.stopped || this.o.heartbeat === undefined) return;
+    if (this.heartbeatBusy) {
+      if (queue) this.heartbeatQueued = true;
+      return;
+    }
     this.heartbeatBusy = true;
+    this.heartbeatQueued = false;
+    this.heartbeatAtMs = Date.now();
     try {
       let body: unknown;
       try {
@@ -576,9 +611,11 @@ export class PolicyClient implements HealthReporter {
       } catch (e) {
         body = { error: `status failed: ${errorText(e)}` };
       }
+      const controller = this.status();
+      this.heartbeatConnection = controller.connection;
       const r = await this.post('/status', {
         ...(typeof body === 'object' && body !== null ? body : { status: body }),
-        controller: this.status(),
+        controller,
       });
       if (r.status !== 200) throw new Error(answerError(r));
       this.requestWorked('heartbeat');
@@ -587,6 +624,7 @@ export class PolicyClient implements HealthReporter {
     } finally {
       this.heartbeatBusy = false;
     }
+    if (this.heartbeatQueued) void this.sendHeartbeat();
   }
 
   private async sendHealth(): Promise<void> {

@@ -34,7 +34,7 @@ describe('policy client', () => {
   function client(
     kind: 'mux' | 'host',
     name: string,
-    o: { bootstrap?: boolean; apply?: (p: AppliedPolicy) => void; heartbeat?: () => unknown } = {},
+    o: { bootstrap?: boolean; apply?: (p: AppliedPolicy) => void; heartbeat?: () => unknown; minPolicyIntervalMs?: number } = {},
   ) {
     const applied: AppliedPolicy[] = [];
     const c = new PolicyClient({
@@ -48,6 +48,7 @@ describe('policy client', () => {
       },
       heartbeat: o.heartbeat ?? (() => ({ status: { name, counters: { rx_packets: 1 } } })),
       waitS: 5,
+      ...(o.minPolicyIntervalMs !== undefined ? { minPolicyIntervalMs: o.minPolicyIntervalMs } : {}),
       heartbeatMs: 200,
       backoffMinMs: 50,
       backoffMaxMs: 200,
@@ -121,6 +122,28 @@ describe('policy client', () => {
     expect(host.c.status().health).toMatchObject({ results: 2, pending: false });
     const h = (await ctl.req('GET', '/v1/health')).body as any[];
     expect(h.find((x) => x.nic === 'h1vm1')).toMatchObject({ state: 'up', host: 'host1' });
+  });
+
+  it('a stream of generations is taken as its newest, a few at a time, in order, up to the last one', async () => {
+    const { applied } = client('mux', 'mux1', { minPolicyIntervalMs: 1000 });
+    await until('first policy', () => applied.length === 1);
+    const nics = ['h1vm1', 'h1vm2', 'h2vm1', 'h2vm2'];
+    const n = 40;
+    let last = 0;
+    // one change after the other, each stored (answered) before the next, none waiting for the agent
+    for (let i = 0; i < n; i++) {
+      const r = await ctl.req('PATCH', `/v1/pools/web/backends/${nics[i % 4]}`, { weight: 300 + i });
+      expect(r.status).toBe(200);
+      last = (r.body as { generation: number }).generation;
+    }
+    expect(last).toBe(n + 1);
+    await until('the last generation', () => applied.at(-1)?.generation === last, 20_000);
+    const gens = applied.map((p) => p.generation);
+    // in order, never one twice, the last one reached with the last weights, and far fewer applies than generations
+    for (let i = 1; i < gens.length; i++) expect(gens[i]!).toBeGreaterThan(gens[i - 1]!);
+    const web = applied.at(-1)!.config.pools.find((p) => p.name === 'web')!;
+    expect(Object.fromEntries(web.backends.map((b) => [b.nic, b.weight]))).toEqual({ h1vm1: 336, h1vm2: 337, h2vm1: 338, h2vm2: 339 });
+    expect(applied.length - 1).toBeLessThan(n / 4);
   });
 
   it('an apply that throws is refused and acked with the error; the next generation is tried again', async () => {

@@ -20,6 +20,7 @@
 //       rate achieved (acknowledged changes per second: overall, and the median of the run's seconds) is
 //       printed, and judged against --min-rate when given.
 import { readFileSync, existsSync, appendFileSync } from 'node:fs';
+import { Agent } from 'node:http';
 import { runSlbctl } from '../../../cli/slbctl.js';
 import { one, parseArgs, type OptionSpec } from '../../../shared/args.js';
 import { isMain } from '../../../runtime/command.js';
@@ -104,6 +105,8 @@ async function drive(args: string[]): Promise<number> {
       return;
     }
   };
+  // one keep-alive agent for every call, as a program that makes many changes would hold its connections
+  const agent = new Agent({ keepAlive: true, maxSockets: Math.max(1, Number(one(a, 'concurrency'))) });
   let finding = false;
   const leaderTimer =
     replicas.length > 1
@@ -122,6 +125,7 @@ async function drive(args: string[]): Promise<number> {
       out: (t) => void (text += t),
       err: (t) => void (err += t),
       env,
+      agent,
     });
     let generation: number | null = null;
     let changed: boolean | null = null;
@@ -157,6 +161,7 @@ async function drive(args: string[]): Promise<number> {
   };
   await Promise.all(Array.from({ length: Math.max(1, Number(one(a, 'concurrency'))) }, worker));
   if (leaderTimer !== null) clearInterval(leaderTimer);
+  agent.destroy();
   return 0;
 }
 
