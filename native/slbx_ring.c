@@ -490,10 +490,14 @@ static int compile_filter(const char *iface, const char *filter, struct bpf_prog
    0: no group. Every socket of a group must use the same interface and filter.
    qdiscBypass (default true): PACKET_QDISC_BYPASS, the shortest send path; its frames skip the
    interface's taps, so a tcpdump on the interface does not see them (false: they go through the queue
-   discipline and the taps see them, as with libpcap's sends). */
+   discipline and the taps see them, as with libpcap's sends).
+   fanoutProgram (a Buffer of struct sock_filter, optional, with a fanoutGroup): the group is in
+   PACKET_FANOUT_CBPF mode and this classic BPF program picks the socket (its value modulo the group's
+   size; the host agent's workers steer both directions of a flow with it: host-agent/worker-steering.ts).
+   Every member sets the same program (PACKET_FANOUT_DATA; the last one set is the group's). */
 static napi_value open_packet(napi_env env, napi_callback_info info) {
-  size_t argc = 13;
-  napi_value argv[13];
+  size_t argc = 14;
+  napi_value argv[14];
   CHECK(env, napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
   if (argc < 10) return throw_msg(env, "openPacket: 10 arguments expected");
   char iface[IF_NAMESIZE + 1];
@@ -519,6 +523,18 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   if (argc >= 13 && napi_get_value_bool(env, argv[12], &bypass) != napi_ok) {
     free(filter);
     return throw_msg(env, "openPacket: qdiscBypass must be a boolean");
+  }
+  uint8_t *fanout_prog = NULL;
+  size_t fanout_prog_len = 0;
+  if (argc >= 14) {
+    napi_valuetype pt;
+    napi_typeof(env, argv[13], &pt);
+    if (pt != napi_undefined && pt != napi_null
+        && (!get_bytes(env, argv[13], &fanout_prog, &fanout_prog_len) || fanout_prog_len == 0 || fanout_prog_len % 8 != 0
+            || fanout_prog_len / 8 > 4096 || fanout_group == 0)) {
+      free(filter);
+      return throw_msg(env, "openPacket: fanoutProgram must be 1..4096 struct sock_filter (8 bytes each), with a fanoutGroup");
+    }
   }
   if (!get_u32(env, argv[2], &ring_bytes) || !get_u32(env, argv[3], &frame_bytes) || !get_u32(env, argv[4], &batch)
       || !get_u32(env, argv[5], &tx_slots) || napi_get_value_bool(env, argv[6], &ignore_out) != napi_ok) {
@@ -602,8 +618,15 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   }
   if (e == 0 && fanout_group != 0) {
     /* after bind (the kernel wants a bound socket); the mode and flags must match the group's other members */
-    int fanout = (int)(fanout_group | ((unsigned)PACKET_FANOUT_HASH << 16));
+    unsigned mode = fanout_prog != NULL ? PACKET_FANOUT_CBPF : PACKET_FANOUT_HASH;
+    int fanout = (int)(fanout_group | (mode << 16));
     if (setsockopt(p->fd, SOL_PACKET, PACKET_FANOUT, &fanout, sizeof fanout) < 0) { e = errno; what = "PACKET_FANOUT"; }
+    else if (fanout_prog != NULL) {
+      /* after joining (the kernel sets the program on the group); until the group's first program is in
+         place (microseconds after its first member joined) the group hands every frame to its first socket */
+      struct sock_fprog fp = { .len = (unsigned short)(fanout_prog_len / 8), .filter = (struct sock_filter *)fanout_prog };
+      if (setsockopt(p->fd, SOL_PACKET, PACKET_FANOUT_DATA, &fp, sizeof fp) < 0) { e = errno; what = "PACKET_FANOUT_DATA"; }
+    }
   }
   if (e == 0 && alloc_tx(p, tx_slots, frame_bytes) != 0) { e = ENOMEM; what = "send queue"; }
   if (e != 0) {

@@ -37,6 +37,7 @@ export interface RingAddon {
     spinUs?: number,
     fanoutGroup?: number,
     qdiscBypass?: boolean,
+    fanoutProgram?: Uint8Array | null,
   ): object;
   openRaw(family: 4 | 6, via: string, txSlots: number, slotBytes: number): object;
   /**
@@ -141,6 +142,12 @@ export interface RingPortOptions {
    */
   fanoutGroup?: number;
   /**
+   * With fanoutGroup: the group picks the socket by this classic BPF program instead of the flow hash
+   * (PACKET_FANOUT_CBPF; struct sock_filter[] as bytes, host order; the program's value modulo the group's
+   * size). The host agent's workers steer both directions of a flow with it (host-agent/worker-steering.ts).
+   */
+  fanoutProgram?: Uint8Array;
+  /**
    * Sends skip the queue discipline (PACKET_QDISC_BYPASS, default true): the shortest path, but the
    * interface's taps (a tcpdump on it) do not see the frames sent. false: they do, as with libpcap.
    */
@@ -212,6 +219,7 @@ export class RingPort {
       this.opts.spinUs ?? envSpinUs(),
       this.opts.fanoutGroup ?? 0,
       this.opts.qdiscBypass ?? true,
+      this.opts.fanoutProgram ?? null,
     );
     this.last = null;
   }

@@ -1,0 +1,221 @@
+// Host agent worker steering (host-agent/worker-steering.ts, issue 19): both directions of a flow go to
+// one worker.
+//   - steeringKey: the frame a host agent gets on the fabric (VXLAN) and the one the backend sends on its
+//     port give the same key, for the return path, outbound NAT and east-west, IPv4 and IPv6, an IPv6
+//     underlay, VLAN-tagged ports and fragments (the pairs are built with the packet builder from the
+//     flows' addresses, not from the steering code); flows spread; no input throws;
+//   - the classic BPF program: assembled within the kernel's limits;
+//   - (root) the kernel runs the programs: N ring sockets per interface in PACKET_FANOUT_CBPF groups on two
+//     veth pairs, both directions of every flow injected: every copy of a flow's frames, both directions,
+//     reaches one socket, the one steeringKey() names (an independent check of the program: the kernel's
+//     interpreter against the TypeScript parse); an ARP frame (no key) reaches socket 0.
+import { describe, expect, it } from 'vitest';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { pkt } from '../shared/packet-builder.js';
+import {
+  buildSteeringProgram,
+  encodeSockFilters,
+  steerWorker,
+  steeringKey,
+  BPF_MAXINSNS,
+  NO_INTERNAL_VIPS,
+  STEER_FABRIC,
+  STEER_MAX_INTERNAL_VIPS,
+  STEER_PORT,
+} from '../host-agent/worker-steering.js';
+import { checkVips, steeringPairs, CHECK_VXLAN_PORT } from '../host-agent/worker-steering-check.js';
+import { notRunHere } from './helpers/prerequisite.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const ADDON = `${ROOT}native/build/Release/slbx_ring.node`;
+const CHECK = `${ROOT}dist/host-agent/worker-steering-check.js`;
+const VIPS = checkVips();
+
+describe('steeringKey: both directions of a flow, one worker', () => {
+  const pairs = steeringPairs(32);
+  const kinds = [...new Set(pairs.map((p) => p.kind))];
+
+  it('covers the return path, outbound NAT, east-west, IPv6, an IPv6 underlay, VLAN and fragments', () => {
+    expect(kinds).toEqual([
+      'return-v4',
+      'return-v6',
+      'return-v4-ipv6-underlay',
+      'return-v4-vlan',
+      'return-v6-vlan',
+      'snat-v4',
+      'snat-v6-udp',
+      'east-west-client-v4',
+      'east-west-client-v6',
+      'east-west-backend-v4',
+      'fragment-v4',
+    ]);
+  });
+
+  for (const kind of kinds) {
+    it(`${kind}: the fabric frame and the port frame give one key, and flows spread over workers`, () => {
+      const mine = pairs.filter((p) => p.kind === kind);
+      const workers = new Set<number>();
+      for (const p of mine) {
+        const f = steeringKey(p.fabric, 0, p.fabric.length, STEER_FABRIC, CHECK_VXLAN_PORT, VIPS);
+        const o = steeringKey(p.port, 0, p.port.length, STEER_PORT, CHECK_VXLAN_PORT, VIPS);
+        expect(f, `${kind}: a key, not the no-key 0`).not.toBe(0);
+        expect(o).toBe(f);
+        for (const n of [2, 3, 4, 8]) expect(steerWorker(o, n)).toBe(steerWorker(f, n));
+        workers.add(steerWorker(f, 2));
+      }
+      expect(workers.size, `${kind}: 32 flows all on one of 2 workers`).toBe(2);
+    });
+  }
+
+  it('at a non-zero offset in a larger buffer: the same key', () => {
+    const p = pairs[0]!;
+    const big = Buffer.alloc(p.fabric.length + 100, 0xee);
+    p.fabric.copy(big, 37);
+    expect(steeringKey(big, 37, p.fabric.length, STEER_FABRIC, CHECK_VXLAN_PORT, VIPS)).toBe(
+      steeringKey(p.fabric, 0, p.fabric.length, STEER_FABRIC, CHECK_VXLAN_PORT, VIPS),
+    );
+  });
+
+  it('the internal VIP decides which end: east-west on one host (client and DIP ports) stays on one worker only with it', () => {
+    // the client's request on its port, and the DIP's reply on its own port of the same host
+    const local = Array.from({ length: 32 }, (_, i) => ({
+      request: pkt()
+        .eth()
+        .ipv4({ src: '192.0.2.20', dst: '198.19.0.101' })
+        .tcp({ sport: 30000 + i, dport: 80 })
+        .build(),
+      reply: pkt()
+        .eth()
+        .ipv4({ src: '192.0.2.10', dst: '192.0.2.20' })
+        .tcp({ sport: 8080, dport: 30000 + i })
+        .build(),
+    }));
+    const key = (b: Buffer, vips = VIPS) => steeringKey(b, 0, b.length, STEER_PORT, CHECK_VXLAN_PORT, vips);
+    for (const l of local) expect(key(l.reply)).toBe(key(l.request));
+    const split = local.filter((l) => key(l.reply, NO_INTERNAL_VIPS) !== key(l.request, NO_INTERNAL_VIPS));
+    expect(split.length).toBe(local.length);
+    // and a client's flows through another host: without the VIP they would all share the VIP's key
+    const ew = pairs.filter((p) => p.kind === 'east-west-client-v4');
+    expect(new Set(ew.map((p) => key(p.port, NO_INTERNAL_VIPS))).size).toBe(1);
+    expect(new Set(ew.map((p) => key(p.port))).size).toBe(ew.length);
+  });
+
+  it('no key (0, worker 0): ARP, VXLAN to another port, an outer fragment, a short frame', () => {
+    const arp = pkt().eth().arp({ senderIp: '192.0.2.10', targetIp: '192.0.2.1' }).build();
+    expect(steeringKey(arp, 0, arp.length, STEER_PORT, CHECK_VXLAN_PORT, VIPS)).toBe(0);
+    const p = pairs[0]!;
+    expect(steeringKey(p.fabric, 0, p.fabric.length, STEER_FABRIC, 4790, VIPS)).toBe(0);
+    const frag = Buffer.from(p.fabric);
+    frag[14 + 6] = 0x20; // MF
+    expect(steeringKey(frag, 0, frag.length, STEER_FABRIC, CHECK_VXLAN_PORT, VIPS)).toBe(0);
+    for (let len = 0; len < 14 + 20 + 16 + 14 + 20; len++)
+      expect(steeringKey(p.fabric, 0, len, STEER_FABRIC, CHECK_VXLAN_PORT, VIPS), `length ${len}`).toBe(0);
+  });
+
+  it('random bytes never throw', () => {
+    for (let i = 0; i < 5000; i++) {
+      const b = randomBytes(1 + (i % 200));
+      if (b.length >= 14 && i % 3 === 0) b.writeUInt16BE(0x0800, 12);
+      if (b.length >= 14 && i % 5 === 0) b.writeUInt16BE(0x86dd, 12);
+      for (const side of [STEER_FABRIC, STEER_PORT] as const) {
+        const k = steeringKey(b, 0, b.length, side, CHECK_VXLAN_PORT, VIPS);
+        expect(k >>> 0).toBe(k);
+      }
+    }
+  });
+});
+
+describe('the steering program (classic BPF)', () => {
+  it('assembles within the kernel limits, with the most internal VIPs it takes', () => {
+    const many = {
+      v4: Array.from({ length: STEER_MAX_INTERNAL_VIPS }, (_, i) => (0xc6130000 + i) >>> 0),
+      v6: Array.from({ length: STEER_MAX_INTERNAL_VIPS }, (_, i) => [0x20010db8, 0, 0, i]),
+    };
+    for (const side of [STEER_FABRIC, STEER_PORT] as const) {
+      const prog = buildSteeringProgram(side, CHECK_VXLAN_PORT, many);
+      expect(prog.length).toBeLessThanOrEqual(BPF_MAXINSNS);
+      expect(prog[prog.length - 1]!.code & 0x07, 'the last instruction returns').toBe(0x06);
+      expect(encodeSockFilters(prog).length).toBe(prog.length * 8);
+    }
+    expect(() => buildSteeringProgram(STEER_PORT, CHECK_VXLAN_PORT, { v4: [...many.v4, 1], v6: [] })).toThrow(/at most 64/);
+  });
+});
+
+function canNetns(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  return spawnSync('ip', ['netns', 'list']).status === 0;
+}
+
+interface CheckResult {
+  workers: number;
+  sent: number;
+  received: number;
+  perSocket: number[][];
+  kernelDrops: number;
+  arpSocket: number;
+  flows: { flow: number; kind: string; fabric: number[]; port: number[]; keyFabric: number; keyPort: number }[];
+}
+
+describe('PACKET_FANOUT_CBPF with the steering programs: the kernel puts both directions of a flow on one socket', () => {
+  const ready = canNetns() && existsSync(ADDON) && existsSync(CHECK);
+  if (!ready) {
+    const why = !canNetns()
+      ? 'needs root and network namespaces'
+      : !existsSync(ADDON)
+        ? 'the ring addon is not built (npm run build:native)'
+        : 'dist is not built (npx tsc -p tsconfig.json)';
+    notRunHere(why, 'PACKET_FANOUT_CBPF on two veth pairs');
+    return;
+  }
+
+  it('2 and 3 sockets per interface: every frame once, each flow on one socket in both directions, the one steeringKey names', () => {
+    const ns = `slbx-test-${randomBytes(3).toString('hex')}-steer`;
+    const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
+    ip('netns', 'add', ns);
+    try {
+      ip('-n', ns, 'link', 'set', 'lo', 'up');
+      ip('-n', ns, 'link', 'add', 'fab', 'type', 'veth', 'peer', 'name', 'fabt');
+      ip('-n', ns, 'link', 'add', 'vmp', 'type', 'veth', 'peer', 'name', 'vmt');
+      for (const i of ['fab', 'fabt', 'vmp', 'vmt']) ip('-n', ns, 'link', 'set', i, 'up');
+      execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1']);
+      for (const workers of [2, 3]) {
+        const r = spawnSync(
+          'ip',
+          [
+            'netns',
+            'exec',
+            ns,
+            process.execPath,
+            CHECK,
+            ...['--fabric', 'fab', '--fabric-tester', 'fabt', '--port', 'vmp', '--port-tester', 'vmt'],
+            ...['--workers', String(workers), '--flows', '16'],
+          ],
+          { encoding: 'utf8', timeout: 120_000 },
+        );
+        const line = r.stdout.trim().split('\n').pop() ?? '';
+        expect(line, `worker-steering-check: exit ${r.status}\n${r.stderr}`).toMatch(/^\{/);
+        const g = JSON.parse(line) as CheckResult;
+        expect(g.kernelDrops).toBe(0);
+        expect(g.received).toBe(g.sent);
+        expect(g.flows.length).toBe(11 * 16);
+        expect(g.arpSocket).toBe(0);
+        const used = new Set<number>();
+        for (const f of g.flows) {
+          const what = `${workers} sockets, flow ${f.flow} (${f.kind}): fabric ${JSON.stringify(f.fabric)}, port ${JSON.stringify(f.port)}`;
+          expect(f.fabric.length, what).toBe(2); // sent twice each way
+          expect(f.port.length, what).toBe(2);
+          expect(new Set([...f.fabric, ...f.port]).size, what).toBe(1);
+          expect(f.fabric[0], `${what}: steeringKey says ${f.keyFabric}`).toBe(f.keyFabric);
+          expect(f.keyPort, what).toBe(f.keyFabric);
+          used.add(f.fabric[0]!);
+        }
+        expect(used.size, 'every socket got flows').toBe(workers);
+      }
+    } finally {
+      spawnSync('ip', ['netns', 'del', ns]);
+    }
+  }, 300_000);
+});
