@@ -1026,7 +1026,7 @@ const COMMANDS: Command[] = [
     words: ['flows'],
     args: ['AGENT'],
     about:
-      'the live flows of a MUX, or the east-west entries of a host agent (to_mux, fastpath: docs/east-west.md); a sample of up to 100, from its last heartbeat',
+      "the live flows of a MUX, or the entries of a host agent's one flow table by kind (east-west to_mux/fastpath, the return path's dsr, outbound NAT's snat_out with its frontend) and each feature's quota; a sample of up to 100, from its last heartbeat",
     options: [{ name: 'limit', value: 'N', help: 'print at most N (default 100)' }],
     async run(c, [agent]) {
       // a MUX's name, else a host agent's (404 from the first: no MUX of that name)
@@ -1037,13 +1037,22 @@ const COMMANDS: Command[] = [
       if (mux === null) {
         const h = await getJson<{ status: Obj; at: string }>(c, `/v1/agents/host/${enc(agent!)}/status`);
         const flows = (h.status['flows'] ?? []) as Obj[];
-        const ew = (((h.status['status'] ?? {}) as Obj)['eastWest'] ?? null) as { flows?: Record<string, number> } | null;
+        const ew = (((h.status['status'] ?? {}) as Obj)['eastWest'] ?? null) as {
+          flows?: Record<string, number>;
+          maxFlows?: number;
+          quotas?: Record<string, { max: number; used: number }>;
+        } | null;
         if (c.json) {
-          printJson(c, { host: agent, at: h.at, summary: ew?.flows ?? null, flows: flows.slice(0, limit) });
+          printJson(c, { host: agent, at: h.at, summary: ew?.flows ?? null, quotas: ew?.quotas ?? null, flows: flows.slice(0, limit) });
           return 0;
         }
-        const by = ew?.flows ?? {};
-        c.io.out(`host ${agent}: ${by['fastpath'] ?? 0} fastpath, ${by['to_mux'] ?? 0} to_mux entries, heartbeat ${ago(h.at)}\n`);
+        const by = Object.entries(ew?.flows ?? {}).filter(([, n]) => n > 0);
+        const total = by.reduce((n, [, k]) => n + k, 0);
+        const quotas = Object.entries(ew?.quotas ?? {}).map(([f, q]) => `${f} ${q.used}/${q.max}`);
+        c.io.out(
+          `host ${agent}: ${total} entries of ${ew?.maxFlows ?? '?'} in one flow table (${by.map(([k, n]) => `${n} ${k}`).join(', ') || 'none'}), ` +
+            `quotas ${quotas.join(', ') || '-'}, heartbeat ${ago(h.at)}\n`,
+        );
         c.io.out(
           formatTable(
             ['KIND', 'CLIENT', 'VIP', 'PROTO', 'VNI', 'VIA', 'IDLE-EXPIRES'],
@@ -1055,7 +1064,13 @@ const COMMANDS: Command[] = [
                 str(f['vip']),
                 str(f['protocol']),
                 str(f['vni']),
-                f['kind'] === 'fastpath' ? `${str(f['backend'])} on ${str(f['host'])}` : str(f['mux']),
+                f['kind'] === 'fastpath'
+                  ? `${str(f['backend'])} on ${str(f['host'])}`
+                  : f['kind'] === 'snat_out'
+                    ? `${str(f['backend'])} from ${str(f['frontend'])}`
+                    : f['mux'] !== undefined
+                      ? str(f['mux'])
+                      : str(f['backend']),
                 `${str(f['expiresInS'])}s`,
               ]),
           ),

@@ -201,7 +201,7 @@ export class HostDaemon {
     this.fabricMac = o.mac ?? readInterface(o.iface)?.mac ?? new Uint8Array(6);
     this.ew = newDaemonEwState(o.config, this.fabricMac, o.policyKey ?? null);
     this.ctx.ew = this.ew;
-    this.snat = new SnatControl(o.name);
+    this.snat = new SnatControl(o.name, this.ew.flows, o.config.flowTable.snatMaxFlows); // one host flow table
     this.installSnat(this.ctx, o.config, tables, []);
     // the last process's flows (host-agent/flow-snapshot.ts), once the SNAT engine has its nics
     this.snapshot =
@@ -727,7 +727,7 @@ export class HostDaemon {
     for (const st of old.values()) st?.port?.close();
     const counters = this.ctx.counters;
     const ctx = buildHostContext(config, tables, macs, this.ctx.dsrMtu);
-    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac);
+    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac, this.snat.engine);
     ctx.ew = this.ew;
     ctx.sourceMacCheck = this.sourceMacCheck;
     ctx.holdUnresolved = this.ctx.holdUnresolved;
@@ -735,6 +735,8 @@ export class HostDaemon {
     this.neighbors.setPeers(tables.peers, meNext === undefined ? undefined : underlayRoutesOf(meNext));
     this.neighbors.fill(ctx.peerMacs);
     ctx.counters.values.set(counters.values); // counters survive a policy change
+    ctx.counters.values[ctx.counters.index.host_flows_not_carried]! += this.ew.notCarried;
+    this.ew.notCarried = 0;
     this.installSnat(ctx, config, this.ctx.tables, snat);
     // captures call back with their PortState's index: renumber in place. (Not closed and reopened: no
     // frame is lost during a reload, and a closed `cap` handle that is garbage-collected can crash the
@@ -952,8 +954,8 @@ export class HostDaemon {
     };
   }
 
-  /** What GET /flows answers: up to `limit` entries of the host flow table (to_mux, fastpath). */
+  /** What GET /flows answers: up to `limit` entries of the host flow table (every kind; an outbound NAT flow once). */
   flows(limit: number): ListedHostFlow[] {
-    return listHostFlows(this.ew, this.ctx.tables, limit);
+    return listHostFlows(this.ew, this.ctx.tables, limit, this.snat.engine);
   }
 }

@@ -11,6 +11,8 @@ export const EW_HOST_COUNTER_NAMES = [
   // a reply from an internal VIP of the port's network, delivered unchanged to the client VM
   'ew_reply_in',
   'ew_flow_table_full',
+  // return-path entries and outbound NAT flows a rebuilt host flow table (a smaller bound or quota) could not take
+  'host_flows_not_carried',
   'redirects_accepted',
   'redirects_repeated',
   'drop_out_ew_other_network',

@@ -5,12 +5,22 @@
 // expiry); the capture takes redirects (UDP REDIRECT_PORT to our PA) beside VXLAN; /status and GET /flows
 // list the entries.
 import { formatIpv4, formatIpv6 } from '../shared/addr.js';
-import type { SlbxConfig } from '../shared/config.js';
+import { hostDsrQuota, type SlbxConfig } from '../shared/config.js';
 import { REDIRECT_PORT } from '../shared/redirect.js';
 import { redirectMacFor } from '../runtime/redirect-mac.js';
 import { newEwState, type EwState } from './east-west.js';
 import { DSR_RELEARN_S } from './dsr-flows.js';
-import { FLOW_DSR, FLOW_DSR_CLOSING, FLOW_FASTPATH, FLOW_KIND_NAMES, FLOW_TO_MUX } from './flow-table.js';
+import {
+  FLOW_DSR,
+  FLOW_DSR_CLOSING,
+  FLOW_FASTPATH,
+  FLOW_KIND_NAMES,
+  FLOW_SNAT_IN,
+  FLOW_SNAT_OUT,
+  FLOW_TO_MUX,
+  type HostFlowQuotas,
+} from './flow-table.js';
+import type { SnatEngine } from './snat.js';
 import type { HostTables } from './tables.js';
 
 /** How often the daemon advances the east-west clocks and sweeps part of the host flow table. */
@@ -18,9 +28,20 @@ export const EW_TICK_MS = 500;
 /** Slots swept per tick: at least this many, or enough for a full pass about every 10 s. */
 const SWEEP_MIN_SLOTS = 1024;
 
-/** A fresh east-west state for `config`: an empty flow table of flowTable.maxFastpathFlows entries. */
+/**
+ * The host flow table's bound and each feature's quota, in entries, from the config: the whole table
+ * flowTable.hostMaxFlows; east-west maxFastpathFlows; outbound NAT two entries for each of its
+ * snatMaxFlows; the return path the rest (validation keeps it at 1 or more).
+ */
+export function hostFlowBounds(config: SlbxConfig): { maxFlows: number; quotas: HostFlowQuotas } {
+  const f = config.flowTable;
+  return { maxFlows: f.hostMaxFlows, quotas: { eastWest: f.maxFastpathFlows, dsr: hostDsrQuota(f), snat: 2 * f.snatMaxFlows } };
+}
+
+/** A fresh east-west state for `config`: an empty host flow table of flowTable.hostMaxFlows entries and its quotas. */
 export function newDaemonEwState(config: SlbxConfig, fabricMac: Uint8Array, policyKey: string | null): EwState {
-  const s = newEwState(config.flowTable.maxFastpathFlows);
+  const b = hostFlowBounds(config);
+  const s = newEwState(b.maxFlows, b.quotas);
   s.mac = policyKey === null || policyKey === '' ? null : redirectMacFor(policyKey);
   configureEwState(s, config, fabricMac);
   tickEwState(s, 0);
@@ -40,10 +61,21 @@ export function configureEwState(s: EwState, config: SlbxConfig, fabricMac: Uint
 /**
  * The state for new tables: the old one (its flows) when the entries still mean the same (the same
  * targets, by name, host and MAC, at the same indexes, and the same MUXes in the same order), else a
- * fresh one: the flows then go to the MUX again and are redirected again (the MUX's flow table still
- * holds them: same DIP, no reset). A new flowTable.maxFastpathFlows also starts a fresh one.
+ * fresh one: the east-west flows then go to the MUX again and are redirected again (the MUX's flow table
+ * still holds them: same DIP, no reset). A new bound or quota (flowTable.hostMaxFlows, maxFastpathFlows,
+ * snatMaxFlows) also starts a fresh table. The return path's entries and outbound NAT's (`snat`, the
+ * engine whose entries are in the old table) are carried into a fresh table; what a smaller one cannot
+ * take is counted in the new state's notCarried (return-path entries and NAT flows, which end).
  */
-export function carryEwState(old: EwState, oldTables: HostTables, next: HostTables, config: SlbxConfig, fabricMac: Uint8Array): EwState {
+export function carryEwState(
+  old: EwState,
+  oldTables: HostTables,
+  next: HostTables,
+  config: SlbxConfig,
+  fabricMac: Uint8Array,
+  snat: SnatEngine | null = null,
+): EwState {
+  const bounds = hostFlowBounds(config);
   const a = oldTables.ew;
   const b = next.ew;
   const same =
@@ -54,10 +86,10 @@ export function carryEwState(old: EwState, oldTables: HostTables, next: HostTabl
     }) &&
     a.muxPa4.length === b.muxPa4.length &&
     a.muxPa4.every((x, i) => x === b.muxPa4[i]) &&
-    old.flows.limit.max === config.flowTable.maxFastpathFlows;
+    old.flows.sameBounds(bounds.maxFlows, bounds.quotas);
   let s = old;
   if (!same) {
-    s = newEwState(config.flowTable.maxFastpathFlows);
+    s = newEwState(bounds.maxFlows, bounds.quotas);
     s.mac = old.mac;
     s.nowS = old.nowS;
     s.unixS = old.unixS;
@@ -65,12 +97,16 @@ export function carryEwState(old: EwState, oldTables: HostTables, next: HostTabl
     // the return path's entries (host-agent/dsr-flows.ts) name a 5-tuple and a frontend port, not a
     // target or a MUX: they mean the same under the new tables and are kept (a policy change must not
     // drop every established flow's replies until its client speaks again)
+    let lost = 0;
     old.flows.table.forEach(old.nowS, (k, v, expiresAt) => {
       const kind = v >>> 24;
       if (kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) return;
       s.flows.setKeyWords(k);
-      s.flows.insert(kind, v & 0xffffff, expiresAt);
+      if (!s.flows.insert(kind, v & 0xffffff, expiresAt)) lost++;
     });
+    // outbound NAT's entries point at the engine's slots: the engine writes them into the new table
+    if (snat !== null && snat.table === old.flows) lost += snat.rehome(s.flows);
+    s.notCarried = lost;
   }
   configureEwState(s, config, fabricMac);
   return s;
@@ -105,6 +141,8 @@ export interface ListedHostFlow {
   mux?: string;
   backend?: string;
   host?: string;
+  /** snat_out (outbound NAT; client: the DIP:port that opened it, vip: the remote endpoint): the frontend IP:port it leaves from. */
+  frontend?: string;
   expiresInS: number;
 }
 
@@ -112,8 +150,11 @@ function addrOf(k: Uint32Array, off: number, family: number): string {
   return family === 4 ? formatIpv4(k[off]!) : formatIpv6(k, off);
 }
 
-/** Up to `limit` live entries of the host flow table. */
-export function listHostFlows(s: EwState, tables: HostTables, limit: number): ListedHostFlow[] {
+/**
+ * Up to `limit` live entries of the host flow table. An outbound NAT flow (`snat`: the engine, for its
+ * frontend and expiry) is listed once, from its snat_out entry; its snat_in entry is not listed.
+ */
+export function listHostFlows(s: EwState, tables: HostTables, limit: number, snat: SnatEngine | null = null): ListedHostFlow[] {
   const out: ListedHostFlow[] = [];
   const ew = tables.ew;
   s.flows.table.forEach(s.nowS, (k, v, expiresAt) => {
@@ -124,6 +165,26 @@ export function listHostFlows(s: EwState, tables: HostTables, limit: number): Li
     const dport = k[10]! & 0xffff;
     const kind = v >>> 24;
     const action = v & 0xffffff;
+    if (kind === FLOW_SNAT_IN) return;
+    if (kind === FLOW_SNAT_OUT) {
+      // key: (VNI, DIP, remote, protocol, DIP port, remote port); the slot has the frontend and the clock
+      const at = (off: number, port: number) => (family === 4 ? `${addrOf(k, off, 4)}:${port}` : `[${addrOf(k, off, 6)}]:${port}`);
+      const nic = tables.nics.find(
+        (n) => n.network.vni === k[0]! >>> 8 && (family === 4 ? n.addr4 === k[1] : n.addr6?.every((w, i) => w === k[1 + i])),
+      );
+      const f = snat?.slotFrontend(action);
+      out.push({
+        kind: FLOW_KIND_NAMES[kind]!,
+        vni: k[0]! >>> 8,
+        protocol: proto === 6 ? 'tcp' : proto === 17 ? 'udp' : proto,
+        client: at(1, sport),
+        vip: at(5, dport),
+        backend: nic?.name ?? at(1, sport),
+        frontend: f === undefined ? '?' : family === 4 ? `${formatIpv4(f.fip[0]!)}:${f.fport}` : `[${formatIpv6(f.fip, 0)}]:${f.fport}`,
+        expiresInS: f === undefined ? 0 : Math.max(0, f.expiresAt - s.nowS),
+      });
+      return;
+    }
     if (kind === FLOW_DSR || kind === FLOW_DSR_CLOSING) {
       // a load-balanced flow's return path (host-agent/dsr-flows.ts): the key is the reply's DIP:port -> client:port
       const at = (off: number, port: number) => (family === 4 ? `${addrOf(k, off, 4)}:${port}` : `[${addrOf(k, off, 6)}]:${port}`);
@@ -162,12 +223,20 @@ export function listHostFlows(s: EwState, tables: HostTables, limit: number): Li
   return out;
 }
 
-/** The east-west part of GET /status: entries by kind, the table's bound, whether redirects can be checked. */
+/**
+ * The east-west part of GET /status, which is also the host flow table's: live entries by kind (every
+ * kind, zeros included), the table's bound (maxFlows), each feature's quota and entries (quotas), the
+ * east-west quota under its old name (maxFastpathFlows), whether redirects can be checked.
+ */
 export function ewStatus(s: EwState): Record<string, unknown> {
   const byKind = s.flows.countByKind(s.nowS);
+  const flows: Record<string, number> = {};
+  for (const name of Object.values(FLOW_KIND_NAMES)) flows[name] = byKind[name] ?? 0;
   return {
-    flows: { to_mux: byKind.to_mux ?? 0, fastpath: byKind.fastpath ?? 0, ...byKind },
-    maxFastpathFlows: s.flows.limit.max,
+    flows: { ...flows, ...byKind },
+    maxFlows: s.flows.limit.max,
+    quotas: s.flows.quotaUse(),
+    maxFastpathFlows: s.flows.quotas.eastWest,
     redirectKey: s.mac !== null,
     dsrRelearnLeftS: Math.max(0, s.dsrRelearnUntilS - s.nowS),
   };

@@ -33,19 +33,22 @@ import {
   HostFlowTable,
   flowAction,
   flowKind,
+  type HostFlowQuotas,
 } from './flow-table.js';
 import { macKeyOf, type EwTarget, type EwVip } from './east-west-tables.js';
 import { macKey, type HostNic } from './tables.js';
 import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, snatOut, type HostContext } from './data-plane.js';
+import { CONFIG_DEFAULTS, hostDsrQuota } from '../shared/config.js';
 
 /** ctx.outPort value: outBuf[outOff .. outOff + outLen) is a whole Ethernet frame for the fabric interface. */
 export const OUT_FABRIC = -2;
 /** Outer Ethernet 14, IPv4 20, UDP 8, VXLAN 8, inner Ethernet 14. */
 const EW_ENCAP_LEN = 64;
-export const DEFAULT_MAX_FASTPATH_FLOWS = 100_000;
+export const DEFAULT_MAX_FASTPATH_FLOWS = CONFIG_DEFAULTS.flowTable.maxFastpathFlows;
 
 /** The host agent's east-west state: its flow table, clock, fabric identity and the redirect HMAC. */
 export interface EwState {
+  /** The host agent's one flow table: east-west, the return path and outbound NAT (host-agent/flow-table.ts). */
   readonly flows: HostFlowTable;
   /** Seconds, the daemon's coarse clock (flow expiry). */
   nowS: number;
@@ -59,6 +62,8 @@ export interface EwState {
    * DSR_RELEARN_S after its start; 0 (never) otherwise.
    */
   dsrRelearnUntilS: number;
+  /** Entries carryEwState could not carry into this (smaller) table: return-path entries and outbound NAT flows. */
+  notCarried: number;
   hashSeed: number;
   /** The fabric MTU: the largest outer IP packet. */
   mtu: number;
@@ -73,14 +78,28 @@ export interface EwState {
   readonly w6b: Uint32Array;
 }
 
-export function newEwState(maxFastpathFlows = DEFAULT_MAX_FASTPATH_FLOWS): EwState {
+/**
+ * A fresh state with an empty host flow table of `maxFlows` entries and `quotas` per feature; neither
+ * given: the config's defaults (flowTable.hostMaxFlows and its quotas); `maxFlows` alone: no quota.
+ */
+export function newEwState(maxFlows?: number, quotas?: HostFlowQuotas): EwState {
+  const D = CONFIG_DEFAULTS.flowTable;
+  const flows =
+    maxFlows === undefined
+      ? new HostFlowTable(D.hostMaxFlows, {
+          eastWest: D.maxFastpathFlows,
+          dsr: hostDsrQuota(D),
+          snat: 2 * D.snatMaxFlows,
+        })
+      : new HostFlowTable(maxFlows, quotas);
   return {
-    flows: new HostFlowTable(maxFastpathFlows),
+    flows,
     nowS: 1,
     unixS: 0,
     tcpIdleS: 240,
     udpIdleS: 30,
     dsrRelearnUntilS: 0,
+    notCarried: 0,
     hashSeed: 0x736c6278,
     mtu: 1600,
     fabricMac: new Uint8Array(6),

@@ -1,10 +1,11 @@
-// The host agent's flow table (docs/east-west.md): one table per host agent for every per-flow feature.
+// The host agent's flow table (docs/design.md "One host flow table"): one table per host agent for every
+// per-flow feature: east-west, the return path (DSR) and outbound NAT, each bounded by its quota.
 // Key: VNI, family, protocol, source and destination address, ports (11 uint32 words, an IPv4 address in
 // the first word of its four). Value: kind (high 8 bits) and action (low 24 bits), whose meaning the kind
 // gives: for FLOW_TO_MUX the MUX (index into the host tables' MUX list) the flow was sent to, for
 // FLOW_FASTPATH the redirect's target (index into the east-west targets). Bounded (inserts beyond the
 // limit fail: the caller keeps the stateless path), idle expiry per entry, no allocation per packet.
-import { FlowTable, type FlowLimit } from '../shared/flow-table.js';
+import { FlowTable, type FlowGroups, type FlowLimit } from '../shared/flow-table.js';
 import { murmur3Words } from '../shared/flow-hash.js';
 
 export const HOST_FLOW_KEY_WORDS = 11;
@@ -28,6 +29,9 @@ export const FLOW_DSR = 4;
 /** A DSR entry after a TCP FIN or RST in either direction: the last segments still go out, kept DSR_CLOSING_S after the last. */
 export const FLOW_DSR_CLOSING = 5;
 export const DSR_CLOSING_S = FASTPATH_CLOSING_S;
+/** Outbound NAT's two entries of a flow (host-agent/snat.ts): action = the engine's slot. */
+export const FLOW_SNAT_OUT = 6;
+export const FLOW_SNAT_IN = 7;
 /** Key spaces (high bits of the protocol word): east-west keys (0) are the client's direction, DSR keys the reply's. */
 export const KEY_SPACE_EW = 0;
 export const KEY_SPACE_DSR = 1;
@@ -37,8 +41,34 @@ export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = {
   [FLOW_FASTPATH_CLOSING]: 'fastpath_closing',
   [FLOW_DSR]: 'dsr',
   [FLOW_DSR_CLOSING]: 'dsr_closing',
+  [FLOW_SNAT_OUT]: 'snat_out',
+  [FLOW_SNAT_IN]: 'snat_in',
 };
 const HASH_SEED = 0x686f7374; // 'host'
+
+/**
+ * The features sharing the table, each bounded by its quota so that one cannot starve another
+ * (flowTable.maxFastpathFlows, snatMaxFlows and the rest of hostMaxFlows: docs/config.md).
+ */
+export const FLOW_FEATURES = ['eastWest', 'dsr', 'snat'] as const;
+export type FlowFeature = (typeof FLOW_FEATURES)[number];
+const GROUP_OTHER = 0;
+const GROUP_OF_FEATURE: Readonly<Record<FlowFeature, number>> = { eastWest: 1, dsr: 2, snat: 3 };
+const FEATURE_OF_KIND: Readonly<Record<number, FlowFeature>> = {
+  [FLOW_TO_MUX]: 'eastWest',
+  [FLOW_FASTPATH]: 'eastWest',
+  [FLOW_FASTPATH_CLOSING]: 'eastWest',
+  [FLOW_DSR]: 'dsr',
+  [FLOW_DSR_CLOSING]: 'dsr',
+  [FLOW_SNAT_OUT]: 'snat',
+  [FLOW_SNAT_IN]: 'snat',
+};
+
+/** Entries each feature may hold at most (an outbound NAT flow holds two). */
+export type HostFlowQuotas = Readonly<Record<FlowFeature, number>>;
+
+/** Each feature's quota and its entries now (live and not yet swept), for status. */
+export type HostFlowQuotaUse = Record<FlowFeature, { max: number; used: number }>;
 
 export class HostFlowTable {
   readonly table: FlowTable;
@@ -46,9 +76,37 @@ export class HostFlowTable {
   /** The hash of the key last written by setKey4/setKey6. */
   hash = 0;
 
-  constructor(maxFlows: number) {
-    this.limit = { max: maxFlows, count: 0 };
+  /** The quota of each feature, in entries (no quotas given: each may take the whole table). */
+  readonly quotas: HostFlowQuotas;
+  private readonly groups: FlowGroups;
+  private readonly byKind = new Float64Array(256);
+
+  constructor(maxFlows: number, quotas?: HostFlowQuotas) {
+    this.quotas = quotas ?? { eastWest: maxFlows, dsr: maxFlows, snat: maxFlows };
+    const groupOf = new Uint8Array(256).fill(GROUP_OTHER);
+    for (const [kind, f] of Object.entries(FEATURE_OF_KIND)) groupOf[Number(kind)] = GROUP_OF_FEATURE[f];
+    const max = new Float64Array(FLOW_FEATURES.length + 1).fill(maxFlows);
+    for (const f of FLOW_FEATURES) max[GROUP_OF_FEATURE[f]] = this.quotas[f];
+    this.groups = { groupOf, max, count: new Float64Array(FLOW_FEATURES.length + 1) };
+    this.limit = { max: maxFlows, count: 0, groups: this.groups };
     this.table = new FlowTable(HOST_FLOW_KEY_WORDS, this.limit);
+  }
+
+  /** True when no entry of `feature` can be inserted (its quota, or the whole table, is used up). */
+  fullFor(feature: FlowFeature): boolean {
+    const g = GROUP_OF_FEATURE[feature];
+    return this.full || this.groups.count[g]! >= this.groups.max[g]!;
+  }
+
+  /** Each feature's quota and entries (counted on insert and removal: no scan). */
+  quotaUse(): HostFlowQuotaUse {
+    const u = (f: FlowFeature) => ({ max: this.quotas[f], used: this.groups.count[GROUP_OF_FEATURE[f]]! });
+    return { eastWest: u('eastWest'), dsr: u('dsr'), snat: u('snat') };
+  }
+
+  /** Whether this table has this bound and these quotas (carryEwState keeps a table when they did not change). */
+  sameBounds(maxFlows: number, quotas: HostFlowQuotas): boolean {
+    return this.limit.max === maxFlows && FLOW_FEATURES.every((f) => this.quotas[f] === quotas[f]);
   }
 
   get size(): number {
@@ -128,13 +186,13 @@ export class HostFlowTable {
     this.table.clear();
   }
 
-  /** Live entries by kind name (for status). */
+  /** Live entries by kind name (for status; one pass over the slots, no allocation per entry). */
   countByKind(now: number): Record<string, number> {
+    const by = this.byKind;
+    by.fill(0);
+    this.table.countByHighByte(now, by);
     const out: Record<string, number> = {};
-    this.table.forEach(now, (_k, v) => {
-      const name = FLOW_KIND_NAMES[v >>> 24] ?? `kind_${v >>> 24}`;
-      out[name] = (out[name] ?? 0) + 1;
-    });
+    for (let kind = 0; kind < 256; kind++) if (by[kind]! > 0) out[FLOW_KIND_NAMES[kind] ?? `kind_${kind}`] = by[kind]!;
     return out;
   }
 }

@@ -72,16 +72,29 @@ export function writeHostMetrics(d: HostDaemon): PromWriter {
 interface EastWestStatus {
   flows: Record<string, number>;
   maxFastpathFlows: number;
+  /** The whole table's bound (flowTable.hostMaxFlows); absent in an older status: maxFastpathFlows was the bound. */
+  maxFlows?: number;
+  quotas?: Record<string, { max: number; used: number }>;
 }
 
-/** Its flow table's entries by kind (every kind, zeros included) and its limit. */
+/** Its one flow table's entries by kind (every kind, zeros included), its bound, and each feature's quota and use. */
 export function writeHostFlows(w: PromWriter, ew: EastWestStatus): void {
   w.family(
     'slbx_host_flows',
     'gauge',
-    "Entries of the host agent's flow table (east-west, docs/east-west.md) by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST); dsr and dsr_closing: load-balanced flows delivered here, whose replies may leave from the VIP (docs/design.md, 'Return path').",
+    "Entries of the host agent's one flow table by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST) (east-west, docs/east-west.md); dsr and dsr_closing: load-balanced flows delivered here, whose replies may leave from the VIP (docs/design.md, 'Return path'); snat_out and snat_in: the two entries of each outbound NAT flow (docs/outbound.md).",
   );
   for (const kind of Object.values(FLOW_KIND_NAMES)) w.sample('slbx_host_flows', { kind }, ew.flows[kind] ?? 0);
-  w.family('slbx_host_flows_max', 'gauge', "The flow table's limit (flowTable.maxFastpathFlows).");
-  w.sample('slbx_host_flows_max', {}, ew.maxFastpathFlows);
+  w.family('slbx_host_flows_max', 'gauge', "The flow table's bound, every feature together (flowTable.hostMaxFlows).");
+  w.sample('slbx_host_flows_max', {}, ew.maxFlows ?? ew.maxFastpathFlows);
+  w.family(
+    'slbx_host_flows_quota',
+    'gauge',
+    'Entries each feature may hold (eastWest: flowTable.maxFastpathFlows; snat: 2 x snatMaxFlows; dsr: the rest of hostMaxFlows); beyond it its own full counter counts (ew_flow_table_full, dsr_flows_full, drop_out_snat_table_full).',
+  );
+  w.family('slbx_host_flows_quota_used', 'gauge', 'Entries each feature holds (live, and expired ones not swept yet), against its quota.');
+  for (const [feature, q] of Object.entries(ew.quotas ?? {})) {
+    w.sample('slbx_host_flows_quota', { feature }, q.max);
+    w.sample('slbx_host_flows_quota_used', { feature }, q.used);
+  }
 }

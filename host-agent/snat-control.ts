@@ -16,8 +16,8 @@
 import { parseIpAddr } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { SNAT_CHUNK_PORTS, SNAT_FIRST_PORT } from '../shared/config/outbound.js';
-import { HostFlowTable } from './flow-table.js';
-import { SNAT_MAX_FLOWS, SnatEngine, snatPoliciesFor, type PolicySnatRange, type SnatNicPolicy } from './snat.js';
+import type { HostFlowTable } from './flow-table.js';
+import { SnatEngine, snatPoliciesFor, type PolicySnatRange, type SnatNicPolicy } from './snat.js';
 import type { HostTables } from './tables.js';
 
 export const SNAT_DEMAND_THRESHOLD = 0.75;
@@ -69,8 +69,16 @@ export class SnatControl {
   readonly counts = { demands: 0, granted: 0, refused: 0, failed: 0, releases: 0, released: 0, kept: 0, releaseFailed: 0 };
   readonly demandLog: SnatDemandRecord[] = [];
 
-  constructor(readonly host: string) {
-    this.engine = new SnatEngine(new HostFlowTable(SNAT_MAX_FLOWS * 2), SNAT_MAX_FLOWS);
+  /**
+   * `flows`: the host agent's one flow table (its EwState's), which the engine's entries join;
+   * `maxFlows`: flowTable.snatMaxFlows (each install takes the config's).
+   */
+  constructor(
+    readonly host: string,
+    flows: HostFlowTable,
+    maxFlows: number,
+  ) {
+    this.engine = new SnatEngine(flows, maxFlows);
   }
 
   get policyRanges(): readonly PolicySnatRange[] {
@@ -89,6 +97,7 @@ export class SnatControl {
     ranges: readonly PolicySnatRange[] | undefined,
     nowMs: number,
   ): number {
+    this.engine.maxFlows = config.flowTable.snatMaxFlows;
     if (ranges !== undefined) {
       const mine = new Set(ranges.filter((r) => r.host === this.host).flatMap((r) => chunksOf(r).map((c) => `${r.ip}:${c}`)));
       for (const k of [...this.releasing]) if (!mine.has(k)) this.releasing.delete(k); // given back: gone from the policy
@@ -272,7 +281,7 @@ export class SnatControl {
   status(tables: HostTables): Record<string, unknown> {
     return {
       flows: this.engine.live,
-      maxFlows: SNAT_MAX_FLOWS,
+      maxFlows: this.engine.maxFlows,
       nics: this.engine.status().map((s) => ({
         nic: tables.nics[s.nic]?.name ?? `#${s.nic}`,
         ports4: s.ports4,

@@ -33,13 +33,12 @@ import { TCP_ACK, TCP_FIN, TCP_HEADER_LEN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN, n
 import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
 import { l4Checksum, pseudoSumV4, pseudoSumV6Bytes } from '../shared/checksum.js';
 import { ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
-import { HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
+import { FLOW_SNAT_IN, FLOW_SNAT_OUT, HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
 import { parseIpAddr } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 
-/** Flow-table kinds of the two SNAT entries (after east-west's 1-3 and stateful DSR's 4-5). */
-export const FLOW_SNAT_OUT = 6;
-export const FLOW_SNAT_IN = 7;
+/** Flow-table kinds of the two SNAT entries (after east-west's 1-3 and stateful DSR's 4-5; host-agent/flow-table.ts). */
+export { FLOW_SNAT_IN, FLOW_SNAT_OUT };
 /** Key spaces (bits 8+ of the protocol word): 0 east-west, 1 DSR, these two SNAT. */
 export const KEY_SPACE_SNAT_OUT = 2;
 export const KEY_SPACE_SNAT_IN = 3;
@@ -75,8 +74,6 @@ export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_NO_FLOW_OUT]: 'drop_out_snat_no_flow',
   [SNAT_ERR_WRONG_VNI]: 'drop_in_snat_wrong_vni',
 };
-/** The most SNAT flows one host agent keeps (its own flow table of two entries a flow). */
-export const SNAT_MAX_FLOWS = 1_000_000;
 
 // TCP states of a slot (UDP flows stay OPEN).
 export const SNAT_OPEN = 1;
@@ -167,7 +164,8 @@ export interface SnatNicStatus {
 }
 
 export class SnatEngine {
-  private readonly flows: HostFlowTable;
+  /** The host agent's one flow table (ctx.ew.flows); rehome moves the entries when the daemon replaces it. */
+  private flows: HostFlowTable;
   private readonly nics = new Map<number, NicState>();
   private cap = 0;
   // slot arrays
@@ -193,7 +191,8 @@ export class SnatEngine {
   private free: number[] = [];
   private next = 0;
   private sweepCursor = 0;
-  private readonly maxFlows: number;
+  /** Flows at most (flowTable.snatMaxFlows); the table's SNAT quota holds their two entries each. */
+  maxFlows: number;
   private readonly scratch = new Uint8Array(16);
   private readonly w = new Uint32Array(4);
   live = 0;
@@ -202,6 +201,40 @@ export class SnatEngine {
     this.flows = flows;
     this.maxFlows = maxFlows;
     this.grow(Math.min(INITIAL_SLOTS, maxFlows));
+  }
+
+  /** The flow table the engine's entries are in. */
+  get table(): HostFlowTable {
+    return this.flows;
+  }
+
+  /**
+   * Makes `table` the engine's flow table and inserts every flow's two entries into it (the daemon's new
+   * host flow table: host-agent/east-west-io.ts carryEwState). The entries are rebuilt from the slots, as
+   * release() finds them. A flow whose entries do not fit (a smaller bound or quota) ends; returns how
+   * many ended. The old table is left as it was (the caller drops it).
+   */
+  rehome(table: HostFlowTable): number {
+    if (table === this.flows) return 0;
+    this.flows = table;
+    const t = table.table;
+    let ended = 0;
+    for (let s = 0; s < this.next; s++) {
+      if (this.expires[s] === 0) continue;
+      const inHash = this.writeInKey(s);
+      if (!t.insert(inHash, ((FLOW_SNAT_IN << 24) | s) >>> 0, NO_EXPIRY)) {
+        this.dropSlot(s);
+        ended++;
+        continue;
+      }
+      if (!t.insert(this.writeOutKey(s), ((FLOW_SNAT_OUT << 24) | s) >>> 0, NO_EXPIRY)) {
+        this.writeInKey(s);
+        t.remove(inHash);
+        this.dropSlot(s);
+        ended++;
+      }
+    }
+    return ended;
   }
 
   /** Bytes held by the slot arrays (the flow table's two entries a flow come on top). */
@@ -348,6 +381,16 @@ export class SnatEngine {
 
   slotState(slot: number): number {
     return this.state[slot]!;
+  }
+
+  /** A slot's frontend IP (4 words; IPv4: the first), port and expiry (0: free), for listings. */
+  slotFrontend(slot: number): { family: number; fip: Uint32Array; fport: number; expiresAt: number } {
+    return {
+      family: this.fam[slot]!,
+      fip: this.fip.subarray(slot * 4, slot * 4 + 4),
+      fport: this.fport[slot]!,
+      expiresAt: this.expires[slot]!,
+    };
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -896,22 +939,41 @@ export class SnatEngine {
     return r;
   }
 
-  private release(s: number): void {
-    const family = this.fam[s]!;
-    const proto = this.proto[s]!;
-    const dipPort = this.ports[s]! >>> 16;
-    const remotePort = this.ports[s]! & 0xffff;
-    const remote = this.remote.subarray(s * 4, s * 4 + 4);
-    this.removeIn(family, remote, this.fip.subarray(s * 4, s * 4 + 4), proto, remotePort, this.fport[s]!);
+  /** Writes slot s's in key (remote, frontend IP, protocol, remote port, frontend port) into the table's key; returns its hash. */
+  private writeInKey(s: number): number {
     const k = this.flows.table.key;
-    k[0] = ((this.vni[s]! << 8) | family) >>> 0;
+    k[0] = this.fam[s]!;
+    for (let i = 0; i < 4; i++) {
+      k[1 + i] = this.remote[s * 4 + i]!;
+      k[5 + i] = this.fip[s * 4 + i]!;
+    }
+    k[9] = this.proto[s]! | (KEY_SPACE_SNAT_IN << 8);
+    k[10] = (((this.ports[s]! & 0xffff) << 16) | this.fport[s]!) >>> 0;
+    return murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+  }
+
+  /** Writes slot s's out key (VNI, DIP, remote, protocol, DIP port, remote port) into the table's key; returns its hash. */
+  private writeOutKey(s: number): number {
+    const k = this.flows.table.key;
+    k[0] = ((this.vni[s]! << 8) | this.fam[s]!) >>> 0;
     for (let i = 0; i < 4; i++) {
       k[1 + i] = this.dip[s * 4 + i]!;
-      k[5 + i] = remote[i]!;
+      k[5 + i] = this.remote[s * 4 + i]!;
     }
-    k[9] = proto | (KEY_SPACE_SNAT_OUT << 8);
-    k[10] = ((dipPort << 16) | remotePort) >>> 0;
-    this.flows.table.remove(murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED));
+    k[9] = this.proto[s]! | (KEY_SPACE_SNAT_OUT << 8);
+    k[10] = this.ports[s]!;
+    return murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+  }
+
+  private release(s: number): void {
+    this.flows.table.remove(this.writeInKey(s));
+    this.flows.table.remove(this.writeOutKey(s));
+    this.dropSlot(s);
+  }
+
+  /** Frees slot s (its entries already gone or never in this table). */
+  private dropSlot(s: number): void {
+    const family = this.fam[s]!;
     this.expires[s] = 0;
     this.free.push(s);
     this.live--;

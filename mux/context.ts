@@ -43,7 +43,7 @@ export function muxContextKey(config: SlbxConfig, name: string): string {
     config.hashSeed,
     config.fabric.mtu,
     config.fabric.vxlanPort,
-    // the host agents' table, not the MUX's; the UDP redirect threshold lives in the tables (every policy)
-    { ...config.flowTable, maxFastpathFlows: null, fastpathUdpDatagrams: null },
+    // the host agents' table and its quotas, not the MUX's; the UDP redirect threshold lives in the tables (every policy)
+    { ...config.flowTable, maxFastpathFlows: null, fastpathUdpDatagrams: null, hostMaxFlows: null, snatMaxFlows: null },
   ]);
 }

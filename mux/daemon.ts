@@ -713,6 +713,24 @@ export class MuxDaemon {
     return this.traffic.backends(this.ctx.tables);
   }
 
+  /**
+   * The flow tables' sizes, this thread's plus every worker's last report (every 250 ms) with --workers,
+   * and their limits (the config's: the workers share them, mux/worker.ts workerShare). GET /metrics.
+   */
+  flowSizes(): { trusted4: number; trusted6: number; untrusted4: number; untrusted6: number; trustedMax: number; untrustedMax: number } {
+    const c = this.ctx;
+    const reports = this.workers === null ? [] : this.workers.slots.map((s) => s.report);
+    const sum = (f: (r: NonNullable<(typeof reports)[number]>) => number) => reports.reduce((n, r) => n + (r === null ? 0 : f(r)), 0);
+    return {
+      trusted4: c.flows4.size + sum((r) => r.flows4),
+      trusted6: c.flows6.size + sum((r) => r.flows6),
+      untrusted4: c.pending4.size + sum((r) => r.pending4),
+      untrusted6: c.pending6.size + sum((r) => r.pending6),
+      trustedMax: c.flowLimit.max,
+      untrustedMax: c.pendingLimit.max,
+    };
+  }
+
   /** The BGP speakers' and BFD sessions' status (docs/bgp.md), or null without BGP. */
   bgpStatus(): Record<string, unknown> | null {
     return this.bgp?.status() ?? null;

@@ -71,15 +71,16 @@ export function writeMuxMetrics(d: MuxDaemon): PromWriter {
   }
 
   // flows: kind trusted (seen twice: the main table) and untrusted (seen once); other kinds join here
-  const ctx = d.ctx;
+  // (with --workers: the sum of every worker's tables, from their last reports, every 250 ms)
+  const f = d.flowSizes();
   w.family('slbx_mux_flows', 'gauge', 'Flows in the flow tables, by kind and address family.');
-  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv4' }, ctx.flows4.size);
-  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv6' }, ctx.flows6.size);
-  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv4' }, ctx.pending4.size);
-  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv6' }, ctx.pending6.size);
+  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv4' }, f.trusted4);
+  w.sample('slbx_mux_flows', { kind: 'trusted', family: 'ipv6' }, f.trusted6);
+  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv4' }, f.untrusted4);
+  w.sample('slbx_mux_flows', { kind: 'untrusted', family: 'ipv6' }, f.untrusted6);
   w.family('slbx_mux_flows_max', 'gauge', 'The flow tables limit, by kind.');
-  w.sample('slbx_mux_flows_max', { kind: 'trusted' }, ctx.flowLimit.max);
-  w.sample('slbx_mux_flows_max', { kind: 'untrusted' }, ctx.pendingLimit.max);
+  w.sample('slbx_mux_flows_max', { kind: 'trusted' }, f.trustedMax);
+  w.sample('slbx_mux_flows_max', { kind: 'untrusted' }, f.untrustedMax);
 
   const bgp = d.bgpStatus();
   w.family('slbx_mux_bgp_session_up', 'gauge', '1 while the BGP session to the peer is Established.');

@@ -54,6 +54,9 @@ export interface MuxWorkerReport {
   generation: number;
   flows4: number;
   flows6: number;
+  /** Untrusted flows (seen once: the SYN-flood table), IPv4 and IPv6. */
+  pending4: number;
+  pending6: number;
   flowBytes: number;
   /** The worker's traffic counters (mux/traffic-counters.ts): by nic id and by rule slot. */
   nic: Float64Array;

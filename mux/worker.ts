@@ -191,6 +191,8 @@ export class MuxWorkerCore {
       generation: this.ctx.tables.generation,
       flows4: this.ctx.flows4.size,
       flows6: this.ctx.flows6.size,
+      pending4: this.ctx.pending4.size,
+      pending6: this.ctx.pending6.size,
       flowBytes: this.ctx.flows4.bytes + this.ctx.flows6.bytes,
       nic: this.traffic.nic.slice(),
       rule: this.traffic.rule.slice(),

@@ -41,3 +41,4 @@ export { indexConfig, type ConfigIndex, type VipRule } from './config/lookups.js
 export { formatPath, formatValue } from './config/check.js';
 export { didYouMean } from './config/did-you-mean.js';
 export { hostVipRange, inVipRange, parseVipRange } from './config/vip-ranges.js';
+export { hostDsrQuota } from './config/flow-table.js';

@@ -13,6 +13,20 @@ const MAX_LOAD = 0.75;
 export interface FlowLimit {
   readonly max: number;
   count: number;
+  /** Optional bounds per group of values, on top of max (the host agent's quotas per feature). */
+  readonly groups?: FlowGroups;
+}
+
+/**
+ * Quotas by group of values: an entry's group is groupOf[value >>> 24] (the high byte, the host flow
+ * table's kind); an insert that would take a group past its max fails like one past the table's max.
+ */
+export interface FlowGroups {
+  /** 256 entries: value's high byte -> group index. */
+  readonly groupOf: Uint8Array;
+  readonly max: Float64Array;
+  /** Entries per group, live and not yet swept (as FlowLimit.count). */
+  readonly count: Float64Array;
 }
 
 export class FlowTable {
@@ -20,6 +34,7 @@ export class FlowTable {
   /** Scratch key: write the flow's words here before find/lookup/insert. */
   readonly key: Uint32Array;
   private readonly limit: FlowLimit;
+  private readonly groups: FlowGroups | null;
   private cap = 0;
   private mask = 0;
   private keys = new Uint32Array(0);
@@ -33,6 +48,7 @@ export class FlowTable {
     this.keyWords = keyWords;
     this.key = new Uint32Array(keyWords);
     this.limit = limit;
+    this.groups = limit.groups ?? null;
     this.allocate(pow2AtLeast(Math.max(MIN_CAPACITY, initialCapacity)));
   }
 
@@ -100,12 +116,28 @@ export class FlowTable {
   insert(hash: number, value: number, expiresAt: number): boolean {
     const h = hash >>> 0;
     const s = this.find(h);
+    const g = this.groups;
     if (s >= 0) {
+      if (g !== null) {
+        // a value of another group moves the entry to that group's quota
+        const from = g.groupOf[this.values[s]! >>> 24]!;
+        const to = g.groupOf[value >>> 24]!;
+        if (from !== to) {
+          if (g.count[to]! >= g.max[to]!) return false;
+          g.count[from]!--;
+          g.count[to]!++;
+        }
+      }
       this.values[s] = value;
       this.expires[s] = expiresAt;
       return true;
     }
     if (this.limit.count >= this.limit.max) return false;
+    if (g !== null) {
+      const to = g.groupOf[value >>> 24]!;
+      if (g.count[to]! >= g.max[to]!) return false;
+      g.count[to]!++;
+    }
     if (this.size + 1 > this.cap * MAX_LOAD) this.grow();
     let i = h & this.mask;
     while (this.expires[i] !== 0) i = (i + 1) & this.mask;
@@ -127,6 +159,8 @@ export class FlowTable {
   }
 
   private removeSlot(slot: number): void {
+    const g = this.groups;
+    if (g !== null) g.count[g.groupOf[this.values[slot]! >>> 24]!]!--;
     // backward-shift deletion: pull later entries of the probe run into the hole
     const kw = this.keyWords;
     let hole = slot;
@@ -192,6 +226,8 @@ export class FlowTable {
 
   /** Removes everything. */
   clear(): void {
+    const g = this.groups;
+    if (g !== null) for (let s = 0; s < this.cap; s++) if (this.expires[s] !== 0) g.count[g.groupOf[this.values[s]! >>> 24]!]!--;
     this.limit.count -= this.size;
     this.size = 0;
     this.expires.fill(0);
@@ -223,6 +259,14 @@ export class FlowTable {
       o += kw + 2;
     }
     return o;
+  }
+
+  /** Adds the live entries, by their value's high byte, into `out` (256 counters); allocates nothing (status at any size). */
+  countByHighByte(now: number, out: Float64Array): void {
+    for (let s = 0; s < this.cap; s++) {
+      const e = this.expires[s]!;
+      if (e !== 0 && e > now) out[this.values[s]! >>> 24]!++;
+    }
   }
 
   /** Calls fn for every live entry (for status output; allocates). */

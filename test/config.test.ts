@@ -165,6 +165,8 @@ describe('defaults', () => {
       untrustedTimeoutS: 5,
       maxFastpathFlows: 100_000,
       fastpathUdpDatagrams: 2,
+      hostMaxFlows: 1_000_000,
+      snatMaxFlows: 250_000,
     });
     expect(c.networks[0]).toEqual({ name: 'net', type: 'vxlan', vni: 7, vlan: null, gateway: null, gateway6: null });
     expect(c.muxes[0]!.address6).toBeNull();

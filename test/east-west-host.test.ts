@@ -277,7 +277,7 @@ describe('east-west source side (host1)', () => {
   /** slbx_host_flows and slbx_host_flows_max as GET /metrics writes them from the /status part. */
   const flowSamples = (ctx: HostContext) => {
     const w = new PromWriter();
-    writeHostFlows(w, ewStatus(ctx.ew) as { flows: Record<string, number>; maxFastpathFlows: number });
+    writeHostFlows(w, ewStatus(ctx.ew) as { flows: Record<string, number>; maxFastpathFlows: number; maxFlows: number });
     const text = w.text();
     const at = (re: RegExp) => Number(re.exec(text)?.[1]);
     return {
@@ -294,9 +294,9 @@ describe('east-west source side (host1)', () => {
     const muxName = ctx.tables.peers.find((p) => p.address.text === CHOSEN.pa)!.name;
     const entry = { vni: VNI, protocol: 'tcp', client: `${FLOW.src}:${FLOW.sport}`, vip: `${VIP}:${FLOW.dport}` };
     expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([{ kind: 'to_mux', ...entry, mux: muxName, expiresInS: 240 }]);
-    expect(flowSamples(ctx)).toEqual({ to_mux: 1, fastpath: 0, fastpath_closing: 0, max: 100_000 });
+    expect(flowSamples(ctx)).toEqual({ to_mux: 1, fastpath: 0, fastpath_closing: 0, max: 1_000_000 }); // the whole table (hostMaxFlows)
     expect(inb(ctx, redirect()).v).toBe(VERDICT_CONSUMED);
-    expect(flowSamples(ctx)).toEqual({ to_mux: 0, fastpath: 1, fastpath_closing: 0, max: 100_000 });
+    expect(flowSamples(ctx)).toEqual({ to_mux: 0, fastpath: 1, fastpath_closing: 0, max: 1_000_000 });
     expect(listHostFlows(ctx.ew, ctx.tables, 10)).toEqual([
       { kind: 'fastpath', ...entry, backend: 'h2vm1', host: 'host2', expiresInS: 240 },
     ]);

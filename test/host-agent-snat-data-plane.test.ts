@@ -78,7 +78,7 @@ function rig(config: SlbxConfig, ranges?: PolicySnatRange[]): Rig {
     config.fabric.vxlanPort,
     PORT_MACS.map((m) => mac(m)),
   );
-  const control = new SnatControl('host1');
+  const control = new SnatControl('host1', ctx.ew.flows, config.flowTable.snatMaxFlows); // the one host flow table, as the daemon does
   control.install(config, tables, tables, r, 0);
   ctx.snat = control.engine;
   ctx.ew.nowS = 100;

@@ -291,7 +291,15 @@ describe('slbctl', () => {
     expect((await slbctl('flows', 'mux2')).code).toBe(1);
     // a host agent's east-west entries (docs/east-west.md): its name instead of a MUX's
     await ctl.req('POST', '/v1/agents/host/host1/status', {
-      status: { generation: 3, eastWest: { flows: { to_mux: 1, fastpath: 1 } }, counters: {} },
+      status: {
+        generation: 3,
+        eastWest: {
+          flows: { to_mux: 1, fastpath: 1, dsr: 0, snat_out: 1, snat_in: 1 },
+          maxFlows: 1_000_000,
+          quotas: { eastWest: { max: 100_000, used: 2 }, dsr: { max: 400_000, used: 0 }, snat: { max: 500_000, used: 2 } },
+        },
+        counters: {},
+      },
       flows: [
         {
           kind: 'fastpath',
@@ -304,14 +312,25 @@ describe('slbctl', () => {
           expiresInS: 239,
         },
         { kind: 'to_mux', vni: 5001, protocol: 'udp', client: '198.19.1.20:40001', vip: '198.19.0.100:7001', mux: 'mux2', expiresInS: 30 },
+        {
+          kind: 'snat_out',
+          vni: 5001,
+          protocol: 'tcp',
+          client: '192.0.2.10:40000',
+          vip: '198.51.100.5:9000',
+          backend: 'h1vm1',
+          frontend: '203.0.113.200:1024',
+          expiresInS: 200,
+        },
       ],
     });
     r = await slbctl('flows', 'host1');
     expect(r.out).toBe(
-      'host host1: 1 fastpath, 1 to_mux entries, heartbeat now\n' +
-        'KIND      CLIENT             VIP                PROTO  VNI   VIA             IDLE-EXPIRES\n' +
-        'fastpath  198.19.1.20:40000  198.19.0.100:7000  tcp    5001  h2vm1 on host2  239s\n' +
-        'to_mux    198.19.1.20:40001  198.19.0.100:7001  udp    5001  mux2            30s\n',
+      'host host1: 4 entries of 1000000 in one flow table (1 to_mux, 1 fastpath, 1 snat_out, 1 snat_in), quotas eastWest 2/100000, dsr 0/400000, snat 2/500000, heartbeat now\n' +
+        'KIND      CLIENT             VIP                PROTO  VNI   VIA                            IDLE-EXPIRES\n' +
+        'fastpath  198.19.1.20:40000  198.19.0.100:7000  tcp    5001  h2vm1 on host2                 239s\n' +
+        'to_mux    198.19.1.20:40001  198.19.0.100:7001  udp    5001  mux2                           30s\n' +
+        'snat_out  192.0.2.10:40000   198.51.100.5:9000  tcp    5001  h1vm1 from 203.0.113.200:1024  200s\n',
     );
   });
 });

@@ -58,7 +58,7 @@ beforeAll(async () => {
     cfg.fabric.vxlanPort,
     PORT_MACS.map((m) => mac(m)),
   );
-  control = new SnatControl('host1');
+  control = new SnatControl('host1', ctx.ew.flows, cfg.flowTable.snatMaxFlows);
   control.install(cfg, tables, tables, await policyRanges(), 0);
   ctx.snat = control.engine;
   ctx.ew.nowS = 10;
@@ -154,7 +154,7 @@ describe('outbound NAT: demand sizing after a burst of refused connections', () 
       cfg.fabric.vxlanPort,
       PORT_MACS.map((m) => mac(m)),
     );
-    const k = new SnatControl('host1');
+    const k = new SnatControl('host1', x.ew.flows, cfg.flowTable.snatMaxFlows);
     k.install(cfg, t, t, await policyRanges(), 0);
     x.snat = k.engine;
     x.ew.nowS = 10;

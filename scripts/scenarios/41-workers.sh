@@ -64,7 +64,10 @@ sc_client client1 http --url http://$VIP/ --count 500 --concurrency 8 --source 1
 sleep 0.3
 lab_capture_stop_all
 statuses=()
-for m in $(lab_nodes mux); do lab_daemon_status "$m" >"$LAB_DIR/status-$m.json"; statuses+=("$LAB_DIR/status-$m.json"); done
+for m in $(lab_nodes mux); do
+  lab_daemon_status "$m" >"$LAB_DIR/status-$m.json"; statuses+=("$LAB_DIR/status-$m.json")
+  lab_exec "$m" curl -s -m 2 "http://127.0.0.1:$LAB_MUX_STATUS_PORT/metrics" >"$LAB_DIR/metrics-$m.txt" || rc=1
+done
 join() { local IFS=,; echo "$*"; }
 before=() after=()
 for n in $nics; do before+=("$n" "$n-change"); after+=("$n-after"); done

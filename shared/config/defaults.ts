@@ -17,6 +17,8 @@ export const CONFIG_DEFAULTS = deepFreeze({
     untrustedTimeoutS: 5,
     maxFastpathFlows: 100_000,
     fastpathUdpDatagrams: 2,
+    hostMaxFlows: 1_000_000,
+    snatMaxFlows: 250_000,
   },
   probe: { path: '/', intervalMs: 5000, timeoutMs: 2000, upThreshold: 2, downThreshold: 2 },
   pool: { latencySensitivityMs: 0 },
@@ -41,6 +43,8 @@ export const CONFIG_LIMITS = deepFreeze({
   mtu: [1280, 9216],
   port: [1, 65535],
   maxFlows: [1, 100_000_000],
+  /** Two host flow-table entries a flow. */
+  snatMaxFlows: [1, 50_000_000],
   fastpathUdpDatagrams: [2, 1000],
   idleTimeoutS: [1, 86400],
   vni: [1, 16777215],

@@ -41,6 +41,8 @@ export function plainConfig(config: SlbxConfig): Record<string, unknown> {
       untrustedTimeoutS: config.flowTable.untrustedTimeoutS,
       maxFastpathFlows: config.flowTable.maxFastpathFlows,
       fastpathUdpDatagrams: config.flowTable.fastpathUdpDatagrams,
+      hostMaxFlows: config.flowTable.hostMaxFlows,
+      snatMaxFlows: config.flowTable.snatMaxFlows,
     },
     networks: config.networks.map((n) => ({
       name: n.name,

@@ -29,10 +29,14 @@ export interface FlowTableConfig {
   /** Flows seen once (a SYN, one datagram) wait in a separate, smaller table until their second packet. */
   readonly untrustedMaxFlows: number;
   readonly untrustedTimeoutS: number;
-  /** Entries of each host agent's flow table (east-west: flows sent to a MUX, Fastpath entries; docs/east-west.md). */
+  /** East-west's quota in each host agent's flow table (flows sent to a MUX, Fastpath entries; docs/east-west.md). */
   readonly maxFastpathFlows: number;
   /** A UDP east-west flow is redirected to the Fastpath from this datagram on (2: the one that makes it trusted). */
   readonly fastpathUdpDatagrams: number;
+  /** Entries of each host agent's one flow table, every feature (east-west, return path, outbound NAT). */
+  readonly hostMaxFlows: number;
+  /** Outbound NAT flows a host agent keeps at most (two entries each); the return path gets what the quotas leave. */
+  readonly snatMaxFlows: number;
 }
 
 /** vxlan: the VMs' frames are plain Ethernet on their port; vlan: the port is an 802.1Q trunk carrying `vlan` (docs/config.md). */

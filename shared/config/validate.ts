@@ -156,6 +156,8 @@ export function validateRoot(c: Checker, raw: unknown): SlbxConfig | null {
       untrustedTimeoutS: flow.untrustedTimeoutS!,
       maxFastpathFlows: flow.maxFastpathFlows!,
       fastpathUdpDatagrams: flow.fastpathUdpDatagrams!,
+      hostMaxFlows: flow.hostMaxFlows!,
+      snatMaxFlows: flow.snatMaxFlows!,
     },
     networks: net,
     muxes: muxes.map(node),

@@ -12,7 +12,8 @@
 //   verify.js workers --run DIR --drained NIC --port 80 --before a,b --after c,d --status s1,s2
 // --before: capture names (DIR/pcaps/NAME.pcap) at the backends before and during the change; --after:
 // those started once every worker acknowledged it; --status: the MUXes' /status JSON files after the run.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { Checks, flagsOf, loadCapture, need, type CapturedPacket } from './check.js';
 import { TCP_SYN, TCP_ACK } from '../../../shared/tcp.js';
 
@@ -71,7 +72,14 @@ export function verifyWorkers(argv: readonly string[]): Checks {
     const s = JSON.parse(readFileSync(file, 'utf8')) as {
       name: string;
       generation: number;
-      workers?: { worker: number; alive: boolean; generation: number; txPackets: number; restarts: number }[];
+      workers?: {
+        worker: number;
+        alive: boolean;
+        generation: number;
+        txPackets: number;
+        restarts: number;
+        flows?: { ipv4: number; ipv6: number } | null;
+      }[];
     };
     const ws = s.workers ?? [];
     c.check(
@@ -85,6 +93,22 @@ export function verifyWorkers(argv: readonly string[]): Checks {
       ws.length === 2 && ws.every((w) => w.txPackets > 0),
       `${s.name}: both workers forwarded frames (the kernel spread the flows)`,
       ws.map((w) => `worker ${w.worker}: ${w.txPackets} sent`).join(', '),
+    );
+    // GET /metrics, scraped right after /status: the flows gauge counts the workers' tables (the main
+    // thread's own are empty with workers); the reports behind both are at most 250 ms apart, and no
+    // flow starts or expires meanwhile (the traffic is over, the idle timeout far), so they agree
+    const metrics = join(dirname(file), `metrics-${s.name}.txt`);
+    const gauge = existsSync(metrics)
+      ? readFileSync(metrics, 'utf8')
+          .split('\n')
+          .filter((l) => l.startsWith('slbx_mux_flows{') && l.includes('kind="trusted"'))
+          .reduce((n, l) => n + Number(l.slice(l.lastIndexOf(' ') + 1)), 0)
+      : -1;
+    const inWorkers = ws.reduce((n, w) => n + (w.flows?.ipv4 ?? 0) + (w.flows?.ipv6 ?? 0), 0);
+    c.check(
+      gauge > 0 && gauge === inWorkers,
+      `${s.name}: GET /metrics slbx_mux_flows (trusted) counts the flows the workers hold`,
+      `gauge ${gauge < 0 ? 'not scraped' : gauge}, workers' tables (/status workers[].flows) ${inWorkers}`,
     );
   }
 
