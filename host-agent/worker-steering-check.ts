@@ -7,6 +7,7 @@
 // veth pairs (test/host-steering.test.ts sets one up):
 //
 //   node dist/host-agent/worker-steering-check.js --fabric IF --fabric-tester IF --port IF --port-tester IF [--workers 2] [--flows 24]
+//   ... --restarts [--workers 4] [--flows 8]     how leaving and joining again reorders a group (mainRestarts)
 //
 // Prints one JSON line: per flow the socket its fabric frames and its port frames reached (every one
 // of them), what steeringKey() says, frames received per socket, the ARP frame's socket. It judges nothing:
@@ -253,12 +254,117 @@ function arg(name: string, dflt?: string): string {
   return v;
 }
 
+/**
+ * --restarts: how the kernel orders a group's members when workers leave and join again. The key picks an
+ * index (value modulo the group's size) into the group's member array, which the kernel keeps in join
+ * order, except that a leaving member's slot is taken by the last member. Phases, each sending every
+ * flow's two directions once and recording which WORKER (not socket index) got each:
+ *   start      all N workers joined both groups in index order 0..N-1
+ *   restart    worker 0 left both groups and joined again (as a restarted worker would)
+ *   regrouped  every worker left both groups, then all joined in index order again
+ *   two-died   (from index order) workers 0 and 1 left the fabric group in the order 0, 1 and the port
+ *              group 1, 0 (two threads dying at once close their sockets in no set order), then joined
+ *              again, 0 then 1
+ *   regrouped-again  as regrouped
+ * Prints one JSON line per run: per phase the flows whose directions reached different workers (split)
+ * and those whose worker is not steerWorker(key, N) (the worker the index order names).
+ */
+async function mainRestarts(): Promise<void> {
+  const workers = Number(arg('workers', '4'));
+  const perKind = Number(arg('flows', '8'));
+  const r = loadRingAddon();
+  if (!('addon' in r)) throw new Error(r.error);
+  const vips = checkVips();
+  const ifaces = [arg('fabric'), arg('port')] as const;
+  const progs = [
+    encodeSockFilters(buildSteeringProgram(STEER_FABRIC, CHECK_VXLAN_PORT, vips)),
+    encodeSockFilters(buildSteeringProgram(STEER_PORT, CHECK_VXLAN_PORT, vips)),
+  ] as const;
+  const groups = [fanoutGroupId(process.pid, 0), fanoutGroupId(process.pid, 1)] as const;
+  // got[side].get(flow) = the workers that received it in the current phase
+  let got: [Map<number, number[]>, Map<number, number[]>] = [new Map(), new Map()];
+  const keys: [Map<number, number>, Map<number, number>] = [new Map(), new Map()];
+  const member: (RingPort | null)[][] = [new Array<RingPort | null>(workers).fill(null), new Array<RingPort | null>(workers).fill(null)];
+  const join = (side: 0 | 1, w: number): void => {
+    const p = new RingPort(ifaces[side], r.addon, { fanoutGroup: groups[side], fanoutProgram: progs[side] });
+    p.open(`ether src ${TESTER_MAC}`, (f, len) => {
+      if (f[12] === 0x08 && f[13] === 0x06) return;
+      const flow = f.readUInt32BE(len - 8);
+      const l = got[side].get(flow) ?? [];
+      l.push(w);
+      got[side].set(flow, l);
+      keys[side].set(flow, steeringKey(f, 0, len, side === 0 ? STEER_FABRIC : STEER_PORT, CHECK_VXLAN_PORT, vips));
+    });
+    member[side]![w] = p;
+  };
+  const leave = (side: 0 | 1, w: number): void => {
+    member[side]![w]?.close();
+    member[side]![w] = null;
+  };
+  const pairs = steeringPairs(perKind);
+  const txF = new RingPort(arg('fabric-tester'), r.addon, { fanoutGroup: 0 });
+  const txP = new RingPort(arg('port-tester'), r.addon, { fanoutGroup: 0 });
+  txF.open('ether src 02:ff:ff:ff:ff:ff', () => {});
+  txP.open('ether src 02:ff:ff:ff:ff:ff', () => {});
+  const phase = async (name: string) => {
+    got = [new Map(), new Map()];
+    for (const p of pairs) {
+      txF.send(p.fabric, 0, p.fabric.length);
+      txP.send(p.port, 0, p.port.length);
+    }
+    txF.flush();
+    txP.flush();
+    await new Promise((res) => setTimeout(res, 500));
+    let split = 0;
+    let offIndex = 0;
+    let missing = 0;
+    pairs.forEach((_, f) => {
+      const a = got[0].get(f);
+      const b = got[1].get(f);
+      if (a === undefined || b === undefined) {
+        missing++;
+        return;
+      }
+      if (new Set([...a, ...b]).size !== 1) split++;
+      if (a[0] !== steerWorker(keys[0].get(f) ?? 0, workers)) offIndex++;
+    });
+    return { phase: name, flows: pairs.length, missing, split, offIndex };
+  };
+  const out = [];
+  for (const side of [0, 1] as const) for (let w = 0; w < workers; w++) join(side, w);
+  out.push(await phase('start'));
+  for (const side of [0, 1] as const) leave(side, 0);
+  for (const side of [0, 1] as const) join(side, 0);
+  out.push(await phase('restart'));
+  const regroup = () => {
+    for (const side of [0, 1] as const) for (let w = 0; w < workers; w++) leave(side, w);
+    for (let w = 0; w < workers; w++) for (const side of [0, 1] as const) join(side, w);
+  };
+  regroup();
+  out.push(await phase('regrouped'));
+  leave(0, 0);
+  leave(0, 1);
+  leave(1, 1);
+  leave(1, 0);
+  for (const side of [0, 1] as const) join(side, 0);
+  for (const side of [0, 1] as const) join(side, 1);
+  out.push(await phase('two-died'));
+  regroup();
+  out.push(await phase('regrouped-again'));
+  txF.close();
+  txP.close();
+  for (const side of member) for (const p of side) p?.close();
+  process.stdout.write(JSON.stringify({ workers, phases: out }) + '\n');
+}
+
 async function main(): Promise<void> {
+  if (process.argv.includes('--restarts')) return mainRestarts();
   if (process.argv.includes('--help') || process.argv.includes('-h')) {
     process.stdout.write(
       'usage: node dist/host-agent/worker-steering-check.js --fabric IF --fabric-tester IF --port IF --port-tester IF [--workers 2] [--flows 24]\n' +
         'N ring sockets per interface in a PACKET_FANOUT_CBPF group with the host agent steering programs; both directions of\n' +
-        'every flow injected from the tester ends; prints one JSON line (per flow the sockets of each direction). Root, in a netns.\n',
+        'every flow injected from the tester ends; prints one JSON line (per flow the sockets of each direction). Root, in a netns.\n' +
+        '--restarts: workers leave and join again (one restart, two at once, a regroup); per phase the flows split or moved.\n',
     );
     return;
   }

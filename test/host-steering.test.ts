@@ -8,7 +8,8 @@
 //   - (root) the kernel runs the programs: N ring sockets per interface in PACKET_FANOUT_CBPF groups on two
 //     veth pairs, both directions of every flow injected: every copy of a flow's frames, both directions,
 //     reaches one socket, the one steeringKey() names (an independent check of the program: the kernel's
-//     interpreter against the TypeScript parse); an ARP frame (no key) reaches socket 0.
+//     interpreter against the TypeScript parse); an ARP frame (no key) reaches socket 0;
+//   - (root) how leaving and joining reorders a group: what a worker restart must do (a regroup).
 import { describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -171,7 +172,8 @@ describe('PACKET_FANOUT_CBPF with the steering programs: the kernel puts both di
     return;
   }
 
-  it('2 and 3 sockets per interface: every frame once, each flow on one socket in both directions, the one steeringKey names', () => {
+  // two veth pairs in a namespace of the test's own: fab/fabt (the fabric and its tester end), vmp/vmt
+  const withNs = (fn: (check: (...extra: string[]) => unknown) => void): void => {
     const ns = `slbx-test-${randomBytes(3).toString('hex')}-steer`;
     const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
     ip('netns', 'add', ns);
@@ -181,7 +183,7 @@ describe('PACKET_FANOUT_CBPF with the steering programs: the kernel puts both di
       ip('-n', ns, 'link', 'add', 'vmp', 'type', 'veth', 'peer', 'name', 'vmt');
       for (const i of ['fab', 'fabt', 'vmp', 'vmt']) ip('-n', ns, 'link', 'set', i, 'up');
       execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1']);
-      for (const workers of [2, 3]) {
+      fn((...extra) => {
         const r = spawnSync(
           'ip',
           [
@@ -191,13 +193,23 @@ describe('PACKET_FANOUT_CBPF with the steering programs: the kernel puts both di
             process.execPath,
             CHECK,
             ...['--fabric', 'fab', '--fabric-tester', 'fabt', '--port', 'vmp', '--port-tester', 'vmt'],
-            ...['--workers', String(workers), '--flows', '16'],
+            ...extra,
           ],
           { encoding: 'utf8', timeout: 120_000 },
         );
         const line = r.stdout.trim().split('\n').pop() ?? '';
         expect(line, `worker-steering-check: exit ${r.status}\n${r.stderr}`).toMatch(/^\{/);
-        const g = JSON.parse(line) as CheckResult;
+        return JSON.parse(line) as unknown;
+      });
+    } finally {
+      spawnSync('ip', ['netns', 'del', ns]);
+    }
+  };
+
+  it('2 and 3 sockets per interface: every frame once, each flow on one socket in both directions, the one steeringKey names', () => {
+    withNs((check) => {
+      for (const workers of [2, 3]) {
+        const g = check('--workers', String(workers), '--flows', '16') as CheckResult;
         expect(g.kernelDrops).toBe(0);
         expect(g.received).toBe(g.sent);
         expect(g.flows.length).toBe(11 * 16);
@@ -214,8 +226,25 @@ describe('PACKET_FANOUT_CBPF with the steering programs: the kernel puts both di
         }
         expect(used.size, 'every socket got flows').toBe(workers);
       }
-    } finally {
-      spawnSync('ip', ['netns', 'del', ns]);
-    }
+    });
+  }, 300_000);
+
+  // The kernel keeps a group's members in join order and fills a leaving member's slot with the last one
+  // (net/packet/af_packet.c, __fanout_unlink): so leaving and joining again moves flows between workers,
+  // and two groups stay alike only while they see the same leaves and joins in the same order.
+  it('4 workers: a restart moves flows but keeps directions together; two leaving in different orders split flows; a regroup in index order mends both', () => {
+    withNs((check) => {
+      const g = check('--restarts', '--workers', '4', '--flows', '8') as {
+        phases: { phase: string; flows: number; missing: number; split: number; offIndex: number }[];
+      };
+      const by = Object.fromEntries(g.phases.map((p) => [p.phase, p]));
+      for (const p of g.phases) expect(p.missing, p.phase).toBe(0);
+      expect([by['start']!.split, by['start']!.offIndex]).toEqual([0, 0]);
+      expect(by['restart']!.split).toBe(0);
+      expect(by['restart']!.offIndex, 'worker 0 rejoined last: the flows of index 0 and 3 moved').toBeGreaterThan(0);
+      expect([by['regrouped']!.split, by['regrouped']!.offIndex]).toEqual([0, 0]);
+      expect(by['two-died']!.split, 'fabric order 3,2,0,1 against port order 2,3,0,1').toBeGreaterThan(0);
+      expect([by['regrouped-again']!.split, by['regrouped-again']!.offIndex]).toEqual([0, 0]);
+    });
   }, 300_000);
 });
