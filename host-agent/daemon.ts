@@ -220,6 +220,9 @@ export class HostDaemon {
       snat: this.snat.engine,
     });
     this.ctx.counters.values[this.ctx.counters.index.dsr_flows_restored]! += restored?.dsrRestored ?? 0;
+    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_replayed]! += restored?.journal.dsrReplayed ?? 0;
+    // from now on each new or changed return-path entry goes to the flow journal (host-agent/flow-journal.ts)
+    this.ew.journal = this.snapshot?.journalSink(() => this.ew.nowS) ?? null;
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;

@@ -184,10 +184,10 @@ export const HOST_COUNTER_NAMES = [
   'dsr_flows_full',
   // of those, TCP flows learned from a segment without SYN: re-learned from the client after a restart (dsr-flows.ts)
   'dsr_flows_learned_midstream',
-  // flows re-learned from a backend's TCP segment in the first DSR_RELEARN_S after the agent's start (dsr-flows.ts)
-  'dsr_flows_relearned_out',
   // return-path entries restored from the flow snapshot at the agent's start (host-agent/flow-snapshot.ts)
   'dsr_flows_restored',
+  // and from the flow journal replayed after it: entries the last snapshot did not have, or had in an older state (flow-journal.ts)
+  'dsr_flows_replayed',
   'drop_out_fragment_no_rule',
   'drop_out_ipv4_bad_checksum',
   // a tagged frame on the port of a vxlan network's nic (an untagged port)
@@ -898,7 +898,7 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut4(frame, l3, nic, ctx); // east-west (docs/east-west.md), or not_lb_reply
-  if (dsrAllowed4(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort, rule.frontendPort) < 0)
+  if (dsrAllowed4(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
     return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
   natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
@@ -937,7 +937,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut6(frame, l3, nic, ctx);
-  if (dsrAllowed6(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort, rule.frontendPort) < 0)
+  if (dsrAllowed6(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
     return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
   natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);

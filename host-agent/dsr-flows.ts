@@ -1,19 +1,26 @@
 // The state of the direct server return (docs/design.md "Return path"): the host agent remembers each
 // load-balanced flow it delivers to a local backend, in the host flow table (host-agent/flow-table.ts,
 // kinds FLOW_DSR and FLOW_DSR_CLOSING, keyed by the reply's 5-tuple DIP:backendPort -> client:port), and
-// a backend packet leaves from the VIP only when it belongs to one of them.
+// a backend packet leaves from the VIP only when it belongs to one of them. No backend packet ever
+// creates an entry.
 //
 // dsrLearn4/6 (inbound, after the NAT): a TCP segment or UDP datagram of a public VIP's rule creates or
 //   refreshes its entry. Any TCP segment does, not only a SYN (counted dsr_flows_learned_midstream when
-//   no SYN): a flow a restarted agent did not get from its flow snapshot (host-agent/flow-snapshot.ts:
-//   one opened after the last snapshot before a SIGKILL, or every flow without --state-dir) is re-learned
-//   from the client's next segment or retransmission. A FIN or RST makes the entry closing (kept
-//   DSR_CLOSING_S after the flow's last packet); a SYN without ACK on a closing entry (the tuple reused)
-//   opens it again. A full table counts dsr_flows_full and the packet is still delivered: its reply
-//   then finds no entry and is dropped as unsolicited (the flows already recorded are not touched).
+//   no SYN): a flow a restarted agent has neither in its flow snapshot nor in its journal
+//   (host-agent/flow-snapshot.ts, flow-journal.ts: every flow without --state-dir) is re-learned from
+//   the client's next segment or retransmission.
+// TCP state, as conntrack follows it: a FIN in one direction half-closes the entry (a bit per direction
+//   in the action, DSR_FIN_IN / DSR_FIN_OUT; it keeps the full idle timeout: a client that sent its
+//   request and FIN still gets a slow response); a FIN both ways or a RST either way makes it closing
+//   (FLOW_DSR_CLOSING, kept DSR_CLOSING_S after the flow's last packet); a client's SYN without ACK on a
+//   closing or half-closed entry (the tuple reused) opens it again. A full table counts dsr_flows_full
+//   and the packet is still delivered: its reply then finds no entry and is dropped as unsolicited (the
+//   flows already recorded are not touched).
 // dsrAllowed4/6 (outbound, before the NAT): the reply's entry, or -1. TCP refreshes the entry (idle is
 //   no packet either way) and follows FIN/RST; UDP only reads it: only the client's datagrams keep a UDP
 //   flow alive, so a backend cannot stretch its permission to send from the VIP.
+// Each new entry and each change of its value (kind, FIN bits) is handed to ctx.ew.journal (the flow
+// journal, written at the end of the event-loop turn), so that a SIGKILL loses none.
 // Pure and synchronous like the rest of the data plane; the clock is ctx.ew.nowS (whole seconds).
 import { IPPROTO_TCP } from '../shared/ipv4.js';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../shared/tcp.js';
@@ -49,6 +56,27 @@ export function dsrLearn6(
   learn(ctx, proto, fport);
 }
 
+/** The action's bits beside the frontend port (low 16 bits): a FIN seen from the client, from the backend. */
+export const DSR_FIN_IN = 0x10000;
+export const DSR_FIN_OUT = 0x20000;
+
+/**
+ * The entry's next value (kind << 24 | action) after a TCP segment with `flags`, from the client
+ * (`fromClient`) or the backend; `v` the entry's value (-1: none, the client's segment creates it).
+ */
+export function dsrNextValue(v: number, flags: number, fromClient: boolean, fport: number): number {
+  const reuse = fromClient && (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN;
+  if (v < 0 || (reuse && (v >>> 24 === FLOW_DSR_CLOSING || (v & (DSR_FIN_IN | DSR_FIN_OUT)) !== 0))) v = (FLOW_DSR << 24) | fport;
+  if (v >>> 24 === FLOW_DSR_CLOSING) return v;
+  if ((flags & TCP_RST) !== 0) return ((FLOW_DSR_CLOSING << 24) | (v & 0xffffff)) >>> 0;
+  if ((flags & TCP_FIN) !== 0) {
+    const fins = (v & (DSR_FIN_IN | DSR_FIN_OUT)) | (fromClient ? DSR_FIN_IN : DSR_FIN_OUT);
+    const kind = fins === (DSR_FIN_IN | DSR_FIN_OUT) ? FLOW_DSR_CLOSING : FLOW_DSR;
+    return ((kind << 24) | (v & 0xffff) | fins) >>> 0;
+  }
+  return v >>> 0;
+}
+
 function learn(ctx: HostContext, proto: number, fport: number): void {
   const s = ctx.ew;
   const f = s.flows;
@@ -56,12 +84,18 @@ function learn(ctx: HostContext, proto: number, fport: number): void {
   const tcp = proto === IPPROTO_TCP;
   const v = f.lookup(now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
   const flags = tcp ? ctx.ports.tcpFlags : 0;
-  const closing = (flags & (TCP_FIN | TCP_RST)) !== 0;
-  if (v >= 0 && flowKind(v) === FLOW_DSR && !closing) return; // the common case: one lookup
-  let kind = FLOW_DSR;
-  if (closing || (v >= 0 && flowKind(v) === FLOW_DSR_CLOSING && (flags & (TCP_SYN | TCP_ACK)) !== TCP_SYN)) kind = FLOW_DSR_CLOSING;
+  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return; // the common case: one lookup
+  const next = tcp ? dsrNextValue(v, flags, true, fport) : (FLOW_DSR << 24) | fport;
+  if (next === v) {
+    // unchanged (a SYN retransmitted, a FIN again): only a closing entry's time is put back to DSR_CLOSING_S
+    if (flowKind(v) === FLOW_DSR_CLOSING) f.insert(FLOW_DSR_CLOSING, flowAction(v), now + DSR_CLOSING_S);
+    return;
+  }
+  const kind = flowKind(next);
+  const expiresAt = now + (kind === FLOW_DSR ? (tcp ? s.tcpIdleS : s.udpIdleS) : DSR_CLOSING_S);
   const c = ctx.counters;
-  if (f.insert(kind, fport, now + (kind === FLOW_DSR ? (tcp ? s.tcpIdleS : s.udpIdleS) : DSR_CLOSING_S))) {
+  if (f.insert(kind, flowAction(next), expiresAt)) {
+    s.journal?.addDsr(f.table.key, next, expiresAt);
     if (v < 0) {
       c.values[c.index.dsr_flows_learned]!++;
       if (tcp && (flags & TCP_SYN) === 0) c.values[c.index.dsr_flows_learned_midstream]!++;
@@ -72,18 +106,9 @@ function learn(ctx: HostContext, proto: number, fport: number): void {
 }
 
 /** Before a backend packet's NAT to the VIP: its flow's entry (the frontend port), or -1 when none. */
-export function dsrAllowed4(
-  ctx: HostContext,
-  vni: number,
-  src: number,
-  dst: number,
-  proto: number,
-  sport: number,
-  dport: number,
-  fport: number,
-): number {
+export function dsrAllowed4(ctx: HostContext, vni: number, src: number, dst: number, proto: number, sport: number, dport: number): number {
   ctx.ew.flows.setKey4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
-  return allowed(ctx, proto, fport);
+  return allowed(ctx, proto);
 }
 
 export function dsrAllowed6(
@@ -94,49 +119,30 @@ export function dsrAllowed6(
   proto: number,
   sport: number,
   dport: number,
-  fport: number,
 ): number {
   ctx.ew.flows.setKey6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
-  return allowed(ctx, proto, fport);
+  return allowed(ctx, proto);
 }
 
-/**
- * Seconds after the host agent's start during which a backend's TCP segment with ACK (no SYN, no RST)
- * of no recorded flow still goes out and re-learns it: after a restart, a server whose client waits for
- * it (a response sent while the agent was down, retransmitted) would otherwise be dropped until the
- * client's own timeout, since such a client has nothing to send. Measured in scenario 19: 26 of 99
- * connections on the restarted host stalled that way without it. The flow snapshot restores nearly every
- * flow, but not one opened after its last write before a SIGKILL: under --load, 10 of 93 flows were
- * missed and 3 connections stalled without this window (docs/reliability.md).
- */
-export const DSR_RELEARN_S = 60;
-
-function allowed(ctx: HostContext, proto: number, fport: number): number {
+function allowed(ctx: HostContext, proto: number): number {
   const s = ctx.ew;
   const f = s.flows;
   const now = s.nowS;
   if (proto !== IPPROTO_TCP) {
     const u = f.peek(now);
-    return u < 0 ? -1 : flowAction(u);
+    return u < 0 ? -1 : flowAction(u) & 0xffff;
   }
   const v = f.lookup(now, now + s.tcpIdleS);
-  if (v < 0) return now < s.dsrRelearnUntilS ? relearnOut(ctx, fport) : -1;
-  if (flowKind(v) === FLOW_DSR_CLOSING || (ctx.ports.tcpFlags & (TCP_FIN | TCP_RST)) !== 0)
-    f.insert(FLOW_DSR_CLOSING, flowAction(v), now + DSR_CLOSING_S);
-  return flowAction(v);
-}
-
-/** Within DSR_RELEARN_S of the start: a backend's established-looking TCP segment re-learns its flow. */
-function relearnOut(ctx: HostContext, fport: number): number {
+  if (v < 0) return -1;
   const flags = ctx.ports.tcpFlags;
-  if ((flags & (TCP_SYN | TCP_RST)) !== 0 || (flags & TCP_ACK) === 0) return -1;
-  const s = ctx.ew;
-  const closing = (flags & TCP_FIN) !== 0;
-  const c = ctx.counters;
-  if (s.flows.insert(closing ? FLOW_DSR_CLOSING : FLOW_DSR, fport, s.nowS + (closing ? DSR_CLOSING_S : s.tcpIdleS)))
-    c.values[c.index.dsr_flows_relearned_out]!++;
-  else c.values[c.index.dsr_flows_full]!++;
-  return fport;
+  if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
+  const next = dsrNextValue(v, flags, false, v & 0xffff);
+  const kind = flowKind(next);
+  // the lookup gave it the idle timeout: a closing entry gets DSR_CLOSING_S again, a changed one its new value
+  const expiresAt = now + (kind === FLOW_DSR ? s.tcpIdleS : DSR_CLOSING_S);
+  if (kind === FLOW_DSR_CLOSING || next !== v) f.insert(kind, flowAction(next), expiresAt);
+  if (next !== v) s.journal?.addDsr(f.table.key, next, expiresAt);
+  return flowAction(v) & 0xffff;
 }
 
 /** For an ICMP error a backend sends about a flow: the entry, read only (no refresh, no state change). */

@@ -9,7 +9,6 @@ import { hostDsrQuota, type SlbxConfig } from '../shared/config.js';
 import { REDIRECT_PORT } from '../shared/redirect.js';
 import { redirectMacFor } from '../runtime/redirect-mac.js';
 import { newEwState, type EwState } from './east-west.js';
-import { DSR_RELEARN_S } from './dsr-flows.js';
 import {
   FLOW_DSR,
   FLOW_DSR_CLOSING,
@@ -45,7 +44,6 @@ export function newDaemonEwState(config: SlbxConfig, fabricMac: Uint8Array, poli
   s.mac = policyKey === null || policyKey === '' ? null : redirectMacFor(policyKey);
   configureEwState(s, config, fabricMac);
   tickEwState(s, 0);
-  s.dsrRelearnUntilS = s.nowS + DSR_RELEARN_S;
   return s;
 }
 
@@ -93,7 +91,7 @@ export function carryEwState(
     s.mac = old.mac;
     s.nowS = old.nowS;
     s.unixS = old.unixS;
-    s.dsrRelearnUntilS = old.dsrRelearnUntilS;
+    s.journal = old.journal;
     // the return path's entries (host-agent/dsr-flows.ts) name a 5-tuple and a frontend port, not a
     // target or a MUX: they mean the same under the new tables and are kept (a policy change must not
     // drop every established flow's replies until its client speaks again)
@@ -238,6 +236,5 @@ export function ewStatus(s: EwState): Record<string, unknown> {
     quotas: s.flows.quotaUse(),
     maxFastpathFlows: s.flows.quotas.eastWest,
     redirectKey: s.mac !== null,
-    dsrRelearnLeftS: Math.max(0, s.dsrRelearnUntilS - s.nowS),
   };
 }

@@ -36,6 +36,7 @@ import {
   type HostFlowQuotas,
 } from './flow-table.js';
 import { macKeyOf, type EwTarget, type EwVip } from './east-west-tables.js';
+import type { FlowJournalSink } from './flow-journal.js';
 import { macKey, type HostNic } from './tables.js';
 import { VERDICT_CONSUMED, VERDICT_FORWARD, drop, natIpv4, natIpv6, snatOut, type HostContext } from './data-plane.js';
 import { CONFIG_DEFAULTS, hostDsrQuota } from '../shared/config.js';
@@ -57,11 +58,10 @@ export interface EwState {
   tcpIdleS: number;
   udpIdleS: number;
   /**
-   * The return path (host-agent/dsr-flows.ts): until nowS reaches this, a backend's TCP segment with ACK
-   * (no SYN, no RST) of no recorded flow is sent and re-learns its flow. The daemon sets it to
-   * DSR_RELEARN_S after its start; 0 (never) otherwise.
+   * The return path's changes go to the flow journal (host-agent/flow-journal.ts) through this: each new
+   * or re-kinded entry (host-agent/dsr-flows.ts). null: none kept (no --state-dir, tests).
    */
-  dsrRelearnUntilS: number;
+  journal: FlowJournalSink | null;
   /** Entries carryEwState could not carry into this (smaller) table: return-path entries and outbound NAT flows. */
   notCarried: number;
   hashSeed: number;
@@ -98,7 +98,7 @@ export function newEwState(maxFlows?: number, quotas?: HostFlowQuotas): EwState 
     unixS: 0,
     tcpIdleS: 240,
     udpIdleS: 30,
-    dsrRelearnUntilS: 0,
+    journal: null,
     notCarried: 0,
     hashSeed: 0x736c6278,
     mtu: 1600,

@@ -14,7 +14,9 @@
 //   words 4-5   Unix time of the copy in ms (low, high)
 //   words 6-7   return-path records, words per record (DSR_RECORD_WORDS)
 //   words 8-9   outbound NAT records, words per record (SNAT_FLOW_RECORD_WORDS)
-//   words 10-11 0
+//   word  10    the flow journal's generation that follows this snapshot (host-agent/flow-journal.ts;
+//               0: none, as files of before the journal)
+//   word  11    0
 //   records     return path: the 11 key words, the value (kind << 24 | frontend port), seconds left;
 //               then outbound NAT: as snat.ts exportFlows writes them
 //   last word   CRC-32 of every byte before it
@@ -22,6 +24,10 @@
 // minus the time the agent was down (Unix clock), capped at the current config's idle timeout.
 // East-west entries (to_mux, fastpath) are not kept: their actions index the policy's MUXes and targets,
 // which a new process may number differently, and losing one costs one trip through a MUX, no reset.
+//
+// What changed after the copy started is in the flow journal (host-agent/flow-journal.ts): each copy
+// starts a new journal generation and names it in word 10; at the start the snapshot is read, then the
+// journals of that generation or later are replayed (restoreFlowState).
 //
 // A big table is copied in slices (FLOW_SNAPSHOT_SLICE_SLOTS slots per event-loop turn) so that packets
 // are handled between slices; the file is written asynchronously. An entry moved by a deletion during the
@@ -32,6 +38,7 @@ import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
 import { DSR_CLOSING_S, FLOW_DSR, FLOW_DSR_CLOSING, HOST_FLOW_KEY_WORDS, KEY_SPACE_DSR, type HostFlowTable } from './flow-table.js';
 import { SNAT_FLOW_RECORD_WORDS, type SnatEngine, type SnatImportResult } from './snat.js';
+import { FlowJournal, type FlowJournalSink, JOURNAL_DSR, JOURNAL_SNAT_END, JOURNAL_SNAT_OPEN, decodeFlowJournal } from './flow-journal.js';
 
 export const FLOW_SNAPSHOT_VERSION = 1;
 export const FLOW_SNAPSHOT_MAGIC = 'SLBXFLOW';
@@ -44,7 +51,8 @@ export const DEFAULT_FLOW_SNAPSHOT_MS = 1000;
 
 /** A snapshot read back: refused with a reason, or its records (views into the file's bytes). */
 export type DecodedFlowSnapshot =
-  { ok: false; reason: string } | { ok: true; unixMs: number; dsr: Uint32Array; dsrCount: number; snat: Uint32Array; snatCount: number };
+  | { ok: false; reason: string }
+  | { ok: true; unixMs: number; generation: number; dsr: Uint32Array; dsrCount: number; snat: Uint32Array; snatCount: number };
 
 /** Copies the return path's live entries out of a host flow table, a slice at a time. */
 export class FlowSnapshotBuilder {
@@ -93,7 +101,7 @@ export class FlowSnapshotBuilder {
   }
 
   /** The file's bytes: the records copied so far and the outbound NAT's (exportFlows' words). */
-  finish(snat: Uint32Array | null): Uint8Array {
+  finish(snat: Uint32Array | null, generation = 0): Uint8Array {
     const dsrWords = this.count * DSR_RECORD_WORDS;
     const snatWords = snat === null ? 0 : snat.length - (snat.length % SNAT_FLOW_RECORD_WORDS);
     const bytes = HEADER_BYTES + 4 * (dsrWords + snatWords) + 4;
@@ -108,6 +116,7 @@ export class FlowSnapshotBuilder {
     w[7] = DSR_RECORD_WORDS;
     w[8] = snatWords / SNAT_FLOW_RECORD_WORDS;
     w[9] = SNAT_FLOW_RECORD_WORDS;
+    w[10] = generation >>> 0;
     w.set(this.words.subarray(0, dsrWords), HEADER_BYTES / 4);
     if (snat !== null) w.set(snat.subarray(0, snatWords), HEADER_BYTES / 4 + dsrWords);
     w[w.length - 1] = crc32(buf.subarray(0, bytes - 4)) >>> 0;
@@ -116,10 +125,16 @@ export class FlowSnapshotBuilder {
 }
 
 /** A whole snapshot at once (SIGTERM, tests). */
-export function encodeFlowSnapshot(flows: HostFlowTable, nowS: number, unixMs: number, snat: SnatEngine | null = null): Uint8Array {
+export function encodeFlowSnapshot(
+  flows: HostFlowTable,
+  nowS: number,
+  unixMs: number,
+  snat: SnatEngine | null = null,
+  generation = 0,
+): Uint8Array {
   const b = new FlowSnapshotBuilder(flows, nowS, unixMs);
   while (!b.step(1 << 30));
-  return b.finish(snat === null ? null : snat.exportFlows(nowS));
+  return b.finish(snat === null ? null : snat.exportFlows(nowS), generation);
 }
 
 /** Checks a snapshot's bytes: its magic, version, lengths and checksum. Never throws. */
@@ -146,6 +161,7 @@ export function decodeFlowSnapshot(bytes: Uint8Array): DecodedFlowSnapshot {
   return {
     ok: true,
     unixMs: w[4]! + w[5]! * 0x1_0000_0000,
+    generation: w[10]!,
     dsr: w.subarray(d0, s0),
     dsrCount,
     snat: w.subarray(s0, s0 + snatCount * SNAT_FLOW_RECORD_WORDS),
@@ -164,10 +180,12 @@ export interface FlowSnapshotTarget {
 }
 
 export interface FlowSnapshotRestore {
-  /** null: restored (maybe partly); else why the file was refused as a whole (nothing restored). */
+  /** null: restored (maybe partly); else why the snapshot was refused as a whole (its flows not restored). */
   refused: string | null;
   /** How old the snapshot was (ms, by the Unix clock). */
   ageMs: number;
+  /** The journal generation the snapshot names (0: none, or no snapshot). */
+  generation: number;
   dsrRestored: number;
   /** Entries whose time left had run out while the agent was down. */
   dsrExpired: number;
@@ -176,49 +194,172 @@ export interface FlowSnapshotRestore {
   /** Entries the table had no room for (its limit). */
   dsrFull: number;
   snat: SnatImportResult | null;
+  /** The journals replayed after it (host-agent/flow-journal.ts). */
+  journal: FlowJournalReplay;
+  /** Return-path entries in the table after both (FlowSnapshotter.load; -1 elsewhere). */
+  dsrAfter: number;
+}
+
+export interface FlowJournalReplay {
+  /** Files read, and those ignored: older than the snapshot (their records are in it) or refused (header). */
+  files: number;
+  ignoredOlder: number;
+  refused: string[];
+  /** Return-path records applied (an entry created or changed), and those whose time had run out (entry removed). */
+  dsrReplayed: number;
+  dsrExpired: number;
+  dsrInvalid: number;
+  dsrFull: number;
+  /** Outbound NAT flows opened and ended by the journals. */
+  snatOpened: number;
+  snatEnded: number;
+  /** A last record cut short (the process died in its write): ignored. */
+  torn: number;
+  /** Records that did not hold (CRC, length) in the middle of a file: the rest of that file ignored. */
+  damaged: number;
 }
 
 /** Puts a snapshot's flows into a (fresh) table and engine. Never throws: a bad file is refused. */
 export function restoreFlowSnapshot(bytes: Uint8Array, t: FlowSnapshotTarget): FlowSnapshotRestore {
-  const r: FlowSnapshotRestore = { refused: null, ageMs: 0, dsrRestored: 0, dsrExpired: 0, dsrInvalid: 0, dsrFull: 0, snat: null };
-  const d = decodeFlowSnapshot(bytes);
-  if (!d.ok) {
-    r.refused = d.reason;
-    return r;
-  }
-  r.ageMs = t.unixMs - d.unixMs;
-  // seconds gone by since the copy, rounded up (a restored entry never gets more than it had left);
-  // a clock that went back counts as none
-  const goneS = Math.max(0, Math.ceil(r.ageMs / 1000));
+  return restoreFlowState(bytes, [], t);
+}
+
+/**
+ * The start: the snapshot (null: none), then the journals (oldest first) whose generation is the
+ * snapshot's or later, record by record in the order they were written. Never throws.
+ */
+export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly Uint8Array[], t: FlowSnapshotTarget): FlowSnapshotRestore {
+  const j: FlowJournalReplay = {
+    files: 0,
+    ignoredOlder: 0,
+    refused: [],
+    dsrReplayed: 0,
+    dsrExpired: 0,
+    dsrInvalid: 0,
+    dsrFull: 0,
+    snatOpened: 0,
+    snatEnded: 0,
+    torn: 0,
+    damaged: 0,
+  };
+  const r: FlowSnapshotRestore = {
+    refused: null,
+    ageMs: 0,
+    generation: 0,
+    dsrRestored: 0,
+    dsrExpired: 0,
+    dsrInvalid: 0,
+    dsrFull: 0,
+    snat: null,
+    journal: j,
+    dsrAfter: -1,
+  };
   const key = new Uint32Array(HOST_FLOW_KEY_WORDS);
-  const w = d.dsr;
-  for (let o = 0; o < w.length; o += DSR_RECORD_WORDS) {
-    const value = w[o + HOST_FLOW_KEY_WORDS]!;
-    const kind = value >>> 24;
-    const family = w[o]! & 0xff;
-    if ((kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) || w[o + 9]! >>> 8 !== KEY_SPACE_DSR || (family !== 4 && family !== 6)) {
-      r.dsrInvalid++;
-      continue;
+  // outbound NAT flows by identity, with the seconds gone since their record: the snapshot's, then the
+  // journals' opens and ends; imported at the end (the engine has no removal by record)
+  const snat = new Map<string, { rec: Uint32Array; goneS: number }>();
+  const d = snapshot === null ? null : decodeFlowSnapshot(snapshot);
+  if (d !== null && !d.ok) r.refused = d.reason;
+  if (d !== null && d.ok) {
+    r.ageMs = t.unixMs - d.unixMs;
+    r.generation = d.generation;
+    // seconds gone by since the copy, rounded up (a restored entry never gets more than it had left);
+    // a clock that went back counts as none
+    const goneS = Math.max(0, Math.ceil(r.ageMs / 1000));
+    const w = d.dsr;
+    for (let o = 0; o < w.length; o += DSR_RECORD_WORDS) {
+      const a = applyDsr(t, key, w.subarray(o, o + DSR_RECORD_WORDS), goneS);
+      if (a === APPLIED) r.dsrRestored++;
+      else if (a === EXPIRED) r.dsrExpired++;
+      else if (a === INVALID) r.dsrInvalid++;
+      else r.dsrFull++;
     }
-    const left = Math.min(w[o + HOST_FLOW_KEY_WORDS + 1]!, kind === FLOW_DSR ? t.maxLeftS : DSR_CLOSING_S) - goneS;
-    if (left <= 0) {
-      r.dsrExpired++;
-      continue;
+    for (let o = 0; o + SNAT_FLOW_RECORD_WORDS <= d.snat.length; o += SNAT_FLOW_RECORD_WORDS) {
+      const rec = d.snat.subarray(o, o + SNAT_FLOW_RECORD_WORDS);
+      snat.set(snatIdentity(rec), { rec, goneS });
     }
-    for (let i = 0; i < HOST_FLOW_KEY_WORDS; i++) key[i] = w[o + i]!;
-    t.flows.setKeyWords(key);
-    if (t.flows.insert(kind, value & 0xffffff, t.nowS + left)) r.dsrRestored++;
-    else r.dsrFull++;
   }
-  if (t.snat !== undefined && t.snat !== null) r.snat = t.snat.importFlows(d.snat, t.nowS, goneS);
+  const nowUnixS = Math.ceil(t.unixMs / 1000);
+  for (const bytes of journals) {
+    const jd = decodeFlowJournal(bytes);
+    if (!jd.ok) {
+      j.refused.push(jd.reason);
+      continue;
+    }
+    if (d !== null && d.ok && jd.generation < d.generation) {
+      j.ignoredOlder++;
+      continue;
+    }
+    j.files++;
+    j.torn += jd.torn;
+    j.damaged += jd.damaged;
+    for (const rec of jd.records) {
+      const goneS = Math.max(0, nowUnixS - rec.unixS);
+      if (rec.type === JOURNAL_DSR) {
+        const a = applyDsr(t, key, rec.words, goneS);
+        if (a === APPLIED) j.dsrReplayed++;
+        else if (a === EXPIRED) j.dsrExpired++;
+        else if (a === INVALID) j.dsrInvalid++;
+        else j.dsrFull++;
+      } else if (rec.type === JOURNAL_SNAT_OPEN) {
+        snat.set(snatIdentity(rec.words), { rec: rec.words, goneS });
+        j.snatOpened++;
+      } else if (rec.type === JOURNAL_SNAT_END) {
+        snat.delete(snatIdentity(rec.words));
+        j.snatEnded++;
+      }
+    }
+  }
+  if (t.snat !== undefined && t.snat !== null && (snat.size > 0 || (d !== null && d.ok))) {
+    const total: SnatImportResult = { restored: 0, expired: 0, skipped: 0 };
+    for (const { rec, goneS } of snat.values()) {
+      const x = t.snat.importFlows(rec, t.nowS, goneS);
+      total.restored += x.restored;
+      total.expired += x.expired;
+      total.skipped += x.skipped;
+    }
+    r.snat = total;
+  }
   return r;
+}
+
+const APPLIED = 0;
+const EXPIRED = 1;
+const INVALID = 2;
+const FULL = 3;
+
+/**
+ * One return-path record (key, value, seconds left) into the table, `goneS` seconds after it was taken:
+ * inserted or overwritten with what it has left (capped at the config's idle timeout); one whose time
+ * ran out removes the entry (it is the flow's last state: a journal record may follow the snapshot's).
+ */
+function applyDsr(t: FlowSnapshotTarget, key: Uint32Array, w: Uint32Array, goneS: number): number {
+  const value = w[HOST_FLOW_KEY_WORDS]!;
+  const kind = value >>> 24;
+  const family = w[0]! & 0xff;
+  if ((kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) || w[9]! >>> 8 !== KEY_SPACE_DSR || (family !== 4 && family !== 6)) return INVALID;
+  for (let i = 0; i < HOST_FLOW_KEY_WORDS; i++) key[i] = w[i]!;
+  t.flows.setKeyWords(key);
+  const left = Math.min(w[HOST_FLOW_KEY_WORDS + 1]!, kind === FLOW_DSR ? t.maxLeftS : DSR_CLOSING_S) - goneS;
+  if (left <= 0) {
+    t.flows.remove();
+    return EXPIRED;
+  }
+  return t.flows.insert(kind, value & 0xffffff, t.nowS + left) ? APPLIED : FULL;
+}
+
+/** An outbound NAT record's flow, whatever its state and time left: family, protocol, VNI, addresses, ports. */
+function snatIdentity(w: Uint32Array): string {
+  let s = `${w[0]}/${w[1]}/${w[5]}`;
+  for (let i = 6; i < 20; i++) s += `/${w[i]}`;
+  return s;
 }
 
 // ---------------------------------------------------------------------------------------------
 // The daemon's side: the file, the timer's decisions, status.
 
 export interface FlowSnapshotterOptions {
-  /** The directory (created if missing); the file is host-agent-NAME.flows in it. */
+  /** The directory (created if missing); the files are host-agent-NAME.flows and NAME.journal in it. */
   readonly dir: string;
   readonly name: string;
   /** How often to look for changes (ms); a copy runs only when something changed or the refresh is due. */
@@ -239,6 +380,10 @@ export interface FlowSnapshotSource {
 
 export class FlowSnapshotter {
   readonly path: string;
+  /** The flow journal beside the snapshot: what changed since the copy of the last one began. */
+  readonly journal: FlowJournal;
+  /** The journal generation the last snapshot written names (the journals before it are in it). */
+  private writtenGen = 0;
   private readonly o: FlowSnapshotterOptions;
   private building: FlowSnapshotBuilder | null = null;
   private buildingFlows: HostFlowTable | null = null;
@@ -266,27 +411,63 @@ export class FlowSnapshotter {
   constructor(o: FlowSnapshotterOptions) {
     this.o = o;
     this.path = join(o.dir, `host-agent-${o.name}.flows`);
+    this.journal = new FlowJournal(o);
   }
 
-  /** Reads the snapshot at the start. A missing file is a first start; a bad one is refused and logged. */
+  /** What the data plane appends to (EwState.journal); each turn's records are written at its end (setImmediate). */
+  journalSink(clock: () => number): FlowJournalSink {
+    const j = this.journal;
+    j.buffer.onFirst = () => setImmediate(() => j.flush(clock()));
+    return j.buffer;
+  }
+
+  /**
+   * The start: reads the snapshot and replays the journals after it, then writes a new snapshot of what
+   * was restored and starts a new journal generation (before any packet: the old files are then
+   * covered). A missing file is a first start; a bad one is refused and logged, never a crash.
+   */
   load(t: Omit<FlowSnapshotTarget, 'unixMs'>): FlowSnapshotRestore | null {
-    let bytes: Uint8Array;
+    let bytes: Uint8Array | null = null;
     try {
       bytes = readFileSync(this.path);
     } catch (e) {
       const code = (e as NodeJS.ErrnoException).code;
       if (code !== 'ENOENT') this.o.log('warn', 'flow_snapshot_unreadable', { path: this.path, error: (e as Error).message });
-      return null;
     }
-    const r = restoreFlowSnapshot(bytes, { ...t, unixMs: Date.now() });
-    this.loaded = { ...r, file: this.path };
-    if (r.refused !== null)
-      this.o.log('warn', 'flow_snapshot_refused', {
-        path: this.path,
-        reason: r.refused,
-        effect: 'started with no recorded flows: they are re-learned from their clients',
-      });
-    else this.o.log('info', 'flow_snapshot_loaded', { path: this.path, bytes: bytes.length, ...r });
+    const files = this.journal.readFiles();
+    let r: FlowSnapshotRestore | null = null;
+    if (bytes !== null || files.length > 0) {
+      r = restoreFlowState(
+        bytes,
+        files.map((f) => f.bytes),
+        { ...t, unixMs: Date.now() },
+      );
+      // the return path's entries now (a flow in both the snapshot and the journal counts once)
+      const byKind = t.flows.countByKind(t.nowS);
+      r.dsrAfter = (byKind['dsr'] ?? 0) + (byKind['dsr_closing'] ?? 0);
+      this.loaded = { ...r, file: this.path };
+      if (r.refused !== null)
+        this.o.log('warn', 'flow_snapshot_refused', {
+          path: this.path,
+          reason: r.refused,
+          effect: "the snapshot's flows are not restored: they are re-learned from their clients (the journal's are replayed)",
+        });
+      if (r.journal.refused.length > 0 || r.journal.damaged > 0)
+        this.o.log('warn', 'flow_journal_refused', {
+          path: this.journal.path,
+          refused: r.journal.refused,
+          damaged: r.journal.damaged,
+          effect: 'flows recorded in the refused part are re-learned from their clients',
+        });
+      this.o.log('info', 'flow_snapshot_loaded', { path: bytes === null ? null : this.path, bytes: bytes?.length ?? 0, ...r });
+    }
+    // the next generation: after every one seen, so that no old file is read as newer than the new snapshot
+    let gen = r?.generation ?? 0;
+    for (const f of files) {
+      const d = decodeFlowJournal(f.bytes);
+      if (d.ok && d.generation > gen) gen = d.generation;
+    }
+    this.writeSync({ flows: t.flows, nowS: t.nowS, mark: '', minIdleS: 0, snat: t.snat ?? null }, gen + 1);
     return r;
   }
 
@@ -299,6 +480,10 @@ export class FlowSnapshotter {
     if (mark === this.lastMark && Date.now() - this.lastWriteUnixMs < refreshMs) return;
     this.lastMark = mark;
     const t0 = performance.now();
+    // a new journal generation from now on (the records made during the copy go there, and this
+    // snapshot names it), unless the last one's snapshot was never written: that journal is still needed
+    if (this.writtenGen === this.journal.generation) this.journal.rotate(this.journal.generation + 1, s.nowS);
+    const gen = this.journal.generation;
     const b = new FlowSnapshotBuilder(s.flows, s.nowS, Date.now());
     this.building = b;
     this.buildingFlows = s.flows;
@@ -320,13 +505,15 @@ export class FlowSnapshotter {
         this.lastMark = '';
         return;
       }
-      const bytes = b.finish(cur.snat === null ? null : cur.snat.exportFlows(cur.nowS));
+      const bytes = b.finish(cur.snat === null ? null : cur.snat.exportFlows(cur.nowS), gen);
       copyMs += performance.now() - a;
       this.lastCopyMs = copyMs;
       this.writing = true;
       this.writeFile(bytes).then(
         () => {
           this.writing = false;
+          if (this.stopped) return; // writeNow wrote a newer one
+          this.writtenGen = gen;
           this.done(bytes, b.unixMs, t0);
         },
         (e: Error) => {
@@ -342,10 +529,20 @@ export class FlowSnapshotter {
   writeNow(s: FlowSnapshotSource): void {
     this.stopped = true;
     this.building = null;
+    this.writeSync(s, Math.max(this.journal.generation, this.writtenGen) + 1);
+    this.journal.close(s.nowS);
+  }
+
+  /**
+   * A whole snapshot naming journal generation `gen`, written and renamed, then that journal started:
+   * in this order, a death between the two leaves a snapshot that holds every flow and older journals
+   * that the reader ignores.
+   */
+  private writeSync(s: FlowSnapshotSource, gen: number): void {
     const t0 = performance.now();
     const unixMs = Date.now();
     try {
-      const bytes = encodeFlowSnapshot(s.flows, s.nowS, unixMs, s.snat);
+      const bytes = encodeFlowSnapshot(s.flows, s.nowS, unixMs, s.snat, gen);
       this.lastCopyMs = performance.now() - t0;
       mkdirSync(this.o.dir, { recursive: true });
       const tmp = `${this.path}.tmp-stop`; // not the timer's .tmp: a write of it may still be under way
@@ -358,6 +555,7 @@ export class FlowSnapshotter {
       }
       renameSync(tmp, this.path);
       this.done(bytes, unixMs, t0);
+      if (this.journal.rotate(gen, s.nowS)) this.writtenGen = gen;
     } catch (e) {
       this.failed(e as Error);
     }
@@ -424,6 +622,7 @@ export class FlowSnapshotter {
       lastCopyMs: Math.round(this.lastCopyMs * 100) / 100,
       lastTotalMs: Math.round(this.lastTotalMs * 100) / 100,
       loaded: this.loaded,
+      journal: this.journal.status(),
     };
   }
 }

@@ -41,7 +41,9 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       name: 'state-dir',
       value: 'DIR',
       help:
-        "where the flow snapshot is kept across a restart (DIR/host-agent-NAME.flows: the return path's and outbound NAT's flows, read at the start); " +
+        "where the per-flow state is kept across a restart, SIGKILL included (DIR/host-agent-NAME.flows, the snapshot of the return path's " +
+        "and outbound NAT's flows, and DIR/host-agent-NAME.journal, each change since, written at the end of the event-loop turn that made it; " +
+        'both read at the start); ' +
         "default: $STATE_DIRECTORY (systemd's StateDirectory=), else none (a restarted agent re-learns flows from their clients only)",
     },
     {

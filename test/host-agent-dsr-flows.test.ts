@@ -159,18 +159,57 @@ describe('return path state: unsolicited backend packets never leave from the VI
 });
 
 describe('return path state: TCP closing and UDP idle', () => {
-  it("the client's FIN makes the entry closing: the last segments go out for 10 s after the flow's last packet, then none", () => {
+  it("half-close: the client's FIN keeps the full idle timeout, the server's data 20 s later (and 200 s later) goes out", () => {
+    const ctx = newCtx();
+    const t0 = ctx.ew.nowS;
+    clientIn(ctx, { cport: 40000, flags: TCP_SYN });
+    clientIn(ctx, { cport: 40000, flags: TCP_FIN | TCP_ACK }); // the request sent, then FIN: half-closed
+    expect(ctx.ew.flows.countByKind(t0)).toEqual({ dsr: 1 });
+    ctx.ew.nowS = t0 + 20; // a slow response: more than DSR_CLOSING_S (10 s) without a packet
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR);
+    ctx.ew.nowS = t0 + 220;
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR);
+    // still the idle timeout after the last packet (240 s by default), then gone
+    ctx.ew.nowS = t0 + 220 + 240;
+    expect(out(ctx, fromBackend({ dport: 40000 })).drop).toBe('drop_out_dsr_unsolicited');
+  });
+
+  it("the server's FIN, then the client's: closing, the last segments go out for 10 s after the flow's last packet, then none", () => {
     const ctx = newCtx();
     const t0 = ctx.ew.nowS;
     clientIn(ctx, { cport: 40000, flags: TCP_SYN });
     clientIn(ctx, { cport: 40001, flags: TCP_SYN }); // stays open
+    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_FIN | TCP_ACK })).port).toBe(OUT_DSR);
+    expect(ctx.ew.flows.countByKind(t0)).toEqual({ dsr: 2 }); // half-closed: one FIN only
     clientIn(ctx, { cport: 40000, flags: TCP_FIN | TCP_ACK });
     expect(ctx.ew.flows.countByKind(t0)).toEqual({ dsr: 1, dsr_closing: 1 });
     ctx.ew.nowS = t0 + 5;
-    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_FIN | TCP_ACK })).port).toBe(OUT_DSR); // refreshed: closing until t0 + 15
+    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_ACK })).port).toBe(OUT_DSR); // the last ACK; closing until t0 + 15
     ctx.ew.nowS = t0 + 15;
     expect(out(ctx, fromBackend({ dport: 40000 })).drop).toBe('drop_out_dsr_unsolicited');
     expect(out(ctx, fromBackend({ dport: 40001 })).port).toBe(OUT_DSR); // an open flow lives tcpIdleTimeoutS
+  });
+
+  it("the client's RST closes at once (no FIN needed): gone 10 s after its last packet", () => {
+    const ctx = newCtx();
+    const t0 = ctx.ew.nowS;
+    clientIn(ctx, { cport: 40000, flags: TCP_SYN });
+    clientIn(ctx, { cport: 40000, flags: TCP_RST });
+    expect(ctx.ew.flows.countByKind(t0)).toEqual({ dsr_closing: 1 });
+    ctx.ew.nowS = t0 + 10;
+    expect(out(ctx, fromBackend({ dport: 40000 })).drop).toBe('drop_out_dsr_unsolicited');
+  });
+
+  it('a new SYN on a half-closed tuple opens it again: the old half-close is forgotten, one FIN no longer closes it', () => {
+    const ctx = newCtx();
+    const t0 = ctx.ew.nowS;
+    clientIn(ctx, { cport: 40000, flags: TCP_SYN });
+    clientIn(ctx, { cport: 40000, flags: TCP_FIN | TCP_ACK });
+    clientIn(ctx, { cport: 40000, flags: TCP_SYN }); // the tuple reused
+    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_FIN | TCP_ACK })).port).toBe(OUT_DSR);
+    expect(ctx.ew.flows.countByKind(t0)).toEqual({ dsr: 1 }); // the server's FIN alone: half-closed, not closing
+    ctx.ew.nowS = t0 + 100;
+    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR);
   });
 
   it("the backend's RST closes too; a later client ACK keeps it closing, a new SYN on the same tuple opens it again", () => {
@@ -282,21 +321,7 @@ describe('return path state: tenants, restart, a full table', () => {
     expect(r.out.subarray(12, 16)).toEqual(Buffer.from([203, 0, 113, 20]));
   });
 
-  it('just after a start (DSR_RELEARN_S): a backend TCP segment with ACK re-learns its flow; SYN-ACK, RST and UDP do not', () => {
-    const ctx = newCtx();
-    const t0 = ctx.ew.nowS;
-    ctx.ew.dsrRelearnUntilS = t0 + 60; // as the daemon sets it at its start
-    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_SYN | TCP_ACK })).drop).toBe('drop_out_dsr_unsolicited');
-    expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_RST })).drop).toBe('drop_out_dsr_unsolicited');
-    expect(out(ctx, fromBackend({ dport: 5353, udp: true })).drop).toBe('drop_out_dsr_unsolicited');
-    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR); // a response retransmitted
-    expect(ctx.counters.get('dsr_flows_relearned_out')).toBe(1);
-    ctx.ew.nowS = t0 + 60;
-    expect(out(ctx, fromBackend({ dport: 40000 })).port).toBe(OUT_DSR); // learned: it stays
-    expect(out(ctx, fromBackend({ dport: 40001 })).drop).toBe('drop_out_dsr_unsolicited'); // the window is over
-  });
-
-  it("a restarted agent without its flows, its re-learning window over: the backend's segment is dropped, the client's next segment re-learns the flow", () => {
+  it("a restarted agent without its flows (no snapshot, no journal): the backend's segment is dropped, the client's next segment re-learns the flow", () => {
     const ctx = newCtx(); // a new process: nothing recorded
     expect(out(ctx, fromBackend({ dport: 40000 })).drop).toBe('drop_out_dsr_unsolicited'); // a response retransmitted
     expect(out(ctx, fromBackend({ dport: 40000, flags: TCP_SYN | TCP_ACK })).drop).toBe('drop_out_dsr_unsolicited');

@@ -4,10 +4,14 @@
 # left down for 2 s and started again; then stopped gracefully (SIGTERM) and started again. The agent's
 # inbound NAT comes from the MUX's VXLAN packet plus policy, and its return path's flows from the flow
 # snapshot its predecessor wrote (every second when they changed, and at SIGTERM; the lab gives it
-# --state-dir; docs/reliability.md), so the new process carries the connections the old one did: TCP
-# retransmits what was lost in the gap (a backend's response included: its flow is known), and every
-# connection completes on its backend, none reset. A flow the snapshot missed is re-learned from the
-# client's next segment; the verifier prints both counts per restarted agent.
+# --state-dir; docs/reliability.md) and from the flow journal beside it (every new or changed flow,
+# written at the end of the event-loop turn that made it), so the new process carries every connection
+# the old one did, those opened in the second before the SIGKILL included: TCP retransmits what was lost
+# in the gap (a backend's response included: its flow is known), and every connection completes on its
+# backend, none reset. No backend segment ever re-learns a flow. The verifier prints per restarted agent
+# the flows restored from the snapshot, replayed from the journal, and re-learned from a client.
+# Server first: just before the SIGKILL, SLOW requests go out whose server answers SLOW_MS later (the
+# client has nothing more to send: the server speaks first after the restart); each must be answered.
 # While it is down, the captures show VXLAN reaching host1 and nothing reaching its backends. Its
 # probes restart too: a restarted agent reports nothing down before its first failure
 # (docs/probes.md), so new connections reach host1's backends at once after the start.
@@ -19,6 +23,8 @@ source scripts/scenarios/lib/common.sh
 VIP=203.0.113.10
 HOST=host1
 DOWN_S=${DOWN_S:-2}
+SLOW=${SLOW:-16}
+SLOW_MS=${SLOW_MS:-5000}
 lab_setup_scenario sc19
 lab_up
 rc=0
@@ -49,6 +55,13 @@ restart() {
   echo "$HOST's agent: SIG$sig, gone $(( (t_gone - t_stop) / 1000 )) ms after the signal, down $(( (t_start - t_gone) / 1000 )) ms, then ready (policy applied) $(( (t_ready - t_start) / 1000 )) ms after its start"
 }
 : >"$LAB_DIR/restarts.txt"
+# the server-first requests: opened just before the SIGKILL (the MUXes placed them: the SYNs went
+# through), answered SLOW_MS after the request, across the restart
+flows0=$(sc_mux_flows)
+sc_client client1 http --url "http://$VIP/slow/$SLOW_MS" --count "$SLOW" --concurrency "$SLOW" --timeout-ms 60000 \
+  --source 198.51.100.10-198.51.100.41 --json "$LAB_DIR/slow.json" >"$LAB_DIR/slow.out" 2>&1 &
+slow=$!
+sc_wait_for "the MUXes placed the $SLOW server-first requests' flows" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + SLOW)) ]' || rc=1
 restart KILL || rc=1
 sleep 2
 restart TERM || rc=1
@@ -58,11 +71,12 @@ sc_client client1 http --url http://$VIP/ --count 400 --concurrency 4 --timeout-
 sleep 1
 touch "$LAB_DIR/hold.end"
 wait "$hold" || rc=1
-cat "$LAB_DIR/hold.out" "$LAB_DIR/http.out"
+wait "$slow" || rc=1
+cat "$LAB_DIR/hold.out" "$LAB_DIR/http.out" "$LAB_DIR/slow.out"
 sc_counters $HOST "$LAB_DIR/counters-$HOST.json" || rc=1
 lab_slbctl health --json >"$LAB_DIR/health.json" || rc=1
 lab_capture_stop_all || rc=1
 sc_verify host-restart --run "$LAB_DIR" --vip $VIP --port 80 --host $HOST --restarts "$LAB_DIR/restarts.txt" \
   --hold-json "$LAB_DIR/hold.json" --http-json "$LAB_DIR/http.json" --counters "$LAB_DIR/counters-$HOST.json" \
-  --health "$LAB_DIR/health.json" || rc=1
+  --health "$LAB_DIR/health.json" --slow-json "$LAB_DIR/slow.json" --slow-ms "$SLOW_MS" || rc=1
 exit "$rc"

@@ -17,6 +17,7 @@ import { birdEstablished, birdLog, expectedBackend, ipOf, readJson, readPolls } 
 import { binomialBounds, fmtBinomial, withinBinomial } from './stats.js';
 import { readClientJson } from '../../lab/client.js';
 
+const TCP_FIN = 0x01;
 const TCP_SYN = 0x02;
 const TCP_RST = 0x04;
 
@@ -68,6 +69,7 @@ function logEvents(run: string, node: string): { file: string; e: Record<string,
 // ---------------------------------------------------------------------------------------------
 // 19-host-agent-restart
 // --run R --vip A --port N --host H --restarts F --hold-json F --http-json F --counters F --health F
+// [--slow-json F --slow-ms MS]
 
 export function verifyHostRestart(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
@@ -133,12 +135,24 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   const clientSources = new Set(recs.map((r) => r.sourceAddress as string));
   const delivered = new Map<string, { us: number; syn: boolean; rst: boolean }[]>(); // "nic src:sport" -> packets to the backend
   let rstOnMine = 0;
+  // an RST on a connection both sides had closed (FIN each way) answers a late duplicate ACK (the client
+  // acknowledging a FIN the server retransmitted under load) after the server's socket was gone: no
+  // connection is reset by it; counted apart
+  let rstAfterClose = 0;
+  const fins = new Map<string, number>(); // "client:port nic" -> 1 client FIN, 2 server FIN
   for (const n of nics) {
     for (const p of loadCapture(join(run, 'pcaps', `${n.name}.pcap`))) {
       const ip = ipOf(p);
       const t = p.d.first('tcp');
       if (ip === undefined || t === undefined) continue;
-      if ((t.flags & TCP_RST) !== 0 && (clientSources.has(ip.src) || clientSources.has(ip.dst))) rstOnMine++;
+      const fromClient = clientSources.has(ip.src);
+      const conn = fromClient ? `${ip.src}:${t.srcPort} ${n.name}` : `${ip.dst}:${t.dstPort} ${n.name}`;
+      if ((t.flags & TCP_FIN) !== 0 && (fromClient || clientSources.has(ip.dst)))
+        fins.set(conn, (fins.get(conn) ?? 0) | (fromClient ? 1 : 2));
+      if ((t.flags & TCP_RST) !== 0 && (fromClient || clientSources.has(ip.dst))) {
+        if (fins.get(conn) === 3) rstAfterClose++;
+        else rstOnMine++;
+      }
       if (ip.dst !== nicAddr.get(n.name) || t.dstPort !== port || !clientSources.has(ip.src)) continue;
       const k = `${n.name} ${ip.src}:${t.srcPort}`;
       const list = delivered.get(k) ?? [];
@@ -146,7 +160,11 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
       delivered.set(k, list);
     }
   }
-  c.check(rstOnMine === 0, `no RST in the captures of ${host}'s backends`, `${rstOnMine}`);
+  c.check(
+    rstOnMine === 0,
+    `no RST in the captures of ${host}'s backends on a connection not closed both ways`,
+    `${rstOnMine}; ${rstAfterClose} after a FIN each way (answers to a late duplicate ACK)`,
+  );
   const hostCap = loadCapture(join(run, 'pcaps', `${host}.pcap`));
   const toolsVx: number[] = [];
   for (const r of restarts) {
@@ -198,22 +216,27 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
         .join(', ') || 'none'
     }`,
   );
-  // the return path's state across each restart (host-agent/flow-snapshot.ts): each new agent read the
-  // flows its predecessor had recorded (SIGKILL: its last periodic snapshot; SIGTERM: the one written at
-  // stop), so a backend's first segment after the start (a response retransmitted) finds its flow
+  // the return path's state across each restart (host-agent/flow-snapshot.ts, flow-journal.ts): each new
+  // agent read the flows its predecessor had recorded (SIGKILL: its last periodic snapshot and the journal
+  // written since; SIGTERM: the snapshot written at stop), so a backend's first segment after the start
+  // (a response retransmitted) finds its flow. Every connection on the host's backends was open before
+  // each restart and lives on: each new agent must have at least that many return-path entries at its start
   const events = logEvents(run, host);
   const files = [...new Set(events.map((x) => x.file))];
   const loads = files.slice(1).map((file) => events.find((x) => x.file === file && String(x.e['event']).startsWith('flow_snapshot_'))?.e);
+  const journalOf = (l: Record<string, unknown>) => (l['journal'] ?? {}) as Record<string, unknown>;
   c.check(
-    loads.length === restarts.length && loads.every((l) => l?.['event'] === 'flow_snapshot_loaded' && Number(l['dsrRestored']) > 0),
-    `each restarted agent restored the return path's flows from its predecessor's snapshot`,
+    loads.length === restarts.length &&
+      loads.every((l) => l?.['event'] === 'flow_snapshot_loaded' && Number(l['dsrAfter']) >= mine.length && journalOf(l)['damaged'] === 0),
+    `each restarted agent had, at its start, a return-path entry for each of the ${mine.length} connections on ${host}'s backends (snapshot and journal)`,
     loads
       .map((l, i) =>
         l === undefined
           ? `after SIG${restarts[i]?.sig}: no snapshot read`
           : l['event'] !== 'flow_snapshot_loaded'
             ? `after SIG${restarts[i]?.sig}: ${String(l['event'])} ${String(l['reason'] ?? l['error'] ?? '')}`
-            : `after SIG${restarts[i]?.sig}: ${l['dsrRestored']} restored, ${l['dsrExpired']} expired, snapshot ${l['ageMs']} ms old`,
+            : `after SIG${restarts[i]?.sig}: ${l['dsrAfter']} entries: ${l['dsrRestored']} restored from the snapshot (${l['ageMs']} ms old, ${l['dsrExpired']} expired), ` +
+              `${journalOf(l)['dsrReplayed']} journal records replayed (${journalOf(l)['files']} file(s), ${journalOf(l)['torn']} torn, ${journalOf(l)['damaged']} damaged)`,
       )
       .join('; '),
   );
@@ -226,9 +249,23 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   const perAgent = [...stopCounters, counters].map((k: any, i) =>
     k === undefined
       ? `agent ${i + 2}: no counters`
-      : `agent ${i + 2}: ${k.dsr_flows_restored ?? 0} restored, ${k.dsr_flows_learned ?? 0} learned (${k.dsr_flows_learned_midstream ?? 0} without SYN), ${k.drop_out_dsr_unsolicited ?? 0} dropped as unsolicited`,
+      : `agent ${i + 2}: ${k.dsr_flows_restored ?? 0} restored, ${k.dsr_flows_replayed ?? 0} replayed, ${k.dsr_flows_learned ?? 0} learned (${k.dsr_flows_learned_midstream ?? 0} without SYN), ${k.drop_out_dsr_unsolicited ?? 0} dropped as unsolicited`,
   );
   c.note(`the restarted agents' return path: ${perAgent.join('; ')}`);
+  // the server-first requests, sent just before the SIGKILL: the server answers after its SLOW_MS, when
+  // the client has nothing to send; answered only if the new agent knew their flows
+  if (f.get('slow-json') !== undefined) {
+    const slow = readClientJson(need(f, 'slow-json'), 'http');
+    const slowMs = Number(need(f, 'slow-ms'));
+    const bad = slow.records.filter((r) => !r.ok);
+    const onHost = slow.records.filter((r) => r.ok && nicNames.has(r.backend ?? ''));
+    const lat = onHost.map((r) => Math.round(Number(r.latencyMs)));
+    c.check(
+      slow.records.length > 0 && bad.length === 0 && onHost.length > 0,
+      `the ${slow.records.length} server-first requests opened just before the SIGKILL were all answered, ${onHost.length} of them by ${host}'s backends across its restart`,
+      `${bad.length} failed (${fmtCounts(countBy(bad, (r) => r.error ?? '?'))}); answered by ${host}'s backends after ${lat.length ? `${Math.min(...lat)}-${Math.max(...lat)}` : '-'} ms (the server waits ${slowMs} ms)`,
+    );
+  }
   const transitions = events.filter((x) => x.e['event'] === 'probe_state');
   const downs = transitions.filter((x) => x.e['to'] === 'down');
   const agents = new Set(transitions.map((x) => x.file)).size;
