@@ -6,7 +6,7 @@
 // FLOW_FASTPATH the redirect's target (index into the east-west targets). Bounded (inserts beyond the
 // limit fail: the caller keeps the stateless path), idle expiry per entry, no allocation per packet.
 import { FlowTable, type FlowGroups, type FlowLimit } from '../shared/flow-table.js';
-import { murmur3Words } from '../shared/flow-hash.js';
+import { murmur3Finish, murmur3Round, murmur3RoundZero, murmur3Words } from '../shared/flow-hash.js';
 
 export const HOST_FLOW_KEY_WORDS = 11;
 /** Sent toward a MUX (east-west, before a redirect): action = the MUX's index. */
@@ -45,6 +45,40 @@ export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = {
   [FLOW_SNAT_IN]: 'snat_in',
 };
 const HASH_SEED = 0x686f7374; // 'host'
+const HOST_FLOW_KEY_BYTES = HOST_FLOW_KEY_WORDS * 4;
+
+/**
+ * murmur3Words over the IPv4 key [w0, src, 0, 0, 0, dst, 0, 0, 0, w9, w10] with the table's seed, from
+ * the five words that are not zero: the padding words take the zero round (no key multiplications),
+ * and nothing is read back from the key array. The table's hash is murmur3Words (snat.ts and
+ * setKeyWords compute it that way): this must return exactly the same value (test/host-flow-table.test.ts).
+ */
+export function hostKeyHash4(w0: number, src: number, dst: number, w9: number, w10: number): number {
+  let h = murmur3Round(HASH_SEED, w0 | 0);
+  h = murmur3Round(h, src | 0);
+  h = murmur3RoundZero(murmur3RoundZero(murmur3RoundZero(h)));
+  h = murmur3Round(h, dst | 0);
+  h = murmur3RoundZero(murmur3RoundZero(murmur3RoundZero(h)));
+  h = murmur3Round(h, w9 | 0);
+  h = murmur3Round(h, w10 | 0);
+  return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
+}
+
+/** murmur3Words over the IPv6 key [w0, src0..3, dst0..3, w9, w10], unrolled, from the arguments. */
+export function hostKeyHash6(w0: number, src: ArrayLike<number>, dst: ArrayLike<number>, w9: number, w10: number): number {
+  let h = murmur3Round(HASH_SEED, w0 | 0);
+  h = murmur3Round(h, src[0]! | 0);
+  h = murmur3Round(h, src[1]! | 0);
+  h = murmur3Round(h, src[2]! | 0);
+  h = murmur3Round(h, src[3]! | 0);
+  h = murmur3Round(h, dst[0]! | 0);
+  h = murmur3Round(h, dst[1]! | 0);
+  h = murmur3Round(h, dst[2]! | 0);
+  h = murmur3Round(h, dst[3]! | 0);
+  h = murmur3Round(h, w9 | 0);
+  h = murmur3Round(h, w10 | 0);
+  return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
+}
 
 /**
  * The features sharing the table, each bounded by its quota so that one cannot starve another
@@ -115,7 +149,10 @@ export class HostFlowTable {
 
   setKey4(vni: number, src: number, dst: number, proto: number, sport: number, dport: number, space = KEY_SPACE_EW): void {
     const k = this.table.key;
-    k[0] = (vni << 8) | 4;
+    const w0 = (vni << 8) | 4;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    k[0] = w0;
     k[1] = src;
     k[2] = 0;
     k[3] = 0;
@@ -124,9 +161,9 @@ export class HostFlowTable {
     k[6] = 0;
     k[7] = 0;
     k[8] = 0;
-    k[9] = proto | (space << 8);
-    k[10] = ((sport << 16) | dport) >>> 0;
-    this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    k[9] = w9;
+    k[10] = w10;
+    this.hash = hostKeyHash4(w0, src, dst, w9, w10);
   }
 
   setKey6(
@@ -139,14 +176,21 @@ export class HostFlowTable {
     space = KEY_SPACE_EW,
   ): void {
     const k = this.table.key;
-    k[0] = (vni << 8) | 6;
-    for (let i = 0; i < 4; i++) {
-      k[1 + i] = src[i]!;
-      k[5 + i] = dst[i]!;
-    }
-    k[9] = proto | (space << 8);
-    k[10] = ((sport << 16) | dport) >>> 0;
-    this.hash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    const w0 = (vni << 8) | 6;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    k[0] = w0;
+    k[1] = src[0]!;
+    k[2] = src[1]!;
+    k[3] = src[2]!;
+    k[4] = src[3]!;
+    k[5] = dst[0]!;
+    k[6] = dst[1]!;
+    k[7] = dst[2]!;
+    k[8] = dst[3]!;
+    k[9] = w9;
+    k[10] = w10;
+    this.hash = hostKeyHash6(w0, src, dst, w9, w10);
   }
 
   /** Sets the key from its words as another host flow table holds them (copying entries between tables). */

@@ -28,6 +28,18 @@ function mixRound(h: number, k: number): number {
   return (Math.imul(h, 5) + 0xe6546b64) | 0;
 }
 
+// The same round for a zero block: k stays 0 through its multiplications and rotation, so only the
+// rotation and multiply-add of h are left (a key's padding words hash for a third of a full round).
+function mixZero(h: number): number {
+  h = (h << 13) | (h >>> 19);
+  return (Math.imul(h, 5) + 0xe6546b64) | 0;
+}
+
+/** One MurmurHash3_x86_32 body round of the 32-bit block `k` into the state `h` (signed 32-bit in and out). */
+export const murmur3Round = mixRound;
+/** murmur3Round(h, 0), in fewer steps. */
+export const murmur3RoundZero = mixZero;
+
 // Length mix-in and the fmix32 finalizer; returns an unsigned 32-bit value.
 function finish(h: number, byteLen: number): number {
   h ^= byteLen;
@@ -102,6 +114,9 @@ export function hashFlowV6(
   h = mixRound(h, ((srcPort & 0xffff) << 16) | (dstPort & 0xffff));
   return finish(h, 40);
 }
+
+/** The length mix-in and fmix32 finalizer after `byteLen` bytes of blocks; an unsigned 32-bit hash. */
+export const murmur3Finish = finish;
 
 /** VXLAN outer UDP source port from the flow hash: 49152 + (hi16 ^ lo16) & 0x3fff (RFC 7348 5). */
 export function vxlanSourcePort(hash: number): number {

@@ -1,7 +1,40 @@
 // The host agent's general flow table (host-agent/flow-table.ts): keys by VNI and 5-tuple in both
 // families, kind and action packed and unpacked, the bound, idle expiry and removal.
 import { describe, expect, it } from 'vitest';
-import { FLOW_FASTPATH, FLOW_TO_MUX, HostFlowTable, flowAction, flowKind } from '../host-agent/flow-table.js';
+import {
+  FLOW_FASTPATH,
+  FLOW_TO_MUX,
+  HOST_FLOW_KEY_WORDS,
+  HostFlowTable,
+  KEY_SPACE_DSR,
+  KEY_SPACE_EW,
+  flowAction,
+  flowKind,
+  hostKeyHash4,
+  hostKeyHash6,
+} from '../host-agent/flow-table.js';
+import { murmur3Words } from '../shared/flow-hash.js';
+
+const HOST_SEED = 0x686f7374; // 'host', the table's seed
+
+// xorshift32: reproducible random keys
+function xorshift32(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return x >>> 0;
+  };
+}
+
+/** The documented key words (the layout in host-agent/flow-table.ts), built here word by word. */
+function keyWords4(vni: number, src: number, dst: number, proto: number, space: number, sport: number, dport: number): number[] {
+  return [((vni << 8) | 4) >>> 0, src, 0, 0, 0, dst, 0, 0, 0, proto | (space << 8), ((sport << 16) | dport) >>> 0];
+}
+function keyWords6(vni: number, src: number[], dst: number[], proto: number, space: number, sport: number, dport: number): number[] {
+  return [((vni << 8) | 6) >>> 0, ...src, ...dst, proto | (space << 8), ((sport << 16) | dport) >>> 0];
+}
 
 const A = 0xc000020a; // 192.0.2.10
 const VIP = 0xc0000264; // 192.0.2.100
@@ -39,5 +72,68 @@ describe('host flow table', () => {
     expect(t.size).toBe(0);
     t.setKey4(5001, A, VIP, 17, 2000, 53);
     expect(t.insert(FLOW_TO_MUX, 0, 40)).toBe(true);
+  });
+});
+
+// setKey4/setKey6 hash from their arguments (the IPv4 key's six zero words take murmur3's zero round);
+// the table's hash is defined as murmur3Words over the key's words, which outbound NAT (snat.ts) and
+// setKeyWords compute that way: the specialised hashes must give the same value for every key.
+describe('host flow key hash', () => {
+  it('hostKeyHash4/6 equal murmur3Words over the 11 key words, on random keys', () => {
+    const rnd = xorshift32(0x5eed);
+    for (let n = 0; n < 20_000; n++) {
+      const vni = rnd() & 0xffffff;
+      const proto = rnd() & 0xff;
+      const space = n & 1 ? KEY_SPACE_DSR : KEY_SPACE_EW;
+      const sport = rnd() & 0xffff;
+      const dport = rnd() & 0xffff;
+      const w4 = keyWords4(vni, rnd(), rnd(), proto, space, sport, dport);
+      expect(hostKeyHash4(w4[0]!, w4[1]!, w4[5]!, w4[9]!, w4[10]!)).toBe(murmur3Words(w4, 0, HOST_FLOW_KEY_WORDS, HOST_SEED));
+      const src = [rnd(), rnd(), rnd(), rnd()];
+      const dst = [rnd(), rnd(), rnd(), rnd()];
+      const w6 = keyWords6(vni, src, dst, proto, space, sport, dport);
+      expect(hostKeyHash6(w6[0]!, src, dst, w6[9]!, w6[10]!)).toBe(murmur3Words(w6, 0, HOST_FLOW_KEY_WORDS, HOST_SEED));
+    }
+  });
+
+  it('setKey4/setKey6 write the documented words and hash them as murmur3Words does', () => {
+    const rnd = xorshift32(77);
+    const t = new HostFlowTable(10);
+    for (let n = 0; n < 5_000; n++) {
+      const vni = rnd() & 0xffffff;
+      const proto = rnd() & 0xff;
+      const space = n & 1 ? KEY_SPACE_DSR : KEY_SPACE_EW;
+      const sport = rnd() & 0xffff;
+      const dport = rnd() & 0xffff;
+      const src = rnd();
+      const dst = rnd();
+      // alternate the families so that an IPv4 key follows an IPv6 one (its zero words overwritten)
+      const src6 = [rnd(), rnd(), rnd(), rnd()];
+      const dst6 = [rnd(), rnd(), rnd(), rnd()];
+      t.setKey6(vni, src6, dst6, proto, sport, dport, space);
+      const w6 = keyWords6(vni, src6, dst6, proto, space, sport, dport);
+      expect([...t.table.key]).toEqual(w6);
+      expect(t.hash).toBe(murmur3Words(w6, 0, HOST_FLOW_KEY_WORDS, HOST_SEED));
+      t.setKey4(vni, src, dst, proto, sport, dport, space);
+      const w4 = keyWords4(vni, src, dst, proto, space, sport, dport);
+      expect([...t.table.key]).toEqual(w4);
+      expect(t.hash).toBe(murmur3Words(w4, 0, HOST_FLOW_KEY_WORDS, HOST_SEED));
+      t.setKeyWords(Uint32Array.from(w4));
+      expect(t.hash).toBe(murmur3Words(w4, 0, HOST_FLOW_KEY_WORDS, HOST_SEED));
+    }
+  });
+
+  // Golden values from the published MurmurHash3_x86_32 (the reference C code, compiled apart from this
+  // project) over the 44 little-endian bytes of each key, seed 0x686f7374; the same C code gives the
+  // published check values (seed 0x9747b28c, 'The quick brown fox jumps over the lazy dog': 0x2fa826cd).
+  it('matches murmur3 reference vectors of three keys', () => {
+    expect(hostKeyHash4((5001 << 8) | 4, 0xc000020a, 0xc6336410, 6 | (1 << 8), (80 << 16) | 40000)).toBe(0xb850b433);
+    expect(hostKeyHash4((0xffffff << 8) | 4, 0xffffffff, 0x80000001, 17, (65535 << 16) | 65535)).toBe(0xc13f0003);
+    expect(
+      hostKeyHash6((5001 << 8) | 6, [0x20010db8, 0x000d0000, 0, 0x10], [0x20010db8, 0x000c0000, 0, 0x10], 17 | (1 << 8), (53 << 16) | 5353),
+    ).toBe(0x9682e9fd);
+    const t = new HostFlowTable(1);
+    t.setKey4(5001, 0xc000020a, 0xc6336410, 6, 80, 40000, KEY_SPACE_DSR);
+    expect(t.hash).toBe(0xb850b433);
   });
 });

@@ -7,7 +7,7 @@
 // the order of the "paths" line this program prints first.
 //
 //   valgrind --tool=callgrind --dump-before=uv_resident_set_memory ... \
-//     node --single-threaded dist/scripts/bench/micro-count-run.js --dist ROOT [--iters N] [--rounds R] [--warm W]
+//     node --single-threaded dist/scripts/bench/micro-count-run.js --dist ROOT [--iters N] [--rounds R] [--warm W] [--only REGEX]
 //
 // Without Valgrind it runs the same loops and counts nothing (a quick check of the harness).
 import { readFileSync } from 'node:fs';
@@ -26,12 +26,13 @@ const OPTIONS: OptionSpec[] = [
   { name: 'rounds', value: 'R', help: 'rounds over every path', default: '2' },
   { name: 'frames', value: 'N', help: 'distinct flows per path, a power of two (micro.js uses 4096)', default: '256' },
   { name: 'warm', value: 'W', help: 'warm-up iterations of each path, twice over every path', default: '20000' },
+  { name: 'only', value: 'REGEX', help: "measure only the paths whose 'plane path' matches (every path is still warmed up)" },
   { name: 'help', help: 'show this help' },
 ];
 
 const COMMAND: CommandSpec = {
   program: 'micro-count-run',
-  usage: 'node --single-threaded dist/scripts/bench/micro-count-run.js [--dist DIR] [--iters N] [--rounds R] [--warm W]',
+  usage: 'node --single-threaded dist/scripts/bench/micro-count-run.js [--dist DIR] [--iters N] [--rounds R] [--warm W] [--only REGEX]',
   options: OPTIONS,
   noPositional: true,
   about:
@@ -71,14 +72,18 @@ async function main(args: ParsedArgs): Promise<number> {
     const v = c.step(0);
     if (v !== forwardVerdict(c, planes)) throw new Error(`${c.plane} ${c.path}: verdict ${v}, expected a forward`);
   }
-  process.stdout.write(`${JSON.stringify({ paths: cases.map((c) => ({ plane: c.plane, path: c.path })), iters, rounds })}\n`);
+  const only = one(args, 'only');
+  const re = only === undefined ? null : new RegExp(only);
+  const measured = re === null ? cases : cases.filter((c) => re.test(`${c.plane} ${c.path}`));
+  if (measured.length === 0) throw new Error(`micro-count-run: no path matches --only ${only}`);
+  process.stdout.write(`${JSON.stringify({ paths: measured.map((c) => ({ plane: c.plane, path: c.path })), iters, rounds })}\n`);
   for (let w = 0; w < 2; w++) for (const c of cases) loop(c.step, warm, 1);
   const mark = process.memoryUsage.rss;
   mark(); // end of part 1: start and warm-up
   mark(); // end of part 2: the boundary alone
   let at = 1 << 16;
   for (let r = 0; r < rounds; r++)
-    for (const c of cases) {
+    for (const c of measured) {
       loop(c.step, iters, at);
       at += iters;
       mark();

@@ -12,7 +12,7 @@
 // few features it lacks (the same for both builds). It answers "did the code get longer", the question
 // a refactor that should change nothing asks.
 //
-//   node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--json FILE]
+//   node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX] [--json FILE]
 //
 // Exit 0: no path over the limit; 1: some path is (named); 2: usage; 3: valgrind is missing.
 import { spawn } from 'node:child_process';
@@ -34,13 +34,15 @@ const OPTIONS: OptionSpec[] = [
     help: 'how many more instructions per packet (new against old, in percent) a path may take',
     default: '3',
   },
+  { name: 'only', value: 'REGEX', help: "count only the paths whose 'plane path' matches, e.g. 'host-out tcp4' (all are still warmed up)" },
   { name: 'json', value: 'FILE', help: 'write the counts and the table as JSON' },
   { name: 'help', help: 'show this help' },
 ];
 
 const COMMAND: CommandSpec = {
   program: 'micro-count',
-  usage: 'node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--json FILE]',
+  usage:
+    'node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX] [--json FILE]',
   options: OPTIONS,
   noPositional: true,
   about:
@@ -84,7 +86,7 @@ function readParts(dir: string, base: string): number[] {
   });
 }
 
-function count(root: string, dir: string, tag: string, iters: number, rounds: number): Promise<Counted> {
+function count(root: string, dir: string, tag: string, iters: number, rounds: number, only: string | undefined): Promise<Counted> {
   const base = `${tag}.out`;
   const args = [
     '--tool=callgrind',
@@ -101,6 +103,7 @@ function count(root: string, dir: string, tag: string, iters: number, rounds: nu
     String(iters),
     '--rounds',
     String(rounds),
+    ...(only === undefined ? [] : ['--only', only]),
   ];
   return new Promise((ok, fail) => {
     const child = spawn('valgrind', args, { stdio: ['ignore', 'pipe', 'pipe'], cwd: join(DIST, '..') });
@@ -146,11 +149,20 @@ async function main(args: ParsedArgs): Promise<number> {
     process.stderr.write('micro-count: --limit must be a percentage >= 0\n');
     return 2;
   }
+  const onlyRe = one(args, 'only');
+  if (onlyRe !== undefined) {
+    try {
+      new RegExp(onlyRe);
+    } catch {
+      process.stderr.write(`micro-count: --only is not a regular expression: ${onlyRe}\n`);
+      return 2;
+    }
+  }
   const dir = mkdtempSync(join(tmpdir(), 'micro-count-'));
   let counted: [Counted, Counted];
   try {
     process.stderr.write(`micro-count: counting ${roots.old} and ${roots.new} under callgrind (a few minutes)\n`);
-    counted = await Promise.all([count(roots.old, dir, 'old', iters, rounds), count(roots.new, dir, 'new', iters, rounds)]);
+    counted = await Promise.all([count(roots.old, dir, 'old', iters, rounds, onlyRe), count(roots.new, dir, 'new', iters, rounds, onlyRe)]);
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     if (/ENOENT/.test(msg)) {
