@@ -96,6 +96,8 @@ export function carryEwState(
     // target or a MUX: they mean the same under the new tables and are kept (a policy change must not
     // drop every established flow's replies until its client speaks again)
     let lost = 0;
+    const used = old.flows.quotaUse();
+    s.flows.table.reserve(used.dsr.used + used.snat.used); // one allocation, no rehash while carrying
     old.flows.table.forEach(old.nowS, (k, v, expiresAt) => {
       const kind = v >>> 24;
       if (kind !== FLOW_DSR && kind !== FLOW_DSR_CLOSING) return;
