@@ -9,19 +9,20 @@
 #   d0's receive processing is steered to CPU 1 (RPS), so the probe's core pays for the kernel's receive
 #   work too (the fair layout of send-paths.sh --rps); the frames sent back are received by g0 in the
 #   probe's send call, on CPU 1 as well. Forwarded = delta of g0's rx_packets, offered = of its tx_packets
-#   (both read from the kernel). The frames go to 198.18.0.99, which nobody has: both namespaces drop them
-#   in IP (no addresses, no forwarding), so nothing answers.
+#   (both read from the kernel). The frames go to 198.18.0.99, which nobody has: dut drops them in IP (no
+#   addresses, no forwarding) and gen at g0's ingress hook (nftables, after the count), so nothing answers.
 #
 # options:
 #   --rounds N         interleaved rounds (round 1 of every variant, then round 2, ...; default 5)
 #   --seconds S        measured seconds per run, after 1 s of warm-up (default 5)
-#   --variants LIST    comma-separated, from mmsg, txring, xdp, xdp-drv (default mmsg,txring,xdp)
+#   --variants LIST    comma-separated, from mmsg, mmsg-drop, txring, xdp, xdp-drv (default mmsg,txring,xdp)
 #   --latency LIST     ping-pong variants MODE:SPIN_US (default mmsg:0,mmsg:50,xdp:0,xdp:50; "" for none)
 #   --pings N          ping-pong frames per latency run, one per ms (default 2000)
 #   --out DIR          results folder (default results/io-probe-<UTC timestamp>/)
 # Results: runs.tsv, latency.tsv and summary.txt (medians with min-max) in the folder.
-# Needs root, ip, trafgen (netsniff-ng), taskset, cc, 2 CPUs. Its namespaces are slbx-hP-<random>-gen and
-# -dut (addresses only from 198.18.0.0/15); a trap stops what it started (by PID) and deletes them.
+# Needs root, ip, nft, trafgen (netsniff-ng), taskset, cc, bc, 2 CPUs (AF_XDP: libxdp-dev, libbpf-dev). Its
+# namespaces are slbx-hP-<random>-gen and -dut (addresses only from 198.18.0.0/15); a trap stops what it
+# started (by PID) and deletes them.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 ROUNDS=5 SECONDS_RUN=5 VARIANTS=mmsg,txring,xdp LATENCY=mmsg:0,mmsg:50,xdp:0,xdp:50 PINGS=2000
@@ -34,12 +35,12 @@ while [ $# -gt 0 ]; do
     --latency) LATENCY=$2; shift 2 ;;
     --pings) PINGS=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "run.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (network namespaces)" >&2; exit 2; }
-for t in ip trafgen taskset cc; do command -v $t >/dev/null || { echo "run.sh: needs $t" >&2; exit 2; }; done
+for t in ip nft trafgen taskset cc bc; do command -v $t >/dev/null || { echo "run.sh: needs $t" >&2; exit 2; }; done
 mkdir -p "$OUT/logs"
 BIN=$OUT/io-probe
 bash "$ROOT/scripts/bench/io-probe/build.sh" "$BIN" >"$OUT/logs/build.log"
@@ -66,6 +67,14 @@ for ns in "$GEN" "$DUT"; do ip -n "$ns" link set lo up; done
 ip -n "$GEN" link set g0 up
 ip -n "$DUT" link set d0 up
 ip netns exec "$DUT" sh -c 'echo 2 > /sys/class/net/d0/queues/rx-0/rps_cpus'
+# the frames sent back end at g0's ingress hook (nftables netdev, after the interface counted them and
+# the packet taps saw them, before IP): their routing and drop in gen's IP stack would otherwise be paid on
+# CPU 1, the same for every variant
+ingress_drop() { # NS DEV
+  ip netns exec "$1" nft add table netdev iodrop
+  ip netns exec "$1" nft add chain netdev iodrop in "{ type filter hook ingress device $2 priority 0; policy drop; }"
+}
+ingress_drop "$GEN" g0
 # IPv6 off: no router solicitations or DAD frames in the counts
 ip netns exec "$GEN" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.g0.disable_ipv6=1
 ip netns exec "$DUT" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.d0.disable_ipv6=1
@@ -98,6 +107,13 @@ HZ=$(getconf CLK_TCK)
 start_probe() { # MODE SPIN LOG
   local mode=$1 attach=skb
   [ "$mode" = xdp-drv ] && { mode=xdp; attach=drv; }
+  # mmsg-drop: mmsg with d0's frames dropped at its ingress hook, after the packet socket's tap took its
+  # copy, so dut's IP stack never sees them (what an AF_XDP redirect also saves)
+  ip netns exec "$DUT" nft delete table netdev iodrop 2>/dev/null || true
+  if [ "$mode" = mmsg-drop ]; then
+    mode=mmsg
+    ingress_drop "$DUT" d0
+  fi
   # its own mount namespace (ip netns exec) with a bpffs, for libxdp's program
   ip netns exec "$DUT" sh -c 'mount -t bpf bpf /sys/fs/bpf 2>/dev/null; exec "$@"' sh \
     taskset -c 1 "$BIN" forward --iface d0 --mode "$mode" --xdp-attach "$attach" --spin-us "$2" >"$3" 2>&1 &
