@@ -47,7 +47,7 @@ export const BATCH_MAX = 100;
  * (docs/controller.md, "Changes per second"). A change after a quiet spell is stored at once. The file
  * store (one local fsync) uses none.
  */
-export const BATCH_INTERVAL_MS = 50;
+export const BATCH_INTERVAL_MS = 100;
 
 interface Queued {
   f: () => Maybe<unknown>;
