@@ -3,7 +3,8 @@
 // with SIGKILL comes back with every flow it had recorded, not only those up to its last snapshot.
 //
 // Each new or re-kinded return-path entry (host-agent/dsr-flows.ts calls addDsr) and each outbound NAT
-// flow opened or ended (addSnat, the records of snat.ts exportFlows) is kept in memory and appended to
+// flow opened or ended (addSnat, the records of snat.ts exportFlows; the engine does not call it yet:
+// its flows are in the snapshot only) is kept in memory and appended to
 // STATE_DIR/host-agent-NAME.journal at the end of the event-loop turn that made it: one synchronous
 // write per turn that has records (the daemon schedules flush() with setImmediate when the first record
 // of a turn comes), never one per packet. A write(2) lands in the page cache, which a process's death
