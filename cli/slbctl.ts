@@ -527,6 +527,12 @@ function backendVerb(verb: string, patch: Record<string, unknown>, about: string
   };
 }
 
+/** A host agent's status: the entries of its one flow table (eastWest.flows, every kind), or null. */
+function hostFlowEntries(st: Obj): string | null {
+  const by = ((st['eastWest'] ?? null) as { flows?: Record<string, number> } | null)?.flows;
+  return by === undefined ? null : String(Object.values(by).reduce((n, k) => n + (typeof k === 'number' ? k : 0), 0));
+}
+
 const COMMANDS: Command[] = [
   // --- vips and rules
   {
@@ -1014,7 +1020,7 @@ const COMMANDS: Command[] = [
           str(k['rx_packets'] ?? k['in_packets'] ?? (s === null ? null : 0)),
           str(k['tx_packets'] ?? k['out_packets'] ?? (s === null ? null : 0)),
           s === null ? '-' : String(drops),
-          flows !== undefined && typeof flows === 'object' ? String((flows.ipv4 ?? 0) + (flows.ipv6 ?? 0)) : '-',
+          flows !== undefined && typeof flows === 'object' ? String((flows.ipv4 ?? 0) + (flows.ipv6 ?? 0)) : (hostFlowEntries(st) ?? '-'),
         ]);
       }
       if (c.json) printJson(c, out);

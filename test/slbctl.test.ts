@@ -332,6 +332,8 @@ describe('slbctl', () => {
         'to_mux    198.19.1.20:40001  198.19.0.100:7001  udp    5001  mux2                           30s\n' +
         'snat_out  192.0.2.10:40000   198.51.100.5:9000  tcp    5001  h1vm1 from 203.0.113.200:1024  200s\n',
     );
+    // counters: a host agent's FLOWS are its one table's entries, every kind (1 + 1 + 1 + 1)
+    expect((await slbctl('counters')).out).toMatch(/\nhost +host1 +now +3 +0 +0 +0 +4\n/);
   });
 });
 
