@@ -83,6 +83,12 @@ export const RECEIVE_PATHS = ['capture', 'udp'] as const;
 export type ReceivePath = (typeof RECEIVE_PATHS)[number];
 export const DEFAULT_RECEIVE_PATH: ReceivePath = 'capture';
 
+/** The kernel's drop count of a port's capture ring (--io ring), or null when its I/O path does not report one. */
+export function kernelDropsOf(port: FramePort | null): number | null {
+  const stats = (port as { stats?: () => { rxKernelDrops: number } | null } | null)?.stats;
+  return typeof stats === 'function' ? (stats.call(port)?.rxKernelDrops ?? null) : null;
+}
+
 export function isReceivePath(text: string): text is ReceivePath {
   return (RECEIVE_PATHS as readonly string[]).includes(text);
 }
@@ -765,6 +771,9 @@ export class HostDaemon {
       mac: this.ports[n.index]?.mac ? formatMac(this.ports[n.index]!.mac!) : null,
       error: this.ports[n.index]?.error ?? null,
       addresses: [n.addr4 >= 0 ? 'ipv4' : null, n.addr6 ? 'ipv6' : null].filter(Boolean),
+      // frames the kernel dropped before this agent read them (its capture ring full): --io ring only;
+      // null with libpcap's binding, which does not report them (README limits)
+      kernelDrops: kernelDropsOf(this.ports[n.index]?.port ?? null),
     }));
     return {
       daemon: 'host-agent',
@@ -790,7 +799,7 @@ export class HostDaemon {
       io: this.io,
       receive:
         this.receivePath === 'capture'
-          ? { path: 'capture', open: this.fabric.isOpen }
+          ? { path: 'capture', open: this.fabric.isOpen, kernelDrops: kernelDropsOf(this.fabric) }
           : {
               path: 'udp',
               open: this.vxlanSocket?.isOpen === true,
