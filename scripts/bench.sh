@@ -190,6 +190,7 @@ if want netns || want fair; then
       for sz in '' '@1400'; do
         add "kernel-forward$sz"; add "kernel-vxlan$sz"; add "mux-cap$sz"; [ $RING = 0 ] || add "mux-ring$sz"
       done
+      [ $RING = 0 ] || add mux-ring-w2
       add kernel-vxlan-decap; add agent-capture; [ $RING = 0 ] || add agent-ring
       add kernel-forward-return; add agent-dsr; [ $RING = 0 ] || add agent-dsr-ring
       for io in "${IOS[@]}"; do add "newflows-$io"; done

@@ -595,6 +595,15 @@ function targets(
     );
     if (h !== null) t.push(h);
   }
+  const w2 = ratioTarget(
+    'MUX with 2 workers vs 1 (issue 19: capacity)',
+    pps,
+    ['mux-ring-w2'],
+    'mux-ring',
+    1.7,
+    "2 workers run on every CPU, the generator's included: on a 2-CPU machine a second worker gets at most what the generator and the kernel leave of CPU 0",
+  );
+  if (w2 !== null) t.push(w2);
   const fairNote = '--rps: the receive work of both on the DUT core (docs/io-paths.md)';
   for (const [name, vs, base] of [
     ['MUX vs the kernel VXLAN device, fair baseline', ['mux-ring', 'mux-cap'], 'kernel-vxlan'],

@@ -23,6 +23,9 @@
 #   agent-udp           slbx-host-agent --receive-path udp     (UDP socket on PA:4789 in, pcap_sendpacket out)
 # The batched fast path (--io ring: native/slbx_ring.c, docs/performance.md) in the same two phases:
 #   mux-ring            slbx-mux --send-path cap --io ring (packet ring in, sendmmsg out, one JS call per batch)
+#   mux-ring-w2         the same with --workers 2 (PACKET_FANOUT over two worker threads), the MUX on every
+#                       CPU (the generator's CPU 0 included): on a 2-CPU machine the workers share the
+#                       generator's core, so this measures what a second core buys here, not the 1.7x target
 #   agent-ring          slbx-host-agent --receive-path capture --io ring
 # DSR phase (the return path): trafgen in `vm` sends the backend's 64-byte replies (192.0.2.10:7 -> the
 # client, destination ports 1024..65023: 64,000 flows) to its gateway; what arrives at the router's fabric
@@ -81,7 +84,8 @@ options:
   --warmup S       seconds of traffic before each measurement (default 1)
   --variants LIST  comma-separated subset of: kernel-forward,kernel-vxlan,mux-cap,mux-raw,mux-udp,
                    kernel-vxlan-decap,agent-capture,agent-udp (the default: these eight), and
-                   mux-ring, agent-ring, kernel-forward-return, agent-dsr, agent-dsr-ring; a packet-rate
+                   mux-ring, mux-ring-w2 (2 workers, every CPU), agent-ring, kernel-forward-return,
+                   agent-dsr, agent-dsr-ring; a packet-rate
                    variant takes @BYTES for another frame size (mux-ring@1400); end-to-end variants:
                    tcp-direct, tcp-pcap, tcp-ring, rr-direct, rr-pcap, rr-ring, newflows-pcap,
                    newflows-ring, cp-propagation (scripts/bench/e2e-phases.sh, with its options below)
@@ -125,7 +129,7 @@ PERF=0
 ALL_VARIANTS=(kernel-forward kernel-vxlan mux-cap mux-raw mux-udp kernel-vxlan-decap agent-capture agent-udp)
 VARIANTS=("${ALL_VARIANTS[@]}")
 # not in the default set (the default is what docs/io-paths.md measured)
-MORE_VARIANTS=(mux-ring agent-ring kernel-forward-return agent-dsr agent-dsr-ring
+MORE_VARIANTS=(mux-ring mux-ring-w2 agent-ring kernel-forward-return agent-dsr agent-dsr-ring
   tcp-direct tcp-pcap tcp-ring rr-direct rr-pcap rr-ring newflows-pcap newflows-ring cp-propagation)
 TCP_CASES=1,8,1r,8r
 CP_CHANGES=20
@@ -480,7 +484,8 @@ start_daemon() {
   local ns=$1 status=$2 logf=$3 ready=$4 i s=''
   shift 4
   # ip netns exec and taskset exec: $! is the daemon's own PID
-  ip netns exec "$ns" taskset -c "$DUT_CPU" node $([ "$PERF" = 1 ] && echo --perf-basic-prof) "$@" >"$logf" 2>&1 &
+  # DAEMON_CPUS (a taskset list) for a daemon that spreads over several CPUs: --workers
+  ip netns exec "$ns" taskset -c "${DAEMON_CPUS:-$DUT_CPU}" node $([ "$PERF" = 1 ] && echo --perf-basic-prof) "$@" >"$logf" 2>&1 &
   DAEMON_PID=$!
   DAEMON_NS=$ns
   DAEMON_STATUS=$status
@@ -611,6 +616,9 @@ variant_up() { # VARIANT ROUND
     mux-ring)
       start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
         dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io ring --status "$MUX_STATUS" ;;
+    mux-ring-w2)
+      DAEMON_CPUS=0-$(($(nproc) - 1)) start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
+        dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io ring --workers 2 --status "$MUX_STATUS" ;;
     kernel-vxlan-decap)
       # the device's MAC must be the inner destination MAC, or it drops the frames
       ip -n "$NS_HOST" link add vx0 address "$MAC_NIC" type vxlan id 5001 local "$HOST_PA" dstport 4789 dev f0 nolearning
@@ -810,6 +818,7 @@ write_meta() {
       agent-capture) what='slbx-host-agent --receive-path capture: pcap in (+ nftables drop), NAT, pcap_sendpacket to the port'; base=false ;;
       agent-udp) what='slbx-host-agent --receive-path udp: UDP socket in, NAT, pcap_sendpacket to the port'; base=false ;;
       mux-ring) what='slbx-mux --io ring: packet ring in, one JS call per batch, whole frames out with one sendmmsg per batch'; base=false ;;
+      mux-ring-w2) what='slbx-mux --io ring --workers 2 on every CPU (the generator CPU too): PACKET_FANOUT hash over two worker threads'; base=false ;;
       agent-ring) what='slbx-host-agent --io ring: packet ring in (+ nftables drop), NAT, batched sendmmsg to the port'; base=false ;;
       kernel-forward-return) what='kernel IP forwarding of the replies in the host namespace, no NAT'; base=true ;;
       agent-dsr) what='slbx-host-agent (pcap): capture on the port, NAT to the VIP, raw socket to the router (DSR)'; base=false ;;
