@@ -235,7 +235,7 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
     }
   });
 
-  it('the router routes each VIP over all muxes, with L4 multipath hashing and forwarding on', () => {
+  it('the router routes each VIP over all muxes, with 5-tuple multipath hashing and forwarding on', () => {
     const v4 = inNs('router', 'ip', '-4', 'route', 'show', '203.0.113.10/32').stdout;
     expect(v4).toMatch(/nexthop via 198\.18\.0\.11 dev fab0/);
     expect(v4).toMatch(/nexthop via 198\.18\.0\.12 dev fab0/);
@@ -249,8 +249,12 @@ describe.skipIf(unmet(why, 'the namespace lab test'))('namespace lab (scripts/la
       'net.ipv6.conf.all.forwarding',
       'net.ipv4.fib_multipath_hash_policy',
       'net.ipv6.fib_multipath_hash_policy',
+      'net.ipv4.fib_multipath_hash_fields',
+      'net.ipv6.fib_multipath_hash_fields',
     ).stdout;
-    expect(s.split('\n').filter((l) => l !== '')).toEqual(['1', '1', '1', '1']);
+    // policy 3 (custom) over fields 0x37 = 55: source and destination address, protocol, ports
+    // (policy 1 would take the client socket's hash: docs/bgp.md "A lab finding")
+    expect(s.split('\n').filter((l) => l !== '')).toEqual(['1', '1', '3', '3', '55', '55']);
     expect(inNs('mux1', 'sysctl', '-n', 'net.ipv4.ip_forward').stdout.trim()).toBe('0');
   });
 
