@@ -5,7 +5,7 @@
 // change new/old, and whether it is within --limit percent. The host agent's figures include micro.js's
 // restore copy of the frame (the same in both builds); the change of its net figure is printed too.
 //
-//   node dist/scripts/bench/micro-ab.js --old OLD/dist [--new NEW/dist] [--runs N] [--limit PCT] [--json FILE]
+//   node dist/scripts/bench/micro-ab.js --old OLD/dist [--new NEW/dist] [--runs N] [--limit PCT] [--quick] [--json FILE]
 //
 // Exit 0: no path slower than the limit; 1: some path is (named); 2: usage.
 import { spawnSync } from 'node:child_process';
@@ -22,13 +22,14 @@ const OPTIONS: OptionSpec[] = [
   { name: 'new', value: 'DIR', help: "the new build's dist/ root (default: the dist/ this script runs from)" },
   { name: 'runs', value: 'N', help: 'runs of micro.js --paths-only per build, alternating', default: '6' },
   { name: 'limit', value: 'PCT', help: 'how much slower (new against old, in percent) a path may be', default: '3' },
+  { name: 'quick', help: 'micro.js --quick: fewer iterations (2 rounds of 50,000; about an eighth of the time, on a loaded machine)' },
   { name: 'json', value: 'FILE', help: "write every run's figures and the table as JSON" },
   { name: 'help', help: 'show this help' },
 ];
 
 const COMMAND: CommandSpec = {
   program: 'micro-ab',
-  usage: 'node dist/scripts/bench/micro-ab.js --old OLD/dist [--new NEW/dist] [--runs N] [--limit PCT] [--json FILE]',
+  usage: 'node dist/scripts/bench/micro-ab.js --old OLD/dist [--new NEW/dist] [--runs N] [--limit PCT] [--quick] [--json FILE]',
   options: OPTIONS,
   noPositional: true,
   about:
@@ -43,8 +44,9 @@ function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-function runMicro(root: string, json: string): PathResult[] {
-  const r = spawnSync(process.execPath, ['--expose-gc', join(root, 'scripts/bench/micro.js'), '--paths-only', '--json', json], {
+function runMicro(root: string, json: string, quick: boolean): PathResult[] {
+  const extra = quick ? ['--quick'] : [];
+  const r = spawnSync(process.execPath, ['--expose-gc', join(root, 'scripts/bench/micro.js'), '--paths-only', ...extra, '--json', json], {
     encoding: 'utf8',
     cwd: join(root, '..'),
   });
@@ -87,7 +89,7 @@ function main(args: ParsedArgs): number {
     for (let r = 0; r < runs; r++) {
       const order: ('old' | 'new')[] = r % 2 === 0 ? ['old', 'new'] : ['new', 'old'];
       for (const which of order) {
-        results[which].push(runMicro(roots[which], join(dir, `${which}-${r}.json`)));
+        results[which].push(runMicro(roots[which], join(dir, `${which}-${r}.json`), args.flags.has('quick')));
         process.stderr.write(`micro-ab: run ${r + 1}/${runs}, ${which} done\n`);
       }
     }
