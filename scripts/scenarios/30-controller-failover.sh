@@ -13,10 +13,9 @@
 #   * the load had no failed request (the data path does not need the controller);
 #   * the rate achieved: acknowledged changes per second, overall (the two elections included) and the
 #     median of the run's whole seconds but its first and last (the driver's start and stop; the
-#     failovers' seconds fall out of the median); the median is judged at MIN_RATE (25, half the 50/s
-#     asked: it reached 46-48 at a load average of 20, but 26-32 under run-all.sh --load at 20-26, where
-#     the leader, one thread among thirty runnable, gets too little of the two cores; docs/controller.md
-#     "Changes per second");
+#     failovers' seconds fall out of the median); the median is judged at MIN_RATE (40 of the 50/s
+#     asked: measured 47-49 at a load average of 20-25, and 44 and 51 under run-all.sh --load at 20-27,
+#     where the leader gets a small share of the two cores; docs/controller.md "Changes per second");
 #   * the leader is killed once more and, right after, the HTTP server of backend h2vm1: the time from
 #     that kill until every MUX applied the policy with h2vm1 down is measured (goal < 5 s: probe time
 #     + a lease TTL + a tick; judged at 10 s, twice the goal, for a loaded machine), and then 200 new
@@ -33,7 +32,7 @@ KILLED=h2vm1
 PER_PHASE=${PER_PHASE:-500}      # acknowledged changes before each kill, and after the last (10 s at 50/s)
 RATE=${RATE:-50}                 # changes per second the driver offers
 IN_FLIGHT=${IN_FLIGHT:-64}       # changes in flight at once (each slbctl call waits for its answer; 50/s at up to 1.2 s each)
-MIN_RATE=${MIN_RATE:-25}         # the median per-second count of acknowledged changes at least
+MIN_RATE=${MIN_RATE:-40}         # the median per-second count of acknowledged changes at least
 BOUND_MS=${BOUND_MS:-10000}      # the killed backend out of every MUX's policy within this (goal 5000)
 export LAB_CONTROLLERS=3
 lab_setup_scenario sc30
