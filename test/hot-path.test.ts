@@ -52,7 +52,10 @@ describe('copyPayload', () => {
           const want = backing.slice();
           for (let i = 0; i < len; i++) want[3 + dstOff + i] = src[srcOff + i]!;
           copyPayload(src, srcOff, dst, view, dstOff, len);
-          expect(backing, `len ${len}, src ${srcOff}, dst ${dstOff}`).toEqual(want);
+          // Buffer.equals first: 6,030 toEqual calls on 600-byte arrays took 14 s idle and 90 s on a
+          // busy machine (past the test's time limit); toEqual still reports the first mismatch in full
+          if (!Buffer.from(backing.buffer, backing.byteOffset, backing.length).equals(want))
+            expect(backing, `len ${len}, src ${srcOff}, dst ${dstOff}`).toEqual(want);
         }
       }
     }
