@@ -229,6 +229,7 @@ export class HostDaemon {
     this.ctx.counters.values[this.ctx.counters.index.dsr_flows_replayed]! += restored?.journal.dsrReplayed ?? 0;
     // from now on each new or changed return-path entry goes to the flow journal (host-agent/flow-journal.ts)
     this.ew.journal = this.snapshot?.journalSink(() => this.ew.nowS) ?? null;
+    this.snat.engine.journal = this.ew.journal; // and each outbound NAT flow opened, established or ended
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;

@@ -3,8 +3,9 @@
 // with SIGKILL comes back with every flow it had recorded, not only those up to its last snapshot.
 //
 // Each new or re-kinded return-path entry (host-agent/dsr-flows.ts calls addDsr) and each outbound NAT
-// flow opened or ended (addSnat, the records of snat.ts exportFlows; the engine does not call it yet:
-// its flows are in the snapshot only) is kept in memory and appended to
+// flow opened, become ESTABLISHED or ended (host-agent/snat.ts calls addSnat with its exportFlows record:
+// JOURNAL_SNAT_OPEN carries the flow as it is then, a replay keeps the last one; JOURNAL_SNAT_END its end;
+// a closing TCP flow writes nothing, snat.ts SnatJournalSink says why) is kept in memory and appended to
 // STATE_DIR/host-agent-NAME.journal at the end of the event-loop turn that made it: one synchronous
 // write per turn that has records (the daemon schedules flush() with setImmediate when the first record
 // of a turn comes), never one per packet. A write(2) lands in the page cache, which a process's death
@@ -31,7 +32,7 @@ import { closeSync, existsSync, mkdirSync, openSync, readFileSync, renameSync, w
 import { join } from 'node:path';
 import { crc32 } from 'node:zlib';
 import { HOST_FLOW_KEY_WORDS } from './flow-table.js';
-import { SNAT_FLOW_RECORD_WORDS } from './snat.js';
+import { SNAT_FLOW_RECORD_WORDS, SNAT_RECORD_END, SNAT_RECORD_OPEN } from './snat.js';
 
 /** CRC-32 (IEEE, as zlib's crc32), table-driven: a record's 60 bytes cost less than a call into zlib. */
 const CRC_TABLE = (() => {
@@ -55,8 +56,8 @@ export const FLOW_JOURNAL_MAGIC = 'SLBXJRNL';
 export const FLOW_JOURNAL_VERSION = 1;
 export const FLOW_JOURNAL_HEADER_BYTES = 32;
 export const JOURNAL_DSR = 1;
-export const JOURNAL_SNAT_OPEN = 2;
-export const JOURNAL_SNAT_END = 3;
+export const JOURNAL_SNAT_OPEN = SNAT_RECORD_OPEN;
+export const JOURNAL_SNAT_END = SNAT_RECORD_END;
 /** Words of a return-path record: type/length, time, key, value, seconds left, CRC (64 bytes). */
 export const JOURNAL_DSR_RECORD_WORDS = 2 + HOST_FLOW_KEY_WORDS + 2 + 1;
 /** Words of an outbound NAT record: type/length, time, the exportFlows record, CRC. */
@@ -66,6 +67,8 @@ export const JOURNAL_SNAT_RECORD_WORDS = 2 + SNAT_FLOW_RECORD_WORDS + 1;
 export interface FlowJournalSink {
   /** A return-path entry was created or changed kind: the table's key words, its value, its expiry (agent clock, s). */
   addDsr(key: Uint32Array, value: number, expiresAt: number): void;
+  /** An outbound NAT flow opened or changed (JOURNAL_SNAT_OPEN) or ended (JOURNAL_SNAT_END): its exportFlows record. */
+  addSnat(type: number, record: Uint32Array): void;
 }
 
 /** One record read back from a journal file. */

@@ -210,9 +210,11 @@ export interface FlowJournalReplay {
   dsrExpired: number;
   dsrInvalid: number;
   dsrFull: number;
-  /** Outbound NAT flows opened and ended by the journals. */
+  /** Outbound NAT records replayed: opens (a flow opened, or its state changed) and ends. */
   snatOpened: number;
   snatEnded: number;
+  /** Outbound NAT flows restored whose last record was a journal's (the rest of FlowSnapshotRestore.snat came from the snapshot). */
+  snatRestored: number;
   /** A last record cut short (the process died in its write): ignored. */
   torn: number;
   /** Records that did not hold (CRC, length) in the middle of a file: the rest of that file ignored. */
@@ -239,6 +241,7 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     dsrFull: 0,
     snatOpened: 0,
     snatEnded: 0,
+    snatRestored: 0,
     torn: 0,
     damaged: 0,
   };
@@ -256,8 +259,9 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
   };
   const key = new Uint32Array(HOST_FLOW_KEY_WORDS);
   // outbound NAT flows by identity, with the seconds gone since their record: the snapshot's, then the
-  // journals' opens and ends; imported at the end (the engine has no removal by record)
-  const snat = new Map<string, { rec: Uint32Array; goneS: number }>();
+  // journals' opens (the flow as it was then: the last one counts) and ends; imported at the end, so
+  // that each flow's port is taken once, with its last state (the engine has no removal by record)
+  const snat = new Map<string, { rec: Uint32Array; goneS: number; journal: boolean }>();
   const d = snapshot === null ? null : decodeFlowSnapshot(snapshot);
   if (d !== null && !d.ok) r.refused = d.reason;
   if (d !== null && d.ok) {
@@ -276,7 +280,7 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     }
     for (let o = 0; o + SNAT_FLOW_RECORD_WORDS <= d.snat.length; o += SNAT_FLOW_RECORD_WORDS) {
       const rec = d.snat.subarray(o, o + SNAT_FLOW_RECORD_WORDS);
-      snat.set(snatIdentity(rec), { rec, goneS });
+      snat.set(snatIdentity(rec), { rec, goneS, journal: false });
     }
   }
   const nowUnixS = Math.ceil(t.unixMs / 1000);
@@ -302,7 +306,7 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
         else if (a === INVALID) j.dsrInvalid++;
         else j.dsrFull++;
       } else if (rec.type === JOURNAL_SNAT_OPEN) {
-        snat.set(snatIdentity(rec.words), { rec: rec.words, goneS });
+        snat.set(snatIdentity(rec.words), { rec: rec.words, goneS, journal: true });
         j.snatOpened++;
       } else if (rec.type === JOURNAL_SNAT_END) {
         snat.delete(snatIdentity(rec.words));
@@ -312,8 +316,9 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
   }
   if (t.snat !== undefined && t.snat !== null && (snat.size > 0 || (d !== null && d.ok))) {
     const total: SnatImportResult = { restored: 0, expired: 0, skipped: 0 };
-    for (const { rec, goneS } of snat.values()) {
+    for (const { rec, goneS, journal } of snat.values()) {
       const x = t.snat.importFlows(rec, t.nowS, goneS);
+      if (journal) j.snatRestored += x.restored;
       total.restored += x.restored;
       total.expired += x.expired;
       total.skipped += x.skipped;

@@ -14,6 +14,9 @@
 // SNAT_TIME_WAIT_S (the TIME-WAIT guard: its port is not reused toward that remote endpoint before),
 // then the sweep frees them. Entries are inserted with no table expiry: the slots carry the clock,
 // and only this file's sweep removes them, both at once.
+// Across a restart the flows come back from the flow snapshot (exportFlows/importFlows) and, for what
+// changed after it, from the flow journal: the engine hands it a record (SnatJournalSink) when a flow
+// opens, becomes ESTABLISHED and ends, so that a host agent killed with SIGKILL loses none.
 //
 // Pure: no I/O, no timers; the caller passes whole seconds.
 import { updateChecksum16, updateChecksum32, updateChecksumBytes, udpChecksumOnWire } from '../shared/checksum.js';
@@ -111,6 +114,27 @@ export interface SnatIdleReset {
 /** Words of one flow as exportFlows writes it: family, protocol, TCP state, FINs seen, nic, VNI, DIP (4), remote (4), frontend IP (4), DIP port << 16 | remote port, frontend port, seconds left. */
 export const SNAT_FLOW_RECORD_WORDS = 21;
 
+/**
+ * The flow journal's record types for outbound NAT (host-agent/flow-journal.ts names them
+ * JOURNAL_SNAT_OPEN and JOURNAL_SNAT_END; defined here so that the engine needs no import of the journal).
+ * OPEN: the flow as it is now (a replay keeps the last OPEN of a flow); END: the flow is gone.
+ */
+export const SNAT_RECORD_OPEN = 2;
+export const SNAT_RECORD_END = 3;
+
+/**
+ * Where the engine reports, with one exportFlows record, each flow opened (its port taken), each TCP flow
+ * that became ESTABLISHED (its time left goes from the SYN timeout to the idle timeout) and each flow
+ * ended (freed: after its TIME-WAIT guard, by idle expiry, a policy or a smaller table). Closing (a FIN,
+ * both FINs or an RST: TIME_WAIT) is not reported: a restart then restores the flow as ESTABLISHED with
+ * its idle time left (4 minutes at least, longer than the 120 s guard), so its port stays taken toward
+ * that remote endpoint at least as long as the guard asks. The daemon hands it the flow journal's buffer
+ * (appends to memory; written at the end of the event-loop turn).
+ */
+export interface SnatJournalSink {
+  addSnat(type: number, record: Uint32Array): void;
+}
+
 /** What importFlows did with the records it was given. */
 export interface SnatImportResult {
   restored: number;
@@ -195,6 +219,10 @@ export class SnatEngine {
   maxFlows: number;
   private readonly scratch = new Uint8Array(16);
   private readonly w = new Uint32Array(4);
+  /** The flow journal (null: none, or not yet: flows imported at the start are not journaled again). */
+  journal: SnatJournalSink | null = null;
+  /** The record handed to the journal (copied by it): no allocation per flow. */
+  private readonly rec = new Uint32Array(SNAT_FLOW_RECORD_WORDS);
   live = 0;
 
   constructor(flows: HostFlowTable, maxFlows: number) {
@@ -434,6 +462,7 @@ export class SnatEngine {
     const vni = ns.policy.vni;
     this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport);
     let slot = this.flowsSlot(now);
+    let opened = false;
     if (slot >= 0 && this.state[slot] === SNAT_TIME_WAIT && (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN) {
       // a new connection on the same 5-tuple inside the guard: it takes the same port again
       this.state[slot] = SNAT_SYN_SENT;
@@ -446,12 +475,14 @@ export class SnatEngine {
       this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport); // flowsSlot may have freed an expired flow
       slot = this.open(ns, family, vni, proto, frame, l3, src4, dst4, sport, dport, nic, now);
       if (slot < 0) return slot;
+      opened = true;
     }
     // advance the state and the clock
     if (proto === IPPROTO_TCP) {
       this.trackSeq(this.nxtOut, SEQ_OUT, slot, frame, l3, l4, family, flags);
       this.tcpEvent(slot, flags, FIN_OUT, ns.policy.idleS, now);
     } else this.expires[slot] = now + ns.policy.idleS;
+    if (opened && this.journal !== null) this.journalSlot(SNAT_RECORD_OPEN, slot, now); // with its state and time left
     // rewrite the source: address (IPv4 header checksum too) and port, RFC 1624
     const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
     let l4sum = (frame[csumOff]! << 8) | frame[csumOff + 1]!;
@@ -566,8 +597,38 @@ export class SnatEngine {
       this.expires[slot] = now + SNAT_TIME_WAIT_S;
       return;
     }
-    if (st === SNAT_SYN_SENT && finBit === FIN_IN) this.state[slot] = SNAT_ESTABLISHED;
+    if (st === SNAT_SYN_SENT && finBit === FIN_IN) {
+      this.state[slot] = SNAT_ESTABLISHED;
+      this.expires[slot] = now + idleS;
+      if (this.journal !== null) this.journalSlot(SNAT_RECORD_OPEN, slot, now); // its idle timeout from now on
+      return;
+    }
     this.expires[slot] = now + (this.state[slot] === SNAT_SYN_SENT ? SNAT_SYN_TIMEOUT_S : idleS);
+  }
+
+  /** Hands slot s's record (as exportFlows writes it) to the journal. */
+  private journalSlot(type: number, s: number, now: number): void {
+    this.writeRecord(this.rec, 0, s, now);
+    this.journal!.addSnat(type, this.rec);
+  }
+
+  /** Slot s as SNAT_FLOW_RECORD_WORDS words at out[o] (exportFlows' layout); seconds left from `now` (0 if none). */
+  private writeRecord(out: Uint32Array, o: number, s: number, now: number): void {
+    const e = this.expires[s]!;
+    out[o] = this.fam[s]!;
+    out[o + 1] = this.proto[s]!;
+    out[o + 2] = this.state[s]!;
+    out[o + 3] = this.fins[s]!;
+    out[o + 4] = this.nicOf[s]!;
+    out[o + 5] = this.vni[s]!;
+    for (let i = 0; i < 4; i++) {
+      out[o + 6 + i] = this.dip[s * 4 + i]!;
+      out[o + 10 + i] = this.remote[s * 4 + i]!;
+      out[o + 14 + i] = this.fip[s * 4 + i]!;
+    }
+    out[o + 18] = this.ports[s]!;
+    out[o + 19] = this.fport[s]!;
+    out[o + 20] = e > now ? e - now : 0;
   }
 
   /**
@@ -809,22 +870,8 @@ export class SnatEngine {
     const out = new Uint32Array(n * R);
     let o = 0;
     for (let s = 0; s < this.next; s++) {
-      const e = this.expires[s]!;
-      if (e <= now) continue;
-      out[o] = this.fam[s]!;
-      out[o + 1] = this.proto[s]!;
-      out[o + 2] = this.state[s]!;
-      out[o + 3] = this.fins[s]!;
-      out[o + 4] = this.nicOf[s]!;
-      out[o + 5] = this.vni[s]!;
-      for (let i = 0; i < 4; i++) {
-        out[o + 6 + i] = this.dip[s * 4 + i]!;
-        out[o + 10 + i] = this.remote[s * 4 + i]!;
-        out[o + 14 + i] = this.fip[s * 4 + i]!;
-      }
-      out[o + 18] = this.ports[s]!;
-      out[o + 19] = this.fport[s]!;
-      out[o + 20] = e - now;
+      if (this.expires[s]! <= now) continue;
+      this.writeRecord(out, o, s, now);
       o += R;
     }
     return out;
@@ -971,9 +1018,10 @@ export class SnatEngine {
     this.dropSlot(s);
   }
 
-  /** Frees slot s (its entries already gone or never in this table). */
+  /** Frees slot s (its entries already gone or never in this table); the journal hears of its end. */
   private dropSlot(s: number): void {
     const family = this.fam[s]!;
+    if (this.journal !== null) this.journalSlot(SNAT_RECORD_END, s, this.expires[s]!); // identity only: no time left
     this.expires[s] = 0;
     this.free.push(s);
     this.live--;
