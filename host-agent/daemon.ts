@@ -50,6 +50,7 @@ import { joinUrl, requestJson } from '../runtime/http-json.js';
 import { bearer } from '../runtime/api-token.js';
 import { SNAT_CHUNK_PORTS } from '../shared/config/outbound.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
+import { HostWorkers, hostWorkersRefusal, steeringVipsOf } from './workers.js';
 import { Prober, healthListenerFor, type HealthListener, type HealthSink } from './prober.js';
 import { createSocket, type Socket } from 'node:dgram';
 import { underlayRoutesOf } from '../shared/next-hop.js';
@@ -131,6 +132,11 @@ export interface HostDaemonOptions {
   flowSnapshotMs?: number;
   /** The controller's replicas (--controller) and its token: outbound NAT's demands and releases go there. */
   controller?: { urls: readonly URL[]; token: string | null } | null;
+  /**
+   * Worker threads running the data plane (--workers N, host-agent/workers.ts; needs --io ring and the
+   * capture receive path); 1 (the default): the data plane runs on this thread.
+   */
+  workers?: number;
 }
 
 interface PortState {
@@ -189,6 +195,8 @@ export class HostDaemon {
   readonly snapshot: FlowSnapshotter | null;
   /** Outbound NAT: the engine kept across policies, its ranges, demands and releases (host-agent/snat-control.ts). */
   readonly snat: SnatControl;
+  /** --workers N >= 2: the worker threads that run the data plane; null: it runs here. */
+  readonly workers: HostWorkers | null;
 
   constructor(o: HostDaemonOptions) {
     this.o = o;
@@ -209,9 +217,13 @@ export class HostDaemon {
     this.ctx.ew = this.ew;
     this.snat = new SnatControl(o.name, this.ew.flows, o.config.flowTable.snatMaxFlows); // one host flow table
     this.installSnat(this.ctx, o.config, tables, []);
-    // the last process's flows (host-agent/flow-snapshot.ts), once the SNAT engine has its nics
+    const workers = o.workers ?? 1;
+    const refusal = hostWorkersRefusal(workers, o.io ?? 'pcap', o.receivePath ?? DEFAULT_RECEIVE_PATH, o.config);
+    if (refusal !== null) throw new Error(refusal);
+    // the last process's flows (host-agent/flow-snapshot.ts), once the SNAT engine has its nics; with
+    // workers none (their flow tables are theirs: a restarted agent re-learns flows from their clients)
     this.snapshot =
-      o.stateDir && (o.flowSnapshotMs ?? 0) > 0
+      o.stateDir && (o.flowSnapshotMs ?? 0) > 0 && workers <= 1
         ? new FlowSnapshotter({
             dir: o.stateDir,
             name: o.name,
@@ -233,6 +245,7 @@ export class HostDaemon {
     const io = resolveIo(o.io ?? 'pcap');
     this.io = io.io;
     this.ioFallback = io.fallbackReason;
+    if (workers > 1 && this.io !== 'ring') throw new Error(`--workers ${workers} needs the ring addon (--io ring): ${io.fallbackReason}`);
     this.fabric = createFramePort(io.io, o.iface);
     this.receivePath = o.receivePath ?? DEFAULT_RECEIVE_PATH;
     if (!isReceivePath(this.receivePath)) throw new Error(`unknown receive path ${JSON.stringify(o.receivePath)}`);
@@ -252,6 +265,57 @@ export class HostDaemon {
       config: o.config,
       onChange: o.onHealthChange ?? null,
       ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.sendProbe(nic, frame, len) },
+    });
+    this.workers = workers <= 1 ? null : this.newWorkers(workers);
+  }
+
+  /** The fabric capture's filter: VXLAN to our PA and Fastpath redirects (data plane), and the answers to our ARP/ND (`answers`). */
+  private fabricFilter(): { data: string; answers: string } {
+    const me = this.self();
+    const vxlan = `udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`;
+    const ifMac = readInterface(this.iface)?.mac;
+    return {
+      data: `(${vxlan}) or ${redirectCaptureClause(me.address.text)}`,
+      answers: ifMac === undefined ? '' : `(ether dst ${formatMac(ifMac)} and (arp or (icmp6 and ip6[40] == 136)))`,
+    };
+  }
+
+  /** --workers: the threads, and what they hand back to this one (echo requests, probe answers, redirects). */
+  private newWorkers(count: number): HostWorkers {
+    return new HostWorkers({
+      count,
+      name: this.name,
+      iface: this.iface,
+      fabricMac: this.fabricMac,
+      dsrVia4: this.o.dsrVia4,
+      dsrVia6: this.o.dsrVia6,
+      policyKey: this.o.policyKey ?? null,
+      captureBufferBytes: this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
+      fabricFilter: this.fabricFilter().data,
+      sourceMacCheck: this.sourceMacCheck,
+      counterNames: this.ctx.counters.names.length,
+      current: () => ({
+        config: this.config,
+        generation: this.generation,
+        peerMacs: this.ctx.peerMacs,
+        holdUnresolved: this.ctx.holdUnresolved,
+      }),
+      onEcho: (m) => {
+        this.echoReq.nonceHi = m.nonceHi;
+        this.echoReq.nonceLo = m.nonceLo;
+        this.answerEchoTo(m.peer, m.v6, m.srcPort);
+      },
+      onLocal: (nic, packet) => {
+        try {
+          this.prober.onLocalPacket(nic, packet, 0, packet.length);
+        } catch (e) {
+          this.internalError(e);
+        }
+      },
+      onExpedite: (peers) => {
+        for (const p of peers) this.neighbors.expedite(p);
+      },
+      onRedirectLost: () => this.ctx.counters.values[this.ctx.counters.index.drop_redirect_unbound]!++,
     });
   }
 
@@ -323,12 +387,12 @@ export class HostDaemon {
     if (this.o.dsrVia6 !== null) this.raw6 = createIpSender(this.io, 6, this.o.dsrVia6);
     if (this.receivePath === 'capture') {
       // VXLAN to our provider address over IPv4, or over IPv6 to our address6; and the answers to our
-      // ARP requests and neighbour solicitations (unicast to our MAC), which teach the peers' MACs
-      const vxlan = `udp dst port ${this.config.fabric.vxlanPort} and (dst host ${me.address.text}${me.address6 ? ` or dst host ${me.address6.text}` : ''})`;
-      const ifMac = readInterface(this.iface)?.mac;
-      const answers = ifMac === undefined ? '' : ` or (ether dst ${formatMac(ifMac)} and (arp or (icmp6 and ip6[40] == 136)))`;
+      // ARP requests and neighbour solicitations (unicast to our MAC), which teach the peers' MACs.
+      // --workers: the workers capture VXLAN and redirects (in their fanout groups); this socket, outside
+      // them, the answers only ('less 1': nothing, when the interface has no MAC to match)
+      const ff = this.fabricFilter();
       this.fabric.open(
-        `(${vxlan}) or ${redirectCaptureClause(me.address.text)}${answers}`,
+        this.workers !== null ? ff.answers || 'less 1' : `${ff.data}${ff.answers === '' ? '' : ` or ${ff.answers}`}`,
         (f, len) => this.onFabricFrame(f, len),
         this.o.captureBufferBytes ?? DEFAULT_CAPTURE_BUFFER_BYTES,
       );
@@ -337,6 +401,7 @@ export class HostDaemon {
       this.openVxlanSocket();
     }
     this.started = true;
+    this.workers?.start();
     this.openPorts();
     // after the ports (opening them takes a while): the first requests go out now, answers come back in
     // a millisecond, and the peers' MACs are adopted NEIGHBOR_ROUND_CONFIRM_MS later
@@ -345,6 +410,8 @@ export class HostDaemon {
       setInterval(() => {
         this.openPorts();
         this.countBatchErrors();
+        // a port that appeared since: every worker joins its group, in index order
+        if (this.workers !== null && !this.workers.allJoined(this.ctx.tables.nics.map((n) => n.port))) void this.workers.joinRound();
       }, PORT_RETRY_MS),
     );
     this.timers.push(setInterval(() => this.tickEw(), EW_TICK_MS));
@@ -404,6 +471,7 @@ export class HostDaemon {
     if (!this.started) return;
     this.started = false;
     this.held = [];
+    void this.workers?.stop();
     this.countBatchErrors();
     this.prober.stop();
     this.echo4?.close();
@@ -445,9 +513,11 @@ export class HostDaemon {
       }
       const p = createFramePort(this.io, nic.port);
       try {
-        // every frame the backend sends; not the ones we send from the port's MAC
+        // every frame the backend sends; not the ones we send from the port's MAC. --workers: the workers
+        // read the port (in its fanout group); this socket sends the probes and reads nothing
         st.index = nic.index;
-        p.open(`not ether src ${formatMac(ifc.mac)}`, (f, len) => this.onPortFrame(f, len, st.index), 4 * 1024 * 1024);
+        const filter = this.workers !== null ? 'less 1' : `not ether src ${formatMac(ifc.mac)}`;
+        p.open(filter, (f, len) => this.onPortFrame(f, len, st.index), 4 * 1024 * 1024);
       } catch (e) {
         st.error = (e as Error).message;
         logWarn('port_open_failed', { nic: nic.name, port: nic.port, error: st.error });
@@ -486,6 +556,7 @@ export class HostDaemon {
       this.ctx.holdUnresolved = false;
       ended = true;
     }
+    if (events.length > 0 || ended) this.workers?.postPeers(this.ctx.peerMacs, this.ctx.holdUnresolved);
     if ((learned || ended) && this.held.length > 0) {
       // judged now against what was learned (frames of a peer still unknown are held again, or dropped
       // as drop_in_source_unresolved once the window is over)
@@ -589,14 +660,19 @@ export class HostDaemon {
    */
   private answerEcho(frame: Buffer): void {
     const ctx = this.ctx;
-    const cv = ctx.counters.values;
-    const C = ctx.counters.index;
     if (parseEchoRequest(ctx.outBuf, ctx.outOff, this.echoReq, ctx.outOff + ctx.outLen) < 0) {
-      cv[C.latency_echo_bad]!++;
+      ctx.counters.values[ctx.counters.index.latency_echo_bad]!++;
       return;
     }
-    const peer = ctx.tables.peers[ctx.lastPeer];
-    const v6 = frame[12] === 0x86 && frame[13] === 0xdd;
+    this.answerEchoTo(ctx.lastPeer, frame[12] === 0x86 && frame[13] === 0xdd, ctx.udp.srcPort);
+  }
+
+  /** The answer to this.echoReq, to peer `peerIndex`'s `srcPort` (a worker parsed the request with --workers). */
+  private answerEchoTo(peerIndex: number, v6: boolean, srcPort: number): void {
+    const ctx = this.ctx;
+    const cv = ctx.counters.values;
+    const C = ctx.counters.index;
+    const peer = ctx.tables.peers[peerIndex];
     const sock = v6 ? this.echo6 : this.echo4;
     if (peer === undefined || sock === null) {
       cv[C.send_error_latency_echo]!++;
@@ -609,7 +685,7 @@ export class HostDaemon {
     });
     const out = Buffer.alloc(echoAnswerLength(entries));
     writeEchoAnswer({ nonceHi: this.echoReq.nonceHi, nonceLo: this.echoReq.nonceLo, entries }, out, 0);
-    sock.send(out, ctx.udp.srcPort, peer.address.text, (e) => {
+    sock.send(out, srcPort, peer.address.text, (e) => {
       const c = this.ctx.counters; // the context may have been replaced by a new config meanwhile
       if (e) {
         this.echoError = e.message;
@@ -696,7 +772,40 @@ export class HostDaemon {
   /** What GET /counters answers: every counter, zeros included, send errors up to date. */
   counters(): Record<string, number> {
     this.countBatchErrors();
-    return this.ctx.counters.snapshot(true);
+    return this.allCounters().snapshot(true);
+  }
+
+  /** This thread's counters, plus every worker's with --workers (each copied between two of its batches). */
+  private allCounters(): HostContext['counters'] {
+    if (this.workers === null) return this.ctx.counters;
+    const c = this.ctx.counters;
+    const sum = Object.create(Object.getPrototypeOf(c) as object) as HostContext['counters'];
+    this.workers.syncCounters();
+    Object.assign(sum, { names: c.names, index: c.index, values: Float64Array.from(c.values) });
+    this.workers.sumCounters(sum.values);
+    return sum;
+  }
+
+  /** --workers: the per-backend traffic is the sum of the workers' last reports (every 250 ms). */
+  private syncTraffic(): void {
+    if (this.workers === null) return;
+    const byNic = this.workers.traffic();
+    this.traffic.delivered.fill(0);
+    this.traffic.dsr.fill(0);
+    for (const n of this.ctx.tables.nics) {
+      const v = byNic.get(n.name);
+      if (v === undefined) continue;
+      const k = n.index * HOST_TRAFFIC_STRIDE;
+      this.traffic.delivered[k] = v[0]!;
+      this.traffic.delivered[k + 1] = v[1]!;
+      this.traffic.dsr[k] = v[2]!;
+      this.traffic.dsr[k + 1] = v[3]!;
+    }
+  }
+
+  /** The restart test: worker `index` exits (process.exit in its thread); the others go on. */
+  exitWorkerForTest(index: number): void {
+    this.workers?.exitForTest(index);
   }
 
   private internalError(e: unknown): void {
@@ -716,6 +825,9 @@ export class HostDaemon {
     if (me.address.text !== this.self().address.text || config.fabric.vxlanPort !== this.config.fabric.vxlanPort) {
       throw new Error('the provider address or VXLAN port changed: restart the host agent to apply that');
     }
+    const workersRefusal = this.workers === null ? null : hostWorkersRefusal(this.workers.slots.length, this.io, this.receivePath, config);
+    if (workersRefusal !== null) throw new Error(`the new config cannot run here: ${workersRefusal}`);
+    const vipsBefore = this.workers === null ? '' : JSON.stringify(steeringVipsOf(this.config));
     this.generation++;
     const tables: HostTables = compileHostTables(config, this.name, this.generation);
     // ports by nic name carry over; the data plane's port numbers are the new tables' nic indexes
@@ -756,6 +868,13 @@ export class HostDaemon {
     this.traffic.remap(tables.nics);
     this.ctx = ctx;
     this.config = config;
+    if (this.workers !== null) {
+      // every worker compiles this generation and swaps it in between two of its batches; new ports are
+      // joined in index order; new internal VIPs change the steering programs: a regroup
+      this.workers.postConfig(config, this.generation, ctx.peerMacs);
+      if (JSON.stringify(steeringVipsOf(config)) !== vipsBefore) void this.workers.regroup();
+      else void this.workers.joinRound();
+    }
     this.vxlanSocket?.setSources(vxlanSources(config, this.name));
     this.openPorts();
     this.prober.applyConfig(config);
@@ -764,6 +883,8 @@ export class HostDaemon {
 
   status(): Record<string, unknown> {
     this.countBatchErrors();
+    this.syncTraffic();
+    const counters = this.allCounters();
     const t = this.ctx.tables;
     const ports = t.nics.map((n) => ({
       nic: n.name,
@@ -783,6 +904,7 @@ export class HostDaemon {
         this.started &&
         (this.receivePath === 'capture' ? this.fabric.isOpen : this.vxlanSocket?.isOpen === true) &&
         ports.every((p) => p.open) &&
+        (this.workers === null || this.workers.allJoined(t.nics.map((n) => n.port))) &&
         (!this.sourceMacCheck || this.neighbors.allResolved || Date.now() - this.startedAt >= NEIGHBOR_READY_WAIT_MS),
       uptimeS: Math.round((Date.now() - this.startedAt) / 1000),
       generation: t.generation,
@@ -795,7 +917,7 @@ export class HostDaemon {
         sent6: this.raw6?.sent ?? 0,
         errors: (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0),
         lastError: this.raw4?.lastSendError || this.raw6?.lastSendError || undefined,
-        unavailable: this.ctx.counters.get('send_error_dsr_unavailable'),
+        unavailable: counters.get('send_error_dsr_unavailable'),
       },
       io: this.io,
       receive:
@@ -834,7 +956,9 @@ export class HostDaemon {
       eastWest: ewStatus(this.ew),
       flowSnapshot: this.snapshot?.status() ?? null,
       snat: this.snat.status(t),
-      counters: this.ctx.counters.snapshot(),
+      counters: counters.snapshot(),
+      // --workers: each worker's generation (the one it handles every packet by), sockets and restarts
+      ...(this.workers !== null ? { workers: this.workers.status(), workerRegroups: this.workers.regroups } : {}),
       // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
       backends: this.traffic.backends(),
     };
@@ -969,6 +1093,7 @@ export class HostDaemon {
 
   /** What GET /flows answers: up to `limit` entries of the host flow table (every kind; an outbound NAT flow once). */
   flows(limit: number): ListedHostFlow[] {
+    if (this.workers !== null) return this.workers.flows(limit);
     return listHostFlows(this.ew, this.ctx.tables, limit, this.snat.engine);
   }
 }

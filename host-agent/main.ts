@@ -11,6 +11,7 @@ import { defaultGateway4, defaultGateway6 } from '../runtime/netif.js';
 import { checkPacketDaemonArgs, packetDaemonOptions, resolvePacketDaemonArgs } from '../runtime/packet-options.js';
 import { DEFAULT_RECEIVE_PATH, HostDaemon, isReceivePath, RECEIVE_PATHS, type ReceivePath } from './daemon.js';
 import { writeHostMetrics } from './metrics.js';
+import { hostWorkersRefusal, MAX_HOST_WORKERS } from './workers.js';
 import { DEFAULT_FLOW_SNAPSHOT_MS } from './flow-snapshot.js';
 
 const PACKET = packetDaemonOptions('host');
@@ -37,6 +38,14 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     PACKET.captureBufferMb,
     { name: 'receive-path', value: 'PATH', help: 'how VXLAN comes in: capture or udp (see above)', default: DEFAULT_RECEIVE_PATH },
     PACKET.io,
+    {
+      name: 'workers',
+      value: 'N',
+      default: '1',
+      help:
+        `data-plane threads, 1..${MAX_HOST_WORKERS}: N >= 2 needs --io ring (the kernel steers both directions of a flow to one ` +
+        "worker's sockets by PACKET_FANOUT_CBPF), no outbound rules in the config, and keeps no flow snapshot; docs/io-paths.md",
+    },
     {
       name: 'state-dir',
       value: 'DIR',
@@ -66,6 +75,13 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     const snapMs = one(args, 'flow-snapshot-ms')!;
     if (!/^\d+$/.test(snapMs) || Number(snapMs) > 3_600_000)
       return `--flow-snapshot-ms must be a whole number of ms from 0 (never) to 3600000, e.g. ${DEFAULT_FLOW_SNAPSHOT_MS} (got ${JSON.stringify(snapMs)})`;
+    const workers = Number(one(args, 'workers'));
+    if (!Number.isInteger(workers) || workers < 1 || workers > MAX_HOST_WORKERS)
+      return `--workers must be an integer 1..${MAX_HOST_WORKERS} (got ${JSON.stringify(one(args, 'workers'))})`;
+    if (isReceivePath(rp)) {
+      const refusal = hostWorkersRefusal(workers, one(args, 'io')!, rp, null);
+      if (refusal !== null) return refusal;
+    }
     const dir = one(args, 'state-dir');
     if (dir !== undefined && dir === '') return '--state-dir must name a directory (leave it out for none)';
     return isReceivePath(rp) ? null : `--receive-path must be one of ${RECEIVE_PATHS.join(', ')} (got ${JSON.stringify(rp)})`;
@@ -89,6 +105,9 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
     if (via4 !== null && isIP(via4) !== 4) return `--dsr-via must be an IPv4 address, got ${via4}`;
     if (via6 !== null && isIP(via6) !== 6) return `--dsr-via6 must be an IPv6 address, got ${via6}`;
     if (via4 === null) return 'no IPv4 default gateway in this namespace for the DSR return; add one or give --dsr-via';
+    const workers = Number(one(args, 'workers'));
+    const refusal = hostWorkersRefusal(workers, packet.io, receivePath, config);
+    if (refusal !== null) return `${cfgPath}: ${refusal}`;
     return new HostDaemon({
       config,
       name,
@@ -104,6 +123,7 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       io: packet.io,
       stateDir: one(args, 'state-dir') ?? ((process.env['STATE_DIRECTORY'] ?? '').split(':')[0] || null),
       flowSnapshotMs: Number(one(args, 'flow-snapshot-ms')),
+      workers,
     });
   },
   routes(daemon) {

@@ -1,0 +1,100 @@
+// The messages between the host agent's main thread (host-agent/workers.ts) and its worker threads
+// (host-agent/worker.ts), and the shared status words.
+import type { MessagePort } from 'node:worker_threads';
+import type { SlbxConfig } from '../shared/config.js';
+import type { ListedHostFlow } from './east-west-io.js';
+
+/** Words of a worker's shared status array (Int32). */
+export const STATUS_GENERATION = 0;
+/** Bumped by the worker after it answered a `flows` or `count` request: the main thread waits on it. */
+export const STATUS_SEQ = 1;
+export const STATUS_WORDS = 4;
+
+/** Frames a worker holds while their MUX's MAC is not known yet (its share of the daemon's HOLD_MAX_FRAMES). */
+export const WORKER_HOLD_MAX_FRAMES = 2048;
+
+/** What a worker thread starts with (workerData). */
+export interface HostWorkerInput {
+  slbxHostWorker: true;
+  index: number;
+  count: number;
+  name: string;
+  /** The fabric interface and its MAC. */
+  iface: string;
+  fabricMac: Uint8Array;
+  config: SlbxConfig;
+  generation: number;
+  dsrVia4: string | null;
+  dsrVia6: string | null;
+  policyKey: string | null;
+  captureBufferBytes: number;
+  /** The filter of the workers' fabric sockets (VXLAN to our PA, Fastpath redirects). */
+  fabricFilter: string;
+  /** The MUXes' and hosts' MACs as the main thread knows them (HostContext.peerMacs), and the hold window. */
+  peerMacs: Float64Array;
+  holdUnresolved: boolean;
+  sourceMacCheck: boolean;
+  /** Float64 counters (the host agent's counter names, in order), shared with the main thread; kept across restarts. */
+  counters: SharedArrayBuffer;
+  /** Where the worker copies its counters between two batches when asked (`count`): what /counters sums. */
+  published: SharedArrayBuffer;
+  /** Int32 status words (STATUS_*). */
+  status: SharedArrayBuffer;
+  /** Where the worker answers a `flows` request (read synchronously by the main thread). */
+  flowsPort: MessagePort;
+}
+
+/** The sockets a worker joins: every group's id and steering program (host-agent/worker-steering.ts). */
+export interface HostWorkerJoin {
+  t: 'join';
+  /** PACKET_FANOUT group of the fabric interface, and of each VM port by interface name. */
+  fabricGroup: number;
+  portGroups: [string, number][];
+  fabricProgram: Uint8Array;
+  portProgram: Uint8Array;
+}
+
+export type HostWorkerRequest =
+  | { t: 'config'; config: SlbxConfig; generation: number; peerMacs: Float64Array }
+  | { t: 'peers'; peerMacs: Float64Array; holdUnresolved: boolean }
+  | HostWorkerJoin
+  | { t: 'leave' }
+  | { t: 'redirect'; frame: Uint8Array }
+  | { t: 'flows'; limit: number }
+  | { t: 'count' }
+  | { t: 'exit-for-test'; code: number }
+  | { t: 'stop' };
+
+export interface HostWorkerReport {
+  t: 'report';
+  index: number;
+  generation: number;
+  flows: number;
+  /** Per nic name: [delivered packets, bytes, DSR packets, bytes] since the worker started. */
+  traffic: [string, number, number, number, number][];
+  /** Sockets open: the fabric's and each VM port's (by interface name). */
+  fabricOpen: boolean;
+  portsOpen: string[];
+  rxPackets: number;
+  rxKernelDrops: number;
+  sendErrors: number;
+  internalErrors: number;
+  lastInternalError: string;
+}
+
+export type HostWorkerToMain =
+  | { t: 'ready'; index: number; generation: number }
+  | { t: 'applied'; index: number; generation: number }
+  | { t: 'joined'; index: number; fabricOpen: boolean; portsOpen: string[]; errors: string[] }
+  | { t: 'left'; index: number }
+  /** A MUX's latency echo request (VERDICT_LOCAL on the fabric): answered by the main thread. */
+  | { t: 'echo'; peer: number; v6: boolean; srcPort: number; nonceHi: number; nonceLo: number }
+  /** A backend's answer to a health probe (VERDICT_LOCAL on a port): for the main thread's prober. */
+  | { t: 'local'; nic: string; packet: Uint8Array }
+  /** A Fastpath redirect this worker installed: every other worker installs it too (its flow may be theirs). */
+  | { t: 'redirect'; index: number; frame: Uint8Array }
+  /** Peers whose VXLAN was dropped for an unknown or changed MAC: ask ARP/ND again (neighbors.expedite). */
+  | { t: 'expedite'; peers: number[] }
+  | HostWorkerReport;
+
+export type { ListedHostFlow };

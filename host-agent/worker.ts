@@ -1,0 +1,481 @@
+// One host agent worker thread (--workers N, host-agent/workers.ts starts them): the pure data plane on
+// its own ring sockets, one on the fabric interface and one per VM port, each in its interface's
+// PACKET_FANOUT_CBPF group (host-agent/worker-steering.ts: both directions of a flow reach one worker), with
+// its own tables, host flow table (the return path's entries, Fastpath) and DSR senders. The main thread
+// keeps ARP/ND (its own socket outside the groups), probes, the latency echo's sockets, the status
+// endpoint and compiling nothing for the packets: it hands every worker each generation's config, and the
+// worker compiles the tables itself (compileHostTables is a pure function of config, host and generation).
+//
+// One generation per packet: a new generation arrives as a message; a worker thread runs one thing at a
+// time, so the message handler (which builds the new context and swaps it in one assignment) runs between
+// two ring batches, never inside one. Every packet is handled wholly by one generation's tables.
+//
+// Imports: only what loads in a worker thread (the ring addon; not libpcap's binding or raw-socket, so
+// nothing from runtime/frame-port.ts or host-agent/daemon.ts).
+import { parentPort, workerData } from 'node:worker_threads';
+import type { SlbxConfig } from '../shared/config.js';
+import { formatMac } from '../shared/addr.js';
+import { parseRedirect, newRedirect, REDIRECT_PORT } from '../shared/redirect.js';
+import { parseEchoRequest, type EchoRequest } from '../shared/latency.js';
+import { loadRingAddon, RingPort, RingRawSender, type RingAddon } from '../runtime/ring-port.js';
+import { readInterface } from '../runtime/netif.js';
+import { compileHostTables, type HostTables } from './tables.js';
+import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
+import {
+  processInbound,
+  processOutbound,
+  OUT_DSR,
+  VERDICT_CONSUMED,
+  VERDICT_FORWARD,
+  VERDICT_HOLD,
+  VERDICT_LOCAL,
+  type HostContext,
+} from './data-plane.js';
+import { OUT_FABRIC, type EwState } from './east-west.js';
+import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState } from './east-west-io.js';
+import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
+import { STEER_MUL, steerWorker } from './worker-steering.js';
+import {
+  STATUS_GENERATION,
+  STATUS_SEQ,
+  WORKER_HOLD_MAX_FRAMES,
+  type HostWorkerInput,
+  type HostWorkerJoin,
+  type HostWorkerReport,
+  type HostWorkerRequest,
+  type HostWorkerToMain,
+} from './worker-protocol.js';
+
+const TICK_MS = 250;
+/** The kernel buffer of each VM port's socket (the single-threaded agent's). */
+const PORT_BUFFER_BYTES = 4 * 1024 * 1024;
+
+function mixWord(h: number, w: number): number {
+  return Math.imul(h ^ w, STEER_MUL) >>> 0;
+}
+
+/**
+ * The worker that holds the flow a Fastpath redirect names: its steering key is its client's end
+ * (address, port), the end the VM's frames of that flow are steered by (docs/io-paths.md, the key table:
+ * east-west, this host the client's), computed as host-agent/worker-steering.ts computes it from a frame.
+ * -1: not a redirect this can read.
+ */
+export function redirectOwner(frame: Uint8Array, len: number, count: number): number {
+  if (len < 14 + 20 || frame[12] !== 0x08 || frame[13] !== 0x00 || frame[23] !== 17) return -1;
+  const l4 = 14 + (frame[14]! & 0x0f) * 4;
+  if (l4 + 8 > len || ((frame[l4 + 2]! << 8) | frame[l4 + 3]!) !== REDIRECT_PORT) return -1;
+  const r = newRedirect();
+  if (parseRedirect(frame, l4 + 8, r, len) < 0) return -1;
+  const word = (i: number) => ((r.src[i]! << 24) | (r.src[i + 1]! << 16) | (r.src[i + 2]! << 8) | r.src[i + 3]!) >>> 0;
+  let h = 0;
+  if (r.family === 4) h = mixWord(0, word(0));
+  else for (let i = 0; i < 16; i += 4) h = mixWord(h, word(i));
+  h = mixWord(h, r.srcPort);
+  return steerWorker((h ^ (h >>> 16)) >>> 0, count);
+}
+
+interface PortEntry {
+  port: RingPort;
+  /** The nic index its frames are handled under (renumbered in place by a new generation; -1: gone). */
+  index: number;
+  mac: Uint8Array;
+  batchCounted: number;
+}
+
+export class HostWorkerCore {
+  ctx: HostContext;
+  config: SlbxConfig;
+  generation: number;
+  readonly index: number;
+  readonly count: number;
+  private readonly name: string;
+  private readonly iface: string;
+  private readonly fabricMac: Uint8Array;
+  private readonly counterValues: Float64Array;
+  readonly status: Int32Array;
+  private ew: EwState;
+  /** Per nic name: delivered and DSR counts (host-agent/traffic-counters.ts). */
+  readonly traffic: HostTrafficCounters;
+  fabric: RingPort | null = null;
+  private fabricBatchCounted = 0;
+  /** This worker's socket on each VM port, by interface name. */
+  readonly ports = new Map<string, PortEntry>();
+  /** By nic index: the port's socket, or null (not joined yet). */
+  private byIndex: (RingPort | null)[] = [];
+  raw4: RingRawSender | null = null;
+  raw6: RingRawSender | null = null;
+  private rawCounted = { raw4: 0, raw6: 0 };
+  private held: Buffer[] = [];
+  private readonly expedite = new Set<number>();
+  private readonly echoReq: EchoRequest = { nonceHi: 0, nonceLo: 0 };
+  internalErrors = 0;
+  lastInternalError = '';
+  /** What the worker tells the main thread (a test collects it). */
+  post: (m: HostWorkerToMain) => void;
+
+  constructor(input: HostWorkerInput, post: (m: HostWorkerToMain) => void) {
+    this.index = input.index;
+    this.count = input.count;
+    this.name = input.name;
+    this.iface = input.iface;
+    this.fabricMac = input.fabricMac;
+    this.config = input.config;
+    this.generation = input.generation;
+    this.post = post;
+    this.counterValues = new Float64Array(input.counters);
+    this.status = new Int32Array(input.status);
+    const tables = compileHostTables(input.config, input.name, input.generation);
+    this.ew = newDaemonEwState(input.config, input.fabricMac, input.policyKey);
+    this.ctx = this.newContext(input.config, tables, input.peerMacs);
+    this.ctx.sourceMacCheck = input.sourceMacCheck;
+    this.ctx.holdUnresolved = input.holdUnresolved;
+    this.traffic = new HostTrafficCounters(tables.nics);
+    Atomics.store(this.status, STATUS_GENERATION, input.generation);
+  }
+
+  private newContext(config: SlbxConfig, tables: HostTables, peerMacs: Float64Array): HostContext {
+    const macs = tables.nics.map((n) => this.ports.get(n.port)?.mac ?? new Uint8Array(6));
+    const ctx = buildHostContext(config, tables, macs, readInterface(this.iface)?.mtu ?? DSR_MTU_UNKNOWN);
+    // the counters live in shared memory: the main thread sums every worker's without asking
+    (ctx.counters as { values: Float64Array }).values = this.counterValues;
+    ctx.ew = this.ew;
+    if (peerMacs.length === ctx.peerMacs.length) ctx.peerMacs.set(peerMacs);
+    return ctx;
+  }
+
+  /** A new generation: its tables compiled here and swapped in between two packets (never a mix of two). */
+  applyConfig(config: SlbxConfig, generation: number, peerMacs: Float64Array): void {
+    const tables = compileHostTables(config, this.name, generation);
+    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac, null);
+    const ctx = this.newContext(config, tables, peerMacs);
+    ctx.sourceMacCheck = this.ctx.sourceMacCheck;
+    ctx.holdUnresolved = this.ctx.holdUnresolved;
+    ctx.counters.values[ctx.counters.index.host_flows_not_carried]! += this.ew.notCarried;
+    this.ew.notCarried = 0;
+    // sockets by interface name carry over, renumbered in place; a port no nic uses any more is closed
+    const byPort = new Map(tables.nics.map((n) => [n.port, n.index]));
+    for (const [ifname, e] of this.ports) {
+      const i = byPort.get(ifname);
+      if (i === undefined) {
+        e.index = -1;
+        e.port.close();
+        this.ports.delete(ifname);
+      } else e.index = i;
+    }
+    this.byIndex = tables.nics.map((n) => this.ports.get(n.port)?.port ?? null);
+    this.traffic.remap(tables.nics);
+    this.ctx = ctx;
+    this.config = config;
+    this.generation = generation;
+    Atomics.store(this.status, STATUS_GENERATION, generation);
+  }
+
+  /** The MACs the main thread resolved (ARP/ND stays there), and whether the hold window after a start is still open. */
+  applyPeers(peerMacs: Float64Array, holdUnresolved: boolean): void {
+    if (peerMacs.length === this.ctx.peerMacs.length) this.ctx.peerMacs.set(peerMacs);
+    this.ctx.holdUnresolved = holdUnresolved;
+    if (this.held.length === 0) return;
+    const held = this.held;
+    this.held = [];
+    for (const f of held) this.handleFabric(f, f.length);
+  }
+
+  /**
+   * Opens this worker's sockets not open yet: the fabric's, then each VM port's in nic order, each in its
+   * group (the main thread has every worker join in index order, one at a time: docs/io-paths.md).
+   */
+  join(j: HostWorkerJoin, addon: RingAddon, fabricFilter: string, bufferBytes: number): { fabricOpen: boolean; errors: string[] } {
+    const errors: string[] = [];
+    const groups = new Map(j.portGroups);
+    if (this.fabric === null) {
+      const p = new RingPort(this.iface, addon, { fanoutGroup: j.fabricGroup, fanoutProgram: j.fabricProgram, qdiscBypass: false });
+      try {
+        p.open(fabricFilter, (f, len) => this.handleFabric(f, len), bufferBytes);
+        this.fabric = p;
+        this.fabricBatchCounted = 0;
+      } catch (e) {
+        errors.push(`${this.iface}: ${(e as Error).message}`);
+      }
+    }
+    for (const nic of this.ctx.tables.nics) {
+      if (this.ports.has(nic.port)) continue;
+      const group = groups.get(nic.port);
+      const ifc = readInterface(nic.port);
+      if (group === undefined || ifc === null) {
+        errors.push(`${nic.port}: ${ifc === null ? 'no such interface in this namespace' : 'no fanout group'}`);
+        continue;
+      }
+      const p = new RingPort(nic.port, addon, { fanoutGroup: group, fanoutProgram: j.portProgram, qdiscBypass: false });
+      const e: PortEntry = { port: p, index: nic.index, mac: ifc.mac, batchCounted: 0 };
+      try {
+        // every frame the backend sends; not the ones sent from the port's MAC
+        p.open(`not ether src ${formatMac(ifc.mac)}`, (f, len) => this.handlePort(f, len, e.index), PORT_BUFFER_BYTES);
+      } catch (err) {
+        errors.push(`${nic.port}: ${(err as Error).message}`);
+        continue;
+      }
+      this.ports.set(nic.port, e);
+      this.byIndex[nic.index] = p;
+      this.ctx.portMacs[nic.index] = ifc.mac;
+    }
+    return { fabricOpen: this.fabric !== null, errors };
+  }
+
+  /** Closes every socket of the groups (the regroup: every worker leaves, then all join again in index order). */
+  leave(): void {
+    this.countBatchErrors();
+    this.fabric?.close();
+    this.fabric = null;
+    for (const e of this.ports.values()) e.port.close();
+    this.ports.clear();
+    this.byIndex = this.ctx.tables.nics.map(() => null);
+  }
+
+  openDsr(addon: RingAddon, via4: string | null, via6: string | null): void {
+    if (via4 !== null) this.raw4 = new RingRawSender(addon, 4, via4);
+    if (via6 !== null) this.raw6 = new RingRawSender(addon, 6, via6);
+  }
+
+  private internalError(e: unknown): void {
+    this.ctx.counters.values[this.ctx.counters.index.drop_internal_error]!++;
+    this.internalErrors++;
+    this.lastInternalError = (e as Error).stack ?? String(e);
+  }
+
+  /** VXLAN or a Fastpath redirect from the fabric: HostDaemon.judgeInbound's work. */
+  handleFabric(frame: Buffer, len: number): void {
+    if (this.count > 1) {
+      // a Fastpath redirect has no steering key (worker 0 gets it): handed to the worker of the flow it names
+      const owner = redirectOwner(frame, len, this.count);
+      if (owner >= 0 && owner !== this.index) {
+        this.post({ t: 'redirect', index: owner, frame: Uint8Array.prototype.slice.call(frame, 0, len) });
+        return;
+      }
+    }
+    const ctx = this.ctx;
+    let v: number;
+    try {
+      v = processInbound(frame, len, ctx);
+    } catch (e) {
+      this.internalError(e);
+      return;
+    }
+    if (v === VERDICT_HOLD) {
+      this.hold(frame, len);
+      return;
+    }
+    if (v === VERDICT_CONSUMED) return;
+    if (v === VERDICT_LOCAL) {
+      this.echo(frame);
+      return;
+    }
+    if (v !== VERDICT_FORWARD) {
+      const C = ctx.counters.index;
+      if (ctx.lastDrop === C.drop_in_spoofed_source || ctx.lastDrop === C.drop_in_source_unresolved) this.expedite.add(ctx.lastPeer);
+      return;
+    }
+    const port = this.byIndex[ctx.outPort] ?? null;
+    if (port === null) {
+      ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
+      return;
+    }
+    const t = this.traffic.delivered;
+    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
+    t[k]!++;
+    t[k + 1]! += ctx.outLen;
+    if (!port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
+  }
+
+  private hold(frame: Buffer, len: number): void {
+    if (this.held.length < WORKER_HOLD_MAX_FRAMES) {
+      this.held.push(Buffer.from(frame.subarray(0, len)));
+      return;
+    }
+    const c = this.ctx.counters;
+    c.values[c.index.in_held]!--;
+    c.values[c.index.in_packets]!++;
+    c.values[c.index.in_bytes]! += len;
+    c.values[c.index.drop_in_source_unresolved]!++;
+  }
+
+  /** A MUX's latency echo request: its fields to the main thread, which answers from its sockets. */
+  private echo(frame: Buffer): void {
+    const ctx = this.ctx;
+    if (parseEchoRequest(ctx.outBuf, ctx.outOff, this.echoReq, ctx.outOff + ctx.outLen) < 0) {
+      ctx.counters.values[ctx.counters.index.latency_echo_bad]!++;
+      return;
+    }
+    this.post({
+      t: 'echo',
+      peer: ctx.lastPeer,
+      v6: frame[12] === 0x86 && frame[13] === 0xdd,
+      srcPort: ctx.udp.srcPort,
+      nonceHi: this.echoReq.nonceHi,
+      nonceLo: this.echoReq.nonceLo,
+    });
+  }
+
+  /** A frame a backend sent on nic `port`: HostDaemon.onPortFrame's work. */
+  handlePort(frame: Buffer, len: number, port: number): void {
+    if (port < 0) return; // its nic left with the last generation
+    const ctx = this.ctx;
+    let v: number;
+    try {
+      v = processOutbound(frame, len, port, ctx);
+    } catch (e) {
+      this.internalError(e);
+      return;
+    }
+    if (v !== VERDICT_FORWARD) {
+      // a backend's answer to a health probe: the prober is on the main thread
+      if (v === VERDICT_LOCAL) {
+        const nic = ctx.tables.nics[port];
+        if (nic !== undefined)
+          this.post({
+            t: 'local',
+            nic: nic.name,
+            packet: Uint8Array.prototype.slice.call(ctx.outBuf, ctx.outOff, ctx.outOff + ctx.outLen),
+          });
+      }
+      return;
+    }
+    const cv = ctx.counters.values;
+    const C = ctx.counters.index;
+    if (ctx.outPort === OUT_DSR) {
+      const t = this.traffic.dsr;
+      const k = port * HOST_TRAFFIC_STRIDE;
+      t[k]!++;
+      t[k + 1]! += ctx.outLen;
+      const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
+      if (raw === null) cv[C.send_error_dsr_unavailable]!++;
+      else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
+    } else if (ctx.outPort === OUT_FABRIC) {
+      if (this.fabric === null || !this.fabric.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_fabric]!++;
+    } else {
+      // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
+      const p = this.byIndex[ctx.outPort] ?? null;
+      if (p === null || !p.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_reply]!++;
+    }
+  }
+
+  /** The batched sends the kernel refused into send_error_batch (as HostDaemon.countBatchErrors). */
+  countBatchErrors(): void {
+    let n = 0;
+    if (this.fabric !== null) {
+      const d = this.fabric.deferredSendErrors();
+      n += d - this.fabricBatchCounted;
+      this.fabricBatchCounted = d;
+    }
+    for (const [key, raw] of [
+      ['raw4', this.raw4],
+      ['raw6', this.raw6],
+    ] as const) {
+      if (raw === null) continue;
+      const d = raw.deferredSendErrors();
+      n += d - this.rawCounted[key];
+      this.rawCounted[key] = d;
+    }
+    for (const e of this.ports.values()) {
+      const d = e.port.deferredSendErrors();
+      n += d - e.batchCounted;
+      e.batchCounted = d;
+    }
+    if (n > 0) this.ctx.counters.values[this.ctx.counters.index.send_error_batch]! += n;
+  }
+
+  publishCounters(dst: Float64Array): void {
+    dst.set(this.counterValues);
+  }
+
+  tick(): void {
+    this.countBatchErrors();
+    tickEwState(this.ew, sweepSlotsOf(this.ew));
+    if (this.expedite.size > 0) {
+      this.post({ t: 'expedite', peers: [...this.expedite] });
+      this.expedite.clear();
+    }
+  }
+
+  flows(limit: number): ReturnType<typeof listHostFlows> {
+    return listHostFlows(this.ew, this.ctx.tables, limit, null);
+  }
+
+  report(): HostWorkerReport {
+    const sts = [this.fabric?.stats() ?? null, ...[...this.ports.values()].map((e) => e.port.stats())];
+    const traffic: HostWorkerReport['traffic'] = this.ctx.tables.nics.map((n) => {
+      const k = n.index * HOST_TRAFFIC_STRIDE;
+      const d = this.traffic.delivered;
+      const r = this.traffic.dsr;
+      return [n.name, d[k] ?? 0, d[k + 1] ?? 0, r[k] ?? 0, r[k + 1] ?? 0];
+    });
+    return {
+      t: 'report',
+      index: this.index,
+      generation: this.generation,
+      flows: this.ew.flows.size,
+      traffic,
+      fabricOpen: this.fabric !== null,
+      portsOpen: [...this.ports.keys()],
+      rxPackets: sts.reduce((s, x) => s + (x?.rxPackets ?? 0), 0),
+      rxKernelDrops: sts.reduce((s, x) => s + (x?.rxKernelDrops ?? 0), 0),
+      sendErrors: sts.reduce((s, x) => s + (x?.txErrors ?? 0), 0) + (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0),
+      internalErrors: this.internalErrors,
+      lastInternalError: this.lastInternalError,
+    };
+  }
+
+  close(): void {
+    this.leave();
+    this.raw4?.close();
+    this.raw6?.close();
+    this.raw4 = this.raw6 = null;
+  }
+}
+
+function runThread(): void {
+  const input = workerData as HostWorkerInput;
+  const post = (m: HostWorkerToMain) => parentPort!.postMessage(m);
+  const core = new HostWorkerCore(input, post);
+  const r = loadRingAddon();
+  if (!('addon' in r)) throw new Error(`--workers needs the ring addon: ${r.error}`);
+  const addon = r.addon;
+  core.openDsr(addon, input.dsrVia4, input.dsrVia6);
+  const timer = setInterval(() => {
+    core.tick();
+    post(core.report());
+  }, TICK_MS);
+  parentPort!.on('message', (m: HostWorkerRequest) => {
+    if (m.t === 'config') {
+      core.applyConfig(m.config, m.generation, m.peerMacs);
+      post({ t: 'applied', index: input.index, generation: m.generation });
+    } else if (m.t === 'peers') core.applyPeers(m.peerMacs, m.holdUnresolved);
+    else if (m.t === 'join') {
+      const j = core.join(m, addon, input.fabricFilter, input.captureBufferBytes);
+      post({ t: 'joined', index: input.index, fabricOpen: j.fabricOpen, portsOpen: [...core.ports.keys()], errors: j.errors });
+    } else if (m.t === 'leave') {
+      core.leave();
+      post({ t: 'left', index: input.index });
+    } else if (m.t === 'redirect')
+      core.handleFabric(Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), m.frame.byteLength);
+    else if (m.t === 'count') {
+      core.countBatchErrors();
+      core.publishCounters(new Float64Array(input.published));
+      Atomics.add(core.status, STATUS_SEQ, 1);
+      Atomics.notify(core.status, STATUS_SEQ);
+    } else if (m.t === 'flows') {
+      input.flowsPort.postMessage(core.flows(m.limit));
+      Atomics.add(core.status, STATUS_SEQ, 1);
+      Atomics.notify(core.status, STATUS_SEQ);
+    } else if (m.t === 'exit-for-test') process.exit(m.code);
+    else if (m.t === 'stop') {
+      clearInterval(timer);
+      core.countBatchErrors();
+      core.close();
+      post(core.report());
+      parentPort!.close();
+    }
+  });
+  post({ t: 'ready', index: input.index, generation: core.generation });
+}
+
+if (parentPort !== null && (workerData as { slbxHostWorker?: boolean } | null)?.slbxHostWorker === true) runThread();

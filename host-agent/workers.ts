@@ -1,0 +1,445 @@
+// The host agent's worker threads (--workers N, N >= 2), seen from the main thread (HostDaemon): starts
+// them (host-agent/worker.ts), has them join their interfaces' PACKET_FANOUT_CBPF groups in index order,
+// hands each generation's config to all of them (each compiles its tables and swaps them in between two
+// ring batches), forwards the MACs the main thread resolves, passes a Fastpath redirect to the worker of
+// the flow it names, sums their counters (shared memory) and keeps their last reports, and restarts a
+// worker that exits without taking the others down.
+//
+// A restart is a regroup (docs/io-paths.md, "A group's member order"): the kernel picks a group member by
+// its index in join order, and a leaving member's slot is taken by the last one; so once the new thread
+// is ready every worker leaves every group and all join again in index order, one at a time. The frames
+// that arrive meanwhile (milliseconds) go to the members in place or, with none, are dropped by the
+// kernel. The restarted worker starts with an empty host flow table: its return-path entries are learned
+// again from each client's next packet, as after an agent restart (host-agent/dsr-flows.ts); until then a
+// backend's reply of such a flow is dropped as drop_out_dsr_unsolicited. Its counters carry on (the
+// shared array is the same).
+import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+import type { SlbxConfig } from '../shared/config.js';
+import { fanoutGroupId } from '../runtime/ring-port.js';
+import { logInfo, logWarn } from '../runtime/log.js';
+import type { ListedHostFlow } from './east-west-io.js';
+import {
+  buildSteeringProgram,
+  encodeSockFilters,
+  STEER_FABRIC,
+  STEER_MAX_INTERNAL_VIPS,
+  STEER_PORT,
+  type SteeringVips,
+} from './worker-steering.js';
+import {
+  STATUS_GENERATION,
+  STATUS_SEQ,
+  STATUS_WORDS,
+  type HostWorkerInput,
+  type HostWorkerJoin,
+  type HostWorkerReport,
+  type HostWorkerToMain,
+} from './worker-protocol.js';
+
+const RESTART_DELAY_MS = 200;
+/** How long the main thread waits for a worker's answer (a join, a leave, /flows, a counter copy). */
+const ANSWER_WAIT_MS = 5000;
+const SYNC_WAIT_MS = 2000;
+const WORKER_FILE = new URL('./worker.js', import.meta.url);
+export const MAX_HOST_WORKERS = 16;
+
+/** The internal VIPs of `config` (the steering key looks past them), or why there are too many. */
+export function steeringVipsOf(config: SlbxConfig): SteeringVips | string {
+  const v4: number[] = [];
+  const v6: number[][] = [];
+  for (const v of config.vips) {
+    if (v.scope !== 'internal') continue;
+    if (v.address.family === 4) v4.push(v.address.words[0]!);
+    else v6.push([...v.address.words]);
+  }
+  if (v4.length > STEER_MAX_INTERNAL_VIPS || v6.length > STEER_MAX_INTERNAL_VIPS)
+    return `--workers steers by a program with at most ${STEER_MAX_INTERNAL_VIPS} internal VIPs per family (the config has ${v4.length} IPv4, ${v6.length} IPv6): run one worker`;
+  return { v4, v6 };
+}
+
+/** Why --workers N cannot run with these settings, or null. */
+export function hostWorkersRefusal(workers: number, io: string, receivePath: string, config: SlbxConfig | null): string | null {
+  if (workers <= 1) return null;
+  if (io !== 'ring')
+    return `--workers ${workers} needs --io ring (the kernel steers each flow to one worker's ring socket by PACKET_FANOUT_CBPF; libpcap's binding cannot load in a worker thread)`;
+  if (receivePath !== 'capture') return `--workers ${workers} needs --receive-path capture (the udp receive path is one socket)`;
+  if (config === null) return null;
+  if (config.outbound.length > 0)
+    return `--workers ${workers} with outbound rules is not built (outbound NAT's port chunks come per nic from the controller and are not split among workers): remove the config's outbound section or run --workers 1`;
+  const vips = steeringVipsOf(config);
+  return typeof vips === 'string' ? vips : null;
+}
+
+export interface HostWorkersOptions {
+  count: number;
+  name: string;
+  iface: string;
+  fabricMac: Uint8Array;
+  dsrVia4: string | null;
+  dsrVia6: string | null;
+  policyKey: string | null;
+  captureBufferBytes: number;
+  fabricFilter: string;
+  sourceMacCheck: boolean;
+  counterNames: number;
+  /** The config in force, its generation, the peers' MACs and the hold window (read at each (re)start). */
+  current: () => { config: SlbxConfig; generation: number; peerMacs: Float64Array; holdUnresolved: boolean };
+  onEcho: (m: Extract<HostWorkerToMain, { t: 'echo' }>) => void;
+  onLocal: (nic: string, packet: Uint8Array) => void;
+  onExpedite: (peers: number[]) => void;
+  /** A Fastpath redirect whose worker was not running: counted by the daemon. */
+  onRedirectLost: () => void;
+}
+
+interface Slot {
+  index: number;
+  worker: Worker | null;
+  counters: SharedArrayBuffer;
+  published: SharedArrayBuffer;
+  publishedFresh: boolean;
+  status: Int32Array<SharedArrayBuffer>;
+  restarts: number;
+  lastExit: string | null;
+  ready: boolean;
+  report: HostWorkerReport | null;
+  /** Traffic of the worker's earlier lives (per nic name: delivered packets, bytes, DSR packets, bytes). */
+  carried: Map<string, number[]>;
+  flowsPort: MessagePort | null;
+  /** Answers awaited (joined, left). */
+  waiting: Map<string, (m: HostWorkerToMain) => void>;
+  fabricOpen: boolean;
+  portsOpen: string[];
+  joinErrors: string[];
+}
+
+export class HostWorkers {
+  private readonly o: HostWorkersOptions;
+  readonly slots: Slot[] = [];
+  private stopping = false;
+  private timers = new Set<NodeJS.Timeout>();
+  /** Group operations (joins, regroups) one after another. */
+  private groupOps: Promise<void> = Promise.resolve();
+  private readonly groupIds = new Map<string, number>();
+  regroups = 0;
+  /** Called with (index, generation) when a worker acknowledges a generation (tests wait on it). */
+  onApplied: ((index: number, generation: number) => void) | null = null;
+
+  constructor(o: HostWorkersOptions) {
+    this.o = o;
+    for (let i = 0; i < o.count; i++) {
+      this.slots.push({
+        index: i,
+        worker: null,
+        counters: new SharedArrayBuffer(o.counterNames * 8),
+        published: new SharedArrayBuffer(o.counterNames * 8),
+        publishedFresh: false,
+        status: new Int32Array(new SharedArrayBuffer(STATUS_WORDS * 4)),
+        restarts: 0,
+        lastExit: null,
+        ready: false,
+        report: null,
+        carried: new Map(),
+        flowsPort: null,
+        waiting: new Map(),
+        fabricOpen: false,
+        portsOpen: [],
+        joinErrors: [],
+      });
+    }
+  }
+
+  start(): void {
+    this.stopping = false;
+    for (const s of this.slots) this.spawn(s);
+  }
+
+  /** The PACKET_FANOUT group of an interface (one per interface, fixed for the process's life). */
+  private groupOf(ifname: string): number {
+    let g = this.groupIds.get(ifname);
+    if (g === undefined) {
+      g = fanoutGroupId(process.pid, this.groupIds.size);
+      this.groupIds.set(ifname, g);
+    }
+    return g;
+  }
+
+  private joinMessage(): HostWorkerJoin {
+    const { config } = this.o.current();
+    const vips = steeringVipsOf(config);
+    const v = typeof vips === 'string' ? { v4: [], v6: [] } : vips; // refused at start and at each config
+    const fabricGroup = this.groupOf(this.o.iface);
+    const ports = config.nics.filter((n) => n.host === this.o.name).map((n) => n.port);
+    return {
+      t: 'join',
+      fabricGroup,
+      portGroups: ports.map((p) => [p, this.groupOf(p)]),
+      fabricProgram: encodeSockFilters(buildSteeringProgram(STEER_FABRIC, config.fabric.vxlanPort, v)),
+      portProgram: encodeSockFilters(buildSteeringProgram(STEER_PORT, config.fabric.vxlanPort, v)),
+    };
+  }
+
+  private spawn(s: Slot): void {
+    const cur = this.o.current();
+    const ch = new MessageChannel();
+    s.flowsPort?.close();
+    s.flowsPort = ch.port1;
+    ch.port1.unref();
+    const input: HostWorkerInput = {
+      slbxHostWorker: true,
+      index: s.index,
+      count: this.o.count,
+      name: this.o.name,
+      iface: this.o.iface,
+      fabricMac: this.o.fabricMac,
+      config: cur.config,
+      generation: cur.generation,
+      dsrVia4: this.o.dsrVia4,
+      dsrVia6: this.o.dsrVia6,
+      policyKey: this.o.policyKey,
+      captureBufferBytes: this.o.captureBufferBytes,
+      fabricFilter: this.o.fabricFilter,
+      peerMacs: cur.peerMacs,
+      holdUnresolved: cur.holdUnresolved,
+      sourceMacCheck: this.o.sourceMacCheck,
+      counters: s.counters,
+      published: s.published,
+      status: s.status.buffer,
+      flowsPort: ch.port2,
+    };
+    const w = new Worker(WORKER_FILE, { workerData: input, transferList: [ch.port2] });
+    s.worker = w;
+    s.ready = false;
+    s.fabricOpen = false;
+    s.portsOpen = [];
+    w.on('message', (m: HostWorkerToMain) => this.onMessage(s, m));
+    w.on('error', (e) => {
+      s.lastExit = e.stack ?? String(e);
+    });
+    w.on('exit', (code) => {
+      if (s.worker !== w) return;
+      s.worker = null;
+      s.ready = false;
+      s.fabricOpen = false;
+      s.portsOpen = [];
+      for (const [, res] of s.waiting) res({ t: 'left', index: s.index });
+      s.waiting.clear();
+      // its traffic so far stays counted
+      for (const [nic, ...v] of s.report?.traffic ?? []) {
+        const c = s.carried.get(nic) ?? [0, 0, 0, 0];
+        for (let i = 0; i < 4; i++) c[i]! += v[i]!;
+        s.carried.set(nic, c);
+      }
+      s.report = null;
+      if (this.stopping) return;
+      s.restarts++;
+      s.lastExit = s.lastExit ?? `exit code ${code}`;
+      logWarn('host_worker_exited', { worker: s.index, code, error: s.lastExit, restartInMs: RESTART_DELAY_MS, restarts: s.restarts });
+      s.lastExit = `exit code ${code}${s.lastExit.startsWith('exit code') ? '' : `: ${s.lastExit.split('\n')[0]}`}`;
+      const t = setTimeout(() => {
+        this.timers.delete(t);
+        if (!this.stopping && s.worker === null) this.spawn(s);
+      }, RESTART_DELAY_MS);
+      this.timers.add(t);
+    });
+  }
+
+  private onMessage(s: Slot, m: HostWorkerToMain): void {
+    switch (m.t) {
+      case 'report':
+        s.report = m;
+        s.fabricOpen = m.fabricOpen;
+        s.portsOpen = m.portsOpen;
+        return;
+      case 'ready': {
+        s.ready = true;
+        logInfo('host_worker_started', { worker: s.index, generation: m.generation, restarts: s.restarts });
+        // the first start: every worker joins once all are ready; a restart: a regroup
+        if (s.restarts > 0) this.regroup();
+        else if (this.slots.every((x) => x.ready)) this.joinRound();
+        return;
+      }
+      case 'applied':
+        this.onApplied?.(m.index, m.generation);
+        return;
+      case 'joined':
+        s.fabricOpen = m.fabricOpen;
+        s.portsOpen = m.portsOpen;
+        s.joinErrors = m.errors;
+        s.waiting.get('joined')?.(m);
+        return;
+      case 'left':
+        s.waiting.get('left')?.(m);
+        return;
+      case 'echo':
+        this.o.onEcho(m);
+        return;
+      case 'local':
+        this.o.onLocal(m.nic, m.packet);
+        return;
+      case 'expedite':
+        this.o.onExpedite(m.peers);
+        return;
+      case 'redirect': {
+        const owner = this.slots[m.index];
+        if (owner?.worker != null && owner.ready) owner.worker.postMessage({ t: 'redirect', frame: m.frame });
+        else this.o.onRedirectLost();
+        return;
+      }
+    }
+  }
+
+  /** Posts `msg` to slot `s` and waits for its answer `answer` (at most ANSWER_WAIT_MS). */
+  private ask(s: Slot, msg: unknown, answer: 'joined' | 'left'): Promise<void> {
+    const w = s.worker;
+    if (w === null) return Promise.resolve();
+    return new Promise<void>((res) => {
+      const t = setTimeout(() => {
+        s.waiting.delete(answer);
+        logWarn('host_worker_slow', { worker: s.index, waitedFor: answer, ms: ANSWER_WAIT_MS });
+        res();
+      }, ANSWER_WAIT_MS);
+      s.waiting.set(answer, () => {
+        clearTimeout(t);
+        s.waiting.delete(answer);
+        res();
+      });
+      w.postMessage(msg);
+    });
+  }
+
+  private chain(op: () => Promise<void>): Promise<void> {
+    this.groupOps = this.groupOps.then(op, op);
+    return this.groupOps;
+  }
+
+  /** Every ready worker opens the sockets it has not opened yet, in index order, one at a time. */
+  joinRound(): Promise<void> {
+    return this.chain(async () => {
+      if (this.stopping) return;
+      const j = this.joinMessage();
+      for (const s of this.slots) if (s.ready) await this.ask(s, j, 'joined');
+    });
+  }
+
+  /** Every worker leaves every group, then all join again in index order (after a restart, or new internal VIPs). */
+  regroup(): Promise<void> {
+    return this.chain(async () => {
+      if (this.stopping) return;
+      this.regroups++;
+      await Promise.all(this.slots.map((s) => (s.ready ? this.ask(s, { t: 'leave' }, 'left') : Promise.resolve())));
+      const j = this.joinMessage();
+      for (const s of this.slots) if (s.ready) await this.ask(s, j, 'joined');
+      logInfo('host_workers_regrouped', { workers: this.slots.filter((s) => s.ready).length, regroups: this.regroups });
+    });
+  }
+
+  /** Every worker in every group with every port this host's config names (what /status's ready needs). */
+  allJoined(ports: readonly string[]): boolean {
+    return this.slots.every((s) => s.worker !== null && s.ready && s.fabricOpen && ports.every((p) => s.portsOpen.includes(p)));
+  }
+
+  /** A new generation for every worker. */
+  postConfig(config: SlbxConfig, generation: number, peerMacs: Float64Array): void {
+    for (const s of this.slots) s.worker?.postMessage({ t: 'config', config, generation, peerMacs });
+  }
+
+  postPeers(peerMacs: Float64Array, holdUnresolved: boolean): void {
+    for (const s of this.slots) s.worker?.postMessage({ t: 'peers', peerMacs, holdUnresolved });
+  }
+
+  exitForTest(index: number, code = 3): void {
+    this.slots[index]?.worker?.postMessage({ t: 'exit-for-test', code });
+  }
+
+  generations(): number[] {
+    return this.slots.map((s) => Atomics.load(s.status, STATUS_GENERATION));
+  }
+
+  /** Every worker copies its counters, between two batches, into its published array (waited for at most SYNC_WAIT_MS each). */
+  syncCounters(): void {
+    for (const s of this.slots) {
+      s.publishedFresh = false;
+      if (s.worker === null || !s.ready) continue;
+      const seq = Atomics.load(s.status, STATUS_SEQ);
+      s.worker.postMessage({ t: 'count' });
+      Atomics.wait(s.status, STATUS_SEQ, seq, SYNC_WAIT_MS);
+      s.publishedFresh = Atomics.load(s.status, STATUS_SEQ) !== seq;
+    }
+  }
+
+  /** Adds every worker's counters into `out`: its copy from the last syncCounters(), else the live ones. */
+  sumCounters(out: Float64Array): void {
+    for (const s of this.slots) {
+      const v = new Float64Array(s.publishedFresh ? s.published : s.counters);
+      for (let i = 0; i < out.length; i++) out[i]! += v[i]!;
+    }
+  }
+
+  /** Per nic name: delivered packets, bytes, DSR packets, bytes, over every worker (last reports, every 250 ms). */
+  traffic(): Map<string, number[]> {
+    const out = new Map<string, number[]>();
+    const add = (nic: string, v: readonly number[]) => {
+      const c = out.get(nic) ?? [0, 0, 0, 0];
+      for (let i = 0; i < 4; i++) c[i]! += v[i]!;
+      out.set(nic, c);
+    };
+    for (const s of this.slots) {
+      for (const [nic, v] of s.carried) add(nic, v);
+      for (const [nic, ...v] of s.report?.traffic ?? []) add(nic, v);
+    }
+    return out;
+  }
+
+  /** GET /flows: up to `limit` entries of every worker's host flow table, asked for now. */
+  flows(limit: number): ListedHostFlow[] {
+    const out: ListedHostFlow[] = [];
+    for (const s of this.slots) {
+      if (out.length >= limit || s.worker === null || !s.ready || s.flowsPort === null) continue;
+      while (receiveMessageOnPort(s.flowsPort) !== undefined); // a late answer to an earlier request
+      const seq = Atomics.load(s.status, STATUS_SEQ);
+      s.worker.postMessage({ t: 'flows', limit: limit - out.length });
+      if (Atomics.wait(s.status, STATUS_SEQ, seq, SYNC_WAIT_MS) === 'timed-out') continue;
+      const m = receiveMessageOnPort(s.flowsPort);
+      if (m !== undefined) out.push(...(m.message as ListedHostFlow[]));
+    }
+    return out.slice(0, limit);
+  }
+
+  /** Per worker, for /status. */
+  status(): Record<string, unknown>[] {
+    const gens = this.generations();
+    return this.slots.map((s) => ({
+      worker: s.index,
+      alive: s.worker !== null && s.ready,
+      generation: gens[s.index],
+      restarts: s.restarts,
+      ...(s.lastExit !== null ? { lastExit: s.lastExit } : {}),
+      fabricOpen: s.fabricOpen,
+      portsOpen: s.portsOpen,
+      ...(s.joinErrors.length > 0 ? { joinErrors: s.joinErrors } : {}),
+      flows: s.report?.flows ?? null,
+      rxPackets: s.report?.rxPackets ?? 0,
+      rxKernelDrops: s.report?.rxKernelDrops ?? 0,
+      sendErrors: s.report?.sendErrors ?? 0,
+      internalErrors: s.report?.internalErrors ?? 0,
+    }));
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    for (const t of this.timers) clearTimeout(t);
+    this.timers.clear();
+    await Promise.all(
+      this.slots.map(async (s) => {
+        const w = s.worker;
+        if (w === null) return;
+        const done = new Promise<void>((res) => w.once('exit', () => res()));
+        w.postMessage({ t: 'stop' });
+        const t = setTimeout(() => void w.terminate(), 2000);
+        await done;
+        clearTimeout(t);
+        s.worker = null;
+      }),
+    );
+  }
+}

@@ -1,0 +1,241 @@
+// The host agent's worker threads (--workers N, host-agent/worker.ts and host-agent/workers.ts):
+//   - a Fastpath redirect (no steering key of its own: worker 0 gets it) is handed to the worker that holds
+//     the flow it names: redirectOwner agrees with the steering key the kernel computes from the VM's frame
+//     of that flow (host-agent/worker-steering.ts, steeringKey on the port side: the independent source);
+//   - --workers N >= 2 is refused, naming the fix, with --io pcap, the udp receive path, and outbound rules;
+//   - one generation per packet: a worker compiles a new generation and swaps it in whole; a VXLAN frame to
+//     a nic only generation 2 has is dropped as no_nic by generation 1 and delivered by generation 2, and
+//     the generation it acknowledges (shared status word) is the one its frames used;
+//   - (root) two real worker threads with ring sockets on lo: both join in index order, acknowledge a new
+//     generation; one that exits is restarted while the other keeps running (same thread), the restart is
+//     a regroup (both sockets again, in order), and the shared counters carry on.
+import { describe, expect, it } from 'vitest';
+import { existsSync, readFileSync } from 'node:fs';
+import { parseConfig } from '../shared/config.js';
+import { fileURLToPath } from 'node:url';
+import { MessageChannel } from 'node:worker_threads';
+import { pkt } from '../shared/packet-builder.js';
+import { TCP_SYN } from '../shared/tcp.js';
+import { ip } from '../shared/addr.js';
+import { newRedirect, writeRedirect, REDIRECT_LEN, REDIRECT_PORT } from '../shared/redirect.js';
+import { steeringKey, steerWorker, STEER_PORT, NO_INTERNAL_VIPS } from '../host-agent/worker-steering.js';
+import { redirectOwner, HostWorkerCore } from '../host-agent/worker.js';
+import { hostWorkersRefusal } from '../host-agent/workers.js';
+import { newHostContext } from '../host-agent/data-plane.js';
+import { compileHostTables } from '../host-agent/tables.js';
+import { STATUS_GENERATION, STATUS_SEQ, STATUS_WORDS, type HostWorkerInput, type HostWorkerToMain } from '../host-agent/worker-protocol.js';
+import { labConfig } from './helpers/lab-config.js';
+import { notRunHere } from './helpers/prerequisite.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const full = labConfig();
+
+function redirectFrame(family: 4 | 6, src: string, sport: number): Buffer {
+  const r = newRedirect();
+  r.family = family;
+  r.protocol = 6;
+  r.vni = 100;
+  r.expiresS = 1;
+  const put = (dst: Uint8Array, text: string) =>
+    ip(text).words.forEach((w, i) => Buffer.from(dst.buffer, dst.byteOffset).writeUInt32BE(w >>> 0, i * 4));
+  put(r.src, src);
+  put(r.dst, family === 4 ? '198.19.0.101' : '2001:db8:19::101');
+  r.srcPort = sport;
+  r.dstPort = 80;
+  const body = Buffer.alloc(8 + REDIRECT_LEN);
+  writeRedirect(r, body, 8);
+  return pkt()
+    .eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:21' })
+    .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+    .udp({ sport: 40000, dport: REDIRECT_PORT })
+    .payload(body.subarray(8))
+    .build();
+}
+
+describe('host agent workers: the redirect goes to the flow worker', () => {
+  it('redirectOwner = the worker the kernel steers the VM frames of the flow to', () => {
+    let checked = 0;
+    const seen = new Set<number>();
+    for (const n of [2, 3]) {
+      for (let k = 0; k < 40; k++) {
+        const v6 = k % 2 === 1;
+        const client = v6 ? `2001:db8:d::${10 + (k % 7)}` : `192.0.2.${10 + (k % 7)}`;
+        const vip = v6 ? '2001:db8:19::101' : '198.19.0.101';
+        const sport = 30000 + k * 7;
+        // the client VM's request on its port: source client:port, destination the internal VIP
+        const b = pkt().eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:00:00:99', type: v6 ? 0x86dd : 0x0800 });
+        const f = (v6 ? b.ipv6({ src: client, dst: vip }) : b.ipv4({ src: client, dst: vip }))
+          .tcp({ sport, dport: 80, flags: TCP_SYN })
+          .build();
+        const vips = { v4: [ip('198.19.0.101').words[0]!], v6: [[...ip('2001:db8:19::101').words]] };
+        const want = steerWorker(steeringKey(f, 0, f.length, STEER_PORT, 4789, vips), n);
+        expect(
+          redirectOwner(redirectFrame(v6 ? 6 : 4, client, sport), redirectFrame(4, client, sport).length, n),
+          `${client}:${sport} of ${n}`,
+        ).toBe(want);
+        seen.add(want);
+        checked++;
+      }
+    }
+    expect(checked).toBe(80);
+    expect(seen.size).toBe(3); // the flows spread: the check is not always worker 0
+    // not a redirect: -1 (handled where it arrived)
+    const vxlan = pkt()
+      .eth({})
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 1, dport: 4789 })
+      .payload(Buffer.alloc(60))
+      .build();
+    expect(redirectOwner(vxlan, vxlan.length, 2)).toBe(-1);
+    void NO_INTERNAL_VIPS;
+  });
+});
+
+describe('host agent workers: refusals', () => {
+  it('names the fix', () => {
+    expect(hostWorkersRefusal(1, 'pcap', 'udp', full)).toBeNull();
+    expect(hostWorkersRefusal(2, 'ring', 'capture', full)).toBeNull();
+    expect(hostWorkersRefusal(2, 'pcap', 'capture', full)).toMatch(/needs --io ring/);
+    expect(hostWorkersRefusal(2, 'ring', 'udp', full)).toMatch(/needs --receive-path capture/);
+    // the outbound section as examples/lab-outbound.yaml has it: the refusal reads only that it is there
+    const r = parseConfig(readFileSync(`${ROOT}examples/lab-outbound.yaml`, 'utf8'), 'lab-outbound.yaml');
+    if (!r.ok) throw new Error('examples/lab-outbound.yaml does not parse');
+    expect(r.config.outbound.length).toBeGreaterThan(0);
+    const outbound = r.config;
+    expect(hostWorkersRefusal(2, 'ring', 'capture', outbound)).toMatch(
+      /outbound rules is not built.*remove the config's outbound section or run --workers 1/,
+    );
+  });
+});
+
+function coreInput(config = full, generation = 1): HostWorkerInput {
+  const names = newHostContext(compileHostTables(config, 'host1', 1), 4789, []).counters.names.length;
+  const ch = new MessageChannel();
+  ch.port1.unref();
+  return {
+    slbxHostWorker: true,
+    index: 0,
+    count: 1,
+    name: 'host1',
+    iface: 'lo',
+    fabricMac: new Uint8Array([2, 0, 0, 0, 0, 0x21]),
+    config,
+    generation,
+    dsrVia4: null,
+    dsrVia6: null,
+    policyKey: null,
+    captureBufferBytes: 1 << 20,
+    fabricFilter: 'udp',
+    peerMacs: new Float64Array(0),
+    holdUnresolved: false,
+    sourceMacCheck: false,
+    counters: new SharedArrayBuffer(names * 8),
+    published: new SharedArrayBuffer(names * 8),
+    status: new SharedArrayBuffer(STATUS_WORDS * 4),
+    flowsPort: ch.port2,
+  };
+}
+
+describe('host agent workers: one generation per packet', () => {
+  it('a frame to a nic only generation 2 has: dropped before the swap, judged by generation 2 after', () => {
+    // generation 1 lacks h1vm2; generation 2 has it
+    const without = labConfig((raw: { nics: { name: string }[]; pools: { backends: { nic: string }[] }[] }) => {
+      raw.nics = raw.nics.filter((n) => n.name !== 'h1vm2');
+      for (const p of raw.pools) p.backends = p.backends.filter((b) => b.nic !== 'h1vm2');
+    });
+    const core = new HostWorkerCore(coreInput(without, 1), () => {});
+    const t2 = compileHostTables(full, 'host1', 2);
+    const nic = t2.nics.find((n) => n.name === 'h1vm2')!;
+    const C = core.ctx.counters.index;
+    const cv = core.ctx.counters.values;
+    const inner = pkt()
+      .eth({ src: '02:00:00:00:00:01', dst: '02:00:00:00:00:02' })
+      .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+      .tcp({ sport: 40001, dport: 80, flags: TCP_SYN })
+      .build();
+    const frame = pkt()
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 50000, dport: 4789 })
+      .vxlan({ vni: nic.network.vni })
+      .payload(inner)
+      .build();
+    // the MUX addresses the inner frame to the nic's MAC
+    Buffer.from(nic.mac).copy(frame, 14 + 20 + 8 + 8);
+    const delivered0 = cv[C.in_delivered]!;
+    core.handleFabric(frame, frame.length);
+    expect(cv[C.in_delivered]).toBe(delivered0); // generation 1: no such nic
+    expect(Atomics.load(core.status, STATUS_GENERATION)).toBe(1);
+    core.applyConfig(full, 2, new Float64Array(0));
+    expect(Atomics.load(core.status, STATUS_GENERATION)).toBe(2);
+    expect(core.ctx.tables.generation).toBe(2);
+    core.handleFabric(frame, frame.length);
+    expect(cv[C.in_delivered]).toBe(delivered0 + 1); // generation 2 delivers it (no socket here: counted as an internal error after)
+    expect(cv[C.drop_internal_error]).toBe(1);
+  });
+});
+
+describe('host agent workers: threads (root)', () => {
+  const dist = `${ROOT}dist/host-agent/workers.js`;
+  const ok = process.getuid?.() === 0 && existsSync(`${ROOT}native/build/Release/slbx_ring.node`) && existsSync(dist);
+  if (!ok) {
+    notRunHere(process.getuid?.() !== 0 ? 'needs root (ring sockets)' : 'the ring addon or dist is not built', 'host agent worker threads');
+    return;
+  }
+  it('join in order, acknowledge a generation; a worker that exits is restarted by a regroup, the other keeps running', async () => {
+    const { HostWorkers } = (await import(dist)) as typeof import('../host-agent/workers.js');
+    const names = newHostContext(compileHostTables(full, 'host1', 1), 4789, []).counters.names.length;
+    let generation = 1;
+    const w = new HostWorkers({
+      count: 2,
+      name: 'host1',
+      iface: 'lo',
+      fabricMac: new Uint8Array(6),
+      dsrVia4: null,
+      dsrVia6: null,
+      policyKey: null,
+      captureBufferBytes: 1 << 20,
+      fabricFilter: 'udp dst port 4789 and dst host 198.18.0.21',
+      sourceMacCheck: false,
+      counterNames: names,
+      current: () => ({ config: full, generation, peerMacs: new Float64Array(0), holdUnresolved: false }),
+      onEcho: () => {},
+      onLocal: () => {},
+      onExpedite: () => {},
+      onRedirectLost: () => {},
+    });
+    const until = async (what: string, f: () => boolean) => {
+      for (let i = 0; i < 600 && !f(); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(f(), what).toBe(true);
+    };
+    const applied: string[] = [];
+    w.onApplied = (i, g) => applied.push(`${i}:${g}`);
+    w.start();
+    try {
+      await until('both workers ready and in the fabric group', () => w.slots.every((s) => s.ready && s.fabricOpen));
+      // the lab's host1 ports do not exist here: each worker says so, by interface
+      expect(w.slots[0]!.joinErrors.join(';')).toMatch(/h1vm1: no such interface/);
+      expect(w.generations()).toEqual([1, 1]);
+      generation = 2;
+      w.postConfig(full, 2, new Float64Array(0));
+      await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
+      expect(w.generations()).toEqual([2, 2]);
+      expect(w.flows(10)).toEqual([]);
+      w.syncCounters();
+      expect(w.slots.map((s) => Atomics.load(s.status, STATUS_SEQ))).toEqual([2, 2]);
+      const other = w.slots[1]!.worker;
+      const counters0 = w.slots[0]!.counters;
+      new Float64Array(counters0)[0] = 7;
+      w.exitForTest(0, 3);
+      await until('worker 0 restarted, regrouped', () => w.slots[0]!.restarts === 1 && w.slots[0]!.ready && w.regroups === 1);
+      await until('both in the fabric group again', () => w.slots.every((s) => s.fabricOpen));
+      expect(w.slots[0]!.lastExit).toContain('exit code 3');
+      expect(w.slots[1]!.restarts).toBe(0);
+      expect(w.slots[1]!.worker).toBe(other);
+      expect(w.generations()).toEqual([2, 2]);
+      expect(new Float64Array(w.slots[0]!.counters)[0]).toBe(7);
+    } finally {
+      await w.stop();
+    }
+  }, 60_000);
+});
