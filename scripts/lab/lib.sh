@@ -146,6 +146,8 @@ LAB_CONTROLLER_JS=${LAB_CONTROLLER_JS:-$SLBX_ROOT/dist/controller/main.js}
 LAB_SLBCTL_JS=${LAB_SLBCTL_JS:-$SLBX_ROOT/dist/cli/slbctl.js}
 # The daemons' capture and injection (their --io: pcap or ring); empty: their default (pcap).
 LAB_DAEMON_IO=${LAB_DAEMON_IO:-}
+# The host agents' --flow-snapshot-ms when set (e.g. LAB_FLOW_SNAPSHOT_MS=600000 lab_host_agent_start host1:
+# no snapshot after the start's, so that its flows are in the flow journal only); empty: their default.
 LAB_NODE=(node --enable-source-maps)
 # shellcheck source=delay.sh
 source "$SLBX_ROOT/scripts/lab/delay.sh"  # delay links: lab_up --delays FILE, lab_delay_set
@@ -1118,7 +1120,7 @@ _lab_daemon_spawn() {
     --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"} \
     $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1") \
-    $([ "$1" != host-agent ] || printf '%s\n' --state-dir "$LAB_DIR/state")
+    $([ "$1" != host-agent ] || printf '%s\n' --state-dir "$LAB_DIR/state" ${LAB_FLOW_SNAPSHOT_MS:+--flow-snapshot-ms "$LAB_FLOW_SNAPSHOT_MS"})
 }
 
 # _lab_daemon_pid KIND NODE: the PID of the KIND daemon running in NODE, or nothing (status 1).

@@ -9,8 +9,12 @@
 #   2. The controller restarts: GET /v1/snat is the same before and after.
 #   3. host1's agent restarts (SIGTERM, its flow snapshot kept) under 200 live connections of h1vm2 from
 #      203.0.113.200: how many complete is reported; 20 new connections afterwards all complete.
+#   4. host1's agent is killed (SIGKILL) under 100 live connections of h1vm2 opened after its last flow
+#      snapshot (it was started with --flow-snapshot-ms 600000: its start's snapshot is its only one), and
+#      started again: their flows come back from the flow journal (its /status: journal.snatRestored), and
+#      all 100 complete, none reset or failed.
 # Verified by scripts/scenarios/lib/snat-restarts.ts from the client tool's and the server's records,
-# host1's counters and status, and the controller's GET /v1/snat. About 80-120 s (the lab's start most).
+# host1's counters and status, and the controller's GET /v1/snat. About 100-140 s (the lab's start most).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -18,6 +22,7 @@ source scripts/lab/lib.sh
 source scripts/scenarios/lib/common.sh
 CONNECTIONS=${CONNECTIONS:-80}
 RESTART_CONNECTIONS=${RESTART_CONNECTIONS:-200}
+KILL_CONNECTIONS=${KILL_CONNECTIONS:-100}
 SERVER=198.51.100.10
 SR=("${SC_NODE[@]}" "$SLBX_ROOT/dist/scripts/scenarios/lib/snat-restarts.js")
 lab_setup_scenario sc39
@@ -57,6 +62,22 @@ wait "$client" || rc=1
 tail -n 1 "$LAB_DIR/restart.out"
 lab_snat_client h1vm2 --server "$SERVER" --tcp 20 --seconds 2 --json "$LAB_DIR/after-restart.json" >"$LAB_DIR/after-restart.out" 2>&1 || rc=1
 
+# 4. host1's agent killed under live connections that only its flow journal knows: no snapshot after its start's
+lab_host_agent_stop host1 || rc=1
+LAB_FLOW_SNAPSHOT_MS=600000 lab_host_agent_start host1 || rc=1
+lab_snat_client h1vm2 --server "$SERVER" --tcp "$KILL_CONNECTIONS" --seconds 12 --ramp-ms 1000 --timeout-ms 30000 \
+  --json "$LAB_DIR/kill.json" >"$LAB_DIR/kill.out" 2>&1 &
+client=$!
+sc_wait_for "$KILL_CONNECTIONS connections established at the server" 60 \
+  eval '[ "$(lab_exec client1 ss -Htn state established "( sport = :9000 )" | wc -l)" -ge '"$KILL_CONNECTIONS"' ]' || rc=1
+sc_status_field host1 flowSnapshot >"$LAB_DIR/snapshot-before-kill.json" || rc=1
+lab_host_agent_stop host1 KILL || rc=1
+lab_host_agent_start host1 || rc=1
+sc_status_field host1 flowSnapshot >"$LAB_DIR/snapshot-after-kill.json" || rc=1
+wait "$client" || rc=1
+tail -n 1 "$LAB_DIR/kill.out"
+
 lab_snat_server_stop >/dev/null || rc=1
-"${SR[@]}" verify --run "$LAB_DIR" --connections "$CONNECTIONS" --restart-connections "$RESTART_CONNECTIONS" || rc=1
+"${SR[@]}" verify --run "$LAB_DIR" --connections "$CONNECTIONS" --restart-connections "$RESTART_CONNECTIONS" \
+  --kill-connections "$KILL_CONNECTIONS" || rc=1
 exit "$rc"

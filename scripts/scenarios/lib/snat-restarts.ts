@@ -5,16 +5,18 @@
 //   node dist/scripts/scenarios/lib/snat-restarts.js config --from FILE --out FILE
 //     the lab's outbound example with h1vm1 in a rule of its own: frontend 203.0.113.201 and
 //     2001:db8:ff::201, at most SMALL_CAP ports, SMALL_PREALLOC preallocated; the other nics keep theirs
-//   node dist/scripts/scenarios/lib/snat-restarts.js verify --run DIR --connections N --restart-connections M
+//   node dist/scripts/scenarios/lib/snat-restarts.js verify --run DIR --connections N --restart-connections M --kill-connections K
 //     reads DIR/{exhaust.json, snat-before.json, snat-after-demand.json, snat-ctl-before.json,
 //     snat-ctl-after.json, host1-snat.json, restart.json, after-restart.json, snat-server.json,
-//     counters-host1-{before,after}.json}. Passes when: h1vm1's N connections (more than its cap) ended
+//     counters-host1-{before,after}.json, kill.json, snapshot-{before,after}-kill.json}. Passes when: h1vm1's N connections (more than its cap) ended
 //     with exactly the cap completed and the rest failed to connect, none reset (the live ones went on);
 //     the host counted drop_out_snat_exhausted; the controller had granted h1vm1 ports up to its cap on
 //     demand (measured: from a demand to its ports in the engine); the server saw h1vm1's connections from
 //     203.0.113.201 only, each on its own port; GET /v1/snat is the same before and after the controller's
 //     restart; after the host agent's restart, new connections all complete. Reports how many of the M
-//     connections live across the host agent's restart completed.
+//     connections live across the host agent's restart completed. SIGKILL: the agent's only flow snapshot
+//     before it was its start's (older than the K connections), the next process restored at least K
+//     outbound flows from the flow journal, and all K connections completed, none reset or failed.
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -65,6 +67,7 @@ export function verify(argv: readonly string[]): Checks {
   const run = need(f, 'run');
   const n = Number(need(f, 'connections'));
   const m = Number(need(f, 'restart-connections'));
+  const k = Number(need(f, 'kill-connections'));
   const c = new Checks();
 
   // exhaustion: exactly the cap connected, the rest refused, none broken
@@ -137,6 +140,30 @@ export function verify(argv: readonly string[]): Checks {
     'after the host agent restart, new connections all complete',
     `${ar.tcp.ok} of ${ar.tcp.opened}`,
   );
+
+  // SIGKILL under K connections opened after the agent's last flow snapshot: the flow journal has them
+  const sb = read<{ written: number; lastAgeMs: number | null }>(run, 'snapshot-before-kill.json');
+  c.check(
+    sb.written === 1,
+    `before the SIGKILL the agent's only flow snapshot was its start's, older than the ${k} connections`,
+    `${sb.written} written, the last ${sb.lastAgeMs} ms before the kill`,
+  );
+  const sa = read<{ loaded: { snat: { restored: number } | null; journal: { snatRestored: number; snatOpened: number } } | null }>(
+    run,
+    'snapshot-after-kill.json',
+  );
+  const fromJournal = sa.loaded?.journal.snatRestored ?? -1;
+  c.check(
+    fromJournal >= k,
+    `after the SIGKILL the new process restored the ${k} connections' outbound flows from the flow journal`,
+    `${fromJournal} from the journal (${sa.loaded?.journal.snatOpened ?? '?'} open records), ${(sa.loaded?.snat?.restored ?? 0) - fromJournal} from the snapshot`,
+  );
+  const kr = read<SnatClientReport>(run, 'kill.json');
+  c.check(
+    kr.tcp.opened === k && kr.tcp.ok === k && kr.tcp.reset === 0 && kr.tcp.failed === 0,
+    `the ${k} connections live across the SIGKILL all completed, none reset or failed`,
+    `${kr.tcp.ok} ok, ${kr.tcp.reset} reset, ${kr.tcp.failed} failed of ${kr.tcp.opened}`,
+  );
   return c;
 }
 
@@ -148,7 +175,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     else {
       process.stdout.write(
         'usage: snat-restarts.js config --from FILE --out FILE\n' +
-          '       snat-restarts.js verify --run DIR --connections N --restart-connections M\n',
+          '       snat-restarts.js verify --run DIR --connections N --restart-connections M --kill-connections K\n',
       );
       process.exit(cmd === '--help' || cmd === '-h' ? 0 : 2);
     }
