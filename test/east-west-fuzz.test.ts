@@ -1,5 +1,5 @@
 // The east-west paths of both data planes (docs/east-west.md) under random and mutated frames: nothing
-// throws, every frame ends in exactly one counted outcome (a DROP bumps exactly the one drop counter its
+// throws, every frame ends in exactly one counted outcome (a DROP bumps by one exactly the one drop counter its
 // lastDrop names, never drop_internal_error; any other verdict bumps none), and the mutations keep
 // enough frames valid that the paths are really exercised (forwards, accepted redirects).
 import { describe, expect, it } from 'vitest';
@@ -21,6 +21,7 @@ import { newMuxContext, processPacket, VERDICT_DROP as MUX_DROP, VERDICT_FORWARD
 import { redirectMacFor } from '../runtime/redirect-mac.js';
 import { labConfig } from './helpers/lab-config.js';
 import { Rng, mutate } from './helpers/random.js';
+import { DropJudge, type JudgedContext } from './helpers/drop-judge.js';
 
 const N = 30_000;
 const TOKEN = 'ef'.repeat(32);
@@ -33,22 +34,13 @@ const config = labConfig((c) => {
   c.vips.push({ address: '2001:db8:d::100', scope: 'internal', network: 'tenant-a', rules });
 });
 
-function judged(
-  ctx: { lastDrop: number; counters: { names: readonly string[]; values: Float64Array } },
-  isDrop: boolean,
-  before: Float64Array,
-): void {
-  const names = ctx.counters.names;
-  const moved = names.filter((n, i) => n.startsWith('drop_') && ctx.counters.values[i] !== before[i]);
-  if (!isDrop) {
-    expect(moved).toEqual([]);
-    expect(ctx.lastDrop).toBe(-1);
-    return;
-  }
-  const name = names[ctx.lastDrop];
-  expect(name).toMatch(/^drop_/);
-  expect(name).not.toBe('drop_internal_error');
-  expect(moved).toEqual([name]);
+const judge = new DropJudge();
+/** One frame through a data plane, judged by its counters (helpers/drop-judge.ts). */
+function judged(ctx: JudgedContext, isDrop: (v: number) => boolean, run: () => number): number {
+  judge.start(ctx);
+  const v = run();
+  judge.finish(ctx, isDrop(v), v);
+  return v;
 }
 
 function frames(seed: number, seeds: Buffer[], visit: (b: Buffer) => void): void {
@@ -154,10 +146,11 @@ describe(`east-west paths under ${N.toLocaleString('en')} random and mutated fra
     const ctx = hostCtx('host1');
     let fwd = 0;
     frames(11, vmOut, (b) => {
-      const before = ctx.counters.values.slice();
-      ctx.lastDrop = 0x7fff;
-      const v = processOutbound(b, b.length, 0, ctx);
-      judged(ctx, v === VERDICT_DROP, before);
+      const v = judged(
+        ctx,
+        (x) => x === VERDICT_DROP,
+        () => processOutbound(b, b.length, 0, ctx),
+      );
       if (v !== VERDICT_DROP) fwd++;
     });
     const c = ctx.counters;
@@ -179,10 +172,11 @@ describe(`east-west paths under ${N.toLocaleString('en')} random and mutated fra
     let fwd = 0;
     let consumed = 0;
     frames(12, hostIn, (b) => {
-      const before = ctx.counters.values.slice();
-      ctx.lastDrop = 0x7fff;
-      const v = processInbound(b, b.length, ctx);
-      judged(ctx, v === VERDICT_DROP, before);
+      const v = judged(
+        ctx,
+        (x) => x === VERDICT_DROP,
+        () => processInbound(b, b.length, ctx),
+      );
       if (v === VERDICT_FORWARD) fwd++;
       if (v === VERDICT_CONSUMED) consumed++;
     });
@@ -215,10 +209,11 @@ describe(`east-west paths under ${N.toLocaleString('en')} random and mutated fra
     let fwd = 0;
     let other = 0;
     frames(13, muxIn, (b) => {
-      const before = ctx.counters.values.slice();
-      ctx.lastDrop = 0x7fff;
-      const v = processPacket(b, b.length, ctx);
-      judged(ctx, v === MUX_DROP, before);
+      const v = judged(
+        ctx,
+        (x) => x === MUX_DROP,
+        () => processPacket(b, b.length, ctx),
+      );
       if (v === MUX_FORWARD) fwd++;
       else if (v !== MUX_DROP) other++;
     });
