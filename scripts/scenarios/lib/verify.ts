@@ -4,6 +4,7 @@
 //   node dist/scripts/scenarios/lib/verify.js north-south|udp-modes|bad-traffic ... | gen-bad ... | account FILE RUNDIR
 import { verifyNorthSouth } from './north-south.js';
 import { verifyWorkers } from './workers.js';
+import { verifyHostWorkers } from './host-workers.js';
 import { verifyUdpModes } from './udp-modes.js';
 import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
 import { printAccount } from './account.js';
@@ -33,6 +34,9 @@ try {
       break;
     case 'workers':
       verifyWorkers(rest).exit();
+      break;
+    case 'host-workers':
+      verifyHostWorkers(rest).exit();
       break;
     case 'udp-modes':
       verifyUdpModes(rest).exit();
