@@ -183,8 +183,9 @@ export class FlowJournalBuffer implements FlowJournalSink {
   /** An outbound NAT flow opened or ended (JOURNAL_SNAT_OPEN/END): its exportFlows record (the last word: seconds left). */
   addSnat(type: number, record: Uint32Array): void {
     const at = this.room(JOURNAL_SNAT_RECORD_WORDS);
-    this.words[at] = (type << 24) | JOURNAL_SNAT_RECORD_WORDS;
-    this.words.set(record.subarray(0, SNAT_FLOW_RECORD_WORDS), at + 2);
+    const w = this.words;
+    w[at] = (type << 24) | JOURNAL_SNAT_RECORD_WORDS;
+    for (let i = 0; i < SNAT_FLOW_RECORD_WORDS; i++) w[at + 2 + i] = record[i]!; // no subarray view: no allocation
   }
 
   /** The pending records as file bytes (seconds left at nowS, Unix time unixS, a CRC each); empties the buffer. */

@@ -15,6 +15,7 @@ import * as hostPlane from '../../host-agent/data-plane.js';
 import * as hostTables from '../../host-agent/tables.js';
 import * as hostSnat from '../../host-agent/snat.js';
 import * as hostFlowTable from '../../host-agent/flow-table.js';
+import { FlowJournalBuffer } from '../../host-agent/flow-journal.js';
 
 type MuxContext = muxPlane.MuxContext;
 type HostContext = hostPlane.HostContext;
@@ -348,6 +349,8 @@ function hostCases(config: SlbxConfig, planes: Planes, frames: number): Case[] {
  * SYN-ACK back: ESTABLISHED), then its ACKs measured out (IPv4, IPv6) and back (IPv4). New flows: every
  * iteration a SYN of another source port; every `frames` iterations a fresh engine (its ports would run
  * out and its table fill up otherwise), so the path's cost includes 1/frames of an empty engine's set-up.
+ * Each new flow appends its flow journal record, encoded (times, CRC-32s) every 1,000 records as a
+ * daemon with --state-dir does at the end of an event-loop turn (the write(2) itself not included).
  */
 function snatCases(config: SlbxConfig, planes: Planes, snat: NonNullable<Planes['snat']>, frames: number): Case[] {
   const { processInbound, processOutbound, VERDICT_FORWARD } = planes.host;
@@ -370,9 +373,19 @@ function snatCases(config: SlbxConfig, planes: Planes, snat: NonNullable<Planes[
   if (nic === undefined) throw new Error('bench snat: the config has no nic h1vm1 on host1');
   const ranges = [SNAT_FIP, SNAT_FIP6].map((a) => ({ ip: a, first: 1024, last: 65535, host: 'host1', nic: 'h1vm1' }));
   const policy = snat.engine.snatPoliciesFor(cfg, ranges, 'host1').get('h1vm1')!;
+  // the flow journal a daemon with --state-dir gives the engine (host-agent/flow-journal.ts): a new flow
+  // appends a record; every 1,000 records they are encoded, as at the end of an event-loop turn
+  const buffer = new FlowJournalBuffer();
+  const journal = {
+    addSnat(type: number, record: Uint32Array): void {
+      buffer.addSnat(type, record);
+      if (buffer.pending >= 1000) buffer.encode(100, 0);
+    },
+  };
   const newEngine = () => {
     const e = new snat.engine.SnatEngine(new snat.flowTable.HostFlowTable(4 * frames), 2 * frames);
     e.setNic(nic.index, policy);
+    e.journal = journal;
     return e;
   };
   const newCtx = (): HostContext => {

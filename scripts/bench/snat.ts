@@ -1,7 +1,11 @@
 // Outbound NAT in the host agent (host-agent/snat.ts), measured without I/O. Run after `npx tsc -p tsconfig.json`:
 //   node --expose-gc dist/scripts/bench/snat.js [--flows N] [--json FILE]
 // Prints: new flows per second (a SYN each, a free port found and both entries inserted), the
-// per-packet cost of translating an existing flow's packet out and its reply back (IPv4 TCP), and the
+// per-packet cost of translating an existing flow's packet out and its reply back (IPv4 TCP), a new
+// flow's cost without and with the flow journal a daemon with --state-dir attaches (rounds alternating
+// in this one process, medians; the journal's records encoded every 1,000 flows, as at the end of an
+// event-loop turn, and timed apart: times and CRC-32s; the write(2) left to
+// scripts/bench/flow-journal.js) and its bytes per SYN, and the
 // memory per SNAT flow with N live flows (default 1,000,000): the engine's slot arrays and the flow
 // table's arrays, counted from their byte lengths, and the heap and array-buffer growth as node
 // reports it. Numbers for docs/outbound.md; nothing is asserted.
@@ -12,6 +16,7 @@ import { pkt } from '../../shared/packet-builder.js';
 import { TCP_ACK, TCP_SYN } from '../../shared/tcp.js';
 import { HostFlowTable } from '../../host-agent/flow-table.js';
 import { SnatEngine, type SnatPortRange } from '../../host-agent/snat.js';
+import { FlowJournalBuffer } from '../../host-agent/flow-journal.js';
 
 const L3 = 14;
 const HELP = `usage: node --expose-gc dist/scripts/bench/snat.js [--flows N] [--json FILE]
@@ -76,6 +81,55 @@ function main(): void {
     }
     const ms = performance.now() - t0;
     results['newFlowsPerS'] = Math.round(n / (ms / 1000));
+  }
+
+  // a new flow without and with the flow journal (host-agent/flow-journal.ts), alternating rounds
+  {
+    const n = 20_000;
+    const syn = pkt().eth().ipv4({ src: '192.0.2.11', dst: '198.51.100.5' }).tcp({ sport: 1, dport: 9000, flags: TCP_SYN }).build();
+    const f = Buffer.from(syn);
+    let bytesPerFlow = 0;
+    const encodeNs: number[] = [];
+    const round = (journal: boolean): number => {
+      const e = engine(n);
+      const j = journal ? new FlowJournalBuffer() : null;
+      e.journal = j;
+      let bytes = 0;
+      let encMs = 0;
+      const t0 = performance.now();
+      for (let i = 0; i < n; i++) {
+        syn.copy(f);
+        f[L3 + 20] = (i >>> 8) & 0xff;
+        f[L3 + 21] = i & 0xff;
+        f[L3 + 19] = (i >>> 16) & 0xff;
+        if (e.out4(f, L3, f.length, 0, 100) < 0) throw new Error(`new flow ${i} refused`);
+        if (j !== null && j.pending >= 1000) {
+          const a = performance.now();
+          bytes += j.encode(100, 0).length;
+          encMs += performance.now() - a;
+        }
+      }
+      if (j !== null) {
+        const a = performance.now();
+        bytes += j.encode(100, 0).length;
+        encMs += performance.now() - a;
+        bytesPerFlow = bytes / n;
+        encodeNs.push((encMs * 1e6) / n);
+      }
+      // the data plane's part: the encoding (the end of the turn's) apart
+      return ((performance.now() - t0 - encMs) * 1e6) / n;
+    };
+    const without: number[] = [];
+    const withJ: number[] = [];
+    for (let r = 0; r < 15; r++) {
+      without.push(round(false));
+      withJ.push(round(true));
+    }
+    const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+    results['newFlowNs'] = Math.round(med(without));
+    results['newFlowNsJournal'] = Math.round(med(withJ));
+    results['journalEncodeNsPerFlow'] = Math.round(med(encodeNs));
+    results['journalBytesPerSyn'] = bytesPerFlow;
   }
 
   // per packet on an existing flow: out and back
