@@ -27,6 +27,8 @@
 #                       CPU (the generator's CPU 0 included): on a 2-CPU machine the workers share the
 #                       generator's core, so this measures what a second core buys here, not the 1.7x target
 #   agent-ring          slbx-host-agent --receive-path capture --io ring
+#   agent-ring-w2       the same with --workers 2 (PACKET_FANOUT_CBPF over two worker threads), on every CPU
+#                       as mux-ring-w2 (the generator's core shared the same way)
 # DSR phase (the return path): trafgen in `vm` sends the backend's 64-byte replies (192.0.2.10:7 -> the
 # client, destination ports 1024..65023: 64,000 flows) to its gateway; what arrives at the router's fabric
 # interface is counted (the router drops it in its forward hook, so the client's kernel never answers).
@@ -84,7 +86,7 @@ options:
   --warmup S       seconds of traffic before each measurement (default 1)
   --variants LIST  comma-separated subset of: kernel-forward,kernel-vxlan,mux-cap,mux-raw,mux-udp,
                    kernel-vxlan-decap,agent-capture,agent-udp (the default: these eight), and
-                   mux-ring, mux-ring-w2 (2 workers, every CPU), agent-ring, kernel-forward-return,
+                   mux-ring, mux-ring-w2 (2 workers, every CPU), agent-ring, agent-ring-w2, kernel-forward-return,
                    agent-dsr, agent-dsr-ring; a packet-rate
                    variant takes @BYTES for another frame size (mux-ring@1400); end-to-end variants:
                    tcp-direct, tcp-pcap, tcp-ring, rr-direct, rr-pcap, rr-ring, newflows-pcap,
@@ -129,7 +131,7 @@ PERF=0
 ALL_VARIANTS=(kernel-forward kernel-vxlan mux-cap mux-raw mux-udp kernel-vxlan-decap agent-capture agent-udp)
 VARIANTS=("${ALL_VARIANTS[@]}")
 # not in the default set (the default is what docs/io-paths.md measured)
-MORE_VARIANTS=(mux-ring mux-ring-w2 agent-ring kernel-forward-return agent-dsr agent-dsr-ring
+MORE_VARIANTS=(mux-ring mux-ring-w2 agent-ring agent-ring-w2 kernel-forward-return agent-dsr agent-dsr-ring
   tcp-direct tcp-pcap tcp-ring rr-direct rr-pcap rr-ring newflows-pcap newflows-ring cp-propagation)
 TCP_CASES=1,8,1r,8r
 CP_CHANGES=20
@@ -511,7 +513,7 @@ stop_daemon() {
 base_phase_of() {
   case $(base_of "$1") in
     kernel-forward|kernel-vxlan|mux-*) echo mux ;;
-    kernel-vxlan-decap|agent-capture|agent-udp|agent-ring) echo host-agent ;;
+    kernel-vxlan-decap|agent-capture|agent-udp|agent-ring|agent-ring-w2) echo host-agent ;;
     kernel-forward-return|agent-dsr|agent-dsr-ring) echo dsr ;;
     tcp-*) echo tcp ;;
     rr-*) echo latency ;;
@@ -633,6 +635,9 @@ variant_up() { # VARIANT ROUND
     agent-ring)
       start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
         dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io ring --status "$HOST_STATUS" ;;
+    agent-ring-w2)
+      DAEMON_CPUS=0-$(($(nproc) - 1)) start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
+        dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io ring --workers 2 --status "$HOST_STATUS" ;;
     agent-dsr-ring)
       start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$1-r$r.log" '"ready":true.*"io":"ring"' \
         dist/host-agent/main.js --config "$CFG_DSR" --name host1 --interface f0 --receive-path capture --io ring --status "$HOST_STATUS"
@@ -820,6 +825,7 @@ write_meta() {
       mux-ring) what='slbx-mux --io ring: packet ring in, one JS call per batch, whole frames out with one sendmmsg per batch'; base=false ;;
       mux-ring-w2) what='slbx-mux --io ring --workers 2 on every CPU (the generator CPU too): PACKET_FANOUT hash over two worker threads'; base=false ;;
       agent-ring) what='slbx-host-agent --io ring: packet ring in (+ nftables drop), NAT, batched sendmmsg to the port'; base=false ;;
+      agent-ring-w2) what='slbx-host-agent --io ring --workers 2 on every CPU (the generator CPU too): PACKET_FANOUT_CBPF over two worker threads'; base=false ;;
       kernel-forward-return) what='kernel IP forwarding of the replies in the host namespace, no NAT'; base=true ;;
       agent-dsr) what='slbx-host-agent (pcap): capture on the port, NAT to the VIP, raw socket to the router (DSR)'; base=false ;;
       agent-dsr-ring) what='slbx-host-agent --io ring: packet ring on the port, NAT to the VIP, batched raw-socket sendmmsg (DSR)'; base=false ;;
