@@ -6,6 +6,8 @@
 //   - one generation per packet: a worker compiles a new generation and swaps it in whole; a VXLAN frame to
 //     a nic only generation 2 has is dropped as no_nic by generation 1 and delivered by generation 2, and
 //     the generation it acknowledges (shared status word) is the one its frames used;
+//   - a restarted worker starts with an empty host flow table: a backend's reply of a flow it has not seen
+//     is dropped as drop_out_dsr_unsolicited, and leaves by DSR once the client's next packet recorded it;
 //   - (root) two real worker threads with ring sockets on lo: both join in index order, acknowledge a new
 //     generation; one that exits is restarted while the other keeps running (same thread), the restart is
 //     a regroup (both sockets again, in order), and the shared counters carry on.
@@ -15,7 +17,7 @@ import { parseConfig } from '../shared/config.js';
 import { fileURLToPath } from 'node:url';
 import { MessageChannel } from 'node:worker_threads';
 import { pkt } from '../shared/packet-builder.js';
-import { TCP_SYN } from '../shared/tcp.js';
+import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import { ip } from '../shared/addr.js';
 import { newRedirect, writeRedirect, REDIRECT_LEN, REDIRECT_PORT } from '../shared/redirect.js';
 import { steeringKey, steerWorker, STEER_PORT, NO_INTERNAL_VIPS } from '../host-agent/worker-steering.js';
@@ -172,6 +174,45 @@ describe('host agent workers: one generation per packet', () => {
     core.handleFabric(frame, frame.length);
     expect(cv[C.in_delivered]).toBe(delivered0 + 1); // generation 2 delivers it (no socket here: counted as an internal error after)
     expect(cv[C.drop_internal_error]).toBe(1);
+  });
+});
+
+describe('host agent workers: a restarted worker and its flows', () => {
+  it('starts with an empty table: the reply of a flow it did not see is dropped as unsolicited until the client speaks again', () => {
+    // a new core is what a restarted worker is (host-agent/workers.ts spawns a thread with a fresh one)
+    const core = new HostWorkerCore(coreInput(full, 1), () => {});
+    const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
+    const portMac = new Uint8Array([2, 0, 0, 1, 0, 1]);
+    core.ctx.portMacs[nic.index] = portMac;
+    const C = core.ctx.counters.index;
+    const cv = core.ctx.counters.values;
+    const reply = pkt()
+      .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
+      .ipv4({ src: '192.0.2.10', dst: '198.51.100.10' })
+      .tcp({ sport: 80, dport: 40002, flags: TCP_ACK, seq: 1000, ack: 2000 })
+      .build();
+    core.handlePort(reply, reply.length, nic.index);
+    expect(cv[C.drop_out_dsr_unsolicited]).toBe(1);
+    expect(cv[C.out_dsr]).toBe(0);
+    // the client's next packet, through a MUX: recorded again
+    const inner = pkt()
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
+      .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
+      .tcp({ sport: 40002, dport: 80, flags: TCP_ACK })
+      .build();
+    const frame = pkt()
+      .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
+      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+      .udp({ sport: 50000, dport: 4789 })
+      .vxlan({ vni: nic.network.vni })
+      .payload(inner)
+      .build();
+    core.handleFabric(frame, frame.length);
+    expect(cv[C.dsr_flows_learned]).toBe(1);
+    core.handlePort(reply, reply.length, nic.index);
+    expect(cv[C.drop_out_dsr_unsolicited]).toBe(1);
+    expect(cv[C.out_dsr]).toBe(1); // leaves by DSR (no raw socket in this test: counted as unavailable)
+    expect(cv[C.send_error_dsr_unavailable]).toBe(1);
   });
 });
 
