@@ -77,7 +77,7 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
   const echoes: ChildProcess[] = [];
   const measured: Record<string, Rtt> = {};
 
-  beforeAll(() => {
+  beforeAll(async () => {
     writeFileSync(
       delays,
       'delays:\n  - { between: [mux1, host1], ms: 0 }\n  - { between: [mux2, host1], ms: 0 }\n  - { between: [h1vm1, host1], ms: 0 }\n',
@@ -89,6 +89,9 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     // (no host agent in this lab: the host's namespace reaches the nic directly over the port)
     const ip = spawnSync('ip', ['-n', `${prefix}host1`, 'addr', 'add', '192.0.2.1/24', 'dev', 'h1vm1'], { encoding: 'utf8' });
     if (ip.status !== 0) throw new Error(`ip addr add: ${ip.stderr}`);
+    // each ready once it says it listens (its socket is bound): a fixed sleep was a race on a busy machine,
+    // where the first round trips then met no server (lost, or the client's socket refused)
+    const ready: Promise<void>[] = [];
     for (const [node, addr] of [
       ['host1', '198.18.0.21:7900'],
       ['h1vm1', '192.0.2.10:7900'],
@@ -96,14 +99,23 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
       const p = spawn(
         'ip',
         ['netns', 'exec', `${prefix}${node}`, ...RT, 'node', 'dist/scripts/lab/delay-rtt.js', 'echo', '--listen', addr],
-        {
-          cwd: ROOT,
-          stdio: 'ignore',
-        },
+        { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       echoes.push(p);
+      ready.push(
+        new Promise<void>((res, rej) => {
+          let out = '';
+          const seen = (d: Buffer) => {
+            out += d.toString();
+            if (out.includes(`echo listening on ${addr}`)) res();
+          };
+          p.stdout!.on('data', seen);
+          p.stderr!.on('data', seen);
+          p.on('exit', (c) => rej(new Error(`the echo server in ${node} exited (${c}) before it listened:\n${out}`)));
+        }),
+      );
     }
-    spawnSync('sleep', ['1']);
+    await Promise.all(ready);
   }, 180_000);
 
   afterAll(() => {
@@ -184,7 +196,11 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     setDelay('mux1', 'host1', 60);
     const before = pairOf(status(), 'mux1', 'host1').out.frames;
     const file = join(work, 'stream.json');
-    const count = 16_000;
+    // The stream runs until the change is applied (`changed` exists), then 4,000 more (2 s at 0 ms): a
+    // stream of a fixed length (8 s) raced the status polls and lab_delay_set, ordinary processes that
+    // take seconds each on a busy machine, and could end before the change (no short round trip seen).
+    const changed = join(work, 'changed');
+    const count = 4_000;
     const child = spawn(
       'ip',
       [
@@ -203,6 +219,8 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
         '2000',
         '--size',
         '200',
+        '--until',
+        changed,
         '--json',
         file,
       ],
@@ -212,10 +230,14 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     child.stdout!.on('data', (d: Buffer) => (out += d.toString()));
     child.stderr!.on('data', (d: Buffer) => (out += d.toString()));
     const done = new Promise<number>((res) => child.on('exit', (c) => res(c ?? 1)));
-    // the change comes once the stream runs (evidence: 1,000 of its frames went through the link)
-    for (let i = 0; i < 600 && pairOf(status(), 'mux1', 'host1').out.frames - before < 1000; i++)
-      await new Promise((r) => setTimeout(r, 50));
-    setDelay('mux1', 'host1', 0);
+    try {
+      // the change comes once the stream runs (evidence: 1,000 of its frames went through the link)
+      while (pairOf(status(), 'mux1', 'host1').out.frames - before < 1000 && child.exitCode === null)
+        await new Promise((r) => setTimeout(r, 50));
+      setDelay('mux1', 'host1', 0);
+    } finally {
+      writeFileSync(changed, '');
+    }
     expect(await done, out).toBe(0);
     const r = JSON.parse(readFileSync(file, 'utf8')) as Rtt & { rttMs: (number | null)[] };
     const { rttMs, ...report } = r;
@@ -227,6 +249,7 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     const firstShort = rttMs.findIndex((x) => x !== null && x < 30);
     expect(rttMs[0]).toBeGreaterThanOrEqual(59);
     expect(firstShort).toBeGreaterThan(0);
+    expect(r.sent).toBeGreaterThanOrEqual(1000 + count);
     const p = pairOf(status(), 'mux1', 'host1');
     expect(p.out.drop_queue_full + p.in.drop_queue_full).toBe(0);
   }, 300_000);

@@ -5,8 +5,9 @@
 //
 //   node dist/scripts/lab/delay-rtt.js echo --listen 198.18.0.21:7900
 //   node dist/scripts/lab/delay-rtt.js measure --target 198.18.0.21:7900 --count 200 --rate 50 [--json FILE]
+//   node dist/scripts/lab/delay-rtt.js measure --target 198.18.0.21:7900 --rate 2000 --until FILE --count 4000
 import { createSocket } from 'node:dgram';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { isIP } from 'node:net';
 import { one, UsageError, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
@@ -80,14 +81,19 @@ async function runEcho(args: ParsedArgs): Promise<number> {
 
 const MEASURE: CommandSpec = {
   program: 'delay-rtt measure',
-  usage: 'delay-rtt.js measure --target ADDR:PORT [--count N] [--rate PPS] [--size BYTES] [--timeout-ms MS] [--json FILE]',
+  usage: 'delay-rtt.js measure --target ADDR:PORT [--count N] [--rate PPS] [--size BYTES] [--until FILE] [--timeout-ms MS] [--json FILE]',
   about:
-    'Sends N numbered datagrams at PPS a second (one socket) and prints one JSON line: sent, received, lost, reordered, duplicates, and the round trips (minMs, medianMs, p99Ms, maxMs). Exit 0 when at least one came back.',
+    'Sends N numbered datagrams at PPS a second (one socket; with --until, until FILE exists and then N more) and prints one JSON line: sent, received, lost, reordered, duplicates, and the round trips (minMs, medianMs, p99Ms, maxMs). Exit 0 when at least one came back.',
   options: [
     { name: 'target', value: 'ADDR:PORT', help: 'the echo server' },
     { name: 'count', value: 'N', help: 'datagrams', default: '200' },
     { name: 'rate', value: 'PPS', help: 'datagrams a second', default: '50' },
     { name: 'size', value: 'BYTES', help: 'payload size (at least 16)', default: '64' },
+    {
+      name: 'until',
+      value: 'FILE',
+      help: 'send at the rate for as long as FILE does not exist, then --count more (a stream that spans a change made from outside, however long that takes)',
+    },
     { name: 'timeout-ms', value: 'MS', help: 'wait for the last answers', default: '3000' },
     { name: 'json', value: 'FILE', help: 'also write the report and every round trip (ms, by sequence) here' },
     { name: 'help', help: 'this help' },
@@ -101,9 +107,19 @@ async function runMeasure(args: ParsedArgs): Promise<number> {
   const rate = intOpt(args, 'rate', 1, 1_000_000);
   const size = intOpt(args, 'size', 16, 1400);
   const timeoutMs = intOpt(args, 'timeout-ms', 1, 600_000);
+  const until = one(args, 'until');
   const sock = createSocket({ type: isIP(t.host) === 6 ? 'udp6' : 'udp4', recvBufferSize: 4 * 1024 * 1024 });
-  const sentAt = new Float64Array(count).fill(-1);
-  const rtt = new Float64Array(count).fill(-1);
+  // with --until the number sent is known only once FILE exists: the arrays grow as the stream goes
+  let sentAt = new Float64Array(count).fill(-1);
+  let rtt = new Float64Array(count).fill(-1);
+  const grow = () => {
+    const s = new Float64Array(sentAt.length * 2).fill(-1);
+    const r = new Float64Array(sentAt.length * 2).fill(-1);
+    s.set(sentAt);
+    r.set(rtt);
+    sentAt = s;
+    rtt = r;
+  };
   let received = 0;
   let reordered = 0;
   let duplicates = 0;
@@ -112,7 +128,7 @@ async function runMeasure(args: ParsedArgs): Promise<number> {
     const now = performance.now();
     if (msg.length < HEADER_LEN || msg.readUInt32BE(0) !== MAGIC) return;
     const seq = msg.readUInt32BE(4);
-    if (seq >= count || sentAt[seq]! < 0) return;
+    if (seq >= sentAt.length || sentAt[seq]! < 0) return;
     if (rtt[seq]! >= 0) {
       duplicates++;
       return;
@@ -130,7 +146,10 @@ async function runMeasure(args: ParsedArgs): Promise<number> {
   buf.writeUInt32BE(MAGIC, 0);
   const t0 = performance.now();
   let sendErrors = 0;
-  for (let seq = 0; seq < count; seq++) {
+  let total = until === undefined ? count : Infinity;
+  for (let seq = 0; seq < total; seq++) {
+    if (total === Infinity && existsSync(until!)) total = seq + count;
+    if (seq >= sentAt.length) grow();
     // steady pacing against the clock: a late timer sends the ones due at once
     const due = t0 + (seq * 1000) / rate;
     const wait = due - performance.now();
@@ -142,14 +161,15 @@ async function runMeasure(args: ParsedArgs): Promise<number> {
     });
   }
   const deadline = performance.now() + timeoutMs;
-  while (received < count && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+  const sent = total;
+  while (received < sent && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
   sock.close();
   const rtts = [...rtt].filter((x) => x >= 0).sort((a, b) => a - b);
   const r3 = (x: number) => Number(x.toFixed(3));
   const report: RttReport & { sendErrors: number } = {
-    sent: count,
+    sent,
     received,
-    lost: count - received,
+    lost: sent - received,
     reordered,
     duplicates,
     minMs: r3(rtts[0] ?? NaN),
@@ -160,7 +180,8 @@ async function runMeasure(args: ParsedArgs): Promise<number> {
   };
   process.stdout.write(`${JSON.stringify(report)}\n`);
   const file = one(args, 'json');
-  if (file !== undefined) writeFileSync(file, `${JSON.stringify({ ...report, rttMs: [...rtt].map((x) => (x < 0 ? null : r3(x))) })}\n`);
+  if (file !== undefined)
+    writeFileSync(file, `${JSON.stringify({ ...report, rttMs: [...rtt.subarray(0, sent)].map((x) => (x < 0 ? null : r3(x))) })}\n`);
   return received > 0 ? 0 : 1;
 }
 
