@@ -462,7 +462,6 @@ export class SnatEngine {
     const vni = ns.policy.vni;
     this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport);
     let slot = this.flowsSlot(now);
-    let opened = false;
     if (slot >= 0 && this.state[slot] === SNAT_TIME_WAIT && (flags & (TCP_SYN | TCP_ACK)) === TCP_SYN) {
       // a new connection on the same 5-tuple inside the guard: it takes the same port again
       this.state[slot] = SNAT_SYN_SENT;
@@ -475,14 +474,12 @@ export class SnatEngine {
       this.keyOut(family, vni, frame, l3, src4, dst4, proto, sport, dport); // flowsSlot may have freed an expired flow
       slot = this.open(ns, family, vni, proto, frame, l3, src4, dst4, sport, dport, nic, now);
       if (slot < 0) return slot;
-      opened = true;
     }
     // advance the state and the clock
     if (proto === IPPROTO_TCP) {
       this.trackSeq(this.nxtOut, SEQ_OUT, slot, frame, l3, l4, family, flags);
       this.tcpEvent(slot, flags, FIN_OUT, ns.policy.idleS, now);
     } else this.expires[slot] = now + ns.policy.idleS;
-    if (opened && this.journal !== null) this.journalSlot(SNAT_RECORD_OPEN, slot, now); // with its state and time left
     // rewrite the source: address (IPv4 header checksum too) and port, RFC 1624
     const csumOff = l4 + (proto === IPPROTO_TCP ? TCP_OFF_CHECKSUM : UDP_OFF_CHECKSUM);
     let l4sum = (frame[csumOff]! << 8) | frame[csumOff + 1]!;
@@ -553,7 +550,11 @@ export class SnatEngine {
     const idleS = ns?.policy.idleS ?? SNAT_SYN_TIMEOUT_S;
     if (proto === IPPROTO_TCP) {
       this.trackSeq(this.nxtIn, SEQ_IN, slot, frame, l3, l4, family, frame[l4 + 13]!);
+      const was = this.state[slot];
       this.tcpEvent(slot, frame[l4 + 13]!, FIN_IN, idleS, now);
+      // ESTABLISHED: the journal hears of it (its idle timeout from now on, no longer the SYN timeout)
+      if (was === SNAT_SYN_SENT && this.state[slot] === SNAT_ESTABLISHED && this.journal !== null)
+        this.journalSlot(SNAT_RECORD_OPEN, slot, now);
     } else this.expires[slot] = now + idleS;
     // rewrite the destination to DIP:port
     const dport = this.ports[slot]! >>> 16;
@@ -597,12 +598,7 @@ export class SnatEngine {
       this.expires[slot] = now + SNAT_TIME_WAIT_S;
       return;
     }
-    if (st === SNAT_SYN_SENT && finBit === FIN_IN) {
-      this.state[slot] = SNAT_ESTABLISHED;
-      this.expires[slot] = now + idleS;
-      if (this.journal !== null) this.journalSlot(SNAT_RECORD_OPEN, slot, now); // its idle timeout from now on
-      return;
-    }
+    if (st === SNAT_SYN_SENT && finBit === FIN_IN) this.state[slot] = SNAT_ESTABLISHED;
     this.expires[slot] = now + (this.state[slot] === SNAT_SYN_SENT ? SNAT_SYN_TIMEOUT_S : idleS);
   }
 
@@ -803,7 +799,8 @@ export class SnatEngine {
       }
       this.ports[slot] = ((sport << 16) | dport) >>> 0;
       this.fport[slot] = fport;
-      this.expires[slot] = now + 1;
+      // the time a SYN or a datagram gives it (out() sets the same right after): the journal's record has it
+      this.expires[slot] = now + (proto === IPPROTO_TCP ? SNAT_SYN_TIMEOUT_S : ns.policy.idleS);
       if (family === 4) {
         ns.cursor4 = cursor + 1;
         ns.inUse4++;
@@ -812,6 +809,7 @@ export class SnatEngine {
         ns.inUse6++;
       }
       this.live++;
+      if (this.journal !== null) this.journalSlot(SNAT_RECORD_OPEN, slot, now);
       return slot;
     }
     ns.exhausted++;
