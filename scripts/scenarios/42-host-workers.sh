@@ -6,9 +6,11 @@
 #      each, exactly, as drop_out_dsr_unsolicited; every request succeeds by direct server return.
 #   2. Scenario 01's traffic and its verifier, unchanged: 1,000 HTTP requests, every packet followed
 #      through the captures (MUX in, VXLAN out byte for byte, backend, direct server return).
-#   3. A table change under traffic: 1,500 requests run while a backend is drained (slbctl ... --wait:
-#      every MUX acked); then every worker of every MUX and host agent must show its daemon's generation,
-#      and 500 new connections made after that: none reaches the drained backend.
+#   3. Table changes under traffic: 1,500 requests run while a backend is drained (slbctl ... --wait:
+#      every MUX acked) and a VIP is added (a new rule: a new generation for every host agent too); then
+#      every worker of every MUX and host agent must show its daemon's generation (the host agents' past
+#      the one before), every request succeeds, and 500 new connections made after that: none reaches
+#      the drained backend.
 #   Over phases 2 and 3: no reordering within a TCP flow, requests at the backends' ports and replies at
 #   the client; both workers of every MUX and host agent carried frames; no backend reply of the traffic
 #   was dropped as unsolicited (it reached the worker that learned its flow), no internal error.
@@ -83,12 +85,19 @@ client=$!
 sc_wait_for "200 new flows through the MUXes" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + 200)) ]' || rc=1
 lab_slbctl backend drain web $DRAIN --wait >/dev/null || rc=1
 echo "drained $DRAIN (every MUX acked)"
-# every worker of every MUX and host agent at its daemon's generation (shared status word, read by /status)
+# a drain changes the MUXes' tables only; a new VIP's rule changes the host agents' too (their NAT rules)
+declare -A hgen0
+for h in $hosts; do hgen0[$h]=$(sc_status_field "$h" generation) || rc=1; done
+lab_slbctl vip add 203.0.113.60 --protocol tcp --frontend-port 80 --backend-port 8001 --pool web --wait >/dev/null || rc=1
+echo "added VIP 203.0.113.60 (a new rule for every host agent)"
+# every worker of every MUX and host agent at its daemon's generation (shared status word, read by
+# /status), and every host agent past the generation it had before the new VIP
 workers_at_generation() {
   local n
   for n in $(lab_nodes mux) $hosts; do
     lab_daemon_status "$n" | node -e 'const s = JSON.parse(require("fs").readFileSync(0, "utf8"));
-      process.exit((s.workers ?? []).length === 2 && s.workers.every((w) => w.alive && w.generation === s.generation) ? 0 : 1)' || return 1
+      process.exit((s.workers ?? []).length === 2 && s.generation > Number(process.argv[1]) &&
+        s.workers.every((w) => w.alive && w.generation === s.generation) ? 0 : 1)' "${hgen0[$n]:-0}" || return 1
   done
 }
 sc_wait_for "every worker at its daemon's generation" 60 workers_at_generation || rc=1

@@ -15,6 +15,7 @@
 // traffic, in the same order; --client-captures: capture names (DIR/pcaps/NAME.pcap) at the client.
 import { readFileSync } from 'node:fs';
 import { Checks, flagsOf, loadCapture, need } from './check.js';
+import { TCP_SYN } from '../../../shared/tcp.js';
 
 interface HostStatus {
   name: string;
@@ -45,7 +46,8 @@ function replyReorders(pkts: ReturnType<typeof loadCapture>, port: number): { fl
     const flow = `${ip.src}>${ip.dst}:${tcp.dstPort}`;
     const seq = tcp.seq >>> 0;
     let f = state.get(flow);
-    if (f === undefined) state.set(flow, (f = { top: seq, seen: new Set() }));
+    // a SYN (the server's SYN-ACK) starts a connection's sequence space: a 4-tuple the client reused starts over
+    if (f === undefined || (tcp.flags & TCP_SYN) !== 0) state.set(flow, (f = { top: seq, seen: new Set() }));
     const key = `${seq}/${tcp.payloadLen}`;
     const below = ((seq - f.top) | 0) < 0;
     if (below && !f.seen.has(key)) reordered.push(`${flow} seq ${seq} after ${f.top}`);

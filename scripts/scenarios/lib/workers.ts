@@ -46,7 +46,8 @@ function reorders(segs: Seg[]): { flows: number; segments: number; reordered: st
   const reordered: string[] = [];
   for (const s of segs) {
     let f = state.get(s.flow);
-    if (f === undefined) state.set(s.flow, (f = { top: s.seq, seen: new Set() }));
+    // a SYN starts a connection's sequence space: a 4-tuple the client reused starts over
+    if (f === undefined || s.syn) state.set(s.flow, (f = { top: s.seq, seen: new Set() }));
     const key = `${s.seq}/${s.len}`;
     // 32-bit sequence arithmetic: below the top when the difference, as a signed number, is negative
     const below = ((s.seq - f.top) | 0) < 0;
