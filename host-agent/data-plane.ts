@@ -618,10 +618,10 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     drop(ctx, C.drop_in_no_rule);
     return -1;
   }
-  natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]!, 2, rule.backendPort);
+  natIpv4(frame, l3, l4, proto, 16, rule.dip.words[0]! | 0, 2, rule.backendPort);
   ctx.lastRule = rule;
   if (!rule.internal)
-    dsrLearn4(ctx, nic.network.vni, rule.dip.words[0]!, ip.src, proto, rule.backendPort, ctx.ports.srcPort, rule.frontendPort);
+    dsrLearn4(ctx, nic.network.vni, rule.dip.words[0]! | 0, ip.src | 0, proto, rule.backendPort, ctx.ports.srcPort, rule.frontendPort);
   return pEnd;
 }
 
@@ -898,10 +898,12 @@ function outboundIpv4(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut4(frame, l3, nic, ctx); // east-west (docs/east-west.md), or not_lb_reply
-  if (dsrAllowed4(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
+  // addresses go to calls as int32 (`| 0`): an unsigned one from 128.0.0.0 up is a heap number in V8,
+  // allocated for each call not inlined (callgrind, host-out udp4 reply: about 150 instructions fewer)
+  if (dsrAllowed4(ctx, nic.network.vni, ip.src | 0, ip.dst | 0, proto, sport, ctx.ports.dstPort) < 0)
     return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, true, nic, ctx);
-  natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]!, 0, rule.frontendPort);
+  natIpv4(frame, l3, l4, proto, 12, rule.vip.words[0]! | 0, 0, rule.frontendPort);
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
 }
