@@ -808,6 +808,11 @@ export class HostDaemon {
     this.workers?.exitForTest(index);
   }
 
+  /** Each worker's thread id, null while it is not running ([] without workers; --test-hooks). */
+  workerThreadIdsForTest(): (number | null)[] {
+    return this.workers?.slots.map((s) => s.worker?.threadId ?? null) ?? [];
+  }
+
   private internalError(e: unknown): void {
     this.ctx.counters.values[this.ctx.counters.index.drop_internal_error]!++;
     this.internalErrors++;

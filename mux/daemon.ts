@@ -508,6 +508,11 @@ export class MuxDaemon {
     this.workers?.exitForTest(index);
   }
 
+  /** Each worker's thread id, null while it is not running ([] without workers; --test-hooks). */
+  workerThreadIdsForTest(): (number | null)[] {
+    return this.workers?.slots.map((s) => s.worker?.threadId ?? null) ?? [];
+  }
+
   /** The generation each worker acknowledged ([] without workers). */
   workerGenerations(): number[] {
     return this.workers?.generations() ?? [];

@@ -19,6 +19,7 @@ import { writeProcessMetrics } from './process-metrics.js';
 import { parseControllerUrls } from './http-json.js';
 import { readToken } from './api-token.js';
 import { PolicyClient, type AppliedPolicy, type HealthReporter } from './policy-client.js';
+import { TEST_HOOKS_HELP, testHookGet, testHookPost, type WorkerTestHooks } from './test-hooks.js';
 
 export interface Daemon {
   start(): void;
@@ -34,6 +35,9 @@ export interface Daemon {
    * sends Cease and keeps forwarding for a short grace (docs/bgp.md). Daemons without one leave it out.
    */
   drain?(): Promise<void>;
+  /** --test-hooks (runtime/test-hooks.ts): worker i exits, and the workers' thread ids. Daemons without workers leave them out. */
+  exitWorkerForTest?: WorkerTestHooks['exitWorkerForTest'];
+  workerThreadIdsForTest?: WorkerTestHooks['workerThreadIdsForTest'];
 }
 
 export interface DaemonProgram {
@@ -102,6 +106,7 @@ export async function runDaemon(p: DaemonProgram, argv: readonly string[]): Prom
       help: 'a second listener that answers only GET /metrics (read-only counters and states, no tables), e.g. on the fabric address for a Prometheus in another namespace (docs/metrics.md); GET /metrics is also on the status endpoint',
     },
     { name: 'log-level', value: 'LEVEL', help: 'debug, info, warn or error', default: 'info' },
+    { name: 'test-hooks', help: TEST_HOOKS_HELP },
     { name: 'help', help: 'show this help' },
   ];
   const about = `${p.about}\n\nsignals: SIGHUP re-reads the config (a bad one is refused and the old one stays; ignored with --controller); SIGTERM/SIGINT stop.`;
@@ -199,9 +204,18 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
     if (path === '/status' && client !== null && typeof body === 'object' && body !== null) return { ...body, controller: client.status() };
     return body;
   };
+  // --test-hooks: fault injection for tests (runtime/test-hooks.ts); without it its paths are unknown (404)
+  const hooks = args.flags.has('test-hooks');
+  const hooked = (f: typeof testHookGet, path: string): unknown => {
+    const d = daemon;
+    return hooks && d?.exitWorkerForTest !== undefined && d.workerThreadIdsForTest !== undefined
+      ? f(d as WorkerTestHooks, path)
+      : undefined;
+  };
+  const getHandler: StatusHandler = (path, q) => (path.startsWith('/test/') ? hooked(testHookGet, path) : handler(path, q));
   let server: Server;
   try {
-    server = await startStatusServer(listen, handler);
+    server = await startStatusServer(listen, getHandler, (path) => hooked(testHookPost, path));
   } catch (e) {
     daemon?.stop();
     return err(`status endpoint ${listen.host}:${listen.port}: ${(e as Error).message}`, 1);

@@ -1,5 +1,6 @@
 // The loopback status endpoint of a daemon: GET paths answer JSON (counters, tables, flows). It listens
-// on loopback unless told otherwise; it never changes state.
+// on loopback unless told otherwise; it never changes state (but for the test hooks' POST paths, with
+// --test-hooks only: runtime/test-hooks.ts).
 import { createServer, type Server } from 'node:http';
 import { isIP } from 'node:net';
 
@@ -33,10 +34,14 @@ export class TextBody {
   ) {}
 }
 
-/** Starts the server; resolves once it listens, rejects with the listen error. */
-export function startStatusServer(addr: ListenAddress, handler: StatusHandler): Promise<Server> {
+/**
+ * Starts the server; resolves once it listens, rejects with the listen error. `post`: answers POST (the
+ * test hooks; undefined: 404); without it POST is refused like any other method. An error a handler
+ * throws with a numeric `status` is answered with that status.
+ */
+export function startStatusServer(addr: ListenAddress, handler: StatusHandler, post?: StatusHandler): Promise<Server> {
   const server = createServer((req, res) => {
-    if (req.method !== 'GET') {
+    if (req.method !== 'GET' && (req.method !== 'POST' || post === undefined)) {
       res.writeHead(405, { 'content-type': 'application/json', allow: 'GET' });
       res.end('{"error":"only GET: the status endpoint is read-only"}\n');
       return;
@@ -44,9 +49,10 @@ export function startStatusServer(addr: ListenAddress, handler: StatusHandler): 
     const url = new URL(req.url ?? '/', 'http://status');
     let body: unknown;
     try {
-      body = handler(url.pathname, url.searchParams);
+      body = (req.method === 'POST' ? post! : handler)(url.pathname, url.searchParams);
     } catch (e) {
-      res.writeHead(500, { 'content-type': 'application/json' });
+      const status = (e as { status?: unknown }).status;
+      res.writeHead(typeof status === 'number' ? status : 500, { 'content-type': 'application/json' });
       res.end(`${JSON.stringify({ error: (e as Error).message })}\n`);
       return;
     }

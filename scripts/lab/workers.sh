@@ -5,11 +5,37 @@
 # the MUXes this way, scenario 42 both.
 LAB_MUX_WORKERS=${LAB_MUX_WORKERS:-}
 LAB_HOST_WORKERS=${LAB_HOST_WORKERS:-}
+# LAB_TEST_HOOKS=1: every MUX and host agent gets --test-hooks (POST /test/workers/<i>/exit on its status
+# endpoint makes worker i exit; runtime/test-hooks.ts). Scenario 44 kills workers this way.
+LAB_TEST_HOOKS=${LAB_TEST_HOOKS:-}
 
-# _lab_workers_args KIND: the --workers arguments for a daemon of KIND (mux or host-agent), or nothing.
+# _lab_workers_args KIND: the --workers (and --test-hooks) arguments for a daemon of KIND (mux or host-agent), or nothing.
 _lab_workers_args() {
   case ${1:-} in
     mux) [ -z "$LAB_MUX_WORKERS" ] || printf -- '--workers %s\n' "$LAB_MUX_WORKERS" ;;
     host-agent) [ -z "$LAB_HOST_WORKERS" ] || printf -- '--workers %s\n' "$LAB_HOST_WORKERS" ;;
   esac
+  [ "$LAB_TEST_HOOKS" != 1 ] || printf -- '--test-hooks\n'
 }
+
+# lab_workers_env N: the lab's daemons with N worker threads each: every MUX and host agent --workers N on
+# the ring path (LAB_DAEMON_IO=ring); set before lab_up.
+lab_workers_env() {
+  LAB_DAEMON_IO=ring
+  LAB_MUX_WORKERS=$1
+  LAB_HOST_WORKERS=$1
+}
+
+# _lab_test_hook NODE METHOD PATH: a test hook of NODE's daemon (needs LAB_TEST_HOOKS=1), its answer on stdout.
+_lab_test_hook() {
+  local port=$LAB_MUX_STATUS_PORT
+  [ "$(_lab_node_kind "$1")" = host ] && port=$LAB_HOST_STATUS_PORT
+  lab_exec "$1" curl -sf -m 5 -X "$2" "http://127.0.0.1:$port$3"
+}
+
+# lab_worker_exit NODE INDEX: worker INDEX of NODE's daemon exits (POST /test/workers/INDEX/exit); prints
+# the answer (the worker and the thread id that exits).
+lab_worker_exit() { _lab_test_hook "$1" POST "/test/workers/$2/exit"; }
+
+# lab_worker_threads NODE: the thread id of each worker of NODE's daemon (GET /test/workers), as JSON.
+lab_worker_threads() { _lab_test_hook "$1" GET /test/workers; }
