@@ -64,6 +64,8 @@ import {
 } from '../shared/latency.js';
 
 const PORT_RETRY_MS = 1000;
+/** --workers: how often the start checks whether every worker joined, to start probing (startProbesWhenJoined). */
+const PROBE_JOIN_POLL_MS = 50;
 /**
  * Ready waits until every fabric peer's MAC is known (VXLAN from an unresolved peer is dropped), but at
  * most this long: a peer that does not answer (a MUX not started yet) must not keep the host from
@@ -420,7 +422,7 @@ export class HostDaemon {
       this.timers.push(setInterval(() => this.snapshot!.tick(() => this.snapshotSource()), this.snapshot.intervalMs));
     }
     this.timers.push(setInterval(() => this.tickSnat(), SNAT_CONTROL_TICK_MS));
-    this.prober.start();
+    this.startProbesWhenJoined();
     this.openEchoSockets();
     if (this.ioFallback !== null) logWarn('io_fallback', { requested: 'ring', using: 'pcap', reason: this.ioFallback });
     logInfo('host_agent_started', {
@@ -432,6 +434,28 @@ export class HostDaemon {
       ports: this.ctx.tables.nics.map((n) => n.port),
       receivePath: this.receivePath,
     });
+  }
+
+  /**
+   * --workers: a probe's answer reaches this thread only through the worker whose port socket got it, so
+   * probing starts once every worker joined the fabric's and every open port's fanout group; a round sent
+   * before found no socket for its answer and failed (a DIP reported down right after the start).
+   */
+  private startProbesWhenJoined(): void {
+    const joined = () => {
+      const open = this.ctx.tables.nics.filter((n) => this.ports[n.index]?.port != null).map((n) => n.port);
+      return this.workers === null || this.workers.allJoined(open);
+    };
+    if (joined()) {
+      this.prober.start();
+      return;
+    }
+    const t = setInterval(() => {
+      if (!this.started || !joined()) return;
+      clearInterval(t);
+      this.prober.start();
+    }, PROBE_JOIN_POLL_MS);
+    this.timers.push(t);
   }
 
   /** udp receive path: binds PA:vxlanPort; a bind failure is logged and keeps the daemon not ready. */
