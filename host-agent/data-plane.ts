@@ -415,21 +415,31 @@ export function natIpv6(
   l4: number,
   proto: number,
   addrOff: number,
-  newAddr: Uint8Array,
+  newWords: Uint32Array,
   portOff: number,
   newPort: number,
 ): void {
   const a = l3 + addrOff;
-  if (portOff >= 0) {
-    const csumOff = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6;
-    const oldPort = readU16(frame, l4 + portOff);
-    let c = updateChecksumBytes(readU16(frame, csumOff), frame, a, newAddr, 0, 16);
-    c = updateChecksum16(c, oldPort, newPort);
-    if (proto === IPPROTO_UDP && c === 0) c = 0xffff; // RFC 8200 8.1: zero is not allowed over IPv6
-    writeU16(frame, csumOff, c);
-    writeU16(frame, l4 + portOff, newPort);
+  // RFC 1624 eqn. 3 over the address's eight 16-bit words, read and written as four 32-bit words (the
+  // new address as its words, IpAddr.words: no byte loop, no call; callgrind, host-out udp6 reply), then
+  // the port's; IPv6 has no header checksum
+  let d = 0;
+  for (let i = 0; i < 4; i++) {
+    const o = ~readU32(frame, a + i * 4);
+    const n = newWords[i]!;
+    d += (o >>> 16) + (o & 0xffff) + (n >>> 16) + (n & 0xffff);
+    writeU32(frame, a + i * 4, n);
   }
-  copyBytes(newAddr, 0, frame, a, 16);
+  if (portOff < 0) return;
+  const csumOff = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6;
+  const oldPort = readU16(frame, l4 + portOff);
+  writeU16(frame, l4 + portOff, newPort);
+  let s = (~readU16(frame, csumOff) & 0xffff) + d + (~oldPort & 0xffff) + newPort;
+  s = (s & 0xffff) + (s >>> 16);
+  s = (s & 0xffff) + (s >>> 16); // at most 19 words of 16 bits: two end-around folds are enough
+  let c = ~s & 0xffff;
+  if (proto === IPPROTO_UDP && c === 0) c = 0xffff; // RFC 8200 8.1: zero is not allowed over IPv6
+  writeU16(frame, csumOff, c);
 }
 
 function findRule4(nic: HostNic, proto: number, dport: number, vip: number): NatRule | undefined {
@@ -660,7 +670,7 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
     drop(ctx, C.drop_in_no_rule);
     return -1;
   }
-  natIpv6(frame, l3, l4, proto, 24, rule.dipBytes, 2, rule.backendPort);
+  natIpv6(frame, l3, l4, proto, 24, rule.dip.words, 2, rule.backendPort);
   ctx.lastRule = rule;
   if (!rule.internal)
     dsrLearn6(ctx, nic.network.vni, rule.dip.words, ip.src, proto, rule.backendPort, ctx.ports.srcPort, rule.frontendPort);
@@ -942,7 +952,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   if (dsrAllowed6(ctx, nic.network.vni, ip.src, ip.dst, proto, sport, ctx.ports.dstPort) < 0)
     return notRecordedFlow(frame, l3, end, nic, ctx);
   if (end - l3 > ctx.dsrMtu) return tooBigForDsr(frame, l3, end, false, nic, ctx);
-  natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
+  natIpv6(frame, l3, l4, proto, 8, rule.vip.words, 0, rule.frontendPort);
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
 }

@@ -198,7 +198,7 @@ export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: H
     if (t !== null) {
       if (t.local !== null) {
         if (t.local.addr6 === null) return drop(ctx, C.drop_out_ew_unknown_client); // validation gives every member an address of the family
-        natIpv6(frame, l3, l4, proto, 24, words6Bytes(t.local.addr6), 2, r.backendPort);
+        natIpv6(frame, l3, l4, proto, 24, t.local.addr6, 2, r.backendPort);
         ctx.counters.values[C.ew_fastpath_local]!++;
         return deliverLocal(frame, l3, end, t.local, ctx);
       }
@@ -212,7 +212,7 @@ export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: H
     const t = findTarget6(ew.byAddr6.get(vni), ip.dst);
     if (t === undefined) return drop(ctx, C.drop_out_ew_unknown_client);
     const hash = hashFlowV6(ip.dst, 0, rule.vip.words, 0, proto, ctx.ports.dstPort, rule.frontendPort, 5, ctx.ew.hashSeed);
-    natIpv6(frame, l3, l4, proto, 8, rule.vipBytes, 0, rule.frontendPort);
+    natIpv6(frame, l3, l4, proto, 8, rule.vip.words, 0, rule.frontendPort);
     ctx.lastRule = rule;
     if (t.local !== null) {
       ctx.counters.values[C.ew_return_local]!++;
@@ -222,12 +222,6 @@ export function eastWestOut6(frame: Uint8Array, l3: number, nic: HostNic, ctx: H
     return encap4(frame, l3, end, t.peer, t.pa4, t.mac, vni, hash, ctx);
   }
   return snatOut(frame, l3, end, nic, ctx, C.drop_out_not_lb_reply); // a backend's own connection: outbound NAT, or not_lb_reply
-}
-
-const scratch6 = new Uint8Array(16);
-function words6Bytes(w: Uint32Array): Uint8Array {
-  for (let i = 0; i < 4; i++) writeU32(scratch6, i * 4, w[i]!);
-  return scratch6;
 }
 
 function findVip6(list: readonly EwVip[], d: Uint32Array): EwVip | undefined {

@@ -6,7 +6,7 @@
 // FLOW_FASTPATH the redirect's target (index into the east-west targets). Bounded (inserts beyond the
 // limit fail: the caller keeps the stateless path), idle expiry per entry, no allocation per packet.
 import { FlowTable, type FlowGroups, type FlowLimit } from '../shared/flow-table.js';
-import { murmur3Finish, murmur3Round, murmur3Words } from '../shared/flow-hash.js';
+import { murmur3Finish, murmur3Words } from '../shared/flow-hash.js';
 
 export const HOST_FLOW_KEY_WORDS = 11;
 /** Sent toward a MUX (east-west, before a redirect): action = the MUX's index. */
@@ -96,19 +96,42 @@ export function hostKeyHash4(w0: number, src: number, dst: number, w9: number, w
   return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
 }
 
-/** murmur3Words over the IPv6 key [w0, src0..3, dst0..3, w9, w10], unrolled, from the arguments. */
+/**
+ * murmur3Words over the IPv6 key [w0, src0..3, dst0..3, w9, w10], from the arguments, its rounds and
+ * finalizer written out as in hostKeyHash4 (murmur3Round's eleven calls were not inlined on the return
+ * path). Must return exactly murmur3Words's value (test/host-flow-table.test.ts).
+ */
 export function hostKeyHash6(w0: number, src: ArrayLike<number>, dst: ArrayLike<number>, w9: number, w10: number): number {
-  let h = murmur3Round(HASH_SEED, w0 | 0);
-  h = murmur3Round(h, src[0]! | 0);
-  h = murmur3Round(h, src[1]! | 0);
-  h = murmur3Round(h, src[2]! | 0);
-  h = murmur3Round(h, src[3]! | 0);
-  h = murmur3Round(h, dst[0]! | 0);
-  h = murmur3Round(h, dst[1]! | 0);
-  h = murmur3Round(h, dst[2]! | 0);
-  h = murmur3Round(h, dst[3]! | 0);
-  h = murmur3Round(h, w9 | 0);
-  h = murmur3Round(h, w10 | 0);
+  let h = HASH_SEED;
+  let k = Math.imul(w0 | 0, C1);
+  k = Math.imul((k << 15) | (k >>> 17), C2);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  for (let i = 0; i < 4; i++) {
+    k = Math.imul(src[i]! | 0, C1);
+    k = Math.imul((k << 15) | (k >>> 17), C2);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  for (let i = 0; i < 4; i++) {
+    k = Math.imul(dst[i]! | 0, C1);
+    k = Math.imul((k << 15) | (k >>> 17), C2);
+    h ^= k;
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  k = Math.imul(w9 | 0, C1);
+  k = Math.imul((k << 15) | (k >>> 17), C2);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  k = Math.imul(w10 | 0, C1);
+  k = Math.imul((k << 15) | (k >>> 17), C2);
+  h ^= k;
+  h = (h << 13) | (h >>> 19);
+  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
   return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
 }
 
