@@ -20,17 +20,9 @@ import { REDIRECT_PORT } from '../shared/redirect.js';
 import { logError, logInfo, logWarn } from '../runtime/log.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
-import {
-  processInbound,
-  processOutbound,
-  OUT_DSR,
-  VERDICT_CONSUMED,
-  VERDICT_FORWARD,
-  VERDICT_HOLD,
-  VERDICT_LOCAL,
-  type HostContext,
-} from './data-plane.js';
-import { OUT_FABRIC, type EwState } from './east-west.js';
+import type { HostContext } from './data-plane.js';
+import type { EwState } from './east-west.js';
+import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verdicts.js';
 import {
   carryEwState,
   ewStatus,
@@ -590,19 +582,6 @@ export class HostDaemon {
     }
   }
 
-  /** Keeps a copy of VXLAN whose source's MAC is not known yet (VERDICT_HOLD: only in the hold window after a start). */
-  private hold(frame: Buffer, len: number): void {
-    if (this.held.length < HOLD_MAX_FRAMES) {
-      this.held.push(Buffer.from(frame.subarray(0, len)));
-      return;
-    }
-    const c = this.ctx.counters;
-    c.values[c.index.in_held]!--;
-    c.values[c.index.in_packets]!++;
-    c.values[c.index.in_bytes]! += len;
-    c.values[c.index.drop_in_source_unresolved]!++;
-  }
-
   private onFabricFrame(frame: Buffer, len: number): void {
     // ARP (0x0806) or ICMPv6 in IPv6 (0x86dd, next header 58): for the neighbour table, not the data plane
     if (
@@ -622,41 +601,27 @@ export class HostDaemon {
 
   /** VXLAN (or anything else the fabric capture took) through the data plane, and out of its port. */
   private judgeInbound(frame: Buffer, len: number): void {
-    const ctx = this.ctx;
-    let v: number;
-    try {
-      v = processInbound(frame, len, ctx);
-    } catch (e) {
-      this.internalError(e);
-      return;
-    }
-    if (v === VERDICT_HOLD) {
-      this.hold(frame, len);
-      return;
-    }
-    if (v === VERDICT_CONSUMED) return; // a Fastpath redirect, installed (docs/east-west.md)
-    if (v === VERDICT_LOCAL) {
-      this.answerEcho(frame);
-      return;
-    }
-    if (v !== VERDICT_FORWARD) {
-      const C = ctx.counters.index;
-      if (ctx.lastDrop === C.drop_in_spoofed_source || ctx.lastDrop === C.drop_in_source_unresolved) this.neighbors.expedite(ctx.lastPeer);
-      return;
-    }
-    const st = this.ports[ctx.outPort];
-    if (st === undefined || st.port === null) {
-      ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
-      return;
-    }
-    // in_delivered counted the verdict, and the nic's slot counts it (host-agent/traffic-counters.ts); a
-    // send the kernel refuses is counted here
-    const t = this.traffic.delivered;
-    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
-    t[k]!++;
-    t[k + 1]! += ctx.outLen;
-    if (!st.port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
+    handleInbound(this.ctx, this.traffic, this.verdictIo, frame, len);
   }
+
+  /** This thread's sockets and hand-offs for the verdicts (host-agent/verdicts.ts). */
+  private readonly verdictIo: VerdictIo = {
+    internalError: (e) => this.internalError(e),
+    hold: (frame, len) => holdFrame(this.ctx, this.held, HOLD_MAX_FRAMES, frame, len),
+    echo: (frame) => this.answerEcho(frame),
+    expedite: (peer) => this.neighbors.expedite(peer),
+    local: (port) => {
+      const ctx = this.ctx;
+      try {
+        this.prober.onLocalPacket(ctx.tables.nics[port]!.name, ctx.outBuf, ctx.outOff, ctx.outLen);
+      } catch (e) {
+        this.internalError(e);
+      }
+    },
+    port: (index) => this.ports[index]?.port ?? null,
+    fabric: () => (this.fabric.isOpen ? this.fabric : null),
+    dsr: (v6) => (v6 ? this.raw6 : this.raw4),
+  };
 
   /**
    * The latency echo's answer sockets, bound to our provider addresses (any port): the answer leaves
@@ -723,44 +688,7 @@ export class HostDaemon {
    * own). What it sends is counted when the send fails: send_error_dsr, _dsr_unavailable, _reply.
    */
   onPortFrame(frame: Buffer, len: number, port: number): void {
-    const ctx = this.ctx;
-    let v: number;
-    try {
-      v = processOutbound(frame, len, port, ctx);
-    } catch (e) {
-      this.internalError(e);
-      return;
-    }
-    if (v !== VERDICT_FORWARD) {
-      // a backend's answer to a health probe (sent to its gateway address): for the prober
-      if (v === VERDICT_LOCAL) {
-        try {
-          this.prober.onLocalPacket(ctx.tables.nics[port]!.name, ctx.outBuf, ctx.outOff, ctx.outLen);
-        } catch (e) {
-          this.internalError(e);
-        }
-      }
-      return;
-    }
-    // out_dsr counted the verdict; a send that fails (or has no socket of its family) is counted here
-    const cv = ctx.counters.values;
-    const C = ctx.counters.index;
-    if (ctx.outPort === OUT_DSR) {
-      const t = this.traffic.dsr; // the replying nic's slot (host-agent/traffic-counters.ts)
-      const k = port * HOST_TRAFFIC_STRIDE;
-      t[k]!++;
-      t[k + 1]! += ctx.outLen;
-      const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
-      if (raw === null) cv[C.send_error_dsr_unavailable]!++;
-      else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
-    } else if (ctx.outPort === OUT_FABRIC) {
-      // east-west VXLAN to a MUX or, after a redirect, to the DIP's host (docs/east-west.md)
-      if (!this.fabric.isOpen || !this.fabric.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_fabric]!++;
-    } else {
-      // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
-      const st = this.ports[ctx.outPort];
-      if (!(st?.port?.send(ctx.outBuf, ctx.outOff, ctx.outLen) ?? false)) cv[C.send_error_reply]!++;
-    }
+    handleOutbound(this.ctx, this.traffic, this.verdictIo, frame, len, port);
   }
 
   /**

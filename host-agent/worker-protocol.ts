@@ -1,23 +1,23 @@
 // The messages between the host agent's main thread (host-agent/workers.ts) and its worker threads
 // (host-agent/worker.ts), and the shared status words.
-import type { MessagePort } from 'node:worker_threads';
+import type { PoolWorkerInput } from '../runtime/worker-pool.js';
 import type { SlbxConfig } from '../shared/config.js';
 import type { ListedHostFlow } from './east-west-io.js';
 
-/** Words of a worker's shared status array (Int32). */
-export const STATUS_GENERATION = 0;
-/** Bumped by the worker after it answered a `flows` or `count` request: the main thread waits on it. */
-export const STATUS_SEQ = 1;
-export const STATUS_WORDS = 4;
+/** Words of a worker's shared status array (Int32): the generation applied, and the answer counter the main thread waits on (runtime/worker-pool.ts). */
+export {
+  POOL_STATUS_GENERATION as STATUS_GENERATION,
+  POOL_STATUS_SEQ as STATUS_SEQ,
+  POOL_STATUS_WORDS as STATUS_WORDS,
+} from '../runtime/worker-pool.js';
 
 /** Frames a worker holds while their MUX's MAC is not known yet (its share of the daemon's HOLD_MAX_FRAMES). */
 export const WORKER_HOLD_MAX_FRAMES = 2048;
 
 /** What a worker thread starts with (workerData). */
-export interface HostWorkerInput {
+/** With the pool's fields (index, count, shared memory, flows port). */
+export interface HostWorkerInput extends PoolWorkerInput {
   slbxHostWorker: true;
-  index: number;
-  count: number;
   name: string;
   /** The fabric interface and its MAC. */
   iface: string;
@@ -34,14 +34,6 @@ export interface HostWorkerInput {
   peerMacs: Float64Array;
   holdUnresolved: boolean;
   sourceMacCheck: boolean;
-  /** Float64 counters (the host agent's counter names, in order), shared with the main thread; kept across restarts. */
-  counters: SharedArrayBuffer;
-  /** Where the worker copies its counters between two batches when asked (`count`): what /counters sums. */
-  published: SharedArrayBuffer;
-  /** Int32 status words (STATUS_*). */
-  status: SharedArrayBuffer;
-  /** Where the worker answers a `flows` request (read synchronously by the main thread). */
-  flowsPort: MessagePort;
 }
 
 /** The sockets a worker joins: every group's id and steering program (host-agent/worker-steering.ts). */

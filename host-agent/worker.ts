@@ -15,29 +15,22 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import type { SlbxConfig } from '../shared/config.js';
 import { formatMac } from '../shared/addr.js';
+import { readU32 } from '../shared/bytes.js';
 import { parseRedirect, newRedirect, REDIRECT_PORT } from '../shared/redirect.js';
 import { parseEchoRequest, type EchoRequest } from '../shared/latency.js';
 import { loadRingAddon, RingPort, RingRawSender, type RingAddon } from '../runtime/ring-port.js';
 import { readInterface } from '../runtime/netif.js';
+import { servePoolThread, type PoolThreadCore } from '../runtime/worker-pool.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
-import {
-  processInbound,
-  processOutbound,
-  OUT_DSR,
-  VERDICT_CONSUMED,
-  VERDICT_FORWARD,
-  VERDICT_HOLD,
-  VERDICT_LOCAL,
-  type HostContext,
-} from './data-plane.js';
-import { OUT_FABRIC, type EwState } from './east-west.js';
+import type { HostContext } from './data-plane.js';
+import type { EwState } from './east-west.js';
+import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verdicts.js';
 import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState } from './east-west-io.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { STEER_MUL, steerWorker } from './worker-steering.js';
 import {
   STATUS_GENERATION,
-  STATUS_SEQ,
   WORKER_HOLD_MAX_FRAMES,
   type HostWorkerInput,
   type HostWorkerJoin,
@@ -46,7 +39,6 @@ import {
   type HostWorkerToMain,
 } from './worker-protocol.js';
 
-const TICK_MS = 250;
 /** The kernel buffer of each VM port's socket (the single-threaded agent's). */
 const PORT_BUFFER_BYTES = 4 * 1024 * 1024;
 
@@ -54,22 +46,24 @@ function mixWord(h: number, w: number): number {
   return Math.imul(h ^ w, STEER_MUL) >>> 0;
 }
 
+/** redirectOwner's record, reused for every redirect frame (a worker reads one frame at a time). */
+const ownerRedirect = newRedirect();
+
 /**
  * The worker that holds the flow a Fastpath redirect names: its steering key is its client's end
  * (address, port), the end the VM's frames of that flow are steered by (docs/io-paths.md, the key table:
  * east-west, this host the client's), computed as host-agent/worker-steering.ts computes it from a frame.
- * -1: not a redirect this can read.
+ * -1: not a redirect this can read. Allocates nothing (the record is reused).
  */
 export function redirectOwner(frame: Uint8Array, len: number, count: number): number {
   if (len < 14 + 20 || frame[12] !== 0x08 || frame[13] !== 0x00 || frame[23] !== 17) return -1;
   const l4 = 14 + (frame[14]! & 0x0f) * 4;
   if (l4 + 8 > len || ((frame[l4 + 2]! << 8) | frame[l4 + 3]!) !== REDIRECT_PORT) return -1;
-  const r = newRedirect();
+  const r = ownerRedirect;
   if (parseRedirect(frame, l4 + 8, r, len) < 0) return -1;
-  const word = (i: number) => ((r.src[i]! << 24) | (r.src[i + 1]! << 16) | (r.src[i + 2]! << 8) | r.src[i + 3]!) >>> 0;
   let h = 0;
-  if (r.family === 4) h = mixWord(0, word(0));
-  else for (let i = 0; i < 16; i += 4) h = mixWord(h, word(i));
+  if (r.family === 4) h = mixWord(0, readU32(r.src, 0));
+  else for (let i = 0; i < 16; i += 4) h = mixWord(h, readU32(r.src, i));
   h = mixWord(h, r.srcPort);
   return steerWorker((h ^ (h >>> 16)) >>> 0, count);
 }
@@ -82,7 +76,7 @@ interface PortEntry {
   batchCounted: number;
 }
 
-export class HostWorkerCore {
+export class HostWorkerCore implements PoolThreadCore {
   ctx: HostContext;
   config: SlbxConfig;
   generation: number;
@@ -112,6 +106,17 @@ export class HostWorkerCore {
   lastInternalError = '';
   /** What the worker tells the main thread (a test collects it). */
   post: (m: HostWorkerToMain) => void;
+  /** This worker's sockets and hand-offs for the verdicts (host-agent/verdicts.ts). */
+  private readonly io: VerdictIo = {
+    internalError: (e) => this.internalError(e),
+    hold: (frame, len) => holdFrame(this.ctx, this.held, WORKER_HOLD_MAX_FRAMES, frame, len),
+    echo: (frame) => this.echo(frame),
+    expedite: (peer) => void this.expedite.add(peer),
+    local: (port) => this.local(port),
+    port: (index) => this.byIndex[index] ?? null,
+    fabric: () => this.fabric,
+    dsr: (v6) => (v6 ? this.raw6 : this.raw4),
+  };
 
   constructor(input: HostWorkerInput, post: (m: HostWorkerToMain) => void) {
     this.index = input.index;
@@ -252,50 +257,7 @@ export class HostWorkerCore {
         return;
       }
     }
-    const ctx = this.ctx;
-    let v: number;
-    try {
-      v = processInbound(frame, len, ctx);
-    } catch (e) {
-      this.internalError(e);
-      return;
-    }
-    if (v === VERDICT_HOLD) {
-      this.hold(frame, len);
-      return;
-    }
-    if (v === VERDICT_CONSUMED) return;
-    if (v === VERDICT_LOCAL) {
-      this.echo(frame);
-      return;
-    }
-    if (v !== VERDICT_FORWARD) {
-      const C = ctx.counters.index;
-      if (ctx.lastDrop === C.drop_in_spoofed_source || ctx.lastDrop === C.drop_in_source_unresolved) this.expedite.add(ctx.lastPeer);
-      return;
-    }
-    const port = this.byIndex[ctx.outPort] ?? null;
-    if (port === null) {
-      ctx.counters.values[ctx.counters.index.drop_internal_error]!++;
-      return;
-    }
-    const t = this.traffic.delivered;
-    const k = ctx.outPort * HOST_TRAFFIC_STRIDE;
-    t[k]!++;
-    t[k + 1]! += ctx.outLen;
-    if (!port.send(frame, ctx.outOff, ctx.outLen)) ctx.counters.values[ctx.counters.index.send_error_port]!++;
-  }
-
-  private hold(frame: Buffer, len: number): void {
-    if (this.held.length < WORKER_HOLD_MAX_FRAMES) {
-      this.held.push(Buffer.from(frame.subarray(0, len)));
-      return;
-    }
-    const c = this.ctx.counters;
-    c.values[c.index.in_held]!--;
-    c.values[c.index.in_packets]!++;
-    c.values[c.index.in_bytes]! += len;
-    c.values[c.index.drop_in_source_unresolved]!++;
+    handleInbound(this.ctx, this.traffic, this.io, frame, len);
   }
 
   /** A MUX's latency echo request: its fields to the main thread, which answers from its sockets. */
@@ -318,44 +280,15 @@ export class HostWorkerCore {
   /** A frame a backend sent on nic `port`: HostDaemon.onPortFrame's work. */
   handlePort(frame: Buffer, len: number, port: number): void {
     if (port < 0) return; // its nic left with the last generation
+    handleOutbound(this.ctx, this.traffic, this.io, frame, len, port);
+  }
+
+  /** A backend's answer to a health probe on nic `port` (in ctx.out*): the prober is on the main thread. */
+  private local(port: number): void {
     const ctx = this.ctx;
-    let v: number;
-    try {
-      v = processOutbound(frame, len, port, ctx);
-    } catch (e) {
-      this.internalError(e);
-      return;
-    }
-    if (v !== VERDICT_FORWARD) {
-      // a backend's answer to a health probe: the prober is on the main thread
-      if (v === VERDICT_LOCAL) {
-        const nic = ctx.tables.nics[port];
-        if (nic !== undefined)
-          this.post({
-            t: 'local',
-            nic: nic.name,
-            packet: Uint8Array.prototype.slice.call(ctx.outBuf, ctx.outOff, ctx.outOff + ctx.outLen),
-          });
-      }
-      return;
-    }
-    const cv = ctx.counters.values;
-    const C = ctx.counters.index;
-    if (ctx.outPort === OUT_DSR) {
-      const t = this.traffic.dsr;
-      const k = port * HOST_TRAFFIC_STRIDE;
-      t[k]!++;
-      t[k + 1]! += ctx.outLen;
-      const raw = frame[ctx.outOff]! >>> 4 === 6 ? this.raw6 : this.raw4;
-      if (raw === null) cv[C.send_error_dsr_unavailable]!++;
-      else if (!raw.send(frame, ctx.outOff, ctx.outLen)) cv[C.send_error_dsr]!++;
-    } else if (ctx.outPort === OUT_FABRIC) {
-      if (this.fabric === null || !this.fabric.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_fabric]!++;
-    } else {
-      // an ARP reply, a neighbour advertisement or an ICMP error, back on the port it was asked on
-      const p = this.byIndex[ctx.outPort] ?? null;
-      if (p === null || !p.send(ctx.outBuf, ctx.outOff, ctx.outLen)) cv[C.send_error_reply]!++;
-    }
+    const nic = ctx.tables.nics[port];
+    if (nic !== undefined)
+      this.post({ t: 'local', nic: nic.name, packet: Uint8Array.prototype.slice.call(ctx.outBuf, ctx.outOff, ctx.outOff + ctx.outLen) });
   }
 
   /** The batched sends the kernel refused into send_error_batch (as HostDaemon.countBatchErrors). */
@@ -440,11 +373,9 @@ function runThread(): void {
   if (!('addon' in r)) throw new Error(`--workers needs the ring addon: ${r.error}`);
   const addon = r.addon;
   core.openDsr(addon, input.dsrVia4, input.dsrVia6);
-  const timer = setInterval(() => {
-    core.tick();
-    post(core.report());
-  }, TICK_MS);
-  parentPort!.on('message', (m: HostWorkerRequest) => {
+  // the report timer, count, flows, exit-for-test and stop: runtime/worker-pool.ts
+  servePoolThread(input, core, core.generation, (msg) => {
+    const m = msg as HostWorkerRequest;
     if (m.t === 'config') {
       core.applyConfig(m.config, m.generation, m.peerMacs);
       post({ t: 'applied', index: input.index, generation: m.generation });
@@ -457,25 +388,7 @@ function runThread(): void {
       post({ t: 'left', index: input.index });
     } else if (m.t === 'redirect')
       core.handleFabric(Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), m.frame.byteLength);
-    else if (m.t === 'count') {
-      core.countBatchErrors();
-      core.publishCounters(new Float64Array(input.published));
-      Atomics.add(core.status, STATUS_SEQ, 1);
-      Atomics.notify(core.status, STATUS_SEQ);
-    } else if (m.t === 'flows') {
-      input.flowsPort.postMessage(core.flows(m.limit));
-      Atomics.add(core.status, STATUS_SEQ, 1);
-      Atomics.notify(core.status, STATUS_SEQ);
-    } else if (m.t === 'exit-for-test') process.exit(m.code);
-    else if (m.t === 'stop') {
-      clearInterval(timer);
-      core.countBatchErrors();
-      core.close();
-      post(core.report());
-      parentPort!.close();
-    }
   });
-  post({ t: 'ready', index: input.index, generation: core.generation });
 }
 
 if (parentPort !== null && (workerData as { slbxHostWorker?: boolean } | null)?.slbxHostWorker === true) runThread();

@@ -12,11 +12,12 @@
 // kernel. The restarted worker starts with an empty host flow table: its return-path entries are learned
 // again from each client's next packet, as after an agent restart (host-agent/dsr-flows.ts); until then a
 // backend's reply of such a flow is dropped as drop_out_dsr_unsolicited. Its counters carry on (the
-// shared array is the same).
-import { MessageChannel, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
+// shared array is the same). The slots, restarts, counters and /flows are runtime/worker-pool.ts's,
+// shared with the MUX's workers.
 import type { SlbxConfig } from '../shared/config.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
 import { logInfo, logWarn } from '../runtime/log.js';
+import { WorkerPool, type PoolSlot, type PoolWorkerInput } from '../runtime/worker-pool.js';
 import type { ListedHostFlow } from './east-west-io.js';
 import {
   buildSteeringProgram,
@@ -26,21 +27,10 @@ import {
   STEER_PORT,
   type SteeringVips,
 } from './worker-steering.js';
-import {
-  STATUS_GENERATION,
-  STATUS_SEQ,
-  STATUS_WORDS,
-  type HostWorkerInput,
-  type HostWorkerJoin,
-  type HostWorkerReport,
-  type HostWorkerToMain,
-} from './worker-protocol.js';
+import { type HostWorkerInput, type HostWorkerJoin, type HostWorkerReport, type HostWorkerToMain } from './worker-protocol.js';
 
-const RESTART_DELAY_MS = 200;
-/** How long the main thread waits for a worker's answer (a join, a leave, /flows, a counter copy). */
+/** How long the main thread waits for a worker's answer to a join or a leave. */
 const ANSWER_WAIT_MS = 5000;
-const SYNC_WAIT_MS = 2000;
-const WORKER_FILE = new URL('./worker.js', import.meta.url);
 export const MAX_HOST_WORKERS = 16;
 
 /** The internal VIPs of `config` (the steering key looks past them), or why there are too many. */
@@ -91,20 +81,10 @@ export interface HostWorkersOptions {
   onRedirectLost: () => void;
 }
 
-interface Slot {
-  index: number;
-  worker: Worker | null;
-  counters: SharedArrayBuffer;
-  published: SharedArrayBuffer;
-  publishedFresh: boolean;
-  status: Int32Array<SharedArrayBuffer>;
-  restarts: number;
-  lastExit: string | null;
-  ready: boolean;
-  report: HostWorkerReport | null;
+/** The pool's slot and what the host agent keeps per worker besides. */
+interface Slot extends PoolSlot<HostWorkerReport> {
   /** Traffic of the worker's earlier lives (per nic name: delivered packets, bytes, DSR packets, bytes). */
   carried: Map<string, number[]>;
-  flowsPort: MessagePort | null;
   /** Answers awaited (joined, left). */
   waiting: Map<string, (m: HostWorkerToMain) => void>;
   fabricOpen: boolean;
@@ -112,45 +92,22 @@ interface Slot {
   joinErrors: string[];
 }
 
-export class HostWorkers {
+export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerToMain> {
   private readonly o: HostWorkersOptions;
-  readonly slots: Slot[] = [];
-  private stopping = false;
-  private timers = new Set<NodeJS.Timeout>();
   /** Group operations (joins, regroups) one after another. */
   private groupOps: Promise<void> = Promise.resolve();
   private readonly groupIds = new Map<string, number>();
   regroups = 0;
-  /** Called with (index, generation) when a worker acknowledges a generation (tests wait on it). */
-  onApplied: ((index: number, generation: number) => void) | null = null;
 
   constructor(o: HostWorkersOptions) {
+    super({ count: o.count, counterNames: o.counterNames, file: new URL('./worker.js', import.meta.url), log: 'host_worker' }, () => ({
+      carried: new Map(),
+      waiting: new Map(),
+      fabricOpen: false,
+      portsOpen: [],
+      joinErrors: [],
+    }));
     this.o = o;
-    for (let i = 0; i < o.count; i++) {
-      this.slots.push({
-        index: i,
-        worker: null,
-        counters: new SharedArrayBuffer(o.counterNames * 8),
-        published: new SharedArrayBuffer(o.counterNames * 8),
-        publishedFresh: false,
-        status: new Int32Array(new SharedArrayBuffer(STATUS_WORDS * 4)),
-        restarts: 0,
-        lastExit: null,
-        ready: false,
-        report: null,
-        carried: new Map(),
-        flowsPort: null,
-        waiting: new Map(),
-        fabricOpen: false,
-        portsOpen: [],
-        joinErrors: [],
-      });
-    }
-  }
-
-  start(): void {
-    this.stopping = false;
-    for (const s of this.slots) this.spawn(s);
   }
 
   /** The PACKET_FANOUT group of an interface (one per interface, fixed for the process's life). */
@@ -178,16 +135,11 @@ export class HostWorkers {
     };
   }
 
-  private spawn(s: Slot): void {
+  protected workerData(_s: Slot, base: PoolWorkerInput): HostWorkerInput {
     const cur = this.o.current();
-    const ch = new MessageChannel();
-    s.flowsPort?.close();
-    s.flowsPort = ch.port1;
-    ch.port1.unref();
-    const input: HostWorkerInput = {
+    return {
+      ...base,
       slbxHostWorker: true,
-      index: s.index,
-      count: this.o.count,
       name: this.o.name,
       iface: this.o.iface,
       fabricMac: this.o.fabricMac,
@@ -201,65 +153,39 @@ export class HostWorkers {
       peerMacs: cur.peerMacs,
       holdUnresolved: cur.holdUnresolved,
       sourceMacCheck: this.o.sourceMacCheck,
-      counters: s.counters,
-      published: s.published,
-      status: s.status.buffer,
-      flowsPort: ch.port2,
     };
-    const w = new Worker(WORKER_FILE, { workerData: input, transferList: [ch.port2] });
-    s.worker = w;
-    s.ready = false;
-    s.fabricOpen = false;
-    s.portsOpen = [];
-    w.on('message', (m: HostWorkerToMain) => this.onMessage(s, m));
-    w.on('error', (e) => {
-      s.lastExit = e.stack ?? String(e);
-    });
-    w.on('exit', (code) => {
-      if (s.worker !== w) return;
-      s.worker = null;
-      s.ready = false;
-      s.fabricOpen = false;
-      s.portsOpen = [];
-      for (const [, res] of s.waiting) res({ t: 'left', index: s.index });
-      s.waiting.clear();
-      // its traffic so far stays counted
-      for (const [nic, ...v] of s.report?.traffic ?? []) {
-        const c = s.carried.get(nic) ?? [0, 0, 0, 0];
-        for (let i = 0; i < 4; i++) c[i]! += v[i]!;
-        s.carried.set(nic, c);
-      }
-      s.report = null;
-      if (this.stopping) return;
-      s.restarts++;
-      s.lastExit = s.lastExit ?? `exit code ${code}`;
-      logWarn('host_worker_exited', { worker: s.index, code, error: s.lastExit, restartInMs: RESTART_DELAY_MS, restarts: s.restarts });
-      s.lastExit = `exit code ${code}${s.lastExit.startsWith('exit code') ? '' : `: ${s.lastExit.split('\n')[0]}`}`;
-      const t = setTimeout(() => {
-        this.timers.delete(t);
-        if (!this.stopping && s.worker === null) this.spawn(s);
-      }, RESTART_DELAY_MS);
-      this.timers.add(t);
-    });
   }
 
-  private onMessage(s: Slot, m: HostWorkerToMain): void {
+  protected override onSpawn(s: Slot): void {
+    s.fabricOpen = false;
+    s.portsOpen = [];
+  }
+
+  protected override onExit(s: Slot): void {
+    s.fabricOpen = false;
+    s.portsOpen = [];
+    for (const [, res] of s.waiting) res({ t: 'left', index: s.index });
+    s.waiting.clear();
+    // its traffic so far stays counted
+    for (const [nic, ...v] of s.report?.traffic ?? []) {
+      const c = s.carried.get(nic) ?? [0, 0, 0, 0];
+      for (let i = 0; i < 4; i++) c[i]! += v[i]!;
+      s.carried.set(nic, c);
+    }
+    s.report = null;
+  }
+
+  /** The first start: every worker joins once all are ready; a restart: a regroup. */
+  protected onReady(s: Slot): void {
+    if (s.restarts > 0) void this.regroup();
+    else if (this.slots.every((x) => x.ready)) void this.joinRound();
+  }
+
+  protected onMessage(s: Slot, m: HostWorkerToMain): void {
     switch (m.t) {
-      case 'report':
-        s.report = m;
+      case 'report': // kept in s.report by the pool
         s.fabricOpen = m.fabricOpen;
         s.portsOpen = m.portsOpen;
-        return;
-      case 'ready': {
-        s.ready = true;
-        logInfo('host_worker_started', { worker: s.index, generation: m.generation, restarts: s.restarts });
-        // the first start: every worker joins once all are ready; a restart: a regroup
-        if (s.restarts > 0) this.regroup();
-        else if (this.slots.every((x) => x.ready)) this.joinRound();
-        return;
-      }
-      case 'applied':
-        this.onApplied?.(m.index, m.generation);
         return;
       case 'joined':
         s.fabricOpen = m.fabricOpen;
@@ -340,39 +266,11 @@ export class HostWorkers {
 
   /** A new generation for every worker. */
   postConfig(config: SlbxConfig, generation: number, peerMacs: Float64Array): void {
-    for (const s of this.slots) s.worker?.postMessage({ t: 'config', config, generation, peerMacs });
+    this.postAll({ t: 'config', config, generation, peerMacs });
   }
 
   postPeers(peerMacs: Float64Array, holdUnresolved: boolean): void {
-    for (const s of this.slots) s.worker?.postMessage({ t: 'peers', peerMacs, holdUnresolved });
-  }
-
-  exitForTest(index: number, code = 3): void {
-    this.slots[index]?.worker?.postMessage({ t: 'exit-for-test', code });
-  }
-
-  generations(): number[] {
-    return this.slots.map((s) => Atomics.load(s.status, STATUS_GENERATION));
-  }
-
-  /** Every worker copies its counters, between two batches, into its published array (waited for at most SYNC_WAIT_MS each). */
-  syncCounters(): void {
-    for (const s of this.slots) {
-      s.publishedFresh = false;
-      if (s.worker === null || !s.ready) continue;
-      const seq = Atomics.load(s.status, STATUS_SEQ);
-      s.worker.postMessage({ t: 'count' });
-      Atomics.wait(s.status, STATUS_SEQ, seq, SYNC_WAIT_MS);
-      s.publishedFresh = Atomics.load(s.status, STATUS_SEQ) !== seq;
-    }
-  }
-
-  /** Adds every worker's counters into `out`: its copy from the last syncCounters(), else the live ones. */
-  sumCounters(out: Float64Array): void {
-    for (const s of this.slots) {
-      const v = new Float64Array(s.publishedFresh ? s.published : s.counters);
-      for (let i = 0; i < out.length; i++) out[i]! += v[i]!;
-    }
+    this.postAll({ t: 'peers', peerMacs, holdUnresolved });
   }
 
   /** Per nic name: delivered packets, bytes, DSR packets, bytes, over every worker (last reports, every 250 ms). */
@@ -390,30 +288,16 @@ export class HostWorkers {
     return out;
   }
 
-  /** GET /flows: up to `limit` entries of every worker's host flow table, asked for now. */
+  /** GET /flows: up to `limit` entries of every worker's host flow table (runtime/worker-pool.ts: listFlows). */
   flows(limit: number): ListedHostFlow[] {
-    const out: ListedHostFlow[] = [];
-    for (const s of this.slots) {
-      if (out.length >= limit || s.worker === null || !s.ready || s.flowsPort === null) continue;
-      while (receiveMessageOnPort(s.flowsPort) !== undefined); // a late answer to an earlier request
-      const seq = Atomics.load(s.status, STATUS_SEQ);
-      s.worker.postMessage({ t: 'flows', limit: limit - out.length });
-      if (Atomics.wait(s.status, STATUS_SEQ, seq, SYNC_WAIT_MS) === 'timed-out') continue;
-      const m = receiveMessageOnPort(s.flowsPort);
-      if (m !== undefined) out.push(...(m.message as ListedHostFlow[]));
-    }
-    return out.slice(0, limit);
+    return this.listFlows<ListedHostFlow>(limit);
   }
 
   /** Per worker, for /status. */
   status(): Record<string, unknown>[] {
     const gens = this.generations();
     return this.slots.map((s) => ({
-      worker: s.index,
-      alive: s.worker !== null && s.ready,
-      generation: gens[s.index],
-      restarts: s.restarts,
-      ...(s.lastExit !== null ? { lastExit: s.lastExit } : {}),
+      ...this.statusHead(s, gens),
       fabricOpen: s.fabricOpen,
       portsOpen: s.portsOpen,
       ...(s.joinErrors.length > 0 ? { joinErrors: s.joinErrors } : {}),
@@ -423,23 +307,5 @@ export class HostWorkers {
       sendErrors: s.report?.sendErrors ?? 0,
       internalErrors: s.report?.internalErrors ?? 0,
     }));
-  }
-
-  async stop(): Promise<void> {
-    this.stopping = true;
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
-    await Promise.all(
-      this.slots.map(async (s) => {
-        const w = s.worker;
-        if (w === null) return;
-        const done = new Promise<void>((res) => w.once('exit', () => res()));
-        w.postMessage({ t: 'stop' });
-        const t = setTimeout(() => void w.terminate(), 2000);
-        await done;
-        clearTimeout(t);
-        s.worker = null;
-      }),
-    );
   }
 }

@@ -25,7 +25,7 @@ import { underlayRoutesOf } from '../shared/next-hop.js';
 import { listFlows, type ListedFlow } from './flow-list.js';
 import { MuxBgp } from './bgp/mux-bgp.js';
 import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, sendMuxRedirect } from './east-west-io.js';
-import { MuxTrafficCounters, TRAFFIC_STRIDE, type BackendTraffic } from './traffic-counters.js';
+import { MuxTrafficCounters, type BackendTraffic } from './traffic-counters.js';
 import type { SnatPolicyRange } from './snat-ranges.js';
 import { MuxWorkers } from './workers.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
@@ -406,19 +406,7 @@ export class MuxDaemon {
       const path = this.sendPathCode;
       const n = ctx.outLen;
       // per backend and per rule: packets, bytes, new flows (flow_new moved: docs/metrics.md)
-      const t = this.traffic;
-      const nf = cv[C.flow_new] === flowNew ? 0 : 1;
-      const k = ctx.lastNic!.id * TRAFFIC_STRIDE;
-      t.nic[k]!++;
-      t.nic[k + 1]! += n;
-      t.nic[k + 2]! += nf;
-      // (outbound NAT's replies fall under no rule: counted in snat_forwarded)
-      if (ctx.lastRule !== null) {
-        const r = ctx.lastRule.slot * TRAFFIC_STRIDE;
-        t.rule[r]!++;
-        t.rule[r + 1]! += len;
-        t.rule[r + 2]! += nf;
-      }
+      this.traffic.forwarded(ctx, len, cv[C.flow_new] === flowNew ? 0 : 1);
       let failed: number;
       if (path === 0) {
         if (!this.port.send(ctx.out, 0, n, true)) failed = C.send_error_cap;

@@ -6,6 +6,7 @@
 //
 // A new flow is one for which the data plane bumped flow_new while placing it: the daemon reads flow_new
 // before processPacket and compares after (no change to the data plane's flow code).
+import type { MuxContext } from './data-plane.js';
 import type { MuxTables } from './tables.js';
 
 /** Counts per slot: [STRIDE s] packets, [STRIDE s + 1] bytes, [STRIDE s + 2] new flows. */
@@ -41,6 +42,24 @@ export class MuxTrafficCounters {
   grow(t: MuxTables): void {
     this.nic = grown(this.nic, t.nicIds.size * TRAFFIC_STRIDE);
     this.rule = grown(this.rule, t.ruleSlots.length * TRAFFIC_STRIDE);
+  }
+
+  /**
+   * A frame forwarded (VERDICT_FORWARD, the daemon's and each worker's send step): its backend's slot
+   * (ctx.lastNic) counts it and its VXLAN bytes (ctx.outLen), its rule's (ctx.lastRule; none for outbound
+   * NAT's replies, counted in snat_forwarded) it and its captured bytes `len`; `newFlow` 1 when flow_new moved.
+   */
+  forwarded(ctx: Pick<MuxContext, 'lastNic' | 'lastRule' | 'outLen'>, len: number, newFlow: number): void {
+    const k = ctx.lastNic!.id * TRAFFIC_STRIDE;
+    this.nic[k]!++;
+    this.nic[k + 1]! += ctx.outLen;
+    this.nic[k + 2]! += newFlow;
+    if (ctx.lastRule !== null) {
+      const r = ctx.lastRule.slot * TRAFFIC_STRIDE;
+      this.rule[r]!++;
+      this.rule[r + 1]! += len;
+      this.rule[r + 2]! += newFlow;
+    }
   }
 
   /** Per backend ever configured (by the tables' nic ids). */

@@ -1,24 +1,24 @@
 // The messages between the MUX's main thread (mux/workers.ts) and its worker threads (mux/worker.ts).
-import type { MessagePort } from 'node:worker_threads';
+import type { PoolWorkerInput } from '../runtime/worker-pool.js';
 import type { SlbxConfig } from '../shared/config.js';
 import type { ListedFlow } from './flow-list.js';
 import type { MuxTables } from './tables.js';
 
-/** Words of a worker's shared status array. */
-export const STATUS_GENERATION = 0;
 /**
- * Bumped by the worker after it posted a /flows answer on its flows port, or brought its counters up to
- * date (a `count` request): the main thread waits on it.
+ * Words of a worker's shared status array (Int32, runtime/worker-pool.ts): the generation applied, and
+ * the word the worker bumps after it posted a /flows answer on its flows port or brought its counters up
+ * to date (a `count` request): the main thread waits on it.
  */
-export const STATUS_FLOWS_SEQ = 1;
-export const STATUS_WORDS = 4;
+export {
+  POOL_STATUS_GENERATION as STATUS_GENERATION,
+  POOL_STATUS_SEQ as STATUS_FLOWS_SEQ,
+  POOL_STATUS_WORDS as STATUS_WORDS,
+} from '../runtime/worker-pool.js';
 
 /** What a worker thread starts with (workerData). */
-export interface MuxWorkerInput {
+/** With the pool's fields (index; count: each worker takes its share of the config's flow-table limits; shared memory; flows port). */
+export interface MuxWorkerInput extends PoolWorkerInput {
   slbxMuxWorker: true;
-  index: number;
-  /** How many workers the MUX runs: each takes its share of the config's flow-table limits. */
-  count: number;
   name: string;
   iface: string;
   mac: Uint8Array;
@@ -28,14 +28,6 @@ export interface MuxWorkerInput {
   filter: string;
   fanoutGroup: number;
   captureBufferBytes: number;
-  /** Float64 counters (the MUX's counter names, in order), shared with the main thread; kept across restarts. */
-  counters: SharedArrayBuffer;
-  /** Where the worker copies its counters between two batches when asked (`count`): what /counters sums. */
-  published: SharedArrayBuffer;
-  /** Int32 status words (STATUS_*), shared with the main thread. */
-  status: SharedArrayBuffer;
-  /** Where the worker answers a `flows` request (read synchronously by the main thread). */
-  flowsPort: MessagePort;
 }
 
 export type MuxWorkerRequest =

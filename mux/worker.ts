@@ -19,20 +19,17 @@ import { loadRingAddon, RingPort } from '../runtime/ring-port.js';
 import { buildMuxContext, muxContextKey } from './context.js';
 import { processPacket, sweepFlows, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { muxRedirectMac, sendMuxRedirect } from './east-west-io.js';
-import { listFlows } from './flow-list.js';
+import { listFlows, type ListedFlow } from './flow-list.js';
+import { servePoolThread, type PoolThreadCore } from '../runtime/worker-pool.js';
 import type { MuxTables } from './tables.js';
-import { MuxTrafficCounters, TRAFFIC_STRIDE } from './traffic-counters.js';
+import { MuxTrafficCounters } from './traffic-counters.js';
 import {
-  STATUS_FLOWS_SEQ,
   STATUS_GENERATION,
-  STATUS_WORDS,
   type MuxWorkerInput,
   type MuxWorkerReport,
   type MuxWorkerRequest,
   type MuxWorkerToMain,
 } from './worker-protocol.js';
-
-const TICK_MS = 250;
 
 /**
  * The worker's state and its per-frame work, apart from the thread so a test can drive it with frames
@@ -53,7 +50,7 @@ export function workerShare(config: SlbxConfig, count: number): SlbxConfig {
   };
 }
 
-export class MuxWorkerCore {
+export class MuxWorkerCore implements PoolThreadCore {
   ctx: MuxContext;
   config: SlbxConfig;
   private readonly count: number;
@@ -70,8 +67,10 @@ export class MuxWorkerCore {
   private readonly txNow = new Float64Array(2);
   private batchErrorsCounted = 0;
   port: RingPort | null = null;
+  readonly index: number;
 
   constructor(input: MuxWorkerInput) {
+    this.index = input.index;
     this.name = input.name;
     this.count = input.count;
     this.mac = input.mac;
@@ -131,21 +130,8 @@ export class MuxWorkerCore {
     const port = this.port;
     if (v === VERDICT_FORWARD) {
       if (ctx.ew.outLen !== 0 && port !== null) sendMuxRedirect(port, ctx);
-      const n = ctx.outLen;
-      const t = this.traffic;
-      const nf = cv[C.flow_new] === flowNew ? 0 : 1;
-      const k = ctx.lastNic!.id * TRAFFIC_STRIDE;
-      t.nic[k]!++;
-      t.nic[k + 1]! += n;
-      t.nic[k + 2]! += nf;
-      const rule = ctx.lastRule as { slot: number } | null; // null: a frame forwarded under no rule
-      if (rule !== null) {
-        const r = rule.slot * TRAFFIC_STRIDE;
-        t.rule[r]!++;
-        t.rule[r + 1]! += len;
-        t.rule[r + 2]! += nf;
-      }
-      if (port !== null && !port.send(ctx.out, 0, n, true)) cv[C.send_error_cap]!++;
+      this.traffic.forwarded(ctx, len, cv[C.flow_new] === flowNew ? 0 : 1);
+      if (port !== null && !port.send(ctx.out, 0, ctx.outLen, true)) cv[C.send_error_cap]!++;
     } else if (v === VERDICT_REPLY) {
       if (port !== null && !port.send(ctx.out, 0, ctx.outLen, true)) cv[C.send_error_reply]!++;
     }
@@ -183,11 +169,20 @@ export class MuxWorkerCore {
     sweepFlows(ctx, Math.max(1024, Math.ceil(Math.max(ctx.flows4.capacity, ctx.flows6.capacity) / 40)));
   }
 
-  report(index: number): MuxWorkerReport {
+  /** Up to `limit` of its live flows (GET /flows). */
+  flows(limit: number): ListedFlow[] {
+    return listFlows(this.ctx, limit);
+  }
+
+  close(): void {
+    this.port?.close();
+  }
+
+  report(): MuxWorkerReport {
     const st = this.port?.stats() ?? null;
     return {
       t: 'report',
-      index,
+      index: this.index,
       generation: this.ctx.tables.generation,
       flows4: this.ctx.flows4.size,
       flows6: this.ctx.flows6.size,
@@ -210,7 +205,6 @@ export class MuxWorkerCore {
 function runThread(): void {
   const input = workerData as MuxWorkerInput;
   const core = new MuxWorkerCore(input);
-  const post = (m: MuxWorkerToMain) => parentPort!.postMessage(m);
   const r = loadRingAddon();
   if (!('addon' in r)) throw new Error(`--workers needs the ring addon: ${r.error}`);
   // no qdisc bypass: the frames a worker sends are visible to a tcpdump on the interface, as the pcap
@@ -219,42 +213,16 @@ function runThread(): void {
   const open = (filter: string) => port.open(filter, (f, len) => void core.handle(f, len), input.captureBufferBytes);
   open(input.filter);
   core.port = port;
-  const timer = setInterval(() => {
-    core.tick();
-    post(core.report(input.index));
-  }, TICK_MS);
-  parentPort!.on('message', (m: MuxWorkerRequest) => {
+  // the report timer, count, flows, exit-for-test and stop: runtime/worker-pool.ts
+  servePoolThread(input, core, core.ctx.tables.generation, (msg) => {
+    const m = msg as MuxWorkerRequest;
     if (m.t === 'tables') {
       core.applyTables(m.tables, m.config);
-      post({ t: 'applied', index: input.index, generation: m.tables.generation });
+      parentPort!.postMessage({ t: 'applied', index: input.index, generation: m.tables.generation } satisfies MuxWorkerToMain);
     } else if (m.t === 'macs') core.applyMacs(m.macs);
     else if (m.t === 'filter') open(m.filter);
-    else if (m.t === 'report') post(core.report(input.index));
-    else if (m.t === 'count') {
-      // the ring's batched sends into tx_packets, tx_bytes and send_error_batch now, as the
-      // single-threaded MUX does before /counters answers
-      core.countBatchErrors();
-      core.publishCounters(new Float64Array(input.published));
-      Atomics.add(core.status, STATUS_FLOWS_SEQ, 1);
-      Atomics.notify(core.status, STATUS_FLOWS_SEQ);
-    } else if (m.t === 'flows') {
-      // answered on the flows port first, then the shared word bumped: the main thread, waiting on the
-      // word, then finds the answer there (receiveMessageOnPort)
-      input.flowsPort.postMessage(listFlows(core.ctx, m.limit));
-      Atomics.add(core.status, STATUS_FLOWS_SEQ, 1);
-      Atomics.notify(core.status, STATUS_FLOWS_SEQ);
-    } else if (m.t === 'exit-for-test')
-      process.exit(m.code); // ends this thread only: the restart test
-    else if (m.t === 'stop') {
-      clearInterval(timer);
-      core.countBatchErrors();
-      port.close();
-      post(core.report(input.index));
-      parentPort!.close();
-    }
+    else if (m.t === 'report') parentPort!.postMessage(core.report());
   });
-  post({ t: 'ready', index: input.index, generation: core.ctx.tables.generation });
-  void STATUS_WORDS;
 }
 
 if (parentPort !== null && (workerData as { slbxMuxWorker?: boolean } | null)?.slbxMuxWorker === true) runThread();
