@@ -78,9 +78,16 @@ export function tsharkUnavailable(path: string, error: Error): void {
  * tshark's own decode, one row of fields per packet (occurrences joined by ','). Null when tshark
  * cannot be started: the caller skips its comparison, and the verifier fails at exit() (tsharkMissing).
  */
-export function tsharkFields(path: string, fields: string[], filter = '', decodeAs = ['udp.port==4789,vxlan']): string[][] | null {
+export function tsharkFields(
+  path: string,
+  fields: string[],
+  filter = '',
+  decodeAs = ['udp.port==4789,vxlan'],
+  prefs: string[] = [], // -o preferences, e.g. udp.check_checksum:TRUE
+): string[][] | null {
   const args = ['-r', path, '-T', 'fields', '-E', 'separator=/t', '-E', 'occurrence=a', '-E', 'aggregator=,'];
   for (const d of decodeAs) args.push('-d', d);
+  for (const o of prefs) args.push('-o', o);
   if (filter) args.push('-Y', filter);
   for (const f of fields) args.push('-e', f);
   const r = spawnSync('tshark', args, { encoding: 'utf8', maxBuffer: 1 << 28 });
