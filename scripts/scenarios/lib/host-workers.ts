@@ -33,17 +33,24 @@ interface HostStatus {
   }[];
 }
 
-/** Server segments (source port `port`) per flow, in capture order: those below the flow's highest sequence it had not carried before. */
-function replyReorders(pkts: ReturnType<typeof loadCapture>, port: number): { flows: number; segments: number; reordered: string[] } {
+/**
+ * Server segments (source port `port`; side 'request': the client's, destination port `port`) per flow, in
+ * capture order: those below the flow's highest sequence it had not carried before.
+ */
+export function replyReorders(
+  pkts: ReturnType<typeof loadCapture>,
+  port: number,
+  side: 'reply' | 'request' = 'reply',
+): { flows: number; segments: number; reordered: string[] } {
   const state = new Map<string, { top: number; seen: Set<string> }>();
   const reordered: string[] = [];
   let segments = 0;
   for (const p of pkts) {
     const ip = p.d.first('ipv4') ?? p.d.first('ipv6');
     const tcp = p.d.first('tcp');
-    if (ip === undefined || tcp === undefined || tcp.srcPort !== port) continue;
+    if (ip === undefined || tcp === undefined || (side === 'reply' ? tcp.srcPort : tcp.dstPort) !== port) continue;
     segments++;
-    const flow = `${ip.src}>${ip.dst}:${tcp.dstPort}`;
+    const flow = `${ip.src}:${tcp.srcPort}>${ip.dst}:${tcp.dstPort}`;
     const seq = tcp.seq >>> 0;
     let f = state.get(flow);
     // a SYN (the server's SYN-ACK) starts a connection's sequence space: a 4-tuple the client reused starts over

@@ -5,6 +5,7 @@
 import { verifyNorthSouth } from './north-south.js';
 import { verifyWorkers } from './workers.js';
 import { verifyHostWorkers } from './host-workers.js';
+import { verifyWorkerRestart } from './worker-restart.js';
 import { verifyUdpModes } from './udp-modes.js';
 import { generateBadTraffic, verifyBadTraffic } from './bad-traffic.js';
 import { printAccount } from './account.js';
@@ -37,6 +38,9 @@ try {
       break;
     case 'host-workers':
       verifyHostWorkers(rest).exit();
+      break;
+    case 'worker-restart':
+      verifyWorkerRestart(rest).exit();
       break;
     case 'udp-modes':
       verifyUdpModes(rest).exit();

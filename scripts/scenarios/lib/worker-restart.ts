@@ -1,0 +1,305 @@
+// Scenario 44 (worker-restart, issue 19): a MUX worker and a host agent worker killed under traffic through
+// the daemons' test hook (--test-hooks: POST /test/workers/<i>/exit). Read from the files the scenario saved
+// in RUN/wr/ (each daemon's /status and GET /test/workers before the kill and after the restart, its
+// /counters at the kill and the restart, the host's before and after the traffic, the router's route polls
+// and BIRD's protocols), the clients' records and the captures:
+//   - each killed worker was restarted: its restart count is 1, it is alive on a new thread at its daemon's
+//     generation; the other worker kept its thread and had no restart, and the daemon kept forwarding while
+//     the killed one was down (its counters grew between the kill and the restart); the daemon kept its PID; the router routed the VIP over every MUX in every poll (no withdrawal) and each
+//     BGP session kept its start time (never re-established);
+//   - MUX: every connection answered by the backend the Maglev table names (computed from the config; the
+//     dead worker's flows fell back to the stateless Maglev choice), no request failed for it; no RST from
+//     the server side at the client (tshark);
+//   - host agent: the backend segments (data, SYN, FIN) that reached the backends' links but not the client
+//     (no worker had their flow: drop_out_dsr_unsolicited, or no socket took them during the regroup) are counted, with how long each waited for its retransmission to get through; none lost
+//     outside the host kill's window or at the other host; the agent's drop_out_dsr_unsolicited grew by no
+//     more than the lost copies its links show. A connection whose answer left the backend while the worker
+//     was down (its request recorded by the worker that died) stalls: the client waits, sends nothing that
+//     would record the flow again, and every retransmission is dropped too. Those are counted (stalled) and
+//     must be the only failures: every other connection and request completes;
+//   - no reordering within a flow: replies at the client, requests at the backends' links (a lost segment's
+//     retransmission aside: judged as a loss above).
+//
+//   verify.js worker-restart --run DIR --vip A --port N
+// RUN/wr/events.txt: "KIND NODE WORKER KILL_US BACK_US PID_BEFORE PID_AFTER" per kill (BACK_US: the
+// restarted worker seen alive at the daemon's generation). Captures: RUN/pcaps/client1.pcap and NIC.pcap.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Checks, countBy, flagsOf, fmtCounts, loadCapture, loadConfig, need, tsharkFields, type CapturedPacket } from './check.js';
+import { expectedBackend, ipOf, readJson, readPolls } from './bgp.js';
+import { replyReorders } from './host-workers.js';
+import { readClientJson } from '../../lab/client.js';
+import { TCP_FIN, TCP_SYN } from '../../../shared/tcp.js';
+
+interface Kill {
+  kind: 'mux' | 'host';
+  node: string;
+  worker: number;
+  killUs: number;
+  backUs: number;
+  pidBefore: string;
+  pidAfter: string;
+}
+
+interface WorkerStatus {
+  worker: number;
+  alive: boolean;
+  generation: number;
+  restarts: number;
+  rxPackets: number;
+}
+
+/** Segment copies per key in a capture, with their times. */
+function copies(pkts: CapturedPacket[], keyOf: (p: CapturedPacket) => string | null): Map<string, number[]> {
+  const m = new Map<string, number[]>();
+  for (const p of pkts) {
+    const k = keyOf(p);
+    if (k === null) continue;
+    const l = m.get(k);
+    if (l === undefined) m.set(k, [p.tsUs]);
+    else l.push(p.tsUs);
+  }
+  return m;
+}
+
+/** The segment copies seen at `from` but not at `to` (the earliest ones taken as lost), each with when the key first got through. */
+function lostCopies(from: Map<string, number[]>, to: Map<string, number[]>): { key: string; us: number; throughUs: number | null }[] {
+  const out: { key: string; us: number; throughUs: number | null }[] = [];
+  for (const [k, ts] of from) {
+    const got = to.get(k) ?? [];
+    for (let i = 0; i < ts.length - got.length; i++) out.push({ key: k, us: ts[i]!, throughUs: got.length > 0 ? got[0]! : null });
+  }
+  return out.sort((a, b) => a.us - b.us);
+}
+
+export function verifyWorkerRestart(argv: readonly string[]): Checks {
+  const f = flagsOf(argv);
+  const run = need(f, 'run');
+  const vip = need(f, 'vip');
+  const port = Number(need(f, 'port'));
+  const wr = join(run, 'wr');
+  const config = loadConfig(join(run, 'config.yaml'));
+  const c = new Checks();
+  const kills: Kill[] = readFileSync(join(wr, 'events.txt'), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '')
+    .map((l) => {
+      const [kind, node, worker, killUs, backUs, pidBefore, pidAfter] = l.split(' ');
+      return {
+        kind: kind as Kill['kind'],
+        node: node!,
+        worker: Number(worker),
+        killUs: Number(killUs),
+        backUs: Number(backUs),
+        pidBefore: pidBefore!,
+        pidAfter: pidAfter!,
+      };
+    });
+  c.check(
+    kills.length === 2,
+    'a MUX worker and a host agent worker were killed',
+    kills.map((k) => `${k.node} worker ${k.worker}`).join(', '),
+  );
+
+  // 1. each killed worker restarted on a new thread at its daemon's generation; the other went on
+  for (const k of kills) {
+    const s1 = readJson(join(wr, `${k.node}-status-after.json`)) as { generation: number; workers?: WorkerStatus[] };
+    const t0 = (readJson(join(wr, `${k.node}-threads-before.json`)) as { workers: { threadId: number | null }[] }).workers;
+    const t1 = (readJson(join(wr, `${k.node}-threads-after.json`)) as { workers: { threadId: number | null }[] }).workers;
+    const w1 = s1.workers?.[k.worker];
+    const other = 1 - k.worker;
+    c.check(
+      w1 !== undefined &&
+        w1.restarts === 1 &&
+        w1.alive &&
+        w1.generation === s1.generation &&
+        t1[k.worker]?.threadId != null &&
+        t1[k.worker]!.threadId !== t0[k.worker]?.threadId,
+      `${k.node}: worker ${k.worker} was restarted: 1 restart, alive on a new thread, at the daemon's generation`,
+      w1 === undefined
+        ? 'not in /status'
+        : `${w1.restarts} restarts, ${w1.alive ? 'alive' : 'not alive'}, generation ${w1.generation} of ${s1.generation}, thread ${t0[k.worker]?.threadId} -> ${t1[k.worker]?.threadId}, back ${((k.backUs - k.killUs) / 1000).toFixed(0)} ms after the kill`,
+    );
+    const o1 = s1.workers?.[other];
+    // the daemon's traffic between the kill and the restart (the killed worker's shared counters stand still
+    // while it is dead): the MUX's frames received, the host agent's frames delivered to the backends
+    const counter = k.kind === 'mux' ? 'rx_packets' : 'in_delivered';
+    const ca = (readJson(join(wr, `${k.node}-counters-kill.json`)) as Record<string, number>)[counter] ?? 0;
+    const cb = (readJson(join(wr, `${k.node}-counters-back.json`)) as Record<string, number>)[counter] ?? 0;
+    c.check(
+      o1 !== undefined && o1.restarts === 0 && o1.alive && t1[other]?.threadId === t0[other]?.threadId && cb > ca,
+      `${k.node}: worker ${other} never stopped: the same thread, no restart, and the daemon kept forwarding while worker ${k.worker} was down`,
+      o1 === undefined
+        ? 'not in /status'
+        : `thread ${t0[other]?.threadId} -> ${t1[other]?.threadId}, ${o1.restarts} restarts; ${counter} ${ca} at the kill -> ${cb} at the restart`,
+    );
+    c.check(
+      k.pidBefore === k.pidAfter && k.pidBefore !== '',
+      `${k.node}: the daemon kept running (the same PID)`,
+      `${k.pidBefore} -> ${k.pidAfter}`,
+    );
+  }
+
+  // 2. the router: every MUX in every route poll (no withdrawal); no BGP session re-established
+  const pas = config.muxes.map((m) => m.address.text).sort();
+  const polls = readPolls(join(wr, 'polls.txt'));
+  const short = polls.filter((p) => pas.some((a) => !p.hops.includes(a)));
+  c.check(
+    polls.length > 0 && short.length === 0,
+    `the router routed ${vip} over every MUX in every poll (no route withdrawn)`,
+    `${polls.length} polls over ${polls.length > 0 ? ((polls.at(-1)!.us - polls[0]!.us) / 1e6).toFixed(1) : 0} s; ${short.length} without ${pas.join(' or ')}`,
+  );
+  const since = (file: string) =>
+    new Map(
+      [...readFileSync(join(wr, file), 'utf8').matchAll(/^(\S+)\s+BGP\s+\S+\s+up\s+(\S+(?: \S+)?)\s+Established/gm)].map((m) => [
+        m[1]!,
+        m[2]!,
+      ]),
+    );
+  const b0 = since('bird-before.txt');
+  const b1 = since('bird-after.txt');
+  const muxNames = config.muxes.map((m) => m.name);
+  c.check(
+    muxNames.every((m) => b0.has(m) && b0.get(m) === b1.get(m)),
+    'every BGP session stayed Established, never re-established (BIRD: the same start time before and after)',
+    muxNames.map((m) => `${m} ${b0.get(m) ?? '?'} -> ${b1.get(m) ?? 'not established'}`).join(', '),
+  );
+
+  // 3. what was lost and retransmitted: replies (backend links -> client), requests (client -> backend links)
+  const clientPcap = join(run, 'pcaps', 'client1.pcap');
+  const client = loadCapture(clientPcap);
+  const nics = config.nics.map((n) => ({ name: n.name, host: n.host, pkts: loadCapture(join(run, 'pcaps', `${n.name}.pcap`)) }));
+  const tcpKey = (p: CapturedPacket, reply: boolean): string | null => {
+    const ip = ipOf(p);
+    const t = p.d.first('tcp');
+    if (ip === undefined || t === undefined || (reply ? t.srcPort : t.dstPort) !== port) return null;
+    // segments that take sequence space (data, SYN, FIN): what TCP retransmits, with the same sequence
+    // number and length (a later ack number); pure ACKs are cumulative, never retransmitted: not counted
+    const span = t.flags & (TCP_SYN | TCP_FIN);
+    if (t.payloadLen === 0 && span === 0) return null;
+    const peer = reply ? `${ip.dst}:${t.dstPort}` : `${ip.src}:${t.srcPort}`;
+    return `${peer} seq ${t.seq >>> 0} len ${t.payloadLen} flags ${span}`;
+  };
+  const host = kills.find((k) => k.kind === 'host');
+  const mux = kills.find((k) => k.kind === 'mux');
+  // the client's connections (its address and port): a backend also answers the host agent's probes (from
+  // the gateway address), which never go to the client
+  const clientFlows = new Set(
+    client.map((p) => (p.d.first('tcp')?.dstPort === port ? `${ipOf(p)?.src}:${p.d.first('tcp')!.srcPort}` : '')).filter((x) => x !== ''),
+  );
+  const clientReplies = copies(client, (p) => tcpKey(p, true));
+  const clientRequests = copies(client, (p) => tcpKey(p, false));
+  const inWindow = (k: Kill | undefined, us: number) => k !== undefined && us >= k.killUs - 100_000 && us <= k.backUs + 10_000_000;
+  // stalled: a connection that failed after a reply of it left its backend while the host worker was down
+  // and was dropped: its request was recorded by the worker that died, the other worker (and the restarted
+  // one) has no entry for it, and the client, waiting for the answer, sends nothing that would record it
+  // again: every retransmission is dropped too, until the client gives up (no flow state survives a worker)
+  const flowOf = (x: { sourceAddress: string | null; sourcePort: number | null }) => `${x.sourceAddress}:${x.sourcePort}`;
+  const hold = readClientJson(join(wr, 'hold.json'), 'hold');
+  const http = readClientJson(join(wr, 'http.json'), 'http');
+  const failedFlows = new Set([...hold.records, ...http.records].filter((x) => !x.ok).map(flowOf));
+  const stalled = new Set<string>();
+  // segments with a lost copy, per side: their later copy is a retransmission, not a reordering
+  const lostKeys = { reply: new Set<string>(), request: new Set<string>() };
+  for (const side of ['reply', 'request'] as const) {
+    const lost: { key: string; us: number; throughUs: number | null; host: string }[] = [];
+    for (const n of nics) {
+      const atNic = copies(n.pkts, (p) => {
+        const k = tcpKey(p, side === 'reply');
+        return k !== null && clientFlows.has(k.split(' ')[0]!) ? k : null;
+      });
+      const l = side === 'reply' ? lostCopies(atNic, clientReplies) : lostCopies(clientRequests, atNic);
+      // a request copy lost on the way shows at every backend link as missing: only this nic's flows count
+      lost.push(...l.filter((x) => side === 'reply' || atNic.has(x.key)).map((x) => ({ ...x, host: n.host })));
+    }
+    for (const x of lost) lostKeys[side].add(x.key);
+    const flowKey = (x: { key: string }) => x.key.split(' ')[0]!;
+    if (side === 'reply' && host !== undefined) {
+      const firstLoss = new Map<string, number>();
+      for (const x of lost) if (x.host === host.node) firstLoss.set(flowKey(x), Math.min(firstLoss.get(flowKey(x)) ?? Infinity, x.us));
+      for (const [flow, us] of firstLoss) if (us >= host.killUs - 100_000 && us <= host.backUs && failedFlows.has(flow)) stalled.add(flow);
+    }
+    const ofStalled = lost.filter((x) => stalled.has(flowKey(x)));
+    const judged = lost.filter((x) => !stalled.has(flowKey(x)));
+    const never = judged.filter((x) => x.throughUs === null);
+    const window = side === 'reply' ? [host] : [mux, host];
+    const outside = judged.filter((x) => !window.some((k) => inWindow(k, x.us)) || (side === 'reply' && x.host !== host?.node));
+    const gaps = judged.filter((x) => x.throughUs !== null).map((x) => (x.throughUs! - x.us) / 1000);
+    const flows = new Set(judged.map(flowKey));
+    const what = side === 'reply' ? 'backend segments that did not reach the client' : 'client segments that did not reach a backend';
+    c.check(
+      never.length === 0 && outside.length === 0,
+      `${what}: all within the ${side === 'reply' ? `host worker kill's window at ${host?.node}` : "kills' windows"}, each got through on a retransmission${side === 'reply' ? ' (the stalled connections aside)' : ''}`,
+      `${judged.length} copies in ${flows.size} flows; ${never.length} never got through; ${outside.length} outside; ` +
+        `time until the retransmission got through: max ${gaps.length > 0 ? Math.max(...gaps).toFixed(0) : 0} ms, median ${gaps.length > 0 ? gaps.sort((x, y) => x - y)[Math.floor(gaps.length / 2)]!.toFixed(0) : 0} ms` +
+        (judged.length > 0 && (side === 'reply' ? host : mux) !== undefined
+          ? `; first at +${((judged[0]!.us - (side === 'reply' ? host! : mux!).killUs) / 1000).toFixed(0)} ms after the ${side === 'reply' ? 'host' : 'MUX'} worker kill`
+          : '') +
+        (side === 'reply'
+          ? `; stalled connections: ${stalled.size}, ${ofStalled.length} copies, ${ofStalled.filter((x) => x.throughUs === null).length} never through`
+          : ''),
+    );
+    if (side === 'reply' && host !== undefined) {
+      const a = readJson(join(wr, `${host.node}-counters-before.json`)) as Record<string, number>;
+      const b = readJson(join(wr, `${host.node}-counters-after.json`)) as Record<string, number>;
+      const dropped = (b['drop_out_dsr_unsolicited'] ?? 0) - (a['drop_out_dsr_unsolicited'] ?? 0);
+      const atHost = lost.filter((x) => x.host === host.node).length;
+      c.check(
+        dropped <= atHost && (b['drop_internal_error'] ?? 0) === (a['drop_internal_error'] ?? 0),
+        `${host.node}: replies dropped as drop_out_dsr_unsolicited (no worker had their flow) are among the lost copies its links show; no internal error`,
+        `drop_out_dsr_unsolicited +${dropped}, lost reply copies at ${host.node}'s links ${atHost}; dsr_flows_learned_midstream +${(b['dsr_flows_learned_midstream'] ?? 0) - (a['dsr_flows_learned_midstream'] ?? 0)}`,
+      );
+    }
+  }
+
+  // 4. the connections and requests: each at its Maglev backend; none failed but the stalled ones
+  const expect = expectedBackend(config, vip, 6, port);
+  const failedHold = hold.records.filter((x) => !x.ok);
+  const wrongHold = hold.records.filter((x) => x.backends.length !== 1 || x.backends[0] !== expect(x.sourceAddress, x.sourcePort));
+  const holdOther = failedHold.filter((x) => !stalled.has(flowOf(x)));
+  c.check(
+    hold.records.length > 0 && holdOther.length === 0 && wrongHold.length === 0,
+    `all ${hold.records.length} long-lived connections answered all along by the backend the Maglev table names; none failed but the stalled ones`,
+    `${failedHold.length} failed, ${failedHold.length - holdOther.length} of them stalled (${fmtCounts(countBy(failedHold, (x) => x.error ?? '?'))}), ${wrongHold.length} elsewhere; ${hold.summary.answered} requests answered; longest wait ${hold.summary.maxGapMs} ms`,
+  );
+  const bad = http.records.filter((x) => !x.ok);
+  const badOther = bad.filter((x) => !stalled.has(flowOf(x)));
+  const wrongHttp = http.records.filter((x) => x.ok && x.backend !== expect(x.sourceAddress, x.sourcePort));
+  c.check(
+    http.records.length > 0 && badOther.length === 0 && wrongHttp.length === 0,
+    `the steady stream across both kills: ${http.records.length} requests, none failed but the stalled ones, each at its Maglev backend`,
+    `${bad.length} failed, ${bad.length - badOther.length} of them stalled; ${wrongHttp.length} elsewhere`,
+  );
+  const rst = tsharkFields(clientPcap, ['tcp.srcport'], 'tcp.flags.reset == 1');
+  const serverRst = rst === null ? null : rst.filter((r) => Number(r[0]) === port);
+  c.check(
+    serverRst !== null && serverRst.length === 0,
+    'no connection reset by the server side at the client (tshark)',
+    rst === null || serverRst === null
+      ? 'tshark unavailable'
+      : `${serverRst.length} RST from port ${port}; ${rst.length - serverRst.length} sent by the client (its timeouts)`,
+  );
+
+  // the host's probes: a regroup's probe lost is one failure, never downThreshold in a row
+  if (host !== undefined) {
+    const probes = (readJson(join(wr, `${host.node}-status-end.json`)) as { probes: { nic: string; state: string }[] }).probes;
+    c.check(
+      probes.length > 0 && probes.every((p) => p.state === 'up'),
+      `${host.node}: every probe still up at the end`,
+      probes.map((p) => `${p.nic} ${p.state}`).join(', '),
+    );
+  }
+
+  // 5. no reordering within a flow
+  // a segment lost on the way and retransmitted arrives after later ones: the loss is judged above
+  const notLost = (side: 'reply' | 'request') => (p: CapturedPacket) => !lostKeys[side].has(tcpKey(p, side === 'reply') ?? '');
+  const r1 = replyReorders(client.filter(notLost('reply')), port, 'reply');
+  const req = nics.map((n) => replyReorders(n.pkts.filter(notLost('request')), port, 'request'));
+  const reordered = [...r1.reordered, ...req.flatMap((r) => r.reordered)];
+  c.check(
+    r1.segments > 0 && reordered.length === 0,
+    'no reordering within a flow: replies at the client, requests at the backends',
+    `${r1.flows} flows, ${r1.segments} reply segments at the client; ${req.reduce((s, r) => s + r.segments, 0)} request segments at the backends; ${reordered.length} out of order${reordered.length > 0 ? `: ${reordered.slice(0, 3).join('; ')}` : ''}`,
+  );
+  return c;
+}
