@@ -51,8 +51,8 @@ worker_check() {
     process.exit(eval(process.argv[1]) ? 0 : 1)' "$2"
 }
 
-# kill_worker NODE WORKER: saves NODE's /status and thread ids, kills the worker through the hook (and saves
-# the daemon's counters then), waits until it is back (1 restart, alive at the daemon's generation), saves
+# kill_worker NODE WORKER: saves NODE's /status, thread ids and counters, kills the worker through the hook,
+# waits until it is back (1 restart, alive at the daemon's generation), saves
 # them all again; appends "KIND NODE WORKER KILL_US BACK_US PID_BEFORE PID_AFTER" to events.txt
 kill_worker() {
   local node=$1 w=$2 kind daemon pid0 pid1 t_kill t_back
@@ -61,10 +61,15 @@ kill_worker() {
   pid0=$(_lab_daemon_pid "$daemon" "$node")
   lab_daemon_status "$node" >"$WR/$node-status-before.json"
   lab_worker_threads "$node" >"$WR/$node-threads-before.json" || { echo "FAIL $node: GET /test/workers (is --test-hooks on?)"; return 1; }
+  sc_counters "$node" "$WR/$node-counters-kill.json"
   t_kill=$(sc_now_us)
   echo "$node: $(lab_worker_exit "$node" "$w" | tr -d ' \n')"
-  sc_counters "$node" "$WR/$node-counters-kill.json"
-  sc_wait_for "$node worker $w restarted at its daemon's generation" 60 \
+  # the restart is followed in the daemon's log, not by polling /status: a /status or /counters read
+  # waits up to 2 s for each worker's counters on the daemon's main thread, and the exiting worker never
+  # answers (under load 16, one read after another held mux1's BGP keepalives past the 3 s hold time)
+  sc_wait_for "$node worker $w restarted (its log)" 60 \
+    grep -q "\"event\":\"${kind}_worker_started\",\"worker\":$w,.*\"restarts\":1" "$LAB_DIR/logs/$node.log" || return 1
+  sc_wait_for "$node worker $w alive at its daemon's generation" 60 \
     worker_check "$node" "w[$w]?.restarts === 1 && w[$w].alive && w[$w].generation === s.generation" || return 1
   t_back=$(sc_now_us)
   sc_counters "$node" "$WR/$node-counters-back.json"
