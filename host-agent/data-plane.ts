@@ -678,48 +678,6 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
 }
 
 /**
- * An IPv4 ICMP error's quote, rewritten in place (inbound: its source, VIP to DIP; outbound: its destination,
- * DIP to VIP): the quoted address at `qoff + addrOff` from `from` to `to` and the quoted IP header's
- * checksum, the quoted port at `ql4 + portOff` from `pFrom` to `pTo`, and the quoted transport checksum
- * when the quote holds it (a UDP checksum of 0, none, stays 0); the ICMP checksum at `l4 + 2` follows
- * every word changed.
- */
-function rewriteQuote4(
-  frame: Uint8Array,
-  l4: number,
-  qoff: number,
-  qproto: number,
-  ql4: number,
-  end: number,
-  addrOff: number,
-  from: number,
-  to: number,
-  portOff: number,
-  pFrom: number,
-  pTo: number,
-): void {
-  let icmpC = readU16(frame, l4 + 2);
-  const qIpOld = readU16(frame, qoff + 10);
-  const qIpNew = updateChecksum32(qIpOld, from, to);
-  writeU32(frame, qoff + addrOff, to);
-  writeU16(frame, qoff + 10, qIpNew);
-  icmpC = updateChecksum16(updateChecksum32(icmpC, from, to), qIpOld, qIpNew);
-  writeU16(frame, ql4 + portOff, pTo);
-  icmpC = updateChecksum16(icmpC, pFrom, pTo);
-  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
-  if (end - csOff >= 2) {
-    const old = readU16(frame, csOff);
-    if (!(qproto === IPPROTO_UDP && old === 0)) {
-      let n = updateChecksum16(updateChecksum32(old, from, to), pFrom, pTo);
-      if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
-      writeU16(frame, csOff, n);
-      icmpC = updateChecksum16(icmpC, old, n);
-    }
-  }
-  writeU16(frame, l4 + 2, icmpC);
-}
-
-/**
  * An ICMP error from the outside about a VIP flow (RFC 5508 4: NAT both the outer and the quoted headers).
  * The quoted packet is the DSR reply VIP:frontendPort -> client:port; it becomes DIP:backendPort ->
  * client:port, so the backend's stack finds its socket. Every rewrite updates the checksums it covers:
@@ -759,8 +717,28 @@ function icmpErrorIn4(frame: Uint8Array, l3: number, l4: number, end: number, vi
   const bport = rule.backendPort;
   // the outer destination
   natIpv4(frame, l3, l4, IPPROTO_ICMP, 16, dip, -1, 0);
-  // the quoted source (address and port), the checksums it is under
-  rewriteQuote4(frame, l4, qoff, qproto, ql4, end, 12, vip, dip, 0, fport, bport);
+  // the quoted source address and its header checksum
+  let icmpC = readU16(frame, l4 + 2);
+  const qIpOld = readU16(frame, qoff + 10);
+  const qIpNew = updateChecksum32(qIpOld, vip, dip);
+  writeU32(frame, qoff + 12, dip);
+  writeU16(frame, qoff + 10, qIpNew);
+  icmpC = updateChecksum16(updateChecksum32(icmpC, vip, dip), qIpOld, qIpNew);
+  // the quoted source port
+  writeU16(frame, ql4, bport);
+  icmpC = updateChecksum16(icmpC, fport, bport);
+  // the quoted transport checksum, when the quote holds it
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    if (!(qproto === IPPROTO_UDP && old === 0)) {
+      let n = updateChecksum16(updateChecksum32(old, vip, dip), fport, bport);
+      if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+      writeU16(frame, csOff, n);
+      icmpC = updateChecksum16(icmpC, old, n);
+    }
+  }
+  writeU16(frame, l4 + 2, icmpC);
   ctx.counters.values[C.icmp_errors_in]!++;
   ctx.lastRule = rule;
   return end;
@@ -1165,8 +1143,28 @@ function icmpErrorOut4(frame: Uint8Array, l3: number, l4: number, end: number, n
   const fport = rule.frontendPort;
   // the outer source (ICMP's checksum has no pseudo-header)
   natIpv4(frame, l3, l4, IPPROTO_ICMP, 12, vip, -1, 0);
-  // the quoted destination (address and port), the checksums it is under
-  rewriteQuote4(frame, l4, qoff, qproto, ql4, end, 16, dip, vip, 2, bport, fport);
+  // the quoted destination address and its header checksum
+  let icmpC = readU16(frame, l4 + 2);
+  const qIpOld = readU16(frame, qoff + 10);
+  const qIpNew = updateChecksum32(qIpOld, dip, vip);
+  writeU32(frame, qoff + 16, vip);
+  writeU16(frame, qoff + 10, qIpNew);
+  icmpC = updateChecksum16(updateChecksum32(icmpC, dip, vip), qIpOld, qIpNew);
+  // the quoted destination port
+  writeU16(frame, ql4 + 2, fport);
+  icmpC = updateChecksum16(icmpC, bport, fport);
+  // the quoted transport checksum, when the quote holds it
+  const csOff = qproto === IPPROTO_TCP ? ql4 + 16 : ql4 + 6;
+  if (end - csOff >= 2) {
+    const old = readU16(frame, csOff);
+    if (!(qproto === IPPROTO_UDP && old === 0)) {
+      let n = updateChecksum16(updateChecksum32(old, dip, vip), bport, fport);
+      if (qproto === IPPROTO_UDP && n === 0) n = 0xffff;
+      writeU16(frame, csOff, n);
+      icmpC = updateChecksum16(icmpC, old, n);
+    }
+  }
+  writeU16(frame, l4 + 2, icmpC);
   ctx.counters.values[C.icmp_errors_out]!++;
   ctx.lastRule = rule;
   return dsr(ctx, frame, l3, end);
