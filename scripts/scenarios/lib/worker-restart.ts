@@ -270,14 +270,32 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
     `the steady stream across both kills: ${http.records.length} requests, none failed but the stalled ones, each at its Maglev backend`,
     `${bad.length} failed, ${bad.length - badOther.length} of them stalled; ${wrongHttp.length} elsewhere`,
   );
-  const rst = tsharkFields(clientPcap, ['tcp.srcport'], 'tcp.flags.reset == 1');
-  const serverRst = rst === null ? null : rst.filter((r) => Number(r[0]) === port);
+  // a reset of a live connection: an RST from the server side before that connection's FINs both went by
+  // (after them, a late duplicate ACK for a socket the backend already closed draws an RST: plain TCP)
+  const fr = tsharkFields(
+    clientPcap,
+    ['ip.src', 'tcp.srcport', 'ip.dst', 'tcp.dstport', 'tcp.flags.fin', 'tcp.flags.reset'],
+    'tcp.flags.fin == 1 || tcp.flags.reset == 1',
+  );
+  const fins = new Map<string, number>();
+  let liveRst = 0;
+  let closedRst = 0;
+  let clientRst = 0;
+  for (const [src, sport, dst, dport, fin, reset] of fr ?? []) {
+    const fromServer = Number(sport) === port;
+    const conn = fromServer ? `${dst}:${dport}` : `${src}:${sport}`;
+    if (fin === '1' || fin === 'True') fins.set(conn, (fins.get(conn) ?? 0) | (fromServer ? 2 : 1));
+    if (reset !== '1' && reset !== 'True') continue;
+    if (!fromServer) clientRst++;
+    else if (fins.get(conn) === 3) closedRst++;
+    else liveRst++;
+  }
   c.check(
-    serverRst !== null && serverRst.length === 0,
-    'no connection reset by the server side at the client (tshark)',
-    rst === null || serverRst === null
+    fr !== null && liveRst === 0,
+    'no live connection reset by the server side at the client (tshark)',
+    fr === null
       ? 'tshark unavailable'
-      : `${serverRst.length} RST from port ${port}; ${rst.length - serverRst.length} sent by the client (its timeouts)`,
+      : `${liveRst} RST from port ${port} before the connection's FINs; ${closedRst} after both (a late ACK for a closed socket); ${clientRst} sent by the client (its timeouts)`,
   );
 
   // the host's probes: a regroup's probe lost is one failure, never downThreshold in a row
