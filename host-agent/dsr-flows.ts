@@ -38,8 +38,16 @@ export function dsrLearn4(
   cport: number,
   fport: number,
 ): void {
-  ctx.ew.flows.setKey4(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
-  learn(ctx, proto, fport);
+  const s = ctx.ew;
+  const f = s.flows;
+  const now = s.nowS;
+  const tcp = proto === IPPROTO_TCP;
+  // the common case, an entry that stays as it is, writes no key (HostFlowTable.lookup4)
+  const v = f.lookup4(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR, now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
+  const flags = tcp ? ctx.ports.tcpFlags : 0;
+  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return;
+  f.setKey4(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
+  learnChange(ctx, v, tcp, flags, fport);
 }
 
 export function dsrLearn6(
@@ -52,8 +60,15 @@ export function dsrLearn6(
   cport: number,
   fport: number,
 ): void {
-  ctx.ew.flows.setKey6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
-  learn(ctx, proto, fport);
+  const s = ctx.ew;
+  const f = s.flows;
+  const now = s.nowS;
+  const tcp = proto === IPPROTO_TCP;
+  f.setKey6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
+  const v = f.lookup(now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
+  const flags = tcp ? ctx.ports.tcpFlags : 0;
+  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return; // the common case: one lookup
+  learnChange(ctx, v, tcp, flags, fport);
 }
 
 /** The action's bits beside the frontend port (low 16 bits): a FIN seen from the client, from the backend. */
@@ -77,14 +92,11 @@ export function dsrNextValue(v: number, flags: number, fromClient: boolean, fpor
   return v >>> 0;
 }
 
-function learn(ctx: HostContext, proto: number, fport: number): void {
+/** A client packet whose entry is new or changes (`v`: its value after the lookup, -1: none); the key is set. */
+function learnChange(ctx: HostContext, v: number, tcp: boolean, flags: number, fport: number): void {
   const s = ctx.ew;
   const f = s.flows;
   const now = s.nowS;
-  const tcp = proto === IPPROTO_TCP;
-  const v = f.lookup(now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
-  const flags = tcp ? ctx.ports.tcpFlags : 0;
-  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return; // the common case: one lookup
   const next = tcp ? dsrNextValue(v, flags, true, fport) : (FLOW_DSR << 24) | fport;
   if (next === v) {
     // unchanged (a SYN retransmitted, a FIN again): only a closing entry's time is put back to DSR_CLOSING_S
@@ -107,8 +119,20 @@ function learn(ctx: HostContext, proto: number, fport: number): void {
 
 /** Before a backend packet's NAT to the VIP: its flow's entry (the frontend port), or -1 when none. */
 export function dsrAllowed4(ctx: HostContext, vni: number, src: number, dst: number, proto: number, sport: number, dport: number): number {
-  ctx.ew.flows.setKey4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
-  return allowed(ctx, proto);
+  const s = ctx.ew;
+  const f = s.flows;
+  const now = s.nowS;
+  // no key written unless the entry changes (HostFlowTable.lookup4, peek4)
+  if (proto !== IPPROTO_TCP) {
+    const u = f.peek4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now);
+    return u < 0 ? -1 : flowAction(u) & 0xffff;
+  }
+  const v = f.lookup4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now, now + s.tcpIdleS);
+  if (v < 0) return -1;
+  const flags = ctx.ports.tcpFlags;
+  if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
+  f.setKey4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
+  return allowedChange(ctx, v, flags);
 }
 
 export function dsrAllowed6(
@@ -136,6 +160,14 @@ function allowed(ctx: HostContext, proto: number): number {
   if (v < 0) return -1;
   const flags = ctx.ports.tcpFlags;
   if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
+  return allowedChange(ctx, v, flags);
+}
+
+/** A backend's TCP segment with FIN or RST, or on a closing entry (`v`, found and refreshed); the key is set. */
+function allowedChange(ctx: HostContext, v: number, flags: number): number {
+  const s = ctx.ew;
+  const f = s.flows;
+  const now = s.nowS;
   const next = dsrNextValue(v, flags, false, v & 0xffff);
   const kind = flowKind(next);
   // the lookup gave it the idle timeout: a closing entry gets DSR_CLOSING_S again, a changed one its new value

@@ -248,6 +248,39 @@ export class HostFlowTable {
     this.hash = hostKeyHash6(w0, src, dst, w9, w10);
   }
 
+  /**
+   * lookup() of the IPv4 key setKey4 would write, without writing it (FlowTable.findSparse4); the hash is
+   * kept, but an insert after it needs setKey4 first.
+   */
+  lookup4(
+    vni: number,
+    src: number,
+    dst: number,
+    proto: number,
+    sport: number,
+    dport: number,
+    space: number,
+    now: number,
+    expiresAt: number,
+  ): number {
+    const w0 = (vni << 8) | 4;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    const h = hostKeyHash4(w0, src, dst, w9, w10);
+    this.hash = h;
+    return this.table.lookupAt(this.table.findSparse4(h, w0, src | 0, dst | 0, w9, w10), now, expiresAt);
+  }
+
+  /** peek() of the IPv4 key setKey4 would write, without writing it (as lookup4). */
+  peek4(vni: number, src: number, dst: number, proto: number, sport: number, dport: number, space: number, now: number): number {
+    const w0 = (vni << 8) | 4;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    const h = hostKeyHash4(w0, src, dst, w9, w10);
+    this.hash = h;
+    return this.table.peekAt(this.table.findSparse4(h, w0, src | 0, dst | 0, w9, w10), now);
+  }
+
   /** Sets the key from its words as another host flow table holds them (copying entries between tables). */
   setKeyWords(words: Uint32Array): void {
     this.table.key.set(words);

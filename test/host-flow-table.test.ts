@@ -73,6 +73,46 @@ describe('host flow table', () => {
     t.setKey4(5001, A, VIP, 17, 2000, 53);
     expect(t.insert(FLOW_TO_MUX, 0, 40)).toBe(true);
   });
+  it('lookup4/peek4 find what setKey4 inserted, refresh as lookup does, and write no key', () => {
+    const t = new HostFlowTable(100);
+    const rnd = xorshift32(0x5eed4);
+    const tuples: number[][] = [];
+    for (let i = 0; i < 50; i++) {
+      const tu = [rnd() & 0xffffff, rnd(), rnd(), i % 2 === 0 ? 6 : 17, rnd() & 0xffff, rnd() & 0xffff];
+      tuples.push(tu);
+      t.setKey4(tu[0]!, tu[1]!, tu[2]!, tu[3]!, tu[4]!, tu[5]!, KEY_SPACE_DSR);
+      expect(t.insert(FLOW_FASTPATH, i, 100)).toBe(true);
+    }
+    t.setKey4(1, 2, 3, 6, 4, 5); // the scratch key: lookup4 must not need it, nor change it
+    const scratch = Array.from(t.table.key);
+    tuples.forEach((tu, i) => {
+      expect(flowAction(t.peek4(tu[0]!, tu[1]!, tu[2]!, tu[3]!, tu[4]!, tu[5]!, KEY_SPACE_DSR, 10))).toBe(i);
+      // the addresses as int32, as the data plane passes them
+      expect(flowAction(t.lookup4(tu[0]!, tu[1]! | 0, tu[2]! | 0, tu[3]!, tu[4]!, tu[5]!, KEY_SPACE_DSR, 10, 200))).toBe(i);
+      expect(t.peek4(tu[0]!, tu[1]!, tu[2]!, tu[3]!, tu[4]!, tu[5]!, KEY_SPACE_EW, 10)).toBe(-1);
+    });
+    expect(Array.from(t.table.key)).toEqual(scratch);
+    // refreshed to 200 by lookup4: live at 150, where the others (expiring at 100) are gone
+    const tu = tuples[0]!;
+    expect(t.peek4(tu[0]!, tu[1]!, tu[2]!, tu[3]!, tu[4]!, tu[5]!, KEY_SPACE_DSR, 150)).toBeGreaterThanOrEqual(0);
+  });
+  it('findSparse4 tells apart IPv4 keys whose hashes collide, in each word it compares', () => {
+    const t = new HostFlowTable(100);
+    const base = keyWords4(0x123456, A, VIP, 6, KEY_SPACE_DSR, 40000, 80);
+    // one key per compared word (0, 1, 5, 9, 10) differing from base only there, all under one hash
+    const variants = [base, ...[0, 1, 5, 9, 10].map((w) => base.map((x, j) => (j === w ? (x ^ 0x80000001) >>> 0 : x)))];
+    const HASH = 7;
+    variants.forEach((k, i) => {
+      t.table.key.set(k);
+      expect(t.table.insert(HASH, i + 1, 100)).toBe(true);
+    });
+    variants.forEach((k, i) => {
+      const slot = t.table.findSparse4(HASH, k[0]! | 0, k[1]! | 0, k[5]! | 0, k[9]! | 0, k[10]! | 0);
+      expect(t.table.peekAt(slot, 10)).toBe(i + 1);
+    });
+    const absent = base.map((x, j) => (j === 10 ? x + 1 : x));
+    expect(t.table.findSparse4(HASH, absent[0]! | 0, absent[1]! | 0, absent[5]! | 0, absent[9]! | 0, absent[10]! | 0)).toBe(-1);
+  });
 });
 
 // setKey4/setKey6 hash from their arguments (the IPv4 key's six zero words take murmur3's zero round);
