@@ -755,6 +755,11 @@ export class HostDaemon {
     }
   }
 
+  /** --workers: every worker's counters brought up to date without blocking (before /status, /counters, /metrics answer). */
+  syncWorkersAsync(): Promise<void> {
+    return this.workers?.syncCountersAsync() ?? Promise.resolve();
+  }
+
   /** The restart test: worker `index` exits (process.exit in its thread); the others go on. */
   exitWorkerForTest(index: number): void {
     this.workers?.exitForTest(index);

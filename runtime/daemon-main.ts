@@ -21,6 +21,9 @@ import { readToken } from './api-token.js';
 import { PolicyClient, type AppliedPolicy, type HealthReporter } from './policy-client.js';
 import { TEST_HOOKS_HELP, testHookGet, testHookPost, type WorkerTestHooks } from './test-hooks.js';
 
+/** The paths whose answer sums the workers' counters (Daemon.syncWorkersAsync first). */
+const WORKER_SUMMED_PATHS: ReadonlySet<string> = new Set(['/status', '/counters', '/metrics']);
+
 export interface Daemon {
   start(): void;
   stop(): void;
@@ -38,6 +41,11 @@ export interface Daemon {
   /** --test-hooks (runtime/test-hooks.ts): worker i exits, and the workers' thread ids. Daemons without workers leave them out. */
   exitWorkerForTest?: WorkerTestHooks['exitWorkerForTest'];
   workerThreadIdsForTest?: WorkerTestHooks['workerThreadIdsForTest'];
+  /**
+   * --workers: the workers' counters brought up to date without blocking the event loop, awaited before
+   * GET /status, /counters and /metrics answer (BGP and BFD share the loop). Daemons without workers leave it out.
+   */
+  syncWorkersAsync?(): Promise<void>;
 }
 
 export interface DaemonProgram {
@@ -212,7 +220,12 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
       ? f(d as WorkerTestHooks, path)
       : undefined;
   };
-  const getHandler: StatusHandler = (path, q) => (path.startsWith('/test/') ? hooked(testHookGet, path) : handler(path, q));
+  const getHandler: StatusHandler = (path, q) => {
+    if (path.startsWith('/test/')) return hooked(testHookGet, path);
+    const d = daemon;
+    if (d?.syncWorkersAsync !== undefined && WORKER_SUMMED_PATHS.has(path)) return d.syncWorkersAsync().then(() => handler(path, q));
+    return handler(path, q);
+  };
   let server: Server;
   try {
     server = await startStatusServer(listen, getHandler, (path) => hooked(testHookPost, path));

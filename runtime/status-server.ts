@@ -1,7 +1,7 @@
 // The loopback status endpoint of a daemon: GET paths answer JSON (counters, tables, flows). It listens
 // on loopback unless told otherwise; it never changes state (but for the test hooks' POST paths, with
 // --test-hooks only: runtime/test-hooks.ts).
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import { isIP } from 'node:net';
 
 export interface ListenAddress {
@@ -47,27 +47,21 @@ export function startStatusServer(addr: ListenAddress, handler: StatusHandler, p
       return;
     }
     const url = new URL(req.url ?? '/', 'http://status');
+    const fail = (e: unknown): void => {
+      const status = (e as { status?: unknown }).status;
+      res.writeHead(typeof status === 'number' ? status : 500, { 'content-type': 'application/json' });
+      res.end(`${JSON.stringify({ error: (e as Error).message })}\n`);
+    };
     let body: unknown;
     try {
       body = (req.method === 'POST' ? post! : handler)(url.pathname, url.searchParams);
     } catch (e) {
-      const status = (e as { status?: unknown }).status;
-      res.writeHead(typeof status === 'number' ? status : 500, { 'content-type': 'application/json' });
-      res.end(`${JSON.stringify({ error: (e as Error).message })}\n`);
+      fail(e);
       return;
     }
-    if (body === undefined) {
-      res.writeHead(404, { 'content-type': 'application/json' });
-      res.end(`${JSON.stringify({ error: `no such path ${url.pathname}` })}\n`);
-      return;
-    }
-    if (body instanceof TextBody) {
-      res.writeHead(200, { 'content-type': body.contentType, 'content-length': Buffer.byteLength(body.text) });
-      res.end(body.text);
-      return;
-    }
-    res.writeHead(200, { 'content-type': 'application/json' });
-    res.end(`${JSON.stringify(body, null, 2)}\n`);
+    // a handler may answer later (a daemon with workers first brings their counters up to date)
+    if (body instanceof Promise) body.then((b: unknown) => send(res, url, b), fail);
+    else send(res, url, body);
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
@@ -76,4 +70,20 @@ export function startStatusServer(addr: ListenAddress, handler: StatusHandler, p
       resolve(server);
     });
   });
+}
+
+/** Writes a handler's answer: 404 for undefined, a TextBody as it is, anything else as JSON. */
+function send(res: ServerResponse, url: URL, body: unknown): void {
+  if (body === undefined) {
+    res.writeHead(404, { 'content-type': 'application/json' });
+    res.end(`${JSON.stringify({ error: `no such path ${url.pathname}` })}\n`);
+    return;
+  }
+  if (body instanceof TextBody) {
+    res.writeHead(200, { 'content-type': body.contentType, 'content-length': Buffer.byteLength(body.text) });
+    res.end(body.text);
+    return;
+  }
+  res.writeHead(200, { 'content-type': 'application/json' });
+  res.end(`${JSON.stringify(body, null, 2)}\n`);
 }

@@ -74,6 +74,8 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
   readonly slots: S[] = [];
   protected stopping = false;
   private timers = new Set<NodeJS.Timeout>();
+  /** syncCountersAsync() resolved in this event-loop turn: syncCounters() need not wait. */
+  private syncedThisTurn = false;
   /** Called with (index, generation) when a worker acknowledges a generation (tests wait on it). */
   onApplied: ((index: number, generation: number) => void) | null = null;
 
@@ -191,6 +193,7 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
    * rx_packets 116 above tx_packets after a flood, nothing dropped).
    */
   syncCounters(): void {
+    if (this.syncedThisTurn) return; // syncCountersAsync() just brought them up to date
     for (const s of this.slots) {
       s.publishedFresh = false;
       if (s.worker === null || !s.ready) continue;
@@ -199,6 +202,34 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
       Atomics.wait(s.status, POOL_STATUS_SEQ, seq, POOL_WAIT_MS);
       s.publishedFresh = Atomics.load(s.status, POOL_STATUS_SEQ) !== seq;
     }
+  }
+
+  /**
+   * syncCounters() without blocking this thread: every worker asked at once, each awaited
+   * (Atomics.waitAsync) at most POOL_WAIT_MS. The HTTP endpoints call this first: the blocking wait,
+   * up to POOL_WAIT_MS for each worker and the whole of it for a worker that is exiting, held the
+   * daemon's event loop, so a MUX polled on /status while a worker died missed BGP keepalives past the
+   * hold time (scenario 44 at load 16: the session dropped). syncCounters() calls until the end of the
+   * event-loop turn in which this resolves use its copies and do not wait again.
+   */
+  async syncCountersAsync(): Promise<void> {
+    const waits: Promise<unknown>[] = [];
+    for (const s of this.slots) {
+      s.publishedFresh = false;
+      if (s.worker === null || !s.ready) continue;
+      const seq = Atomics.load(s.status, POOL_STATUS_SEQ);
+      s.worker.postMessage({ t: 'count' });
+      const w = Atomics.waitAsync(s.status, POOL_STATUS_SEQ, seq, POOL_WAIT_MS);
+      const done = () => {
+        s.publishedFresh = Atomics.load(s.status, POOL_STATUS_SEQ) !== seq;
+      };
+      waits.push(w.async ? w.value.then(done) : Promise.resolve(done()));
+    }
+    await Promise.all(waits);
+    this.syncedThisTurn = true;
+    setImmediate(() => {
+      this.syncedThisTurn = false;
+    });
   }
 
   /** Adds every worker's counters into `out` (the daemon's counter order): its copy from the last syncCounters(), else the live ones. */

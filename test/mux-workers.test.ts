@@ -220,6 +220,17 @@ describe('MUX workers: real threads on lo (root)', () => {
       expect(w.generations()).toEqual([2, 2]); // the restarted one started with the current tables
       expect(w.slots[0]!.counters).toBe(counters0);
       expect(new Float64Array(counters0)[0]).toBe(7);
+      // GET /status, /counters and /metrics wait for the workers without blocking the event loop (BGP and
+      // BFD share it): a worker that exits never answers, and timers keep firing while it is awaited
+      let ticks = 0;
+      const tick = setInterval(() => ticks++, 10);
+      w.exitForTest(1, 3);
+      await w.syncCountersAsync();
+      clearInterval(tick);
+      expect(ticks).toBeGreaterThan(0);
+      await until('worker 1 restarted and ready', () => w.slots[1]!.restarts === 1 && w.slots[1]!.ready);
+      await w.syncCountersAsync(); // both answer: each copy is fresh
+      expect(w.slots.map((s) => s.publishedFresh)).toEqual([true, true]);
     } finally {
       await w.stop();
     }
