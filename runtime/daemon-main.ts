@@ -228,7 +228,8 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   };
   let server: Server;
   try {
-    server = await startStatusServer(listen, getHandler, (path) => hooked(testHookPost, path));
+    // POST only with --test-hooks: without it the endpoint stays read-only (405, scenario 18)
+    server = await startStatusServer(listen, getHandler, hooks ? (path) => hooked(testHookPost, path) : undefined);
   } catch (e) {
     daemon?.stop();
     return err(`status endpoint ${listen.host}:${listen.port}: ${(e as Error).message}`, 1);

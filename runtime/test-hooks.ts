@@ -1,7 +1,7 @@
 // Fault injection for tests (--test-hooks on slbx-mux and slbx-host-agent; off by default): on the status
 // endpoint, POST /test/workers/<i>/exit makes worker thread i exit (the daemon restarts it, the others go
 // on: docs/reliability.md), GET /test/workers lists the workers' thread ids (a restarted worker is a new
-// thread). Without the flag these paths answer 404 like any unknown path. Scenario 44 uses them.
+// thread). Without the flag the endpoint takes no POST (405: read-only) and GET /test/workers is 404. Scenario 44 uses them.
 
 /** What a daemon with worker threads offers the hooks (both daemons' exitWorkerForTest). */
 export interface WorkerTestHooks {
@@ -11,7 +11,7 @@ export interface WorkerTestHooks {
 }
 
 export const TEST_HOOKS_HELP =
-  'for tests only: POST /test/workers/<i>/exit on the status endpoint makes worker thread i exit (it is restarted), GET /test/workers lists their thread ids; off: 404';
+  'for tests only: POST /test/workers/<i>/exit on the status endpoint makes worker thread i exit (it is restarted), GET /test/workers lists their thread ids; off: POST 405, GET 404';
 
 /** Thrown for a request the hooks refuse: the status endpoint answers `status` with the message. */
 export class HookRefusal extends Error {

@@ -1,6 +1,6 @@
 // --test-hooks (runtime/test-hooks.ts) through the daemons' common main (runtime/daemon-main.ts), run
-// in-process with a stand-in daemon: without the flag POST /test/workers/<i>/exit and GET /test/workers
-// answer 404 and no worker is touched; with it the POST makes exactly that worker exit (the daemon's
+// in-process with a stand-in daemon: without the flag the endpoint stays read-only (any POST 405, as
+// scenario 18 requires) and GET /test/workers answers 404, and no worker is touched; with it the POST makes exactly that worker exit (the daemon's
 // exitWorkerForTest) and answers the thread that exits, a worker out of range is 404 naming the range, a
 // daemon without workers 409 naming --workers; other methods stay 405. Scenario 44 uses it on the real daemons.
 import { afterEach, describe, expect, it, vi } from 'vitest';
@@ -74,11 +74,12 @@ async function run(d: WorkersDaemon, extra: string[]) {
 }
 
 describe('--test-hooks', () => {
-  it('off (the default): the hook paths are 404 and no worker exits', async () => {
+  it('off (the default): POST is refused (read-only), the hook paths are 404 and no worker exits', async () => {
     const d = new WorkersDaemon([11, 12]);
     const req = await run(d, []);
     expect((await req('GET', '/status')).status).toBe(200);
-    expect((await req('POST', '/test/workers/0/exit')).status).toBe(404);
+    expect((await req('POST', '/test/workers/0/exit')).status).toBe(405);
+    expect((await req('POST', '/policy')).status).toBe(405);
     expect((await req('GET', '/test/workers')).status).toBe(404);
     expect(d.exits).toEqual([]);
   });
