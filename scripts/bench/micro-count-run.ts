@@ -7,7 +7,7 @@
 // the order of the "paths" line this program prints first.
 //
 //   valgrind --tool=callgrind --dump-before=uv_resident_set_memory ... \
-//     node --single-threaded dist/scripts/bench/micro-count-run.js --dist ROOT [--iters N] [--rounds R] [--warm W] [--only REGEX]
+//     node --single-threaded dist/scripts/bench/micro-count-run.js --dist ROOT [--iters N] [--rounds R] [--frames N] [--warm W] [--only REGEX]
 //
 // Without Valgrind it runs the same loops and counts nothing (a quick check of the harness).
 import { readFileSync } from 'node:fs';
@@ -32,7 +32,8 @@ const OPTIONS: OptionSpec[] = [
 
 const COMMAND: CommandSpec = {
   program: 'micro-count-run',
-  usage: 'node --single-threaded dist/scripts/bench/micro-count-run.js [--dist DIR] [--iters N] [--rounds R] [--warm W] [--only REGEX]',
+  usage:
+    'node --single-threaded dist/scripts/bench/micro-count-run.js [--dist DIR] [--iters N] [--rounds R] [--frames N] [--warm W] [--only REGEX]',
   options: OPTIONS,
   noPositional: true,
   about:

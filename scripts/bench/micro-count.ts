@@ -12,7 +12,16 @@
 // few features it lacks (the same for both builds). It answers "did the code get longer", the question
 // a refactor that should change nothing asks.
 //
-//   node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX] [--json FILE]
+// --cache adds callgrind's cache simulation (--cache-sim=yes) and reports, next to the instructions,
+// each path's simulated D1 misses (reads + writes) and last-level data misses per packet: a measure of
+// memory traffic that, like the count, does not depend on the machine's load (a layout change that
+// should save cache lines asks that question). The caches are given, not detected (valgrind reads a
+// 512 MiB LL on this VM): by default this VM's EPYC (Zen 5) L1D and, as the LL, its per-core L2. As
+// 256 flows per path fit in the L1D, --cache runs micro.js's 4,096 flows per path unless --frames says
+// otherwise. Valgrind simulates no prefetcher: a miss counted may be one the hardware hides.
+//
+//   node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX]
+//     [--frames N] [--cache [--d1 SIZE,ASSOC,LINE] [--ll SIZE,ASSOC,LINE]] [--json FILE]
 //
 // Exit 0: no path over the limit; 1: some path is (named); 2: usage; 3: valgrind is missing.
 import { spawn } from 'node:child_process';
@@ -22,6 +31,12 @@ import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { one, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
+
+// This VM's EPYC (Zen 5): L1D 48 KiB 12-way, L2 1 MiB 16-way per core (the LL here: the level after
+// the L1, not the shared L3), L1I 32 KiB 8-way; 64-byte lines.
+const D1_DEFAULT = '49152,12,64';
+const LL_DEFAULT = '1048576,16,64';
+const I1 = '32768,8,64';
 
 const OPTIONS: OptionSpec[] = [
   { name: 'old', value: 'DIR', help: "the old build's dist/ root" },
@@ -35,6 +50,13 @@ const OPTIONS: OptionSpec[] = [
     default: '3',
   },
   { name: 'only', value: 'REGEX', help: "count only the paths whose 'plane path' matches, e.g. 'host-out tcp4' (all are still warmed up)" },
+  { name: 'frames', value: 'N', help: 'distinct flows per path, a power of two (default: 256; with --cache 4096, as micro.js)' },
+  {
+    name: 'cache',
+    help: 'also simulate the caches (callgrind --cache-sim=yes, about 2x slower): D1 and LL data misses per packet, old and new',
+  },
+  { name: 'd1', value: 'SIZE,ASSOC,LINE', help: 'the simulated L1 data cache (with --cache)', default: D1_DEFAULT },
+  { name: 'll', value: 'SIZE,ASSOC,LINE', help: 'the simulated last-level cache (with --cache)', default: LL_DEFAULT },
   { name: 'json', value: 'FILE', help: 'write the counts and the table as JSON' },
   { name: 'help', help: 'show this help' },
 ];
@@ -42,11 +64,11 @@ const OPTIONS: OptionSpec[] = [
 const COMMAND: CommandSpec = {
   program: 'micro-count',
   usage:
-    'node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX] [--json FILE]',
+    'node dist/scripts/bench/micro-count.js --old OLD/dist [--new NEW/dist] [--iters N] [--rounds R] [--limit PCT] [--only REGEX] [--frames N] [--cache [--d1 S,A,L] [--ll S,A,L]] [--json FILE]',
   options: OPTIONS,
   noPositional: true,
   about:
-    "Counts the instructions per packet of two builds' data-plane paths under Valgrind's callgrind (both builds at once, a few minutes each) and compares them per path. Needs valgrind (Debian: apt-get install valgrind). Exit 0: no path over --limit percent more; 1: some path is.",
+    "Counts the instructions per packet of two builds' data-plane paths under Valgrind's callgrind (both builds at once, a few minutes each) and compares them per path; with --cache also the simulated D1 and last-level data misses per packet (load-independent memory traffic). Needs valgrind (Debian: apt-get install valgrind). Exit 0: no path over --limit percent more instructions; 1: some path is (misses are reported, not judged).",
 };
 
 const DIST = fileURLToPath(new URL('../..', import.meta.url));
@@ -60,12 +82,33 @@ export interface CountRow {
   changePct: number;
   /** the largest distance of a round from the median, percent of the median (both builds) */
   spreadPct: number;
+  /** with --cache: simulated L1 data misses per packet (reads + writes), medians over the rounds */
+  oldD1?: number;
+  newD1?: number;
+  /** with --cache: simulated last-level data misses per packet (reads + writes) */
+  oldLL?: number;
+  newLL?: number;
 }
 
 interface Counted {
   paths: { plane: string; path: string }[];
   /** per path: instructions per packet of each round */
   perPacket: number[][];
+  /** with --cache, per path and round: D1 and LL data misses per packet */
+  d1PerPacket?: number[][];
+  llPerPacket?: number[][];
+}
+
+/** One callgrind part's totals: instructions, and with the cache simulation the data misses. */
+interface Part {
+  ir: number;
+  d1: number;
+  ll: number;
+}
+
+interface CacheSim {
+  d1: string;
+  ll: string;
 }
 
 function median(xs: readonly number[]): number {
@@ -74,22 +117,44 @@ function median(xs: readonly number[]): number {
   return s.length % 2 === 1 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
 }
 
-/** The callgrind parts of one run, in order: out.PID.1, out.PID.2, ..., then out.PID (the last one). */
-function readParts(dir: string, base: string): number[] {
+/**
+ * The callgrind parts of one run, in order: out.PID.1, out.PID.2, ..., then out.PID (the last one). The
+ * summary line holds one total per name of the events line (Ir alone; with the cache simulation also
+ * Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw).
+ */
+function readParts(dir: string, base: string): Part[] {
   const files = readdirSync(dir).filter((f) => f === base || f.startsWith(`${base}.`));
   const part = (f: string) => (f === base ? Number.MAX_SAFE_INTEGER : Number(f.slice(base.length + 1)));
   files.sort((a, b) => part(a) - part(b));
   return files.map((f) => {
-    const m = /^summary: (\d+)$/m.exec(readFileSync(join(dir, f), 'utf8'));
-    if (m === null) throw new Error(`micro-count: no summary line in ${f}`);
-    return Number(m[1]);
+    const text = readFileSync(join(dir, f), 'utf8');
+    const ev = /^events: (.+)$/m.exec(text);
+    const m = /^summary: ([\d ]+)$/m.exec(text);
+    if (ev === null || m === null) throw new Error(`micro-count: no events or summary line in ${f}`);
+    const names = ev[1]!.trim().split(/\s+/);
+    const totals = m[1]!.trim().split(/\s+/).map(Number);
+    const at = (name: string) => {
+      const i = names.indexOf(name);
+      return i < 0 ? 0 : (totals[i] ?? 0);
+    };
+    return { ir: at('Ir'), d1: at('D1mr') + at('D1mw'), ll: at('DLmr') + at('DLmw') };
   });
 }
 
-function count(root: string, dir: string, tag: string, iters: number, rounds: number, only: string | undefined): Promise<Counted> {
+function count(
+  root: string,
+  dir: string,
+  tag: string,
+  iters: number,
+  rounds: number,
+  only: string | undefined,
+  frames: number,
+  cache: CacheSim | null,
+): Promise<Counted> {
   const base = `${tag}.out`;
   const args = [
     '--tool=callgrind',
+    ...(cache === null ? [] : ['--cache-sim=yes', `--I1=${I1}`, `--D1=${cache.d1}`, `--LL=${cache.ll}`]),
     '--dump-before=uv_resident_set_memory',
     `--callgrind-out-file=${join(dir, base)}`,
     process.execPath,
@@ -103,6 +168,8 @@ function count(root: string, dir: string, tag: string, iters: number, rounds: nu
     String(iters),
     '--rounds',
     String(rounds),
+    '--frames',
+    String(frames),
     ...(only === undefined ? [] : ['--only', only]),
   ];
   return new Promise((ok, fail) => {
@@ -121,8 +188,10 @@ function count(root: string, dir: string, tag: string, iters: number, rounds: nu
       if (parts.length < 2 + rounds * n)
         return fail(new Error(`micro-count: ${parts.length} parts from ${root}, expected ${2 + rounds * n}+`));
       const empty = parts[1]!;
-      const perPacket = head.paths.map((_, k) => Array.from({ length: rounds }, (_, r) => (parts[2 + r * n + k]! - empty) / iters));
-      ok({ paths: head.paths, perPacket });
+      const per = (field: keyof Part) =>
+        head.paths.map((_, k) => Array.from({ length: rounds }, (_, r) => (parts[2 + r * n + k]![field] - empty[field]) / iters));
+      if (cache === null) ok({ paths: head.paths, perPacket: per('ir') });
+      else ok({ paths: head.paths, perPacket: per('ir'), d1PerPacket: per('d1'), llPerPacket: per('ll') });
     });
   });
 }
@@ -158,11 +227,30 @@ async function main(args: ParsedArgs): Promise<number> {
       return 2;
     }
   }
+  const cacheOn = args.flags.has('cache');
+  const geometry = /^\d+,\d+,\d+$/;
+  const d1 = one(args, 'd1') ?? D1_DEFAULT;
+  const ll = one(args, 'll') ?? LL_DEFAULT;
+  if (!geometry.test(d1) || !geometry.test(ll)) {
+    process.stderr.write('micro-count: --d1 and --ll are SIZE,ASSOC,LINE in bytes, e.g. 49152,12,64\n');
+    return 2;
+  }
+  const cache: CacheSim | null = cacheOn ? { d1, ll } : null;
+  const frames = Number(one(args, 'frames') ?? (cacheOn ? '4096' : '256'));
+  if (!Number.isInteger(frames) || frames < 1 || (frames & (frames - 1)) !== 0) {
+    process.stderr.write('micro-count: --frames must be a power of two\n');
+    return 2;
+  }
   const dir = mkdtempSync(join(tmpdir(), 'micro-count-'));
   let counted: [Counted, Counted];
   try {
-    process.stderr.write(`micro-count: counting ${roots.old} and ${roots.new} under callgrind (a few minutes)\n`);
-    counted = await Promise.all([count(roots.old, dir, 'old', iters, rounds, onlyRe), count(roots.new, dir, 'new', iters, rounds, onlyRe)]);
+    process.stderr.write(
+      `micro-count: counting ${roots.old} and ${roots.new} under callgrind${cache === null ? '' : ' with the cache simulation'} (a few minutes)\n`,
+    );
+    counted = await Promise.all([
+      count(roots.old, dir, 'old', iters, rounds, onlyRe, frames, cache),
+      count(roots.new, dir, 'new', iters, rounds, onlyRe, frames, cache),
+    ]);
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);
     if (/ENOENT/.test(msg)) {
@@ -183,22 +271,47 @@ async function main(args: ParsedArgs): Promise<number> {
       ...o.perPacket[k]!.map((x) => Math.abs(x - oldIr) / oldIr),
       ...n.perPacket[k]!.map((x) => Math.abs(x - newIr) / newIr),
     );
-    return { plane: p.plane, path: p.path, oldIr, newIr, changePct: ((newIr - oldIr) / oldIr) * 100, spreadPct: spread * 100 };
+    const row: CountRow = {
+      plane: p.plane,
+      path: p.path,
+      oldIr,
+      newIr,
+      changePct: ((newIr - oldIr) / oldIr) * 100,
+      spreadPct: spread * 100,
+    };
+    if (cache !== null) {
+      row.oldD1 = median(o.d1PerPacket![k]!);
+      row.newD1 = median(n.d1PerPacket![k]!);
+      row.oldLL = median(o.llPerPacket![k]!);
+      row.newLL = median(n.llPerPacket![k]!);
+    }
+    return row;
   });
   const sign = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(2)} %`;
   process.stdout.write(
-    `instructions per packet (callgrind, node ${process.version} --single-threaded), old ${roots.old} vs new ${roots.new}: ${iters} packets per path, median of ${rounds} rounds\n`,
+    `instructions per packet (callgrind, node ${process.version} --single-threaded), old ${roots.old} vs new ${roots.new}: ${iters} packets per path over ${frames} flows, median of ${rounds} rounds\n`,
   );
-  process.stdout.write(`| plane | path | old | new | change | rounds' spread |\n| --- | --- | ---: | ---: | ---: | ---: |\n`);
+  if (cache !== null)
+    process.stdout.write(
+      `simulated data misses per packet (reads + writes; no prefetcher): D1 ${cache.d1}, LL ${cache.ll} (SIZE,ASSOC,LINE in bytes)\n`,
+    );
+  const miss = (x: number | undefined) => (x === undefined ? '' : x.toFixed(2));
+  process.stdout.write(
+    cache === null
+      ? `| plane | path | old | new | change | rounds' spread |\n| --- | --- | ---: | ---: | ---: | ---: |\n`
+      : `| plane | path | old | new | change | rounds' spread | D1 old | D1 new | LL old | LL new |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n`,
+  );
   for (const r of rows)
     process.stdout.write(
-      `| ${r.plane} | ${r.path} | ${r.oldIr.toFixed(0)} | ${r.newIr.toFixed(0)} | ${sign(r.changePct)} | ${r.spreadPct.toFixed(2)} % |\n`,
+      `| ${r.plane} | ${r.path} | ${r.oldIr.toFixed(0)} | ${r.newIr.toFixed(0)} | ${sign(r.changePct)} | ${r.spreadPct.toFixed(2)} % |${
+        cache === null ? '' : ` ${miss(r.oldD1)} | ${miss(r.newD1)} | ${miss(r.oldLL)} | ${miss(r.newLL)} |`
+      }\n`,
     );
   const json = one(args, 'json');
   if (json !== undefined)
     writeFileSync(
       json,
-      `${JSON.stringify({ bench: 'micro-count', node: process.version, roots, iters, rounds, limitPct: limit, rows, old: o, new: n }, null, 2)}\n`,
+      `${JSON.stringify({ bench: 'micro-count', node: process.version, roots, iters, rounds, frames, cache, limitPct: limit, rows, old: o, new: n }, null, 2)}\n`,
     );
   const over = rows.filter((r) => r.changePct > limit);
   if (over.length > 0) {
