@@ -38,9 +38,12 @@ export class FlowTable {
   private cap = 0;
   private mask = 0;
   private keys = new Uint32Array(0);
-  private hashes = new Uint32Array(0);
-  private values = new Uint32Array(0);
-  private expires = new Uint32Array(0); // 0 = empty slot
+  /**
+   * Per slot, side by side: expiry (at 3*slot; 0 = empty slot), flow hash (3*slot+1), value (3*slot+2).
+   * One array, so a probe reads the line that holds all three, not three lines of three arrays: the
+   * return path's lookup over thousands of flows paid for each (issue 16, docs/performance.md).
+   */
+  private meta = new Uint32Array(0);
   private sweepCursor = 0;
   size = 0;
 
@@ -58,16 +61,14 @@ export class FlowTable {
 
   /** Bytes held by the table's arrays. */
   get bytes(): number {
-    return this.keys.byteLength + this.hashes.byteLength + this.values.byteLength + this.expires.byteLength;
+    return this.keys.byteLength + this.meta.byteLength;
   }
 
   private allocate(cap: number): void {
     this.cap = cap;
     this.mask = cap - 1;
     this.keys = new Uint32Array(cap * this.keyWords);
-    this.hashes = new Uint32Array(cap);
-    this.values = new Uint32Array(cap);
-    this.expires = new Uint32Array(cap);
+    this.meta = new Uint32Array(cap * 3);
     this.sweepCursor = 0;
   }
 
@@ -79,12 +80,12 @@ export class FlowTable {
   find(hash: number): number {
     const h = hash >>> 0;
     const mask = this.mask;
-    const expires = this.expires;
-    const hashes = this.hashes;
+    const meta = this.meta;
     let i = h & mask;
     for (;;) {
-      if (expires[i] === 0) return -1;
-      if (hashes[i] === h) {
+      const m = i * 3;
+      if (meta[m] === 0) return -1;
+      if (meta[m + 1] === h) {
         const kw = this.keyWords;
         const k = this.key;
         const keys = this.keys;
@@ -132,17 +133,19 @@ export class FlowTable {
   /** lookup() of the entry found at `slot` (find, findSparse4; -1: none). */
   lookupAt(slot: number, now: number, expiresAt: number): number {
     if (slot < 0) return -1;
-    if (this.expires[slot]! <= now) {
+    const m = slot * 3;
+    const meta = this.meta;
+    if (meta[m]! <= now) {
       this.removeSlot(slot);
       return -1;
     }
-    this.expires[slot] = expiresAt;
-    return this.values[slot]!;
+    meta[m] = expiresAt;
+    return meta[m + 2]!;
   }
 
   /** peek() of the entry found at `slot` (-1: none). */
   peekAt(slot: number, now: number): number {
-    return slot < 0 || this.expires[slot]! <= now ? -1 : this.values[slot]!;
+    return slot < 0 || this.meta[slot * 3]! <= now ? -1 : this.meta[slot * 3 + 2]!;
   }
 
   /**
@@ -154,13 +157,13 @@ export class FlowTable {
   findSparse4(hash: number, w0: number, w1: number, w5: number, w9: number, w10: number): number {
     const h = hash >>> 0;
     const mask = this.mask;
-    const expires = this.expires;
-    const hashes = this.hashes;
+    const meta = this.meta;
     const keys = this.keys;
     let i = h & mask;
     for (;;) {
-      if (expires[i] === 0) return -1;
-      if (hashes[i] === h) {
+      const m = i * 3;
+      if (meta[m] === 0) return -1;
+      if (meta[m + 1] === h) {
         const b = i * 11;
         if (
           (keys[b]! | 0) === w0 &&
@@ -183,7 +186,7 @@ export class FlowTable {
     if (s >= 0) {
       if (g !== null) {
         // a value of another group moves the entry to that group's quota
-        const from = g.groupOf[this.values[s]! >>> 24]!;
+        const from = g.groupOf[this.meta[s * 3 + 2]! >>> 24]!;
         const to = g.groupOf[value >>> 24]!;
         if (from !== to) {
           if (g.count[to]! >= g.max[to]!) return false;
@@ -191,8 +194,8 @@ export class FlowTable {
           g.count[to]!++;
         }
       }
-      this.values[s] = value;
-      this.expires[s] = expiresAt;
+      this.meta[s * 3 + 2] = value;
+      this.meta[s * 3] = expiresAt;
       return true;
     }
     if (this.limit.count >= this.limit.max) return false;
@@ -202,12 +205,13 @@ export class FlowTable {
       g.count[to]!++;
     }
     if (this.size + 1 > this.cap * MAX_LOAD) this.grow();
+    const meta = this.meta;
     let i = h & this.mask;
-    while (this.expires[i] !== 0) i = (i + 1) & this.mask;
+    while (meta[i * 3] !== 0) i = (i + 1) & this.mask;
     this.keys.set(this.key, i * this.keyWords);
-    this.hashes[i] = h;
-    this.values[i] = value;
-    this.expires[i] = expiresAt > 0 ? expiresAt : 1;
+    meta[i * 3 + 1] = h;
+    meta[i * 3 + 2] = value;
+    meta[i * 3] = expiresAt > 0 ? expiresAt : 1;
     this.size++;
     this.limit.count++;
     return true;
@@ -223,25 +227,26 @@ export class FlowTable {
 
   private removeSlot(slot: number): void {
     const g = this.groups;
-    if (g !== null) g.count[g.groupOf[this.values[slot]! >>> 24]!]!--;
+    const meta = this.meta;
+    if (g !== null) g.count[g.groupOf[meta[slot * 3 + 2]! >>> 24]!]!--;
     // backward-shift deletion: pull later entries of the probe run into the hole
     const kw = this.keyWords;
     let hole = slot;
     let i = (slot + 1) & this.mask;
-    while (this.expires[i] !== 0) {
-      const home = this.hashes[i]! & this.mask;
+    while (meta[i * 3] !== 0) {
+      const home = meta[i * 3 + 1]! & this.mask;
       // move entry i into the hole unless its home lies cyclically in (hole, i]
       const inRange = hole <= i ? home > hole && home <= i : home > hole || home <= i;
       if (!inRange) {
         this.keys.copyWithin(hole * kw, i * kw, i * kw + kw);
-        this.hashes[hole] = this.hashes[i]!;
-        this.values[hole] = this.values[i]!;
-        this.expires[hole] = this.expires[i]!;
+        meta[hole * 3] = meta[i * 3]!;
+        meta[hole * 3 + 1] = meta[i * 3 + 1]!;
+        meta[hole * 3 + 2] = meta[i * 3 + 2]!;
         hole = i;
       }
       i = (i + 1) & this.mask;
     }
-    this.expires[hole] = 0;
+    meta[hole * 3] = 0;
     this.size--;
     this.limit.count--;
   }
@@ -250,18 +255,17 @@ export class FlowTable {
     const oldCap = this.cap;
     const kw = this.keyWords;
     const oldKeys = this.keys;
-    const oldHashes = this.hashes;
-    const oldValues = this.values;
-    const oldExpires = this.expires;
+    const old = this.meta;
     this.allocate(oldCap * 2);
+    const meta = this.meta;
     for (let s = 0; s < oldCap; s++) {
-      if (oldExpires[s] === 0) continue;
-      let i = oldHashes[s]! & this.mask;
-      while (this.expires[i] !== 0) i = (i + 1) & this.mask;
+      if (old[s * 3] === 0) continue;
+      let i = old[s * 3 + 1]! & this.mask;
+      while (meta[i * 3] !== 0) i = (i + 1) & this.mask;
       this.keys.set(oldKeys.subarray(s * kw, s * kw + kw), i * kw);
-      this.hashes[i] = oldHashes[s]!;
-      this.values[i] = oldValues[s]!;
-      this.expires[i] = oldExpires[s]!;
+      meta[i * 3] = old[s * 3]!;
+      meta[i * 3 + 1] = old[s * 3 + 1]!;
+      meta[i * 3 + 2] = old[s * 3 + 2]!;
     }
   }
 
@@ -275,7 +279,7 @@ export class FlowTable {
     const n = Math.min(maxSlots, this.cap);
     for (let steps = 0; steps < n;) {
       const s = this.sweepCursor;
-      const e = this.expires[s]!;
+      const e = this.meta[s * 3]!;
       if (e !== 0 && e <= now) {
         this.removeSlot(s);
         removed++;
@@ -290,10 +294,11 @@ export class FlowTable {
   /** Removes everything. */
   clear(): void {
     const g = this.groups;
-    if (g !== null) for (let s = 0; s < this.cap; s++) if (this.expires[s] !== 0) g.count[g.groupOf[this.values[s]! >>> 24]!]!--;
+    const meta = this.meta;
+    if (g !== null) for (let s = 0; s < this.cap; s++) if (meta[s * 3] !== 0) g.count[g.groupOf[meta[s * 3 + 2]! >>> 24]!]!--;
     this.limit.count -= this.size;
     this.size = 0;
-    this.expires.fill(0);
+    meta.fill(0);
   }
 
   /**
@@ -305,14 +310,13 @@ export class FlowTable {
   copyLive(from: number, to: number, now: number, kindLo: number, kindHi: number, out: Uint32Array, off: number): number {
     const kw = this.keyWords;
     const keys = this.keys;
-    const values = this.values;
-    const expires = this.expires;
+    const meta = this.meta;
     const end = Math.min(to, this.cap);
     let o = off;
     for (let s = Math.max(0, from); s < end; s++) {
-      const e = expires[s]!;
+      const e = meta[s * 3]!;
       if (e === 0 || e <= now) continue;
-      const v = values[s]!;
+      const v = meta[s * 3 + 2]!;
       const kind = v >>> 24;
       if (kind < kindLo || kind > kindHi) continue;
       if (o + kw + 2 > out.length) return -1;
@@ -332,9 +336,10 @@ export class FlowTable {
 
   /** Adds the live entries, by their value's high byte, into `out` (256 counters); allocates nothing (status at any size). */
   countByHighByte(now: number, out: Float64Array): void {
+    const meta = this.meta;
     for (let s = 0; s < this.cap; s++) {
-      const e = this.expires[s]!;
-      if (e !== 0 && e > now) out[this.values[s]! >>> 24]!++;
+      const e = meta[s * 3]!;
+      if (e !== 0 && e > now) out[meta[s * 3 + 2]! >>> 24]!++;
     }
   }
 
@@ -342,8 +347,8 @@ export class FlowTable {
   forEach(now: number, fn: (key: Uint32Array, value: number, expiresAt: number) => void): void {
     const kw = this.keyWords;
     for (let s = 0; s < this.cap; s++) {
-      const e = this.expires[s]!;
-      if (e !== 0 && e > now) fn(this.keys.slice(s * kw, s * kw + kw), this.values[s]!, e);
+      const e = this.meta[s * 3]!;
+      if (e !== 0 && e > now) fn(this.keys.slice(s * kw, s * kw + kw), this.meta[s * 3 + 2]!, e);
     }
   }
 }
