@@ -1344,8 +1344,8 @@ _lab_capture_ask() {
 # after the mark (the lab's own chatter: BGP, probes, ARP) may still be in the ring at SIGINT and are
 # not written: they are reported, and they cannot belong to traffic that ended before the stop.
 _lab_capture_stop_pids() {
-  local bad=0 entry pid kind node cname log deadline c r d i mr md late pcap out f n t longest
-  local -A want=() mark=() recs=()
+  local bad=0 entry pid kind node cname log deadline c r d i mr md late pcap out f n t longest last since
+  local -A want=() mark=() recs=() stalled=()
   local caps=() pcaps=()
   for pid in "$@"; do want[$pid]=1; done
   sleep 0.1  # let the last packets of the scenario's traffic reach the captures
@@ -1364,11 +1364,20 @@ _lab_capture_stop_pids() {
     log=$LAB_DIR/logs/capture-$cname.log
     deadline=$(( $(_lab_now) + 30000000 ))
     read -r c r d i < <(_lab_capture_counters "$log") || c=0
+    last="$c $r" since=$(_lab_now)
     while [ "${c:-0}" -lt $((mr - md)) ] && [ "$(_lab_now)" -lt "$deadline" ]; do
       sleep 0.05
-      # one unanswered ask (5 s on a busy machine) does not end the drain: only a dead tcpdump or the
-      # deadline does (ending it early left 2 marked packets unwritten in a CI run of scenario 26)
-      if ! read -r c r d i < <(_lab_capture_ask "$pid" "$log"); then _lab_pid_alive "$pid" || break; fi
+      # one unanswered ask (5 s on a busy machine) does not end the drain: only a dead tcpdump, the
+      # deadline or a stall does
+      if ! read -r c r d i < <(_lab_capture_ask "$pid" "$log"); then _lab_pid_alive "$pid" || break; continue; fi
+      if [ "$c $r" != "$last" ]; then last="$c $r" since=$(_lab_now); continue; fi
+      # A stall: tcpdump answers, yet neither its count nor the kernel's moves. Seen in CI runs of
+      # scenarios 26, 36 and 37: 1 or 2 packets counted as received by the filter and never handed to
+      # tcpdump, for the whole 30 s drain and after SIGINT; in scenario 36 the next hop's capture held
+      # every frame the MUXes' captures had written (10,938 of 10,938), so they never left the MUX.
+      # Waiting longer does not bring them: after 5 s still, at most 2 missing, the drain ends and the
+      # check below reports them apart (a loud line, not a failure); more than 2 still fail it.
+      if [ $(( $(_lab_now) - since )) -ge 5000000 ] && [ $((mr - md - c)) -le 2 ]; then stalled[$pid]=$((mr - md - c)); break; fi
     done
   done
   for entry in "${caps[@]}"; do
@@ -1406,7 +1415,9 @@ _lab_capture_stop_pids() {
     elif [ -z "${mark[$pid]:-}" ]; then
       printf '[lab] WARNING: capture %s (%s): tcpdump did not report its counters before the stop (SIGUSR1): whether it wrote everything is unknown\n' "$cname" "$node" >&2
       bad=1
-    elif read -r mr md <<<"${mark[$pid]}" && [ "$c" -lt $((mr - md)) ]; then
+    elif read -r mr md <<<"${mark[$pid]}" && [ "$c" -lt $((mr - md)) ] && [ -n "${stalled[$pid]:-}" ] && [ "$c" -ge $((mr - md - 2)) ]; then
+      printf '[lab] WARNING: capture %s (%s): %s packets, none dropped; %s counted by the kernel as received by its filter were never handed to tcpdump (its counts stood still for 5 s before the stop: not a slow drain; docs/lab.md, "Captures")\n' "$cname" "$node" "$c" "$((mr - md - c))" >&2
+    elif [ "$c" -lt $((mr - md)) ]; then
       printf '[lab] WARNING: capture %s (%s): %s packets had passed its filter when the stop began, only %s were written: incomplete\n' "$cname" "$node" "$((mr - md))" "$c" >&2
       bad=1
     elif [ "$n" != "$c" ] || [ "$t" != 0 ]; then
