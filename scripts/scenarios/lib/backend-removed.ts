@@ -10,8 +10,8 @@
 // Claims (docs/reliability.md, "A removed backend is gone; a drained one finishes its flows"):
 //   1. every connection on the removed backend is re-placed by its MUX at its next packet onto exactly one
 //      other backend, which resets it (that packet is its next request, or the ACK of an answer that
-//      crossed the change: then the reset comes while it is idle); the client saw the reset; the MUXes counted each re-placement
-//      (flow_replaced grows by exactly that number);
+//      crossed the change: then the reset comes while it is idle); the client saw the reset; the MUXes
+//      counted each re-placement (flow_replaced grows by exactly that number);
 //   2. nothing reaches the removed backend once every MUX applied the change; no new connection does;
 //   3. every connection on the other backends completes on its backend.
 // Usage: verify.js backend-removed --run R --vip A --port N --removed NIC --change-us T --applied-us T
