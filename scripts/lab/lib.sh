@@ -1416,7 +1416,7 @@ _lab_capture_stop_pids() {
       printf '[lab] WARNING: capture %s (%s): tcpdump did not report its counters before the stop (SIGUSR1): whether it wrote everything is unknown\n' "$cname" "$node" >&2
       bad=1
     elif read -r mr md <<<"${mark[$pid]}" && [ "$c" -lt $((mr - md)) ] && [ -n "${stalled[$pid]:-}" ] && [ "$c" -ge $((mr - md - 2)) ]; then
-      printf '[lab] WARNING: capture %s (%s): %s packets, none dropped; %s counted by the kernel as received by its filter were never handed to tcpdump (its counts stood still for 5 s before the stop: not a slow drain; docs/lab.md, "Captures")\n' "$cname" "$node" "$c" "$((mr - md - c))" >&2
+      printf '[lab] WARNING: capture %s (%s): %s packets, none dropped; %s more counted by the kernel as received by its filter, never handed to tcpdump (its counts stood still for 5 s before the stop: not a slow drain; docs/lab.md, "Scenarios")\n' "$cname" "$node" "$c" "$((mr - md - c))" >&2
     elif [ "$c" -lt $((mr - md)) ]; then
       printf '[lab] WARNING: capture %s (%s): %s packets had passed its filter when the stop began, only %s were written: incomplete\n' "$cname" "$node" "$((mr - md))" "$c" >&2
       bad=1
