@@ -62,12 +62,50 @@ function copies(pkts: CapturedPacket[], keyOf: (p: CapturedPacket) => string | n
   return m;
 }
 
-/** The segment copies seen at `from` but not at `to` (the earliest ones taken as lost), each with when the key first got through. */
-function lostCopies(from: Map<string, number[]>, to: Map<string, number[]>): { key: string; us: number; throughUs: number | null }[] {
-  const out: { key: string; us: number; throughUs: number | null }[] = [];
+/** A segment key's flow and its range in sequence space (SYN and FIN take one each), or null. */
+function seqRange(k: string): { flow: string; seq: number; size: number } | null {
+  const m = /^(\S+) seq (\d+) len (\d+) flags (\d+)$/.exec(k);
+  if (m === null) return null;
+  const f = Number(m[4]);
+  return { flow: m[1]!, seq: Number(m[2]), size: Number(m[3]) + ((f & TCP_SYN) !== 0 ? 1 : 0) + ((f & TCP_FIN) !== 0 ? 1 : 0) };
+}
+
+/**
+ * The segment copies seen at `from` but not at `to` (the earliest ones taken as lost), each with when it
+ * first got through: the same segment, or a later one at `to` that covers its sequence range (`via`):
+ * Linux may retransmit lost segments collapsed into one (data and the FIN that followed it, scenario 44).
+ */
+function lostCopies(
+  from: Map<string, number[]>,
+  to: Map<string, number[]>,
+): { key: string; us: number; throughUs: number | null; via?: string }[] {
+  const out: { key: string; us: number; throughUs: number | null; via?: string }[] = [];
+  const byFlow = new Map<string, { key: string; seq: number; size: number; ts: number[] }[]>();
+  for (const [k, ts] of to) {
+    const r = seqRange(k);
+    if (r === null) continue;
+    const l = byFlow.get(r.flow) ?? [];
+    l.push({ key: k, seq: r.seq, size: r.size, ts });
+    byFlow.set(r.flow, l);
+  }
   for (const [k, ts] of from) {
     const got = to.get(k) ?? [];
-    for (let i = 0; i < ts.length - got.length; i++) out.push({ key: k, us: ts[i]!, throughUs: got.length > 0 ? got[0]! : null });
+    for (let i = 0; i < ts.length - got.length; i++) {
+      if (got.length > 0) {
+        out.push({ key: k, us: ts[i]!, throughUs: got[0]! });
+        continue;
+      }
+      const r = seqRange(k);
+      let best: { key: string; us: number } | null = null;
+      for (const c of r === null ? [] : (byFlow.get(r.flow) ?? [])) {
+        // wrap-safe: r's range lies inside c's
+        const off = (r!.seq - c.seq) >>> 0;
+        if (c.key === k || off + r!.size > c.size) continue;
+        const t = c.ts.find((x) => x > ts[i]!);
+        if (t !== undefined && (best === null || t < best.us)) best = { key: c.key, us: t };
+      }
+      out.push(best === null ? { key: k, us: ts[i]!, throughUs: null } : { key: k, us: ts[i]!, throughUs: best.us, via: best.key });
+    }
   }
   return out.sort((a, b) => a.us - b.us);
 }
@@ -202,7 +240,7 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
   // segments with a lost copy, per side: their later copy is a retransmission, not a reordering
   const lostKeys = { reply: new Set<string>(), request: new Set<string>() };
   for (const side of ['reply', 'request'] as const) {
-    const lost: { key: string; us: number; throughUs: number | null; host: string }[] = [];
+    const lost: { key: string; us: number; throughUs: number | null; via?: string; host: string }[] = [];
     for (const n of nics) {
       const atNic = copies(n.pkts, (p) => {
         const k = tcpKey(p, side === 'reply');
@@ -212,7 +250,10 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
       // a request copy lost on the way shows at every backend link as missing: only this nic's flows count
       lost.push(...l.filter((x) => side === 'reply' || atNic.has(x.key)).map((x) => ({ ...x, host: n.host })));
     }
-    for (const x of lost) lostKeys[side].add(x.key);
+    for (const x of lost) {
+      lostKeys[side].add(x.key);
+      if (x.via !== undefined) lostKeys[side].add(x.via); // the collapsed retransmission: not a reordering
+    }
     const flowKey = (x: { key: string }) => x.key.split(' ')[0]!;
     if (side === 'reply' && host !== undefined) {
       const firstLoss = new Map<string, number>();
