@@ -1372,7 +1372,7 @@ _lab_capture_stop_pids() {
       if ! read -r c r d i < <(_lab_capture_ask "$pid" "$log"); then _lab_pid_alive "$pid" || break; continue; fi
       if [ "$c $r" != "$last" ]; then last="$c $r" since=$(_lab_now); continue; fi
       # A stall: tcpdump answers, yet neither its count nor the kernel's moves. Seen in CI runs of
-      # scenarios 26, 36 and 37: 1 or 2 packets counted as received by the filter and never handed to
+      # scenarios 19, 26, 36 and 37: 1 or 2 packets counted as received by the filter and never handed to
       # tcpdump, for the whole 30 s drain and after SIGINT; in scenario 36 the next hop's capture held
       # every frame the MUXes' captures had written (10,938 of 10,938), so they never left the MUX.
       # Waiting longer does not bring them: after 5 s still, at most 2 missing, the drain ends and the

@@ -248,7 +248,8 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
       });
       const l = side === 'reply' ? lostCopies(atNic, clientReplies) : lostCopies(clientRequests, atNic);
       // a request copy lost on the way shows at every backend link as missing: only this nic's flows count
-      lost.push(...l.filter((x) => side === 'reply' || atNic.has(x.key)).map((x) => ({ ...x, host: n.host })));
+      // (its own copy of the segment, or the collapsed retransmission that covered it: `via` is one of its)
+      lost.push(...l.filter((x) => side === 'reply' || atNic.has(x.key) || x.via !== undefined).map((x) => ({ ...x, host: n.host })));
     }
     for (const x of lost) {
       lostKeys[side].add(x.key);
