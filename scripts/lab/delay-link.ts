@@ -18,6 +18,7 @@
 //   node dist/scripts/lab/delay-link.js run --plan RUN/plan.txt --delays RUN/delays.yaml --link mux1:mux1:dl1 ...
 //   node dist/scripts/lab/delay-link.js check --plan RUN/plan.txt --delays FILE     (prints the owners)
 //   node dist/scripts/lab/delay-link.js set --plan RUN/plan.txt --delays FILE --links mux1,mux2 A B MS
+import { spawnSync } from 'node:child_process';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommand, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
@@ -163,6 +164,8 @@ export class DelayDevice {
   private timerAt = Infinity;
   generation = 0;
   lastReloadError: string | null = null;
+  /** Set when the real-time CPU limit made the device drop to ordinary priority (demoteOnCpuLimit). */
+  demoted: { at: string; result: string } | null = null;
   private readonly vxlanPort: number;
 
   constructor(nodes: DelayNode[], settings: DelaySettings, vxlanPort: number) {
@@ -375,7 +378,14 @@ export class DelayDevice {
         drop_ring_full_in: rx[1]?.rxKernelDrops ?? 0,
       };
     });
-    return { generation: this.generation, lastReloadError: this.lastReloadError, queueFrames: this.settings.queueFrames, pairs, links };
+    return {
+      generation: this.generation,
+      lastReloadError: this.lastReloadError,
+      scheduling: { policy: schedPolicy(), demoted: this.demoted },
+      queueFrames: this.settings.queueFrames,
+      pairs,
+      links,
+    };
   }
 
   close(): void {
@@ -383,6 +393,35 @@ export class DelayDevice {
     this.timer = null;
     for (const l of this.links) for (const p of l.ports) p.close();
   }
+}
+
+/** This process's scheduling policy as /proc/self/stat tells it (field 41): SCHED_OTHER, SCHED_FIFO, ... */
+export function schedPolicy(): string {
+  const names = ['SCHED_OTHER', 'SCHED_FIFO', 'SCHED_RR', 'SCHED_BATCH', 'SCHED_ISO', 'SCHED_IDLE', 'SCHED_DEADLINE'];
+  try {
+    const stat = readFileSync('/proc/self/stat', 'utf8');
+    const policy = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]);
+    return names[policy] ?? `policy ${policy}`;
+  } catch {
+    return 'unknown';
+  }
+}
+
+/**
+ * The lab starts the device at real-time priority under a real-time CPU limit (prlimit --rttime,
+ * scripts/lab/delay.sh). A device that runs that long without sleeping would starve every ordinary
+ * process of the lab on a small machine: the kernel's SIGXCPU then makes it drop all its threads to
+ * ordinary priority (chrt -a -o), say so in its log and /status, and go on forwarding.
+ */
+function demoteOnCpuLimit(onDemoted: (how: { at: string; result: string }) => void): void {
+  let done = false;
+  process.on('SIGXCPU', () => {
+    if (done) return;
+    done = true;
+    const r = spawnSync('chrt', ['-a', '-o', '-p', '0', String(process.pid)], { encoding: 'utf8', timeout: 5000 });
+    const result = r.status === 0 ? `now ${schedPolicy()}` : `chrt failed: ${(r.error?.message ?? r.stderr).trim()}`;
+    onDemoted({ at: new Date().toISOString(), result });
+  });
 }
 
 function log(event: string, fields: Record<string, unknown> = {}): void {
@@ -461,7 +500,16 @@ async function runRun(args: ParsedArgs): Promise<number> {
   const dev = new DelayDevice(nodes, s, vxlanPort);
   for (const l of links) dev.addLink(l.owner, l.nodePort, l.devPort);
   const server = await startStatusServer(listen, (path) => (path === '/status' ? dev.status() : undefined));
-  log('started', { links: links.map((l) => `${l.owner}:${l.nodePort}:${l.devPort}`), pairs: s.pairs, generation: dev.generation });
+  demoteOnCpuLimit((how) => {
+    dev.demoted = how;
+    log('realtime_cpu_limit', { ...how, note: 'ran its real-time CPU limit without sleeping: dropped to ordinary priority' });
+  });
+  log('started', {
+    links: links.map((l) => `${l.owner}:${l.nodePort}:${l.devPort}`),
+    pairs: s.pairs,
+    generation: dev.generation,
+    scheduling: schedPolicy(),
+  });
   process.on('SIGHUP', () => {
     const n = readSettings(delaysFile, nodes, owners);
     if (typeof n === 'string') {

@@ -29,8 +29,12 @@ LAB_DELAY_STATUS_PORT=9190
 LAB_DELAY_JS=${LAB_DELAY_JS:-$SLBX_ROOT/dist/scripts/lab/delay-link.js}
 # The device runs at real-time priority (SCHED_FIFO 10) so that a busy machine delays its timers no more
 # than a wire would: at load averages 23-30 on 2 cores its frames then leave within about 1 ms of their
-# time (docs/lab.md). LAB_DELAY_RT=0 runs it as an ordinary process.
+# time (docs/lab.md). LAB_DELAY_RT=0 runs it as an ordinary process. Under a real-time CPU limit
+# (RLIMIT_RTTIME, LAB_DELAY_RTTIME_US of CPU without sleeping; a healthy device sleeps every few ms): a
+# device that reaches it gets SIGXCPU, drops to ordinary priority and logs realtime_cpu_limit, instead
+# of starving the lab's ordinary processes; ten times that and the kernel kills it.
 LAB_DELAY_RT=${LAB_DELAY_RT:-1}
+LAB_DELAY_RTTIME_US=${LAB_DELAY_RTTIME_US:-500000}
 
 _lab_delay_state() {  # VAR: its value in the current lab's state.env (empty when absent)
   [ -f "$LAB_DIR/state.env" ] || return 0
@@ -82,7 +86,11 @@ _lab_delay_build() {
   done
   _lab_state_add "$state" SLBX_LAB_DELAY_OWNERS "$all"
   local node pids=() nodes=() prio=()
-  if [ "$LAB_DELAY_RT" = 1 ] && command -v chrt >/dev/null; then prio=(chrt -f 10); fi
+  if [ "$LAB_DELAY_RT" = 1 ] && command -v chrt >/dev/null; then
+    prio=(chrt -f 10)
+    if command -v prlimit >/dev/null; then prio=(prlimit "--rttime=$LAB_DELAY_RTTIME_US:$((LAB_DELAY_RTTIME_US * 10))" "${prio[@]}")
+    else _lab_log "delay links: no prlimit: real-time without a CPU limit"; fi
+  fi
   for node in "${!links[@]}"; do
     # shellcheck disable=SC2086  # the --link arguments: node names and interface names, no spaces
     _lab_spawn "$node" delay-link "delay links of $node" "$LAB_DIR/logs/delay-link-$node.log" \
@@ -103,6 +111,34 @@ _lab_delay_build() {
     return 1
   done
   _lab_log "delay links on $all ($(grep -c between "$LAB_DIR/delays.yaml") pairs; devices in ${nodes[*]})"
+}
+
+# _lab_delay_report: a line per running device (lab_setup_scenario's EXIT trap, before lab_down), from
+# its /status, also kept as RUN/delay-status-NODE.json: its scheduling, and per pair and direction the
+# frames, how late they left (max), and anything dropped. Reports; never fails.
+_lab_delay_report() {
+  local devs node pid json
+  devs=$(lab_delay_pids 2>/dev/null) || return 0
+  while read -r node pid; do
+    if ! json=$(_lab_delay_get "$node"); then _lab_log "delay link $node (pid $pid): no /status"; continue; fi
+    printf '%s\n' "$json" >"$LAB_DIR/delay-status-$node.json"
+    _lab_log "delay link $node (pid $pid): $(printf '%s' "$json" | node -e '
+      let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => {
+        const st = JSON.parse(s);
+        const sch = st.scheduling ?? {};
+        const parts = [sch.demoted ? `DEMOTED at ${sch.demoted.at} (${sch.demoted.result})` : sch.policy ?? "?"];
+        for (const p of st.pairs ?? []) for (const d of ["out", "in"]) {
+          const c = p[d];
+          parts.push(`${p.owner}-${p.peer} ${p.ms} ms ${d}: ${c.frames} frames, late max ${c.lateMaxMs} ms` + (c.drop_queue_full ? `, ${c.drop_queue_full} dropped (queue full)` : ""));
+        }
+        for (const l of st.links ?? []) {
+          const bad = ["drop_ring_full_out", "drop_ring_full_in", "send_error_out", "send_error_in", "drop_truncated"].filter((k) => l[k] > 0);
+          if (bad.length > 0) parts.push(`${l.owner}: ${bad.map((k) => `${k} ${l[k]}`).join(", ")}`);
+        }
+        console.log(parts.join("; "));
+      });' 2>&1)"
+  done <<<"$devs"
+  return 0
 }
 
 lab_delay_pids() {

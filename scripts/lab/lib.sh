@@ -1526,6 +1526,7 @@ _lab_scenario_exit() {
   local rc=$?
   trap - EXIT INT TERM
   if [ -n "${LAB_NAME:-}" ] && [ -f "$(_lab_dir_of "$LAB_NAME")/state.env" ]; then
+    _lab_delay_report  # scripts/lab/delay.sh: how each delay link kept its time
     if ! lab_check_send_errors; then
       _lab_err "a daemon counted send errors (sends the kernel refused); set LAB_SEND_ERRORS_EXPECTED=\"why\" in a scenario that expects them"
       [ "$rc" = 0 ] && rc=1
