@@ -59,7 +59,12 @@ typedef struct port {
   uv_poll_t poll;
   int poll_started;
   int poll_initialized;
-  int poll_closed;
+  int poll_closed; /* every libuv handle of the port (poll, retry) is closed (or was never made) */
+  /* after a socket error: restarts the poll later instead of at once (see on_socket_error) */
+  uv_timer_t retry;
+  int retry_initialized;
+  int handles_open; /* libuv handles made and not yet closed */
+  unsigned rx_error_streak; /* socket errors since the last frame received */
   uint8_t *ring;
   size_t ring_len;
   unsigned frame_size;
@@ -265,8 +270,9 @@ static void free_port(port_t *p) {
   free(p);
 }
 
-static void on_poll_closed(uv_handle_t *h) {
+static void on_handle_closed(uv_handle_t *h) {
   port_t *p = (port_t *)h->data;
+  if (--p->handles_open > 0) return;
   p->poll_closed = 1;
   if (p->finalized) free_port(p);
 }
@@ -284,13 +290,16 @@ static void release_js(port_t *p, napi_env env) {
   p->meta = NULL;
   if (p->poll_initialized) {
     p->poll_initialized = 0;
-    uv_close((uv_handle_t *)&p->poll, on_poll_closed);
-  } else {
-    p->poll_closed = 1;
+    uv_close((uv_handle_t *)&p->poll, on_handle_closed);
   }
+  if (p->retry_initialized) {
+    p->retry_initialized = 0;
+    uv_close((uv_handle_t *)&p->retry, on_handle_closed);
+  }
+  if (p->handles_open == 0) p->poll_closed = 1;
 }
 
-/* Stops everything and releases the kernel objects; the struct lives on until both the poll handle is
+/* Stops everything and releases the kernel objects; the struct lives on until both its libuv handles are
    closed and the JS handle is finalized. Idempotent; safe from inside the port's own batch callback
    (the JS side is then released when the callback returns). */
 static void close_port(port_t *p, napi_env env) {
@@ -302,6 +311,7 @@ static void close_port(port_t *p, napi_env env) {
     uv_poll_stop(&p->poll);
     p->poll_started = 0;
   }
+  if (p->retry_initialized) uv_timer_stop(&p->retry);
   if (p->ring != NULL) {
     munmap(p->ring, p->ring_len);
     p->ring = NULL;
@@ -393,9 +403,88 @@ static unsigned collect(port_t *p) {
   return n;
 }
 
+/* ---- socket errors ------------------------------------------------------------------------------ */
+
+/* After this many socket errors in a row with no frame received between them, the poll restarts
+   ERROR_RETRY_MS later instead of at once: an error that kept coming back would cost a wake-up per
+   retry, never a busy CPU. */
+#define ERROR_STREAK_MAX 8
+#define ERROR_RETRY_MS 100
+#define ERRQUEUE_DRAIN_MAX 64
+
+static void on_readable(uv_poll_t *handle, int status, int events);
+
+/* Reads and clears what makes a packet socket report POLLERR (datagram_poll): the pending error
+   (SO_ERROR; reading it clears it) and the error queue. Each is counted in rx_errors. Returns whether
+   there was anything to clear. */
+static int clear_socket_error(port_t *p) {
+  int cleared = 0, err = 0;
+  socklen_t el = sizeof err;
+  if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err != 0) {
+    p->rx_errors++;
+    p->rx_last_errno = err;
+    cleared = 1;
+  }
+  /* only send timestamps (not asked for here) queue there on a packet socket; drained so that it cannot
+     keep POLLERR up */
+  for (int i = 0; i < ERRQUEUE_DRAIN_MAX; i++) {
+    char buf[256], ctl[256];
+    struct iovec iov = { .iov_base = buf, .iov_len = sizeof buf };
+    struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl, .msg_controllen = sizeof ctl };
+    if (recvmsg(p->fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) break;
+    p->rx_errors++;
+    cleared = 1;
+  }
+  return cleared;
+}
+
+static void restart_poll(port_t *p);
+
+static void on_retry(uv_timer_t *t) {
+  restart_poll((port_t *)t->data);
+}
+
+/* Starts the poll again; when libuv refuses, counts it and tries again ERROR_RETRY_MS later. */
+static void restart_poll(port_t *p) {
+  if (p->closed || p->fd < 0 || !p->poll_initialized || p->poll_started) return;
+  int r = uv_poll_start(&p->poll, UV_READABLE, on_readable);
+  if (r == 0) {
+    p->poll_started = 1;
+    return;
+  }
+  p->rx_errors++;
+  p->rx_last_errno = -r;
+  if (p->retry_initialized) uv_timer_start(&p->retry, on_retry, ERROR_RETRY_MS, 0);
+}
+
+/* A socket error. On POLLERR (without POLLPRI) libuv STOPS the poll, then calls back with UV_EBADF
+   (uv__poll_io), whatever the error was. A packet socket reports POLLERR when its sk_err is set, and
+   af_packet sets ENETDOWN when the bound interface goes down (it hands the socket frames again once the
+   interface is up) or away. Without a restart the port would never receive again, silently (seen on a
+   veth pair: after `ip link set down; up` the kernel counted frames the port never read). So: clear the
+   error (or the level-triggered poll would report it again at once, forever), count it, and start the
+   poll again, unless the port is closed. Errors back to back without a frame between them, or one with
+   nothing to clear, restart it ERROR_RETRY_MS later instead: never a busy loop. */
+static void on_socket_error(port_t *p) {
+  p->poll_started = 0; /* libuv stopped it */
+  if (p->closed || p->fd < 0) return;
+  int cleared = clear_socket_error(p);
+  if (!cleared) p->rx_errors++; /* POLLERR with nothing to clear: still counted */
+  p->rx_error_streak++;
+  if ((!cleared || p->rx_error_streak >= ERROR_STREAK_MAX) && p->retry_initialized) {
+    uv_timer_start(&p->retry, on_retry, ERROR_RETRY_MS, 0);
+  } else {
+    restart_poll(p);
+  }
+}
+
 static void on_readable(uv_poll_t *handle, int status, int events) {
   port_t *p = (port_t *)handle->data;
-  if (status < 0 || !(events & UV_READABLE) || p->closed) return;
+  if (status < 0) {
+    on_socket_error(p);
+    return;
+  }
+  if (!(events & UV_READABLE) || p->closed) return;
   napi_env env = p->env;
   napi_handle_scope scope;
   if (napi_open_handle_scope(env, &scope) != napi_ok) return;
@@ -407,8 +496,8 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     unsigned n = collect(p);
     if (n == 0) {
       if (b == 0 && p->fd >= 0) {
-        /* woken with nothing in the ring: a socket error (the interface went down or away). Reading
-           SO_ERROR clears it, or the level-triggered poll would wake us again at once, forever. */
+        /* woken readable with nothing in the ring. Not how a socket error arrives (that is status < 0,
+           on_socket_error), but a pending one is read and counted here too, which clears it. */
         int err = 0;
         socklen_t el = sizeof err;
         if (getsockopt(p->fd, SOL_SOCKET, SO_ERROR, &err, &el) == 0 && err != 0) {
@@ -420,6 +509,7 @@ static void on_readable(uv_poll_t *handle, int status, int events) {
     }
     p->rx_packets += n;
     p->rx_batches++;
+    p->rx_error_streak = 0;
     if (n > p->rx_max_batch) p->rx_max_batch = n;
     napi_value argv[1], result;
     napi_create_uint32(env, n, &argv[0]);
@@ -654,8 +744,21 @@ static napi_value open_packet(napi_env env, napi_callback_info info) {
   CHECK(env, napi_get_uv_event_loop(env, &loop));
   if (uv_poll_init(loop, &p->poll, p->fd) != 0) { close_port(p, env); free_port(p); return throw_msg(env, "uv_poll_init failed"); }
   p->poll_initialized = 1;
+  p->handles_open++;
   p->poll.data = p;
-  uv_poll_start(&p->poll, UV_READABLE, on_readable);
+  if (uv_timer_init(loop, &p->retry) == 0) {
+    p->retry_initialized = 1;
+    p->handles_open++;
+    p->retry.data = p;
+  }
+  int ps = uv_poll_start(&p->poll, UV_READABLE, on_readable);
+  if (ps != 0) {
+    p->finalized = 1; /* no JS handle: freed once its libuv handles are closed */
+    close_port(p, env);
+    char m[128];
+    snprintf(m, sizeof m, "%s: uv_poll_start: %s", iface, uv_strerror(ps));
+    return throw_msg(env, m);
+  }
   p->poll_started = 1;
   CHECK(env, napi_create_external(env, p, finalize_port, NULL, &ext));
   return ext;

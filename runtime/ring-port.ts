@@ -73,7 +73,10 @@ export interface RingStats {
   ringFrames: number;
   ringBytes: number;
   txLastError: string | null;
-  /** Socket errors seen on wake-ups with nothing to read (the interface went down or away). */
+  /**
+   * Socket errors (POLLERR: ENETDOWN when the interface went down or away), each cleared with the poll
+   * started again so that the port receives once the interface is back; and failed restarts of the poll.
+   */
   rxErrors: number;
   rxLastError: string | null;
 }
