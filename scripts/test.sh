@@ -21,16 +21,18 @@ esac
 
 # the final summary line: one entry per step, the step that was running when the script stopped marked
 summary_dir=$(mktemp -d)
-results=() current='' current_file=''
+results=() current='' current_file='' step_t0=0
 # step NAME [FILE]: FILE, if the step writes it, holds its own one-line summary (its counts and skips)
-step() { current=$1; current_file=${2:-}; slbx_log "$1"; }
-step_done() { results+=("$current: ${1:-ok}${current_file:+, $(cat "$current_file" 2>/dev/null || echo 'no summary')}"); current=''; }
+# each entry ends with the step's time in seconds, so that a slow CI run shows where its time went
+step() { current=$1; current_file=${2:-}; step_t0=$SECONDS; slbx_log "$1"; }
+step_done() { results+=("$current: ${1:-ok}${current_file:+, $(cat "$current_file" 2>/dev/null || echo 'no summary')} ($((SECONDS - step_t0)) s)"); current=''; }
 print_summary() {
   local rc=$? line verdict
   set +e
   if [ -n "$current" ]; then
     line="$current: FAILED (exit $rc)"
     [ -z "$current_file" ] || [ ! -s "$current_file" ] || line+=", $(cat "$current_file")"
+    line+=" ($((SECONDS - step_t0)) s)"
     results+=("$line")
   fi
   verdict=PASS; [ "$rc" = 0 ] || verdict=FAIL

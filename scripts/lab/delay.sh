@@ -28,8 +28,9 @@ LAB_DELAYS=${LAB_DELAYS:-}
 LAB_DELAY_STATUS_PORT=9190
 LAB_DELAY_JS=${LAB_DELAY_JS:-$SLBX_ROOT/dist/scripts/lab/delay-link.js}
 # The device runs at real-time priority (SCHED_FIFO 10) so that a busy machine delays its timers no more
-# than a wire would: at load averages 23-30 on 2 cores its frames then leave within about 1 ms of their
-# time (docs/lab.md). LAB_DELAY_RT=0 runs it as an ordinary process. Under a real-time CPU limit
+# than a wire would: at load averages 23-38 on 2 cores the median round trip then stays within about
+# 1 ms of the delay, with rare frames tens of ms late (docs/lab.md, "Measured"; each scenario's end
+# prints the latest). LAB_DELAY_RT=0 runs it as an ordinary process. Under a real-time CPU limit
 # (RLIMIT_RTTIME, LAB_DELAY_RTTIME_US of CPU without sleeping; a healthy device sleeps every few ms): a
 # device that reaches it gets SIGXCPU, drops to ordinary priority and logs realtime_cpu_limit, instead
 # of starving the lab's ordinary processes; ten times that and the kernel kills it.
