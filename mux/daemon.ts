@@ -28,6 +28,7 @@ import { installMuxEwDrop, muxEwCaptureClause, muxRedirectMac, removeMuxEwDrop, 
 import { MuxTrafficCounters, type BackendTraffic } from './traffic-counters.js';
 import type { SnatPolicyRange } from './snat-ranges.js';
 import { MuxWorkers } from './workers.js';
+import { LoopStallWatch } from './loop-stall.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
 
 const CLOCK_TICK_MS = 250;
@@ -154,6 +155,8 @@ export class MuxDaemon {
   private readonly workers: MuxWorkers | null;
   /** The host MACs last handed to the workers (host name and MAC, joined). */
   private macsSent = '';
+  /** The main thread's event-loop delay and stalls (BGP's keepalives share the loop): logged and in /status. */
+  private readonly loop = new LoopStallWatch();
 
   constructor(o: MuxDaemonOptions) {
     this.name = o.name;
@@ -286,6 +289,7 @@ export class MuxDaemon {
       throw e;
     }
     this.started = true;
+    this.loop.start();
     this.workers?.start();
     this.syncEwDrop();
     if (this.sendPath === 'udp') this.syncUdpSenders();
@@ -319,6 +323,7 @@ export class MuxDaemon {
   stop(): void {
     if (!this.started) return;
     this.started = false;
+    this.loop.stop();
     this.countBatchErrors();
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
@@ -695,6 +700,7 @@ export class MuxDaemon {
       io: this.io,
       internalErrors: this.internalErrors + reports.reduce((n, r) => n + (r?.internalErrors ?? 0), 0),
       bgp: this.bgp?.status() ?? null,
+      eventLoop: this.loop.status(),
       counters: this.allCounters().snapshot(),
       // --workers N: each worker's generation, liveness, restarts, flows, ring and counters (the sums are above)
       ...(w !== null ? { workers: w.status(this.ctx.counters.names) } : {}),
