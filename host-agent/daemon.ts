@@ -1054,8 +1054,8 @@ export class HostDaemon {
   }
 
   /** What GET /flows answers: up to `limit` entries of the host flow table (every kind; an outbound NAT flow once). */
-  flows(limit: number): ListedHostFlow[] {
-    if (this.workers !== null) return this.workers.flows(limit);
+  flows(limit: number): ListedHostFlow[] | Promise<ListedHostFlow[]> {
+    if (this.workers !== null) return this.workers.flows(limit); // --workers: each worker's answer awaited
     return listHostFlows(this.ew, this.ctx.tables, limit, this.snat.engine);
   }
 }

@@ -288,8 +288,8 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
     return out;
   }
 
-  /** GET /flows: up to `limit` entries of every worker's host flow table (runtime/worker-pool.ts: listFlows). */
-  flows(limit: number): ListedHostFlow[] {
+  /** GET /flows: up to `limit` entries of every worker's host flow table (runtime/worker-pool.ts: listFlows; awaited, never blocking). */
+  flows(limit: number): Promise<ListedHostFlow[]> {
     return this.listFlows<ListedHostFlow>(limit);
   }
 

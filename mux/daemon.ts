@@ -741,8 +741,8 @@ export class MuxDaemon {
   }
 
   /** What GET /flows answers: up to `limit` live flows. */
-  flows(limit: number): ListedFlow[] {
-    // --workers: asked of every worker now (mux/workers.ts)
+  flows(limit: number): ListedFlow[] | Promise<ListedFlow[]> {
+    // --workers: asked of every worker now, their answers awaited without blocking this thread (mux/workers.ts)
     if (this.workers !== null) return this.workers.flows(limit);
     return listFlows(this.ctx, limit);
   }

@@ -83,8 +83,8 @@ export class MuxWorkers extends WorkerPool<Slot, MuxWorkerReport, MuxWorkerToMai
     }
   }
 
-  /** GET /flows: up to `limit` live flows of every worker (runtime/worker-pool.ts: listFlows). */
-  flows(limit: number): ListedFlow[] {
+  /** GET /flows: up to `limit` live flows of every worker (runtime/worker-pool.ts: listFlows; awaited, never blocking). */
+  flows(limit: number): Promise<ListedFlow[]> {
     return this.listFlows<ListedFlow>(limit);
   }
 

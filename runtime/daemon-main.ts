@@ -238,7 +238,10 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
   let metricsServer: Server | null = null;
   if (metricsListen !== null) {
     try {
-      metricsServer = await startStatusServer(metricsListen, (path, q) => (path === '/metrics' ? handler(path, q) : undefined));
+      // the counters as on the status endpoint: the workers' answers awaited first (syncWorkersAsync)
+      metricsServer = await startStatusServer(metricsListen, (path, q) =>
+        path === '/metrics' ? (daemon?.syncWorkersAsync?.() ?? Promise.resolve()).then(() => handler(path, q)) : undefined,
+      );
     } catch (e) {
       server.close();
       daemon?.stop();
@@ -284,9 +287,12 @@ async function runParsed(p: DaemonProgram, args: ParsedArgs): Promise<number> {
         }
         (p.applyPolicy ?? defaultApplyPolicy)(daemon, policy);
       },
-      heartbeat: () => {
+      // --workers: the workers' answers are awaited, never waited for on this thread (BGP and BFD share
+      // its loop): /status's counters as GET /status takes them (syncWorkersAsync first), /flows a promise
+      heartbeat: async () => {
+        await daemon?.syncWorkersAsync?.();
         const status = handler('/status', new URLSearchParams());
-        const flows = routes?.('/flows', new URLSearchParams('limit=100'));
+        const flows = await routes?.('/flows', new URLSearchParams('limit=100'));
         return flows === undefined ? { status } : { status, flows };
       },
     });

@@ -125,7 +125,7 @@ export interface PolicyClientOptions {
   name: string;
   /** Installs a policy; throw to refuse it (the previous one must then stay in force). */
   apply(policy: AppliedPolicy): void;
-  /** The body of the status heartbeat (called every heartbeatMs). */
+  /** The body of the status heartbeat (called every heartbeatMs; a promise is awaited). */
   heartbeat?(): unknown;
   /** The config in force before the controller answers (the daemon's --config), if any. */
   bootstrap?: SlbxConfig | null;
@@ -607,7 +607,7 @@ export class PolicyClient implements HealthReporter {
     try {
       let body: unknown;
       try {
-        body = this.o.heartbeat();
+        body = await this.o.heartbeat();
       } catch (e) {
         body = { error: `status failed: ${errorText(e)}` };
       }

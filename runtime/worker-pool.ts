@@ -3,7 +3,12 @@
 // thread with the slot's shared memory (counters, a published copy of them, status words), restarts a
 // thread that exits (after RESTART_DELAY_MS, without taking the others down; the shared arrays are the
 // same, so its counters carry on), keeps its last report, and answers for all of them: the generations
-// they acknowledged, their counters summed (syncCounters / sumCounters), a /flows listing, stop.
+// they acknowledged, their counters summed (syncCountersAsync / sumCounters), a /flows listing, stop.
+//
+// The main thread never blocks on a worker (no Atomics.wait): it runs BGP, whose peer drops the session
+// after the hold time (3 s in the lab) without a keepalive. A worker's answer is awaited with
+// Atomics.waitAsync, and a worker that exits stops being awaited at once: one that was told to exit, or
+// crashed, never answers, and its `exit` event reaches this thread only while the loop runs.
 //
 // The worker thread's side of those requests (`count`, `flows`, `exit-for-test`, `stop`, the report
 // timer, `ready`) is servePoolThread below. What a daemon's workers do besides (the MUX's tables, MACs
@@ -19,7 +24,7 @@ export const POOL_STATUS_SEQ = 1;
 export const POOL_STATUS_WORDS = 4;
 
 const RESTART_DELAY_MS = 200;
-/** How long the main thread waits for a worker's answer to `count` or `flows` (it answers between two ring batches). */
+/** How long the main thread awaits a worker's answer to `count` or `flows` (it answers between two ring batches; never a blocking wait). */
 export const POOL_WAIT_MS = 2000;
 
 /** What the pool itself reads of a worker's messages; a daemon's other messages go to its onMessage. */
@@ -54,6 +59,8 @@ export interface PoolSlot<R> {
   report: R | null;
   /** This thread's end of the worker's flows port. */
   flowsPort: MessagePort | null;
+  /** Resolves when the current thread exits (an answer it owes is then awaited no longer). */
+  exited: Promise<void>;
 }
 
 export interface WorkerPoolOptions {
@@ -74,8 +81,12 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
   readonly slots: S[] = [];
   protected stopping = false;
   private timers = new Set<NodeJS.Timeout>();
-  /** syncCountersAsync() resolved in this event-loop turn: syncCounters() need not wait. */
+  /** syncCountersAsync() resolved in this event-loop turn: syncCounters() keeps its copies. */
   private syncedThisTurn = false;
+  /** Calls of Atomics.waitAsync on a worker's status word (tests: none on a worker that is gone). */
+  waitsForTest = 0;
+  /** The /flows listing under way (listFlows: one at a time). */
+  private flowsChain: Promise<unknown> = Promise.resolve();
   /** Called with (index, generation) when a worker acknowledges a generation (tests wait on it). */
   onApplied: ((index: number, generation: number) => void) | null = null;
 
@@ -96,6 +107,7 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
         ready: false,
         report: null,
         flowsPort: null,
+        exited: Promise.resolve(),
       };
       this.slots.push({ ...base, ...extra(i) } as S);
     }
@@ -133,6 +145,7 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
     const w = new Worker(this.pool.file, { workerData: this.workerData(s, base), transferList: [ch.port2] });
     s.worker = w;
     s.ready = false;
+    s.exited = new Promise((res) => w.once('exit', () => res()));
     this.onSpawn(s);
     w.on('message', (m: PoolMessage<R> | M) => {
       if (m.t === 'ready') {
@@ -185,45 +198,57 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
   }
 
   /**
-   * Every worker brings its counters up to date now (the frames its ring's batches sent) and copies them,
-   * between two of its batches, into its published array, waited for at most POOL_WAIT_MS each, before
-   * /counters or /status sums them. The copy is what is summed: the live array moves inside a batch
-   * (rx_packets at each packet, tx_packets once the batch is sent), so a sum of live arrays taken while a
-   * worker is busy reads received frames not yet counted as sent (scenario 17 with 2 MUX workers:
-   * rx_packets 116 above tx_packets after a flood, nothing dropped).
+   * Worker `s`'s answer to a request just posted (its status word moved past `seq`): true when it came
+   * within `ms`, false when it did not or the thread exited first (Atomics.waitAsync: this
+   * thread's loop runs meanwhile).
    */
-  syncCounters(): void {
-    if (this.syncedThisTurn) return; // syncCountersAsync() just brought them up to date
-    for (const s of this.slots) {
-      s.publishedFresh = false;
-      if (s.worker === null || !s.ready) continue;
-      const seq = Atomics.load(s.status, POOL_STATUS_SEQ);
-      s.worker.postMessage({ t: 'count' });
-      Atomics.wait(s.status, POOL_STATUS_SEQ, seq, POOL_WAIT_MS);
-      s.publishedFresh = Atomics.load(s.status, POOL_STATUS_SEQ) !== seq;
-    }
+  private async answered(s: S, seq: number, ms = POOL_WAIT_MS): Promise<boolean> {
+    this.waitsForTest++;
+    const r = Atomics.waitAsync(s.status, POOL_STATUS_SEQ, seq, ms);
+    if (r.async) await Promise.race([r.value, s.exited]);
+    return Atomics.load(s.status, POOL_STATUS_SEQ) !== seq;
+  }
+
+  /** A worker that can answer now: running, ready, its thread's exit not yet seen. */
+  private answering(s: S): boolean {
+    return s.worker !== null && s.ready;
   }
 
   /**
-   * syncCounters() without blocking this thread: every worker asked at once, each awaited
-   * (Atomics.waitAsync) at most POOL_WAIT_MS. The HTTP endpoints call this first: the blocking wait,
-   * up to POOL_WAIT_MS for each worker and the whole of it for a worker that is exiting, held the
-   * daemon's event loop, so a MUX polled on /status while a worker died missed BGP keepalives past the
-   * hold time (scenario 44 at load 16: the session dropped). syncCounters() calls until the end of the
-   * event-loop turn in which this resolves use its copies and do not wait again.
+   * The counters sumCounters() adds, never waiting: the copies of the syncCountersAsync() that resolved
+   * in this event-loop turn, else every worker's live counters. It waited (Atomics.wait, up to
+   * POOL_WAIT_MS per worker) until a worker's death showed that a blocked main thread drops BGP: a worker
+   * told to exit, or crashed, never answers, and its exit event cannot arrive while the thread is blocked;
+   * the controller heartbeat's /status and /flows, every 2 s, then held the loop 4 s (2 s each), past
+   * the 3 s hold time (scenario 44 under load: BIRD dropped mux1's session).
+   */
+  syncCounters(): void {
+    if (this.syncedThisTurn) return; // syncCountersAsync() just brought them up to date
+    for (const s of this.slots) s.publishedFresh = false;
+  }
+
+  /**
+   * Every worker brings its counters up to date now (the frames its ring's batches sent) and copies them,
+   * between two of its batches, into its published array; each is awaited (Atomics.waitAsync, this
+   * thread's loop runs meanwhile) at most POOL_WAIT_MS or until its thread exits. The copy is what is
+   * summed: the live array moves inside a batch (rx_packets at each packet, tx_packets once the batch is
+   * sent), so a sum of live arrays taken while a worker is busy reads received frames not yet counted as
+   * sent (scenario 17 with 2 MUX workers: rx_packets 116 above tx_packets after a flood, nothing
+   * dropped). GET /status, /counters, /metrics and the controller heartbeat call this first;
+   * syncCounters() calls until the end of the event-loop turn in which it resolves use its copies.
    */
   async syncCountersAsync(): Promise<void> {
     const waits: Promise<unknown>[] = [];
     for (const s of this.slots) {
       s.publishedFresh = false;
-      if (s.worker === null || !s.ready) continue;
+      if (!this.answering(s)) continue; // dead or restarting: skipped at once
       const seq = Atomics.load(s.status, POOL_STATUS_SEQ);
-      s.worker.postMessage({ t: 'count' });
-      const w = Atomics.waitAsync(s.status, POOL_STATUS_SEQ, seq, POOL_WAIT_MS);
-      const done = () => {
-        s.publishedFresh = Atomics.load(s.status, POOL_STATUS_SEQ) !== seq;
-      };
-      waits.push(w.async ? w.value.then(done) : Promise.resolve(done()));
+      s.worker!.postMessage({ t: 'count' });
+      waits.push(
+        this.answered(s, seq).then((ok) => {
+          s.publishedFresh = ok;
+        }),
+      );
     }
     await Promise.all(waits);
     this.syncedThisTurn = true;
@@ -241,20 +266,36 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
   }
 
   /**
-   * GET /flows: up to `limit` entries of every worker's flow table, asked for now and waited for
-   * (synchronously, at most POOL_WAIT_MS each: a worker answers between two ring batches). A worker that
-   * does not answer in time is left out.
+   * GET /flows: up to `limit` entries of every worker's flow table, asked for now, each worker's answer
+   * awaited (never blocking this thread) at most POOL_WAIT_MS or until its thread exits: a worker answers
+   * between two ring batches. A worker that does not answer in time, or is dead or restarting, is left out.
    */
-  protected listFlows<F>(limit: number): F[] {
+  protected listFlows<F>(limit: number): Promise<F[]> {
+    // one listing at a time (the heartbeat's and a GET /flows may overlap): each drains its workers' ports
+    const run = this.flowsChain.then(() => this.listFlowsNow<F>(limit));
+    this.flowsChain = run.catch(() => undefined);
+    return run;
+  }
+
+  private async listFlowsNow<F>(limit: number): Promise<F[]> {
     const out: F[] = [];
     for (const s of this.slots) {
-      if (out.length >= limit || s.worker === null || !s.ready || s.flowsPort === null) continue;
-      while (receiveMessageOnPort(s.flowsPort) !== undefined); // a late answer to an earlier request
-      const seq = Atomics.load(s.status, POOL_STATUS_SEQ);
-      s.worker.postMessage({ t: 'flows', limit: limit - out.length });
-      if (Atomics.wait(s.status, POOL_STATUS_SEQ, seq, POOL_WAIT_MS) === 'timed-out') continue;
-      const m = receiveMessageOnPort(s.flowsPort);
-      if (m !== undefined) out.push(...(m.message as F[]));
+      if (out.length >= limit || !this.answering(s) || s.flowsPort === null) continue;
+      const port = s.flowsPort;
+      while (receiveMessageOnPort(port) !== undefined); // a late answer to an earlier request
+      let seq = Atomics.load(s.status, POOL_STATUS_SEQ);
+      s.worker!.postMessage({ t: 'flows', limit: limit - out.length });
+      const until = performance.now() + POOL_WAIT_MS;
+      for (;;) {
+        const left = until - performance.now();
+        if (left <= 0 || !(await this.answered(s, seq, left))) break;
+        const m = receiveMessageOnPort(port);
+        if (m !== undefined) {
+          out.push(...(m.message as F[]));
+          break;
+        }
+        seq = Atomics.load(s.status, POOL_STATUS_SEQ); // the word moved for a `count` answered meanwhile
+      }
     }
     return out.slice(0, limit);
   }

@@ -90,6 +90,19 @@ describe('policy client', () => {
     expect(s.status.controller).toMatchObject({ connection: 'connected' });
   });
 
+  it('a heartbeat given as a promise is awaited: what it resolves to is posted (the daemons await their workers first)', async () => {
+    client('host', 'host2', {
+      bootstrap: false,
+      heartbeat: async () => {
+        await new Promise((r) => setTimeout(r, 20));
+        return { status: { name: 'host2', generation: 7 } };
+      },
+    });
+    await until('heartbeat', async () => (await ctl.req('GET', '/v1/agents/host/host2/status')).status === 200);
+    const s = (await ctl.req('GET', '/v1/agents/host/host2/status')).body as any;
+    expect(s.status.status).toEqual({ name: 'host2', generation: 7 });
+  });
+
   it('a host reports health; the MUX gets a policy whose health view has the backend down, then up', async () => {
     const mux = client('mux', 'mux1');
     const host = client('host', 'host1');

@@ -280,8 +280,8 @@ describe('host agent workers: threads (root)', () => {
       w.postConfig(full, 2, new Float64Array(0));
       await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
       expect(w.generations()).toEqual([2, 2]);
-      expect(w.flows(10)).toEqual([]);
-      w.syncCounters();
+      expect(await w.flows(10)).toEqual([]);
+      await w.syncCountersAsync();
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_SEQ))).toEqual([2, 2]);
       const other = w.slots[1]!.worker;
       const counters0 = w.slots[0]!.counters;

@@ -203,12 +203,18 @@ describe('MUX workers: real threads on lo (root)', () => {
       w.postTables(cur, full);
       await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
       expect(w.generations()).toEqual([2, 2]);
-      // GET /flows asks every worker and waits for its answer (none on lo: no traffic), each answered once
-      expect(w.flows(10)).toEqual([]);
+      // GET /flows asks every worker and awaits its answer (none on lo: no traffic), each answered once
+      expect(await w.flows(10)).toEqual([]);
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([1, 1]);
       // /counters first brings every worker's counters up to date (each answers the request)
+      await w.syncCountersAsync();
+      expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([2, 2]);
+      expect(w.slots.map((s) => s.publishedFresh)).toEqual([true, true]);
+      // the synchronous sum (a later event-loop turn) never waits for a worker: it asks none (the status words stay)
+      await new Promise((r) => setImmediate(r));
       w.syncCounters();
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_FLOWS_SEQ))).toEqual([2, 2]);
+      expect(w.slots.map((s) => s.publishedFresh)).toEqual([false, false]);
       const other = w.slots[1]!.worker;
       const counters0 = w.slots[0]!.counters;
       new Float64Array(counters0)[0] = 7; // as if worker 0 had counted
@@ -220,17 +226,30 @@ describe('MUX workers: real threads on lo (root)', () => {
       expect(w.generations()).toEqual([2, 2]); // the restarted one started with the current tables
       expect(w.slots[0]!.counters).toBe(counters0);
       expect(new Float64Array(counters0)[0]).toBe(7);
-      // GET /status, /counters and /metrics wait for the workers without blocking the event loop (BGP and
-      // BFD share it): a worker that exits never answers, and timers keep firing while it is awaited
-      let ticks = 0;
-      const tick = setInterval(() => ticks++, 10);
+      // GET /status, /counters and /metrics await the workers without blocking the event loop (BGP and
+      // BFD share it): a worker that exits never answers, and it is awaited only until its thread's exit
+      // event, which only a running loop delivers: the await ends with the slot empty, before the restart
+      // (RESTART_DELAY_MS later), not at the end of POOL_WAIT_MS, when the new thread would be running
       w.exitForTest(1, 3);
       await w.syncCountersAsync();
-      clearInterval(tick);
-      expect(ticks).toBeGreaterThan(0);
+      expect(w.slots[1]!.restarts).toBe(1);
+      expect(w.slots[1]!.worker).toBe(null);
+      expect(w.slots.map((s) => s.publishedFresh)).toEqual([true, false]);
+      // a worker whose exit was seen (dead, or restarting) is neither asked nor awaited: one wait, on worker 0
+      const waits = w.waitsForTest;
+      const sync = w.syncCountersAsync();
+      expect(w.waitsForTest - waits).toBe(1);
+      await sync;
       await until('worker 1 restarted and ready', () => w.slots[1]!.restarts === 1 && w.slots[1]!.ready);
       await w.syncCountersAsync(); // both answer: each copy is fresh
       expect(w.slots.map((s) => s.publishedFresh)).toEqual([true, true]);
+      // the controller heartbeat's reads right after a worker was told to exit (runtime/daemon-main.ts:
+      // counters, then /flows) end when its thread exits: neither is awaited past it
+      w.exitForTest(0, 3);
+      await w.syncCountersAsync();
+      expect(w.slots[0]!.worker).toBe(null);
+      expect(await w.flows(10)).toEqual([]);
+      expect(w.slots[0]!.restarts).toBe(2);
     } finally {
       await w.stop();
     }
