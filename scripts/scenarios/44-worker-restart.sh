@@ -64,9 +64,10 @@ kill_worker() {
   sc_counters "$node" "$WR/$node-counters-kill.json"
   t_kill=$(sc_now_us)
   echo "$node: $(lab_worker_exit "$node" "$w" | tr -d ' \n')"
-  # the restart is followed in the daemon's log, not by polling /status: a /status or /counters read
-  # waits up to 2 s for each worker's counters on the daemon's main thread, and the exiting worker never
-  # answers (under load 16, one read after another held mux1's BGP keepalives past the 3 s hold time)
+  # the restart is followed in the daemon's log, not by polling /status: reads then waited on the daemon's
+  # main thread for the exiting worker's counters (under load 16 they held mux1's BGP keepalives past the
+  # 3 s hold time). The pool no longer blocks (d22596c: awaited, until the worker's exit at most); the
+  # log stays the cheaper witness on a loaded machine
   sc_wait_for "$node worker $w restarted (its log)" 60 \
     grep -q "\"event\":\"${kind}_worker_started\",\"worker\":$w,.*\"restarts\":1" "$LAB_DIR/logs/$node.log" || return 1
   sc_wait_for "$node worker $w alive at its daemon's generation" 60 \
