@@ -20,6 +20,7 @@
 //   node dist/scripts/lab/delay-link.js set --plan RUN/plan.txt --delays FILE --links mux1,mux2 A B MS
 import { spawnSync } from 'node:child_process';
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { monitorEventLoopDelay, PerformanceObserver } from 'node:perf_hooks';
 import { one, UsageError, type OptionSpec, type ParsedArgs } from '../../shared/args.js';
 import { isMain, runCommand, runCommandAsync, type CommandSpec } from '../../runtime/command.js';
 import { loadRingAddon, RingPort } from '../../runtime/ring-port.js';
@@ -164,6 +165,18 @@ export class DelayDevice {
   private timerAt = Infinity;
   generation = 0;
   lastReloadError: string | null = null;
+  /** How late the device's own event loop ran (10 ms resolution): a frame late by about as much was
+   * late because the process did not run; one much later than this, by the queue's logic. */
+  private readonly loopDelay = monitorEventLoopDelay({ resolution: 10 });
+  /** The garbage collector's pauses (count, longest): one cause of a late loop. */
+  private readonly gc = { count: 0, maxMs: 0, sumMs: 0 };
+  private readonly gcObserver = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) {
+      this.gc.count++;
+      this.gc.sumMs += e.duration;
+      if (e.duration > this.gc.maxMs) this.gc.maxMs = e.duration;
+    }
+  });
   /** Set when the real-time CPU limit made the device drop to ordinary priority (demoteOnCpuLimit). */
   demoted: { at: string; result: string } | null = null;
   private readonly vxlanPort: number;
@@ -171,6 +184,8 @@ export class DelayDevice {
   constructor(nodes: DelayNode[], settings: DelaySettings, vxlanPort: number) {
     this.nodeByName = new Map(nodes.map((n) => [n.name, n]));
     this.settings = settings;
+    this.loopDelay.enable();
+    this.gcObserver.observe({ entryTypes: ['gc'] });
     this.vxlanPort = vxlanPort;
   }
 
@@ -382,6 +397,13 @@ export class DelayDevice {
       generation: this.generation,
       lastReloadError: this.lastReloadError,
       scheduling: { policy: schedPolicy(), demoted: this.demoted },
+      loop: {
+        delayP99Ms: Number((this.loopDelay.percentile(99) / 1e6).toFixed(3)),
+        delayMaxMs: Number((this.loopDelay.max / 1e6).toFixed(3)),
+        gcPauses: this.gc.count,
+        gcMaxMs: Number(this.gc.maxMs.toFixed(3)),
+        gcSumMs: Number(this.gc.sumMs.toFixed(3)),
+      },
       queueFrames: this.settings.queueFrames,
       pairs,
       links,
@@ -391,6 +413,8 @@ export class DelayDevice {
   close(): void {
     if (this.timer !== null) clearTimeout(this.timer);
     this.timer = null;
+    this.loopDelay.disable();
+    this.gcObserver.disconnect();
     for (const l of this.links) for (const p of l.ports) p.close();
   }
 }

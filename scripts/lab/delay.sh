@@ -128,6 +128,7 @@ _lab_delay_report() {
         const st = JSON.parse(s);
         const sch = st.scheduling ?? {};
         const parts = [sch.demoted ? `DEMOTED at ${sch.demoted.at} (${sch.demoted.result})` : sch.policy ?? "?"];
+        if (st.loop) parts.push(`its event loop late by up to ${st.loop.delayMaxMs} ms (p99 ${st.loop.delayP99Ms}; ${st.loop.gcPauses} GC pauses, longest ${st.loop.gcMaxMs} ms)`);
         for (const p of st.pairs ?? []) for (const d of ["out", "in"]) {
           const c = p[d];
           parts.push(`${p.owner}-${p.peer} ${p.ms} ms ${d}: ${c.frames} frames, late max ${c.lateMaxMs} ms` + (c.drop_queue_full ? `, ${c.drop_queue_full} dropped (queue full)` : ""));
