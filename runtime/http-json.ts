@@ -113,6 +113,9 @@ export function requestJson(url: URL, o: JsonRequestOptions = {}): Promise<JsonR
       fail('aborted', 'ABORTED');
       req.destroy();
     };
+    // before any destroy(): a request destroyed without an error listener (one made after its signal was
+    // aborted, e.g. a heartbeat posted after stop()) threw "socket hang up" as an uncaught exception
+    req.on('error', (e: NodeJS.ErrnoException) => fail(`${url.host}: ${e.message}`, e.code ?? 'EIO'));
     if (o.signal !== undefined) {
       if (o.signal.aborted) {
         onAbort();
@@ -120,7 +123,6 @@ export function requestJson(url: URL, o: JsonRequestOptions = {}): Promise<JsonR
       }
       o.signal.addEventListener('abort', onAbort, { once: true });
     }
-    req.on('error', (e: NodeJS.ErrnoException) => fail(`${url.host}: ${e.message}`, e.code ?? 'EIO'));
     req.on('response', (res) => {
       const chunks: Buffer[] = [];
       let n = 0;

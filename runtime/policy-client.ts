@@ -611,6 +611,7 @@ export class PolicyClient implements HealthReporter {
       } catch (e) {
         body = { error: `status failed: ${errorText(e)}` };
       }
+      if (this.stopped) return; // stopped while the body was awaited (a daemon's workers)
       const controller = this.status();
       this.heartbeatConnection = controller.connection;
       const r = await this.post('/status', {
