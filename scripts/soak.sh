@@ -37,7 +37,7 @@ daemon, no file descriptor growth. Installs and builds what is missing first (as
 Results: runs/soak/NAME/summary.md (printed at the end), result.json, plan.json, events.jsonl,
 records.jsonl (every request), samples.jsonl (every daemon, each second), meta.json; the lab's logs stay
 in runs/lab/soak-PID/logs. Exit 0 pass, 1 fail, 2 usage, 77 cannot run here (1 under CI).
-CI runs the 60-second version: scripts/soak.sh 60
+CI runs the 64-second version: scripts/soak.sh 64 (the 60 s plan with 4 s more for a slid timeline)
 EOF
 }
 
