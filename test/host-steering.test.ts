@@ -33,7 +33,7 @@ import {
   STEER_PORT,
 } from '../host-agent/worker-steering.js';
 import { checkVips, flowKey, steeringEdges, steeringPairs, CHECK_VXLAN_PORT } from '../host-agent/worker-steering-check.js';
-import { notRunHere } from './helpers/prerequisite.js';
+import { canNetns, notRunHere } from './helpers/prerequisite.js';
 import { runCbpf } from './helpers/cbpf.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -212,11 +212,6 @@ describe('the steering program (classic BPF)', () => {
     expect(() => buildSteeringProgram(STEER_PORT, CHECK_VXLAN_PORT, { v4: [...many.v4, 1], v6: [] })).toThrow(/at most 64/);
   });
 });
-
-function canNetns(): boolean {
-  if (process.getuid?.() !== 0) return false;
-  return spawnSync('ip', ['netns', 'list']).status === 0;
-}
 
 interface CheckResult {
   workers: number;

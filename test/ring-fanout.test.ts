@@ -10,16 +10,11 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import { notRunHere } from './helpers/prerequisite.js';
+import { canNetns, notRunHere } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ADDON = `${ROOT}native/build/Release/slbx_ring.node`;
 const CHECK = `${ROOT}dist/runtime/worker-fanout-check.js`;
-
-function canNetns(): boolean {
-  if (process.getuid?.() !== 0) return false;
-  return spawnSync('ip', ['netns', 'list']).status === 0;
-}
 
 interface Result {
   sent: number;

@@ -16,7 +16,7 @@ import { HOST_AGENT_PROGRAM } from '../host-agent/main.js';
 import { runDaemon } from '../runtime/daemon-main.js';
 import { PcapPort } from '../runtime/pcap-port.js';
 import { LAB_YAML_PATH } from './helpers/lab-config.js';
-import { notRunHere, unmet } from './helpers/prerequisite.js';
+import { canNetns, notRunHere, unmet } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ADDON = `${ROOT}native/build/Release/slbx_ring.node`;
@@ -123,12 +123,6 @@ describe.skipIf(unmet(existsSync(ADDON) ? null : 'the ring addon is not built (n
     );
   },
 );
-
-/** Whether network namespaces can be made here (root and `ip netns`). */
-function canNetns(): boolean {
-  if (!isRoot) return false;
-  return spawnSync('ip', ['netns', 'list']).status === 0;
-}
 
 describe('both io paths on a veth pair: the same fixtures, the same bytes', () => {
   const ready = canNetns() && existsSync(ADDON) && existsSync(`${ROOT}dist/scripts/bench/port-check.js`);

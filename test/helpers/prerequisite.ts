@@ -1,6 +1,7 @@
 // Tests that need something this machine may lack (root, network namespaces, BIRD, tshark, the ring
 // addon, a build). Such a test is never skipped silently: locally it is skipped with the reason, which
 // the run's summary line lists (test/helpers/skip-summary.ts); under CI it fails with the reason.
+import { spawnSync } from 'node:child_process';
 import { it, type TestContext } from 'vitest';
 
 /** True when $CI is set to anything but '', 'false' or '0' (.ci/run sets CI=true). */
@@ -36,4 +37,10 @@ export function notRunHere(why: string, what: string): void {
 export function skipBecause(ctx: TestContext, why: string): never {
   if (isCI()) throw new Error(`${why} (under CI a missing prerequisite is a failure, not a skip)`);
   return ctx.skip(why);
+}
+
+/** Whether network namespaces can be made here: root, and `ip netns` works. */
+export function canNetns(): boolean {
+  if (process.getuid?.() !== 0) return false;
+  return spawnSync('ip', ['netns', 'list']).status === 0;
 }
