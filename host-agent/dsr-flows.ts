@@ -138,28 +138,25 @@ export function dsrAllowed4(ctx: HostContext, vni: number, src: number, dst: num
 export function dsrAllowed6(
   ctx: HostContext,
   vni: number,
-  src: ArrayLike<number>,
-  dst: ArrayLike<number>,
+  src: Uint32Array,
+  dst: Uint32Array,
   proto: number,
   sport: number,
   dport: number,
 ): number {
-  ctx.ew.flows.setKey6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
-  return allowed(ctx, proto);
-}
-
-function allowed(ctx: HostContext, proto: number): number {
   const s = ctx.ew;
   const f = s.flows;
   const now = s.nowS;
+  // no key written unless the entry changes (HostFlowTable.lookup6, peek6)
   if (proto !== IPPROTO_TCP) {
-    const u = f.peek(now);
+    const u = f.peek6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now);
     return u < 0 ? -1 : flowAction(u) & 0xffff;
   }
-  const v = f.lookup(now, now + s.tcpIdleS);
+  const v = f.lookup6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now, now + s.tcpIdleS);
   if (v < 0) return -1;
   const flags = ctx.ports.tcpFlags;
   if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
+  f.setKey6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
   return allowedChange(ctx, v, flags);
 }
 

@@ -281,6 +281,36 @@ export class HostFlowTable {
     return this.table.peekAt(this.table.findSparse4(h, w0, src | 0, dst | 0, w9, w10), now);
   }
 
+  /** lookup() of the IPv6 key setKey6 would write, without writing it (FlowTable.findWords6; as lookup4). */
+  lookup6(
+    vni: number,
+    src: Uint32Array,
+    dst: Uint32Array,
+    proto: number,
+    sport: number,
+    dport: number,
+    space: number,
+    now: number,
+    expiresAt: number,
+  ): number {
+    const w0 = (vni << 8) | 6;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    const h = hostKeyHash6(w0, src, dst, w9, w10);
+    this.hash = h;
+    return this.table.lookupAt(this.table.findWords6(h, w0, src, dst, w9, w10), now, expiresAt);
+  }
+
+  /** peek() of the IPv6 key setKey6 would write, without writing it (as lookup6). */
+  peek6(vni: number, src: Uint32Array, dst: Uint32Array, proto: number, sport: number, dport: number, space: number, now: number): number {
+    const w0 = (vni << 8) | 6;
+    const w9 = proto | (space << 8);
+    const w10 = (sport << 16) | dport;
+    const h = hostKeyHash6(w0, src, dst, w9, w10);
+    this.hash = h;
+    return this.table.peekAt(this.table.findWords6(h, w0, src, dst, w9, w10), now);
+  }
+
   /** Sets the key from its words as another host flow table holds them (copying entries between tables). */
   setKeyWords(words: Uint32Array): void {
     this.table.key.set(words);

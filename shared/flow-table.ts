@@ -178,6 +178,40 @@ export class FlowTable {
     }
   }
 
+  /**
+   * find() for the host flow table's IPv6 keys (11 words: w0, the source's four, the destination's four,
+   * w9, w10) from the words themselves, without the scratch key (as findSparse4 for IPv4).
+   */
+  findWords6(hash: number, w0: number, src: Uint32Array, dst: Uint32Array, w9: number, w10: number): number {
+    const h = hash >>> 0;
+    const mask = this.mask;
+    const meta = this.meta;
+    const keys = this.keys;
+    let i = h & mask;
+    for (;;) {
+      const m = i * 3;
+      if (meta[m] === 0) return -1;
+      if (meta[m + 1] === h) {
+        const b = i * 11;
+        if (
+          (keys[b + 10]! | 0) === w10 &&
+          keys[b + 4] === src[3] &&
+          keys[b + 8] === dst[3] &&
+          (keys[b]! | 0) === w0 &&
+          keys[b + 1] === src[0] &&
+          keys[b + 2] === src[1] &&
+          keys[b + 3] === src[2] &&
+          keys[b + 5] === dst[0] &&
+          keys[b + 6] === dst[1] &&
+          keys[b + 7] === dst[2] &&
+          (keys[b + 9]! | 0) === w9
+        )
+          return i;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Inserts or replaces the entry for `key`. False when the table is at its limit. */
   insert(hash: number, value: number, expiresAt: number): boolean {
     const h = hash >>> 0;

@@ -113,6 +113,60 @@ describe('host flow table', () => {
     const absent = base.map((x, j) => (j === 10 ? x + 1 : x));
     expect(t.table.findSparse4(HASH, absent[0]! | 0, absent[1]! | 0, absent[5]! | 0, absent[9]! | 0, absent[10]! | 0)).toBe(-1);
   });
+  it('lookup6/peek6 find what setKey6 inserted, refresh as lookup does, and write no key', () => {
+    const t = new HostFlowTable(100);
+    const rnd = xorshift32(0x5eed6);
+    const tuples: { vni: number; src: Uint32Array; dst: Uint32Array; proto: number; sport: number; dport: number }[] = [];
+    for (let i = 0; i < 50; i++) {
+      const w = () => Uint32Array.of(rnd(), rnd(), rnd(), rnd());
+      const tu = { vni: rnd() & 0xffffff, src: w(), dst: w(), proto: i % 2 === 0 ? 6 : 17, sport: rnd() & 0xffff, dport: rnd() & 0xffff };
+      tuples.push(tu);
+      t.setKey6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR);
+      expect(t.insert(FLOW_FASTPATH, i, 100)).toBe(true);
+    }
+    t.setKey6(1, [2, 2, 2, 2], [3, 3, 3, 3], 6, 4, 5); // the scratch key: lookup6 must not need it, nor change it
+    const scratch = Array.from(t.table.key);
+    const t0 = tuples[0]!;
+    expect(t.peek6(t0.vni, t0.src, t0.dst, t0.proto, t0.sport, t0.dport, KEY_SPACE_DSR, 150)).toBe(-1); // inserted to expire at 100
+    tuples.forEach((tu, i) => {
+      expect(flowAction(t.peek6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR, 10))).toBe(i);
+      expect(flowAction(t.lookup6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR, 10, 200))).toBe(i);
+      expect(t.peek6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_EW, 10)).toBe(-1);
+      // the same words as an IPv4 key's are another key
+      expect(t.peek4(tu.vni, tu.src[0]!, tu.dst[0]!, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR, 10)).toBe(-1);
+    });
+    expect(Array.from(t.table.key)).toEqual(scratch);
+    // refreshed to 200 by lookup6: live at 150, where the others (expiring at 100) are gone
+    const tu = tuples[0]!;
+    expect(t.peek6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR, 150)).toBeGreaterThanOrEqual(0);
+    expect(t.peek6(tu.vni, tu.src, tu.dst, tu.proto, tu.sport, tu.dport, KEY_SPACE_DSR, 200)).toBe(-1);
+  });
+  it('findWords6 tells apart IPv6 keys whose hashes collide, in each of the eleven words', () => {
+    const t = new HostFlowTable(100);
+    const src = Uint32Array.of(0x20010db8, 0xc, 0, 0x10);
+    const dst = Uint32Array.of(0x20010db8, 0xd, 0x80000000, 0x10);
+    const base = [(0x123456 << 8) | 6, ...src, ...dst, 6 | (KEY_SPACE_DSR << 8), ((40000 << 16) | 80) >>> 0];
+    // one key per word differing from base only there, all under one hash
+    const variants = [base, ...base.map((_, w) => base.map((x, j) => (j === w ? (x ^ 0x80000001) >>> 0 : x)))];
+    const HASH = 7;
+    variants.forEach((k, i) => {
+      t.table.key.set(k);
+      expect(t.table.insert(HASH, i + 1, 100)).toBe(true);
+    });
+    variants.forEach((k, i) => {
+      const slot = t.table.findWords6(
+        HASH,
+        k[0]! | 0,
+        Uint32Array.from(k.slice(1, 5)),
+        Uint32Array.from(k.slice(5, 9)),
+        k[9]! | 0,
+        k[10]! | 0,
+      );
+      expect(t.table.peekAt(slot, 10)).toBe(i + 1);
+    });
+    const absent = base.map((x, j) => (j === 10 ? x + 1 : x));
+    expect(t.table.findWords6(HASH, absent[0]! | 0, src, dst, absent[9]! | 0, absent[10]! | 0)).toBe(-1);
+  });
 });
 
 // setKey4/setKey6 hash from their arguments (the IPv4 key's six zero words take murmur3's zero round);
