@@ -34,6 +34,7 @@ type MuxModule = typeof import('../../mux/data-plane.js');
 type MuxTablesModule = typeof import('../../mux/tables.js');
 type HostModule = typeof import('../../host-agent/data-plane.js');
 type HostTablesModule = typeof import('../../host-agent/tables.js');
+type DsrFlowsModule = typeof import('../../host-agent/dsr-flows.js');
 type ConfigModule = typeof import('../../shared/config.js');
 type MuxCtx = ReturnType<MuxModule['newMuxContext']>;
 type HostCtx = ReturnType<HostModule['newHostContext']>;
@@ -46,6 +47,7 @@ interface Build {
   muxTables: MuxTablesModule;
   host: HostModule;
   hostTables: HostTablesModule;
+  dsrFlows: DsrFlowsModule;
   config: ConfigModule;
 }
 
@@ -57,6 +59,7 @@ async function loadBuild(root: string): Promise<Build> {
     muxTables: (await import(at('mux/tables.js'))) as MuxTablesModule,
     host: (await import(at('host-agent/data-plane.js'))) as HostModule,
     hostTables: (await import(at('host-agent/tables.js'))) as HostTablesModule,
+    dsrFlows: (await import(at('host-agent/dsr-flows.js'))) as DsrFlowsModule,
     config: (await import(at('shared/config.js'))) as ConfigModule,
   };
 }
@@ -148,6 +151,8 @@ interface RunReport {
   dropReasons: number;
   mismatches: number;
   seconds: number;
+  /** host-out: the backend replies' flows recorded before the run (each build's own learnReplyFlow). */
+  flowsSeeded?: number;
 }
 
 function tally(r: RunReport, verdict: string): void {
@@ -521,6 +526,21 @@ function runHostOut(
   const as = hosts.map((h) => newHost(oldB, ca, h, 'off'));
   const bs = hosts.map((h) => newHost(newB, cb, h, 'off'));
   const names = as[0]!.counters.names;
+  // the backend replies' flows recorded first, by each build's own return-path state (as if each client's
+  // packet had come in through a MUX): a reply leaves by DSR only for a recorded flow, so without them
+  // every reply would be compared as the same drop and the rewrite itself never (host-agent/dsr-flows.ts)
+  let seeded = 0;
+  hosts.forEach((h, k) => {
+    for (const [f, port] of inputs.outValid.get(h)!) {
+      const la = oldB.dsrFlows.learnReplyFlow(Uint8Array.from(f), f.length, port, as[k]!);
+      const lb = newB.dsrFlows.learnReplyFlow(Uint8Array.from(f), f.length, port, bs[k]!);
+      if (la !== lb) throw new Mismatch(`host-out ${h} seeding the reply's flow of ${hex(f)}: ${la} (old), ${lb} (new)`);
+      if (la) seeded++;
+    }
+    compareCounters(`host-out ${h} after seeding the replies' flows`, names, as[k]!.counters.values, bs[k]!.counters.values);
+  });
+  if (seeded === 0) throw new Error('host-out: no reply flow could be recorded: the DSR rewrite would go unchecked');
+  report.flowsSeeded = seeded;
   const rng = new Rng(seed);
   const reasons = new Set<number>();
   const t0 = performance.now();
@@ -651,7 +671,7 @@ function printReport(r: RunReport): void {
     .map(([k, n]) => `${k} ${n}`)
     .join(', ');
   process.stdout.write(
-    `  ${r.fn.padEnd(9)} ${r.variant.padEnd(42)} ${String(r.frames).padStart(8)} frames  ${v}; ${r.dropReasons} drop reasons  (${r.seconds.toFixed(1)} s)\n`,
+    `  ${r.fn.padEnd(9)} ${r.variant.padEnd(42)} ${String(r.frames).padStart(8)} frames  ${v}; ${r.dropReasons} drop reasons${r.flowsSeeded !== undefined ? `; ${r.flowsSeeded} reply flows recorded first` : ''}  (${r.seconds.toFixed(1)} s)\n`,
   );
 }
 
