@@ -33,6 +33,23 @@ export interface NatRule {
   readonly dipBytes: Uint8Array;
   /** An internal VIP's rule: its replies go back over the overlay to the client's host, not by DSR (docs/east-west.md). */
   readonly internal: boolean;
+  /**
+   * RFC 1624's sum for a reply's source rewrite DIP -> VIP, over the address's 16-bit words: the sum of
+   * ~dip and vip, not folded (host-agent/data-plane.ts natIpv6Sum). The DSR return checks that the source
+   * is the DIP first, so the frame's address need not be read again.
+   */
+  readonly dsrSum: number;
+}
+
+/** The sum of ~from and to over the 16-bit words of two addresses (RFC 1624 eqn. 3's terms), not folded. */
+export function rewriteSum(from: Uint32Array, to: Uint32Array): number {
+  let d = 0;
+  for (let i = 0; i < from.length; i++) {
+    const o = ~from[i]!;
+    const n = to[i]!;
+    d += (o >>> 16) + (o & 0xffff) + (n >>> 16) + (n & 0xffff);
+  }
+  return d;
 }
 
 export interface HostNic {
@@ -182,6 +199,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
             vipBytes: addrBytes(v.address),
             dipBytes: addrBytes(dip),
             internal: v.scope === 'internal',
+            dsrSum: rewriteSum(dip.words, v.address.words),
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];
