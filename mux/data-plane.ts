@@ -31,7 +31,8 @@ import {
   parseIpv4,
 } from '../shared/ipv4.js';
 import { isIpv6Fragment, newIpv6Header, parseIpv6 } from '../shared/ipv6.js';
-import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
+import { TCP_ACK, TCP_HEADER_LEN, TCP_SYN } from '../shared/tcp.js';
+import { UDP_HEADER_LEN } from '../shared/udp.js';
 import { ICMP_CODE_FRAG_NEEDED, ICMP_DEST_UNREACH, isIcmpError } from '../shared/icmp.js';
 import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG, ICMPV6_PARAM_PROBLEM } from '../shared/icmpv6.js';
 import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../shared/checksum.js';
@@ -292,6 +293,14 @@ export function processPacket(frame: Uint8Array, len: number, ctx: MuxContext): 
   ctx.lastNic = null;
   ctx.lastRule = null;
   if (len > frame.length) len = frame.length;
+  // the common case first, fused (fast4, fast6); anything else, or any doubt, takes the general path below
+  if (len >= 34 && frame[12] === 0x08 && frame[13] === 0x00) {
+    const v = fast4(frame, len, ctx);
+    if (v !== FAST_MISS) return v;
+  } else if (len >= 54 && frame[12] === 0x86 && frame[13] === 0xdd) {
+    const v = fast6(frame, len, ctx);
+    if (v !== FAST_MISS) return v;
+  }
   const eth = ctx.eth;
   const l3 = readEtherType(frame, 0, eth, len); // the MACs are not needed
   if (l3 < 0) return codecDrop(ctx, ctx.ethDrop, l3);
@@ -303,6 +312,165 @@ export function processPacket(frame: Uint8Array, len: number, ctx: MuxContext): 
     return VERDICT_CONTROL;
   }
   return drop(ctx, C.drop_not_ip);
+}
+
+/** fast4 and fast6: not this path's packet; nothing was changed, the general path takes it from the start. */
+const FAST_MISS = -1;
+
+/**
+ * The main path of an untagged IPv4 frame in one pass (processPacket's fast path): Ethernet type, an IPv4
+ * header without options, not a fragment, a correct checksum, to a VIP without outbound NAT, TCP or UDP
+ * with a valid header, to a port with a rule, and a packet that fits the fabric after encapsulation. The
+ * fields are read into locals, not into ctx.eth, ctx.ip4 and ctx.ports, and the addresses are int32 (no
+ * heap numbers). Every check is the general path's (parseIpv4, ipv4ChecksumOk, findRule, readL4Ports,
+ * encapsulate's MTU check), and nothing is written before they all pass: on any other packet it returns
+ * FAST_MISS having changed nothing, and the general path gives the same verdict as before, drop counter
+ * included. Past the checks it is the general path's placement and encapsulation, with the same values.
+ */
+function fast4(frame: Uint8Array, len: number, ctx: MuxContext): number {
+  // IPv4 at 14: version 4 and IHL 5 (options: the general path)
+  if (frame[14] !== 0x45) return FAST_MISS;
+  const total = (frame[16]! << 8) | frame[17]!;
+  if (total < 20 || total > len - 14) return FAST_MISS;
+  const ff = (frame[20]! << 8) | frame[21]!;
+  if ((ff & 0x3fff) !== 0) return FAST_MISS; // MF or an offset: a fragment
+  const proto = frame[23]!;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return FAST_MISS;
+  const src = (frame[26]! << 24) | (frame[27]! << 16) | (frame[28]! << 8) | frame[29]!;
+  const dst = (frame[30]! << 24) | (frame[31]! << 16) | (frame[32]! << 8) | frame[33]!;
+  // RFC 1071: the header (its checksum included) sums to 0xffff; as ipv4ChecksumOk
+  const sum =
+    0x4500 +
+    frame[15]! +
+    total +
+    ((frame[18]! << 8) | frame[19]!) +
+    ff +
+    ((frame[22]! << 8) | proto) +
+    ((frame[24]! << 8) | frame[25]!) +
+    (src >>> 16) +
+    (src & 0xffff) +
+    (dst >>> 16) +
+    (dst & 0xffff);
+  if (finishChecksum(sum) !== 0) return FAST_MISS;
+  const vip = ctx.tables.vips4i.get(dst);
+  if (vip === undefined || vip.snat !== undefined) return FAST_MISS;
+  const avail = total - 20;
+  let flags = 0;
+  if (proto === IPPROTO_TCP) {
+    if (avail < TCP_HEADER_LEN) return FAST_MISS;
+    const hlen = (frame[46]! >>> 4) * 4;
+    if (hlen < TCP_HEADER_LEN || hlen > avail) return FAST_MISS;
+    flags = frame[47]!;
+  } else {
+    if (avail < UDP_HEADER_LEN) return FAST_MISS;
+    const ulen = (frame[38]! << 8) | frame[39]!;
+    if (ulen < UDP_HEADER_LEN || ulen > avail) return FAST_MISS;
+  }
+  const sport = (frame[34]! << 8) | frame[35]!;
+  const dport = (frame[36]! << 8) | frame[37]!;
+  const rule = vip.rules.get((proto << 16) | dport);
+  if (rule === undefined) return FAST_MISS;
+  if ((ctx.underlay6 ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + total > ctx.mtu) return FAST_MISS;
+  // the general path's from here on (processIpv4 after findRule)
+  ctx.lastRule = rule;
+  const seed = ctx.hashSeed;
+  const flowHash = hashFlowV4(src, dst, proto, sport, dport, 5, seed);
+  const selectHash = rule.mode === 5 ? flowHash : hashFlowV4(src, dst, proto, sport, dport, rule.mode, seed);
+  const k = ctx.flows4.key;
+  k[0] = src;
+  k[1] = dst;
+  k[2] = proto;
+  k[3] = (sport << 16) | dport;
+  const now = ctx.nowS;
+  // the hashes as int32 into calls V8 does not inline: an unsigned value from 2^31 up would be boxed
+  const nic = chooseWithFlow(
+    ctx,
+    ctx.flows4,
+    ctx.pending4,
+    rule,
+    flowHash | 0,
+    now,
+    now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS),
+    selectHash | 0,
+    proto === IPPROTO_TCP && isSyn(flags),
+  );
+  if (nic === undefined) return drop(ctx, ctx.counters.index.drop_no_backend);
+  return encapsulate(frame, 14, total, ETHERTYPE_IPV4, nic, flowHash | 0, ctx);
+}
+
+/**
+ * fast4's IPv6 twin: an untagged frame, the fixed header followed at once by TCP or UDP (any extension
+ * header: the general path), to a VIP without outbound NAT, a valid TCP or UDP header, a port with a
+ * rule, a packet that fits the fabric after encapsulation. The same contract: FAST_MISS having changed
+ * nothing, or the general path's verdict and output.
+ */
+function fast6(frame: Uint8Array, len: number, ctx: MuxContext): number {
+  if (frame[14]! >>> 4 !== 6) return FAST_MISS;
+  const plen = (frame[18]! << 8) | frame[19]!;
+  if (40 + plen > len - 14) return FAST_MISS;
+  const proto = frame[20]!;
+  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return FAST_MISS;
+  const d0 = (frame[38]! << 24) | (frame[39]! << 16) | (frame[40]! << 8) | frame[41]!;
+  const d1 = (frame[42]! << 24) | (frame[43]! << 16) | (frame[44]! << 8) | frame[45]!;
+  const d2 = (frame[46]! << 24) | (frame[47]! << 16) | (frame[48]! << 8) | frame[49]!;
+  const d3 = (frame[50]! << 24) | (frame[51]! << 16) | (frame[52]! << 8) | frame[53]!;
+  const bucket = ctx.tables.vips6.get(foldV6(d0, d1, d2, d3));
+  if (bucket === undefined) return FAST_MISS;
+  let vip: MuxVip | undefined;
+  for (let i = 0; i < bucket.length; i++) {
+    const w = bucket[i]!.addr.words;
+    if ((w[0]! | 0) === d0 && (w[1]! | 0) === d1 && (w[2]! | 0) === d2 && (w[3]! | 0) === d3) {
+      vip = bucket[i];
+      break;
+    }
+  }
+  if (vip === undefined || vip.snat !== undefined) return FAST_MISS;
+  let flags = 0;
+  if (proto === IPPROTO_TCP) {
+    if (plen < TCP_HEADER_LEN) return FAST_MISS;
+    const hlen = (frame[66]! >>> 4) * 4;
+    if (hlen < TCP_HEADER_LEN || hlen > plen) return FAST_MISS;
+    flags = frame[67]!;
+  } else {
+    if (plen < UDP_HEADER_LEN) return FAST_MISS;
+    const ulen = (frame[58]! << 8) | frame[59]!;
+    if (ulen < UDP_HEADER_LEN || ulen > plen) return FAST_MISS;
+  }
+  const sport = (frame[54]! << 8) | frame[55]!;
+  const dport = (frame[56]! << 8) | frame[57]!;
+  const rule = vip.rules.get((proto << 16) | dport);
+  if (rule === undefined) return FAST_MISS;
+  if ((ctx.underlay6 ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + 40 + plen > ctx.mtu) return FAST_MISS;
+  // the general path's from here on (processIpv6 after findRule); the key holds the hash's words in order
+  ctx.lastRule = rule;
+  const k = ctx.flows6.key;
+  k[0] = (frame[22]! << 24) | (frame[23]! << 16) | (frame[24]! << 8) | frame[25]!;
+  k[1] = (frame[26]! << 24) | (frame[27]! << 16) | (frame[28]! << 8) | frame[29]!;
+  k[2] = (frame[30]! << 24) | (frame[31]! << 16) | (frame[32]! << 8) | frame[33]!;
+  k[3] = (frame[34]! << 24) | (frame[35]! << 16) | (frame[36]! << 8) | frame[37]!;
+  k[4] = d0;
+  k[5] = d1;
+  k[6] = d2;
+  k[7] = d3;
+  k[8] = proto;
+  k[9] = (sport << 16) | dport;
+  const seed = ctx.hashSeed;
+  const flowHash = hashFlowV6(k, 0, k, 4, proto, sport, dport, 5, seed);
+  const selectHash = rule.mode === 5 ? flowHash : hashFlowV6(k, 0, k, 4, proto, sport, dport, rule.mode, seed);
+  const now = ctx.nowS;
+  const nic = chooseWithFlow(
+    ctx,
+    ctx.flows6,
+    ctx.pending6,
+    rule,
+    flowHash | 0,
+    now,
+    now + (proto === IPPROTO_TCP ? ctx.tcpIdleS : ctx.udpIdleS),
+    selectHash | 0,
+    proto === IPPROTO_TCP && isSyn(flags),
+  );
+  if (nic === undefined) return drop(ctx, ctx.counters.index.drop_no_backend);
+  return encapsulate(frame, 14, 40 + plen, ETHERTYPE_IPV6, nic, flowHash | 0, ctx);
 }
 
 function processIpv4(frame: Uint8Array, len: number, l3: number, ctx: MuxContext): number {
@@ -695,7 +863,7 @@ export function chooseWithFlow(
   }
   if (replaced && trusted) {
     // an established flow whose backend left the pool (removed or disabled): re-placed, and stays trusted
-    const slot = table.slots[selectHash % table.size]!;
+    const slot = table.slots[(selectHash >>> 0) % table.size]!;
     if (slot === MAGLEV_EMPTY) return undefined;
     const nic = table.members[slot]!;
     if (flows.insert(flowHash, nic.id, expires)) c[C.flow_replaced]!++;
@@ -724,7 +892,7 @@ function placeNew(
 ): MuxNic | undefined {
   const c = ctx.counters.values;
   const C = ctx.counters.index;
-  const slot = table.slots[selectHash % table.size]!;
+  const slot = table.slots[(selectHash >>> 0) % table.size]!;
   if (slot === MAGLEV_EMPTY) return undefined;
   const nic = table.members[slot]!;
   if (table.failOpen) c[C.flow_fail_open]!++;

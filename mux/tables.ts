@@ -113,6 +113,12 @@ export interface MuxSnat {
 export interface MuxTables {
   readonly generation: number;
   readonly vips4: Map<number, MuxVip>;
+  /**
+   * The same VIPs keyed by the address as a signed 32-bit number (`addr | 0`): the data plane's lookup key.
+   * An address from 128.0.0.0 up is above 2^31 as an unsigned number, which V8 boxes as a heap number for
+   * Map.get (an allocation and a hash computed in C++ per packet); as int32 it is a small integer.
+   */
+  readonly vips4i: Map<number, MuxVip>;
   /** IPv6 VIPs by foldV6(words); each bucket holds the VIPs with that fold. */
   readonly vips6: Map<number, MuxVip[]>;
   /** nic id -> nic (undefined for ids of nics no longer configured). */
@@ -290,6 +296,7 @@ export function compileMuxTables(
   const ruleSlots = [...(prev?.ruleSlots ?? [])];
   const slotOf = new Map(ruleSlots.map((r, i) => [`${r.vip} ${r.rule}`, i]));
   const vips4 = new Map<number, MuxVip>();
+  const vips4i = new Map<number, MuxVip>();
   const vips6 = new Map<number, MuxVip[]>();
   const internal: MuxEwVip[] = [];
   for (const v of config.vips) {
@@ -330,8 +337,10 @@ export function compileMuxTables(
     const vip: MuxVip =
       chunks === undefined ? { addr: v.address, rules, fragmentRule } : { addr: v.address, rules, fragmentRule, snat: chunks };
     if (v.scope === 'internal') internal.push({ vip, vni: networks.get(v.network!)!.vni });
-    else if (v.address.family === 4) vips4.set(v.address.words[0]!, vip);
-    else {
+    else if (v.address.family === 4) {
+      vips4.set(v.address.words[0]!, vip);
+      vips4i.set(v.address.words[0]! | 0, vip);
+    } else {
       const w = v.address.words;
       const k = foldV6(w[0]!, w[1]!, w[2]!, w[3]!);
       const bucket = vips6.get(k) ?? [];
@@ -342,6 +351,7 @@ export function compileMuxTables(
   return {
     generation,
     vips4,
+    vips4i,
     vips6,
     nicsById,
     hosts,
