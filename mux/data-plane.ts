@@ -38,6 +38,7 @@ import { ICMPV6_NEIGHBOR_ADVERT, ICMPV6_NEIGHBOR_SOLICIT, ICMPV6_PACKET_TOO_BIG,
 import { sumBytes, finishChecksum, pseudoSumV6Bytes, l4Checksum } from '../shared/checksum.js';
 import { readU16, readU32, writeU16, writeU32, copyBytes } from '../shared/bytes.js';
 import { hashFlowV4, hashFlowV6, vxlanSourcePort } from '../shared/flow-hash.js';
+import { flowHash5v4, flowHash5v6Key } from '../shared/fused-parse-mux.js';
 import { copyPayload, ipv4ChecksumOk, ipv6Equal, newL4Ports, readEtherType, readL4Ports, type L4Ports } from '../shared/hot-path.js';
 import { VXLAN_FLAG_I, VXLAN_OVERHEAD_V4, VXLAN_OVERHEAD_V6 } from '../shared/vxlan.js';
 import { MAGLEV_EMPTY } from '../shared/maglev.js';
@@ -374,13 +375,14 @@ function fast4(frame: Uint8Array, len: number, ctx: MuxContext): number {
   // the general path's from here on (processIpv4 after findRule)
   ctx.lastRule = rule;
   const seed = ctx.hashSeed;
-  const flowHash = hashFlowV4(src, dst, proto, sport, dport, 5, seed);
+  const ports = (sport << 16) | dport;
+  const flowHash = flowHash5v4(src, dst, proto, ports, seed);
   const selectHash = rule.mode === 5 ? flowHash : hashFlowV4(src, dst, proto, sport, dport, rule.mode, seed);
   const k = ctx.flows4.key;
   k[0] = src;
   k[1] = dst;
   k[2] = proto;
-  k[3] = (sport << 16) | dport;
+  k[3] = ports;
   const now = ctx.nowS;
   // the hashes as int32 into calls V8 does not inline: an unsigned value from 2^31 up would be boxed
   const nic = chooseWithFlow(
@@ -455,7 +457,7 @@ function fast6(frame: Uint8Array, len: number, ctx: MuxContext): number {
   k[8] = proto;
   k[9] = (sport << 16) | dport;
   const seed = ctx.hashSeed;
-  const flowHash = hashFlowV6(k, 0, k, 4, proto, sport, dport, 5, seed);
+  const flowHash = flowHash5v6Key(k, seed);
   const selectHash = rule.mode === 5 ? flowHash : hashFlowV6(k, 0, k, 4, proto, sport, dport, rule.mode, seed);
   const now = ctx.nowS;
   const nic = chooseWithFlow(
