@@ -183,7 +183,11 @@ export interface MuxContext {
   ipId: number;
   icmpTokens: number;
   icmpRefillS: number;
-  /** The frame's EtherType and VLAN tag (its MAC fields are not filled). */
+  /**
+   * The frame's EtherType and VLAN tag (its MAC fields are not filled). eth, ip4, ip6 and ports are filled
+   * by the general path only: a packet fast4 or fast6 forwards leaves them as the last general one did
+   * (nothing reads them after processPacket).
+   */
   readonly eth: ReturnType<typeof newEthernetHeader>;
   readonly replyEth: ReturnType<typeof newEthernetHeader>;
   readonly ip4: ReturnType<typeof newIpv4Header>;
