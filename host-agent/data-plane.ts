@@ -725,25 +725,36 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         ports.srcPort = sport;
         ports.dstPort = dport;
         ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
-        // natIpv4(frame, l3, l4, proto, 16, dip, 2, backendPort), written out
+        // natIpv4(frame, l3, l4, proto, 16, dip, 2, backendPort), written out with its folds and byte
+        // stores: its helpers' calls were past V8's inlining budget here
         const dip = rule.dip.words[0]! | 0;
         const bport = rule.backendPort;
-        writeU32(frame, l3 + 16, dip);
+        frame[l3 + 16] = dip >>> 24;
+        frame[l3 + 17] = dip >>> 16;
+        frame[l3 + 18] = dip >>> 8;
+        frame[l3 + 19] = dip;
         const d = (~(dst >>> 16) & 0xffff) + (~dst & 0xffff) + (dip >>> 16) + (dip & 0xffff);
-        writeU16(frame, l3 + 10, foldComplement((~((frame[l3 + 10]! << 8) | frame[l3 + 11]!) & 0xffff) + d));
-        writeU16(frame, l4 + 2, bport);
-        const dp = d + (~dport & 0xffff) + bport;
-        if (proto === IPPROTO_TCP) {
-          writeU16(frame, l4 + 16, foldComplement((~((frame[l4 + 16]! << 8) | frame[l4 + 17]!) & 0xffff) + dp));
-        } else {
-          const c0 = (frame[l4 + 6]! << 8) | frame[l4 + 7]!;
-          if (c0 !== 0) {
-            const c = foldComplement((~c0 & 0xffff) + dp);
-            writeU16(frame, l4 + 6, c === 0 ? 0xffff : c);
-          }
+        let x = (~((frame[l3 + 10]! << 8) | frame[l3 + 11]!) & 0xffff) + d;
+        x = (x & 0xffff) + (x >>> 16);
+        x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
+        frame[l3 + 10] = x >>> 8;
+        frame[l3 + 11] = x;
+        frame[l4 + 2] = bport >>> 8;
+        frame[l4 + 3] = bport;
+        const co = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6; // the L4 checksum
+        const c0 = (frame[co]! << 8) | frame[co + 1]!;
+        if (proto === IPPROTO_TCP || c0 !== 0) {
+          // RFC 768: a UDP datagram without a checksum keeps none; a computed 0 is sent as 0xffff
+          x = (~c0 & 0xffff) + d + (~dport & 0xffff) + bport;
+          x = (x & 0xffff) + (x >>> 16);
+          x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
+          if (x === 0 && proto !== IPPROTO_TCP) x = 0xffff;
+          frame[co] = x >>> 8;
+          frame[co + 1] = x;
         }
         ctx.lastRule = rule;
-        if (!rule.internal) dsrLearn4(ctx, nic.network.vni, dip, readU32(frame, l3 + 12) | 0, proto, bport, sport, rule.frontendPort);
+        const client = (frame[l3 + 12]! << 24) | (frame[l3 + 13]! << 16) | (frame[l3 + 14]! << 8) | frame[l3 + 15]!;
+        if (!rule.internal) dsrLearn4(ctx, nic.network.vni, dip, client, proto, bport, sport, rule.frontendPort);
         return l3 + total;
       }
     }
