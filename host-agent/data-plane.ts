@@ -718,7 +718,9 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
       sum = (sum & 0xffff) + (sum >>> 16);
       const dst = readU32(frame, l3 + 16);
       const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
-      const rule = sum === 0xffff && nic.vips4.has(dst) ? findRule4(nic, proto, dport, dst) : undefined;
+      // no nic.vips4.has(dst) first: a rule of this nic for dst exists only when dst is one of its VIPs
+      // (compileHostTables adds every rule's VIP to vips4), and a miss goes to inboundIpv4Full, which asks
+      const rule = sum === 0xffff ? findRule4(nic, proto, dport, dst) : undefined;
       if (rule !== undefined) {
         const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
         const ports = ctx.ports;
