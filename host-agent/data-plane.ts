@@ -839,7 +839,8 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         dst[i] = readU32(frame, l3 + 24 + i * 4);
       }
       const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
-      const rule = hasVip6(nic, dst) ? findRule6(nic, proto, dport, dst) : undefined;
+      // no hasVip6 first: as in inboundIpv4, a rule of this nic for dst means dst is one of its VIPs
+      const rule = findRule6(nic, proto, dport, dst);
       if (rule !== undefined) {
         const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
         const ports = ctx.ports;
