@@ -12,8 +12,10 @@
 // client frames and backend replies, the MUX's own VXLAN output for the host agent, ICMP errors about
 // those flows, fragments, ARP and neighbour solicitations for the gateways, replies too big for the DSR
 // return) and the fuzzer's inputs (scripts/fuzz: its seeds mutated, and random bytes), mixed; each root
-// runs on its own parse of the config and its own tables. Each function runs over an IPv4 underlay and an
-// IPv6 one; the host agent's inbound also with the source MAC check on (some peers resolved to the MUX's
+// runs on its own parse of the config and its own tables; before the host agent's outbound run, each
+// records the backend replies' flows with its own learnReplyFlow (a reply leaves by DSR only for a
+// recorded flow: without them the DSR rewrite would never be compared). Each function runs over an
+// IPv4 underlay and an IPv6 one; the host agent's inbound also with the source MAC check on (some peers resolved to the MUX's
 // MAC, some to another, some not yet: drop, hold and accept). The MUX's clock moves on every 10,000
 // frames, with a sweep of its flow tables, so flows expire alike.
 // Exit 0: identical; 1: the first difference, printed with the frame; 2: usage.
