@@ -1057,19 +1057,171 @@ export function processOutbound(frame: Uint8Array, len: number, port: number, ct
   if (len > frame.length) len = frame.length;
   const nic = ctx.tables.nics[port];
   if (nic === undefined) return drop(ctx, C.drop_internal_error);
-  const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
-  if (l3 < 0) return codecDrop(ctx, ctx.outEthDrop, l3);
-  // the port's own VLAN (a vlan network's trunk) or none (VLAN_NONE); the headers after it start at l3
-  if (ctx.eth.vlanId !== nic.vlanId) return dropVlanMismatch(ctx, nic.vlanId);
-  const type = ctx.eth.etherType;
-  let v: number;
-  if (type === ETHERTYPE_IPV4) v = outboundIpv4(frame, len, l3, nic, ctx);
-  else if (type === ETHERTYPE_IPV6) v = outboundIpv6(frame, len, l3, nic, ctx);
-  else if (type === ETHERTYPE_ARP) v = answerArp(frame, len, l3, nic, ctx);
-  else return drop(ctx, C.drop_out_not_ip);
+  let v = FAST_MISS;
+  // the common reply, fused (outFast4, outFast6): an untagged frame on an untagged port, from a port some
+  // public VIP rule has as its backend port (read where it is without options or extension headers)
+  if (nic.vlanId === VLAN_NONE && len >= 42) {
+    const rp = nic.replyPorts;
+    if (frame[12] === 0x08 && frame[13] === 0x00) {
+      const p = (frame[34]! << 8) | frame[35]!;
+      if ((rp[p >>> 5]! & (1 << (p & 31))) !== 0) v = outFast4(frame, len, nic, ctx);
+    } else if (frame[12] === 0x86 && frame[13] === 0xdd && len >= 62) {
+      const p = (frame[54]! << 8) | frame[55]!;
+      if ((rp[p >>> 5]! & (1 << (p & 31))) !== 0) v = outFast6(frame, len, nic, ctx);
+    }
+  }
+  if (v === FAST_MISS) {
+    const l3 = readEtherType(frame, 0, ctx.eth, len); // the MACs are not needed
+    if (l3 < 0) return codecDrop(ctx, ctx.outEthDrop, l3);
+    // the port's own VLAN (a vlan network's trunk) or none (VLAN_NONE); the headers after it start at l3
+    if (ctx.eth.vlanId !== nic.vlanId) return dropVlanMismatch(ctx, nic.vlanId);
+    const type = ctx.eth.etherType;
+    if (type === ETHERTYPE_IPV4) v = outboundIpv4(frame, len, l3, nic, ctx);
+    else if (type === ETHERTYPE_IPV6) v = outboundIpv6(frame, len, l3, nic, ctx);
+    else if (type === ETHERTYPE_ARP) v = answerArp(frame, len, l3, nic, ctx);
+    else return drop(ctx, C.drop_out_not_ip);
+  }
   // a frame for a port (an ARP or ND answer, an ICMP error, a local delivery) carries that port's tag
   if (v === VERDICT_FORWARD && ctx.outPort >= 0) return replyToPort(ctx);
   return v;
+}
+
+/** outFast4/outFast6: not the common reply; nothing was written or counted, the general path takes it. */
+const FAST_MISS = -1;
+
+/**
+ * outboundIpv4 for the common reply, fused (as inboundIpv4): an IPv4 header without options or
+ * fragmentation with a correct checksum, from the nic's own address, not to its gateway, TCP or UDP from
+ * a public VIP rule's backend port, of a recorded flow (dsrAllowed4), its fields read once from the bytes
+ * into locals and NATed DIP:backendPort -> VIP:frontendPort here with the rule's precomputed address terms
+ * (NatRule.dsrSum: the source was checked to be the DIP). Anything else, or any check failing, returns
+ * FAST_MISS having changed nothing (no header object filled, no counter), and outboundIpv4 takes the frame
+ * from the start: the same verdicts and drops. A reply of no recorded flow is looked up there again; the
+ * first lookup changed nothing the second sees (an expired entry it removed is absent either way).
+ */
+function outFast4(frame: Uint8Array, len: number, nic: HostNic, ctx: HostContext): number {
+  const addr = nic.addr4;
+  if (frame[14] !== 0x45 || addr < 0) return FAST_MISS;
+  const total = (frame[16]! << 8) | frame[17]!;
+  const proto = frame[23]!;
+  const avail = total - 20; // the L4 bytes
+  const l4 = 34;
+  if (
+    total > len - 14 ||
+    ((frame[20]! & 0x3f) | frame[21]!) !== 0 || // MF or a fragment offset
+    !(proto === IPPROTO_TCP
+      ? avail >= 20 && frame[l4 + 12]! >>> 4 >= 5 && (frame[l4 + 12]! >>> 4) * 4 <= avail
+      : proto === IPPROTO_UDP &&
+        avail >= 8 &&
+        ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) >= 8 &&
+        ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) <= avail) ||
+    readU32(frame, 26) !== addr
+  )
+    return FAST_MISS;
+  const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
+  const rule = nic.outbound.get(((4 << 24) | (proto << 16) | sport) >>> 0);
+  if (rule === undefined) return FAST_MISS; // a port of another protocol's or family's rule
+  const dst = readU32(frame, 30);
+  if (dst === nic.network.gateway4) return FAST_MISS; // local
+  // the header's checksum (RFC 1071: the ten words sum to 0xffff), written out as in processInbound
+  let sum =
+    ((frame[14]! + frame[16]! + frame[18]! + frame[20]! + frame[22]! + frame[24]! + frame[26]! + frame[28]! + frame[30]! + frame[32]!) <<
+      8) +
+    frame[15]! +
+    frame[17]! +
+    frame[19]! +
+    frame[21]! +
+    frame[23]! +
+    frame[25]! +
+    frame[27]! +
+    frame[29]! +
+    frame[31]! +
+    frame[33]!;
+  sum = (sum & 0xffff) + (sum >>> 16);
+  sum = (sum & 0xffff) + (sum >>> 16);
+  if (sum !== 0xffff) return FAST_MISS;
+  const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
+  const ports = ctx.ports;
+  ports.srcPort = sport;
+  ports.dstPort = dport;
+  ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
+  if (dsrAllowed4(ctx, nic.network.vni, addr | 0, dst | 0, proto, sport, dport) < 0) return FAST_MISS;
+  if (total > ctx.dsrMtu) return tooBigForDsr(frame, 14, 14 + total, true, nic, ctx);
+  // natIpv4(frame, 14, 34, proto, 12, vip, 0, frontendPort), written out with the rule's address terms
+  const vip = rule.vip.words[0]! | 0;
+  const fport = rule.frontendPort;
+  const d = rule.dsrSum;
+  frame[26] = vip >>> 24;
+  frame[27] = vip >>> 16;
+  frame[28] = vip >>> 8;
+  frame[29] = vip;
+  let x = (~((frame[24]! << 8) | frame[25]!) & 0xffff) + d;
+  x = (x & 0xffff) + (x >>> 16);
+  x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
+  frame[24] = x >>> 8;
+  frame[25] = x;
+  frame[l4] = fport >>> 8;
+  frame[l4 + 1] = fport;
+  const co = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6; // the L4 checksum
+  const c0 = (frame[co]! << 8) | frame[co + 1]!;
+  if (proto === IPPROTO_TCP || c0 !== 0) {
+    // RFC 768: a UDP datagram without a checksum keeps none; a computed 0 is sent as 0xffff
+    x = (~c0 & 0xffff) + d + (~sport & 0xffff) + fport;
+    x = (x & 0xffff) + (x >>> 16);
+    x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
+    if (x === 0 && proto !== IPPROTO_TCP) x = 0xffff;
+    frame[co] = x >>> 8;
+    frame[co + 1] = x;
+  }
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, 14, 14 + total);
+}
+
+/**
+ * outboundIpv6's twin of outFast4: no extension header, TCP or UDP from the nic's own address (compared
+ * from the bytes) to anyone but its gateway, from a public VIP rule's backend port, of a recorded flow. Only
+ * the destination goes to ctx.ip6 (the flow lookup takes it as words; the source is the nic's address).
+ */
+function outFast6(frame: Uint8Array, len: number, nic: HostNic, ctx: HostContext): number {
+  const a6 = nic.addr6;
+  if (a6 === null || frame[14]! >>> 4 !== 6) return FAST_MISS;
+  const plen = (frame[18]! << 8) | frame[19]!; // the L4 bytes: no extension header
+  const proto = frame[20]!;
+  const l4 = 54;
+  if (
+    40 + plen > len - 14 ||
+    !(proto === IPPROTO_TCP
+      ? plen >= 20 && frame[l4 + 12]! >>> 4 >= 5 && (frame[l4 + 12]! >>> 4) * 4 <= plen
+      : proto === IPPROTO_UDP &&
+        plen >= 8 &&
+        ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) >= 8 &&
+        ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) <= plen) ||
+    readU32(frame, 22) !== a6[0] ||
+    readU32(frame, 26) !== a6[1] ||
+    readU32(frame, 30) !== a6[2] ||
+    readU32(frame, 34) !== a6[3]
+  )
+    return FAST_MISS;
+  const dst = ctx.ip6.dst;
+  dst[0] = readU32(frame, 38);
+  dst[1] = readU32(frame, 42);
+  dst[2] = readU32(frame, 46);
+  dst[3] = readU32(frame, 50);
+  const gw6 = nic.network.gateway6;
+  if (gw6 !== null && ipv6Equal(dst, gw6)) return FAST_MISS; // local
+  const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
+  const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
+  if (rule === undefined) return FAST_MISS; // a port of another protocol's or family's rule
+  const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
+  const ports = ctx.ports;
+  ports.srcPort = sport;
+  ports.dstPort = dport;
+  ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
+  if (dsrAllowed6(ctx, nic.network.vni, a6, dst, proto, sport, dport) < 0) return FAST_MISS;
+  if (40 + plen > ctx.dsrMtu) return tooBigForDsr(frame, 14, l4 + plen, false, nic, ctx);
+  natIpv6Sum(frame, 14, l4, proto, rule.vip.words, rule.dsrSum, rule.frontendPort);
+  ctx.lastRule = rule;
+  return dsr(ctx, frame, 14, l4 + plen);
 }
 
 /** A frame on a port whose VLAN it does not match: a tag on an untagged port, none or another on a trunk. */

@@ -70,6 +70,12 @@ export interface HostNic {
   readonly outbound: Map<number, NatRule>;
   /** The same for internal VIPs: their replies go back over the overlay (host-agent/east-west.ts), never by DSR. */
   readonly ewOutbound: Map<number, NatRule>;
+  /**
+   * The backend ports of `outbound`'s rules, any family and protocol, as a bit set (bit p of word p >>> 5):
+   * processOutbound tries its fast path for a reply only from one of them, so that every other frame (a
+   * backend's own connection under outbound NAT, east-west) costs the fast path one load, not its checks.
+   */
+  readonly replyPorts: Uint32Array;
   /** VIPs (IPv4, uint32) served by this nic, for non-first fragments (which carry no port). */
   readonly vips4: Set<number>;
   readonly vips6: IpAddr[];
@@ -169,6 +175,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
       inbound: new Map(),
       outbound: new Map(),
       ewOutbound: new Map(),
+      replyPorts: new Uint32Array(65536 / 32),
       vips4: new Set(),
       vips6: [],
       fragmentVip: new Map(),
@@ -207,6 +214,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
           nic.inbound.set(ik, list);
           (rule.internal ? nic.ewOutbound : nic.outbound).set(((v.address.family << 24) | (proto << 16) | r.backendPort) >>> 0, rule);
           if (rule.internal) continue; // east-west carries no fragments: no DSR fragment VIP
+          nic.replyPorts[r.backendPort >>> 5]! |= 1 << (r.backendPort & 31);
           const fk = (v.address.family << 8) | proto;
           const prev = nic.fragmentVip.get(fk);
           if (prev === undefined) nic.fragmentVip.set(fk, v.address);

@@ -764,4 +764,53 @@ describe('host agent: replies too big for the DSR return', () => {
     ctx.dsrMtu = 1500;
     expect(runOut(ctx, reply4(true), 0).port).toBe(OUT_DSR);
   });
+  // the IP packet's own length against the MTU, at the boundary, for both families (each has a fast path)
+  it.each([
+    ['IPv4', 1500],
+    ['IPv4', 1499],
+    ['IPv6', 1500],
+    ['IPv6', 1499],
+  ] as const)('%s: a 1500-byte reply at an MTU of %i (leaves by DSR at 1500, answered at 1499)', (family, mtu) => {
+    const v6 = family === 'IPv6';
+    const ctx = newCtx();
+    clientIn(ctx, { ...flow, v6 });
+    ctx.dsrMtu = mtu;
+    const b = pkt().eth({ src: H1VM1.mac, dst: PORT_MACS[0] });
+    const ip = v6 ? b.ipv6({ src: H1VM1.ip6, dst: CLIENT6 }) : b.ipv4({ src: H1VM1.ip, dst: CLIENT, flags: IPV4_FLAG_DF });
+    const f = ip
+      .tcp({ sport: 80, dport: 40000, flags: TCP_ACK })
+      .payload(v6 ? 1440 : 1460)
+      .build();
+    expect(f.length).toBe(14 + 1500);
+    const r = runOut(ctx, f, 0);
+    expect(r.v).toBe(VERDICT_FORWARD);
+    expect(r.port).toBe(mtu === 1500 ? OUT_DSR : 0);
+    expect(ctx.counters.get('icmp_too_big_sent')).toBe(mtu === 1500 ? 0 : 1);
+  });
+});
+
+describe('host agent tables: the reply ports of the outbound fast path', () => {
+  it("holds exactly the backend ports of each nic's public VIP rules, not its internal VIPs'", () => {
+    const config = labConfig((c) => {
+      const rules = [{ name: 'ew-tcp', protocol: 'tcp', frontendPort: 7000, backendPort: 7000, pool: 'web' }];
+      c.vips.push({ address: '192.0.2.100', scope: 'internal', network: 'tenant-a', rules });
+    });
+    const tables = compileHostTables(config, 'host1', 1);
+    for (const nic of tables.nics) {
+      // from the config, not from the compiled rules: every public rule with a backend on this nic
+      const want = new Set<number>();
+      for (const v of config.vips) {
+        if (v.scope === 'internal') continue;
+        for (const r of v.rules) {
+          const pool = config.pools.find((p) => p.name === r.pool)!;
+          if (pool.backends.some((b) => b.nic === nic.name)) want.add(r.backendPort);
+        }
+      }
+      const got = new Set<number>();
+      for (let p = 0; p < 65536; p++) if ((nic.replyPorts[p >>> 5]! & (1 << (p & 31))) !== 0) got.add(p);
+      expect(want.size).toBeGreaterThan(0);
+      expect(got.has(7000)).toBe(false);
+      expect([...got].sort((a, b) => a - b)).toEqual([...want].sort((a, b) => a - b));
+    }
+  });
 });
