@@ -174,6 +174,16 @@ export interface MuxContext {
   /** A DataView over exactly `out`, for word stores. */
   readonly outView: DataView;
   outLen: number;
+  /**
+   * encapsulate's headers per nic id, prebuilt at the nic's first packet (encapTemplate): MUX_ENCAP_LEN
+   * bytes (MUX_ENCAP_LEN_V6 on an IPv6 underlay) as words, every byte but the per-packet ones (the host's
+   * MAC, lengths, IP id and checksum, UDP source port, flow label, inner EtherType). They belong to the
+   * tables encapFor; any other tables in ctx.tables (a new compile, whatever its cause) start them anew.
+   */
+  encapFor: MuxTables | null;
+  encapT: (Int32Array | undefined)[];
+  /** `out` as 32-bit words (its buffer is its own, at offset 0). */
+  readonly out32: Int32Array;
   /** After a verdict: the drop counter index, or -1. */
   lastDrop: number;
   /** After VERDICT_FORWARD: the chosen nic. */
@@ -248,6 +258,9 @@ export function newMuxContext(o: MuxContextOptions): MuxContext {
     out,
     outView: new DataView(out.buffer, out.byteOffset, out.byteLength),
     outLen: 0,
+    encapFor: null,
+    encapT: [],
+    out32: new Int32Array(out.buffer, out.byteOffset, out.byteLength >>> 2),
     lastDrop: -1,
     lastNic: null,
     lastRule: null,
@@ -923,109 +936,73 @@ export function encapsulate(
   const encap = six ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN;
   const outerIpLen = encap - 14 + ipLen;
   if (outerIpLen > ctx.mtu) return tooBig(frame, l3, ipLen, innerType, ctx);
+  if (six && host.pa6 === null) return drop(ctx, C.drop_no_neighbor); // config validation requires address6 on an IPv6 underlay
+  // the nic's headers, prebuilt (encapTemplate), go in as 32-bit words; then the bytes of this packet
+  if (ctx.encapFor !== ctx.tables) newEncapTables(ctx);
+  const t = ctx.encapT[nic.id] ?? encapTemplate(ctx, nic);
+  const w = ctx.out32;
+  w[0] = t[0]!;
+  w[1] = t[1]!;
+  w[2] = t[2]!;
+  w[3] = t[3]!;
+  w[4] = t[4]!;
+  w[5] = t[5]!;
+  w[6] = t[6]!;
+  w[7] = t[7]!;
+  w[8] = t[8]!;
+  w[9] = t[9]!;
+  w[10] = t[10]!;
+  w[11] = t[11]!;
+  w[12] = t[12]!;
+  w[13] = t[13]!;
+  w[14] = t[14]!;
+  w[15] = t[15]!;
+  if (six) {
+    w[16] = t[16]!;
+    w[17] = t[17]!;
+    w[18] = t[18]!;
+    w[19] = t[19]!;
+    w[20] = t[20]!;
+  }
   const o = ctx.out;
-  o[0] = host.mac[0]!;
-  o[1] = host.mac[1]!;
-  o[2] = host.mac[2]!;
-  o[3] = host.mac[3]!;
-  o[4] = host.mac[4]!;
-  o[5] = host.mac[5]!;
-  const m = ctx.localMac;
-  o[6] = m[0]!;
-  o[7] = m[1]!;
-  o[8] = m[2]!;
-  o[9] = m[3]!;
-  o[10] = m[4]!;
-  o[11] = m[5]!;
-  const sp = vxlanSourcePort(flowHash);
-  const vp = ctx.vxlanPort;
+  // the next hop's MAC: read at every packet, as the neighbour resolution rewrites it in place
+  const hm = host.mac;
+  o[0] = hm[0]!;
+  o[1] = hm[1]!;
+  o[2] = hm[2]!;
+  o[3] = hm[3]!;
+  o[4] = hm[4]!;
+  o[5] = hm[5]!;
   const udpLen = ipLen + 30;
   let u: number; // offset of the UDP header
   if (!six) {
-    o[12] = 0x08;
-    o[13] = 0x00;
-    // outer IPv4 (RFC 791): no options, DF clear (the fabric may fragment), TTL 64, UDP
-    o[14] = 0x45;
-    o[15] = 0;
     o[16] = outerIpLen >>> 8;
     o[17] = outerIpLen & 0xff;
     const id = (ctx.ipId = (ctx.ipId + 1) & 0xffff);
     o[18] = id >>> 8;
     o[19] = id & 0xff;
-    o[20] = 0;
-    o[21] = 0;
-    o[22] = 64;
-    o[23] = 17;
-    o[24] = 0;
-    o[25] = 0;
-    const s = ctx.localPa4;
-    const d = host.pa4;
-    o[26] = s >>> 24;
-    o[27] = (s >>> 16) & 0xff;
-    o[28] = (s >>> 8) & 0xff;
-    o[29] = s & 0xff;
-    o[30] = d >>> 24;
-    o[31] = (d >>> 16) & 0xff;
-    o[32] = (d >>> 8) & 0xff;
-    o[33] = d & 0xff;
     // RFC 1071: the header's sum is the fixed and per-host shares, summed in advance, plus two words
     const csum = finishChecksum(ctx.outerSum4 + host.outerSum4 + outerIpLen + id);
     o[24] = csum >>> 8;
     o[25] = csum & 0xff;
     u = 34;
   } else {
-    const d6 = host.pa6;
-    if (d6 === null) return drop(ctx, C.drop_no_neighbor); // config validation requires address6 on an IPv6 underlay
-    o[12] = 0x86;
-    o[13] = 0xdd;
-    // outer IPv6 (RFC 8200): the flow label from the flow hash (RFC 6438), hop limit 64, UDP
-    writeU32(o, 14, (0x60000000 | (flowHash & 0xfffff)) >>> 0);
-    writeU16(o, 18, udpLen);
-    o[20] = 17;
-    o[21] = 64;
-    const s6 = ctx.localPa6!;
-    for (let i = 0; i < 4; i++) {
-      writeU32(o, 22 + i * 4, s6[i]!);
-      writeU32(o, 38 + i * 4, d6[i]!);
-    }
+    // outer IPv6 (RFC 8200): the flow label from the flow hash (RFC 6438)
+    o[15] = (flowHash >>> 16) & 0x0f;
+    o[16] = (flowHash >>> 8) & 0xff;
+    o[17] = flowHash & 0xff;
+    o[18] = udpLen >>> 8;
+    o[19] = udpLen & 0xff;
     u = 54;
   }
   // UDP: source port from the flow hash (RFC 7348 5)
+  const sp = vxlanSourcePort(flowHash);
   o[u] = sp >>> 8;
   o[u + 1] = sp & 0xff;
-  o[u + 2] = vp >>> 8;
-  o[u + 3] = vp & 0xff;
   o[u + 4] = udpLen >>> 8;
   o[u + 5] = udpLen & 0xff;
-  o[u + 6] = 0;
-  o[u + 7] = 0;
-  // VXLAN: I flag, VNI
-  const vni = nic.vni;
-  o[u + 8] = VXLAN_FLAG_I;
-  o[u + 9] = 0;
-  o[u + 10] = 0;
-  o[u + 11] = 0;
-  o[u + 12] = vni >>> 16;
-  o[u + 13] = (vni >>> 8) & 0xff;
-  o[u + 14] = vni & 0xff;
-  o[u + 15] = 0;
-  // inner Ethernet: to the backend's MAC, from ours
-  const ie = u + 16;
-  const nm = nic.mac;
-  o[ie] = nm[0]!;
-  o[ie + 1] = nm[1]!;
-  o[ie + 2] = nm[2]!;
-  o[ie + 3] = nm[3]!;
-  o[ie + 4] = nm[4]!;
-  o[ie + 5] = nm[5]!;
-  o[ie + 6] = m[0]!;
-  o[ie + 7] = m[1]!;
-  o[ie + 8] = m[2]!;
-  o[ie + 9] = m[3]!;
-  o[ie + 10] = m[4]!;
-  o[ie + 11] = m[5]!;
-  o[ie + 12] = innerType >>> 8;
-  o[ie + 13] = innerType & 0xff;
+  o[u + 28] = innerType >>> 8;
+  o[u + 29] = innerType & 0xff;
   // copyShort: copyPayload's bytes, in fewer instructions (shared/fused-parse-mux.ts)
   if (ipLen < WORD_COPY_MAX_LEN) copyShort(frame, l3, o, ctx.outView, encap, ipLen);
   else o.set(frame.subarray(l3, l3 + ipLen), encap);
@@ -1038,6 +1015,66 @@ export function encapsulate(
   ctx.lastNic = nic;
   // tx_packets and tx_bytes: counted by the daemon once the kernel took the frame (mux/daemon.ts)
   return VERDICT_FORWARD;
+}
+
+/**
+ * New tables are in force (a compile, whatever its cause): every nic's template is built again at its
+ * next packet. The tables make new nic objects, and a nic's VNI, MAC or host (its provider address) may
+ * have changed with them.
+ */
+function newEncapTables(ctx: MuxContext): void {
+  const tables = ctx.tables;
+  ctx.encapT = new Array<Int32Array | undefined>(tables.nicsById.length).fill(undefined);
+  ctx.encapFor = tables;
+}
+
+/**
+ * The nic's headers as encapsulate writes them, its template: outer Ethernet from the MUX's MAC (the
+ * destination, the host's MAC, comes at every packet), the outer IP header from the MUX's provider
+ * address to the host's, the UDP header to the VXLAN port, VXLAN with the nic's VNI, and the inner
+ * Ethernet header from the MUX's MAC to the nic's. The per-packet fields are left zero.
+ */
+function encapTemplate(ctx: MuxContext, nic: MuxNic): Int32Array {
+  const six = ctx.underlay6;
+  const words = new Int32Array((six ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) >>> 2);
+  const t = new DataView(words.buffer);
+  const m = ctx.localMac;
+  for (let i = 0; i < 6; i++) t.setUint8(6 + i, m[i]!);
+  let u: number; // offset of the UDP header
+  if (!six) {
+    t.setUint16(12, ETHERTYPE_IPV4);
+    // outer IPv4 (RFC 791): no options, DF clear (the fabric may fragment), TTL 64, UDP
+    t.setUint8(14, 0x45);
+    t.setUint8(22, 64);
+    t.setUint8(23, 17);
+    t.setUint32(26, ctx.localPa4 >>> 0);
+    t.setUint32(30, nic.host.pa4 >>> 0);
+    u = 34;
+  } else {
+    t.setUint16(12, ETHERTYPE_IPV6);
+    // outer IPv6 (RFC 8200): version 6 (the flow label comes at every packet), hop limit 64, UDP
+    t.setUint8(14, 0x60);
+    t.setUint8(20, 17);
+    t.setUint8(21, 64);
+    const s6 = ctx.localPa6!;
+    const d6 = nic.host.pa6!;
+    for (let i = 0; i < 4; i++) {
+      t.setUint32(22 + i * 4, s6[i]!);
+      t.setUint32(38 + i * 4, d6[i]!);
+    }
+    u = 54;
+  }
+  t.setUint16(u + 2, ctx.vxlanPort);
+  // VXLAN: I flag, VNI
+  t.setUint8(u + 8, VXLAN_FLAG_I);
+  t.setUint32(u + 12, (nic.vni << 8) >>> 0);
+  // inner Ethernet: to the backend's MAC, from ours
+  for (let i = 0; i < 6; i++) {
+    t.setUint8(u + 16 + i, nic.mac[i]!);
+    t.setUint8(u + 22 + i, m[i]!);
+  }
+  ctx.encapT[nic.id] = words;
+  return words;
 }
 
 function takeIcmpToken(ctx: MuxContext): boolean {

@@ -592,6 +592,68 @@ describe('mux: flow table keeps established flows while the pool changes', () =>
 
 const HOST_PA6: Record<string, string> = { host1: '2001:db8:f::21', host2: '2001:db8:f::22' };
 
+describe('mux: the outer headers follow the tables and the neighbour resolution', () => {
+  // encapsulate copies a template per nic, made at the nic's first packet: new tables (another VNI, nic
+  // MAC or host address) must make it again, and a host MAC learned anew must show at the next packet
+  const moved = () =>
+    labConfig((raw) => {
+      raw.networks[0].vni = 5077;
+      raw.hosts[0].address = '198.18.0.31';
+      raw.hosts[0].address6 = '2001:db8:f::31';
+      for (const n of raw.nics) n.mac = n.mac.replace('02:00:c0', '02:00:c1');
+    });
+  const expected = (client: Buffer, h: number, o: { vni: number; hostMac: string; pa: string; nicMac: string }, ipId: number) =>
+    pkt()
+      .eth({ src: MUX_MAC, dst: o.hostMac })
+      .ipv4({ src: '198.18.0.11', dst: o.pa, id: ipId, ttl: 64, flags: 0 })
+      .udp({ sport: vxlanSourcePort(h), dport: 4789, checksum: 'zero' })
+      .vxlan({ vni: o.vni })
+      .eth({ src: MUX_MAC, dst: o.nicMac, type: ETHERTYPE_IPV4 })
+      .payload(client.subarray(14))
+      .build();
+
+  it.each([false, true])('over IPv4 and IPv6 underlays (IPv6: %s)', (underlay6) => {
+    const ctx = newCtx(labConfig(), ALL_HEALTHY, { underlay6 });
+    // a flow to a nic of host1
+    let port = 20000;
+    for (; ; port++) if (NICS[nicOf(flowHash(CLIENT, VIP, 6, port, 80, 5, SEED))]!.host === 'host1') break;
+    const h = flowHash(CLIENT, VIP, 6, port, 80, 5, SEED);
+    const nic = NICS[nicOf(h)]!;
+    const f = tcp4(port, 80, TCP_ACK);
+    const first = run(ctx, f);
+    expect(first.verdict).toBe(VERDICT_FORWARD);
+    const outerOf = (out: Buffer) => dissect(out);
+    const check = (out: Buffer, o: { vni: number; hostMac: string; pa: string; pa6: string; nicMac: string }, ipId: number) => {
+      if (!underlay6) {
+        expectFrame(out, expected(f, h, o, ipId));
+        return;
+      }
+      const d = outerOf(out);
+      expect(d.first('ipv6')!.dst).toBe(o.pa6);
+      expect(d.first('udp')!.checksumOk).toBe(true);
+      const e = expected(f, h, o, ipId);
+      expect(out.subarray(0, 6)).toEqual(e.subarray(0, 6));
+      expect(out.subarray(54 + 8)).toEqual(e.subarray(34 + 8)); // VXLAN, inner Ethernet and the packet
+    };
+    check(first.out, { vni: 5001, hostMac: HOST_MACS.host1!, pa: '198.18.0.21', pa6: '2001:db8:f::21', nicMac: nic.mac }, 1);
+    // the neighbour resolution learns another MAC for host1, in place
+    const host1 = ctx.tables.hosts.get('host1')!;
+    host1.mac.set(mac('02:00:00:00:00:31'));
+    check(run(ctx, f).out, { vni: 5001, hostMac: '02:00:00:00:00:31', pa: '198.18.0.21', pa6: '2001:db8:f::21', nicMac: nic.mac }, 2);
+    // new tables: another VNI, host1 at another address, every nic with another MAC
+    ctx.tables = compileMuxTables(moved(), ALL_HEALTHY, ctx.tables, 2);
+    for (const x of ctx.tables.hosts.values()) {
+      x.mac.set(mac(HOST_MACS[x.name]!));
+      x.macKnown = true;
+    }
+    const again = run(ctx, f);
+    expect(again.verdict).toBe(VERDICT_FORWARD);
+    expect(ctx.lastNic!.name).toBe(nicOf(h));
+    const nicMac = nic.mac.replace('02:00:c0', '02:00:c1');
+    check(again.out, { vni: 5077, hostMac: HOST_MACS.host1!, pa: '198.18.0.31', pa6: '2001:db8:f::31', nicMac }, 3);
+  });
+});
+
 describe('mux: IPv6 underlay', () => {
   it.each([
     ['an IPv4 client packet', () => tcp4(40010), () => ({ h: flowHash(CLIENT, VIP, 6, 40010, 80, 5, SEED), l3: 14, type: ETHERTYPE_IPV4 })],
