@@ -107,6 +107,24 @@ export class FlowTable {
             keys[base + 10] === k[10]
           )
             return i;
+        } else if (kw === 10) {
+          // the MUX's IPv6 key (ports word first: the words most likely to differ), written out as above
+          if (
+            keys[base + 9] === k[9] &&
+            keys[base + 3] === k[3] &&
+            keys[base] === k[0] &&
+            keys[base + 1] === k[1] &&
+            keys[base + 2] === k[2] &&
+            keys[base + 4] === k[4] &&
+            keys[base + 5] === k[5] &&
+            keys[base + 6] === k[6] &&
+            keys[base + 7] === k[7] &&
+            keys[base + 8] === k[8]
+          )
+            return i;
+        } else if (kw === 4) {
+          // the MUX's IPv4 key
+          if (keys[base + 3] === k[3] && keys[base] === k[0] && keys[base + 1] === k[1] && keys[base + 2] === k[2]) return i;
         } else {
           let j = 0;
           while (j < kw && keys[base + j] === k[j]) j++;
