@@ -388,7 +388,7 @@ function fast4(frame: Uint8Array, len: number, ctx: MuxContext): number {
   const dport = (frame[36]! << 8) | frame[37]!;
   const rule = vip.rules.get((proto << 16) | dport);
   if (rule === undefined) return FAST_MISS;
-  if ((ctx.underlay6 ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + total > ctx.mtu) return FAST_MISS;
+  if ((ctx.underlay6 === true ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + total > ctx.mtu) return FAST_MISS;
   // the general path's from here on (processIpv4 after findRule)
   ctx.lastRule = rule;
   const seed = ctx.hashSeed;
@@ -459,7 +459,7 @@ function fast6(frame: Uint8Array, len: number, ctx: MuxContext): number {
   const dport = (frame[56]! << 8) | frame[57]!;
   const rule = vip.rules.get((proto << 16) | dport);
   if (rule === undefined) return FAST_MISS;
-  if ((ctx.underlay6 ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + 40 + plen > ctx.mtu) return FAST_MISS;
+  if ((ctx.underlay6 === true ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN) - 14 + 40 + plen > ctx.mtu) return FAST_MISS;
   // the general path's from here on (processIpv6 after findRule); the key holds the hash's words in order
   ctx.lastRule = rule;
   const k = ctx.flows6.key;
@@ -931,8 +931,9 @@ export function encapsulate(
 ): number {
   const C = ctx.counters.index;
   const host = nic.host;
-  if (!host.macKnown) return drop(ctx, C.drop_no_neighbor);
-  const six = ctx.underlay6;
+  // the booleans compared with true: a plain test of the field compiled to V8's generic truth test
+  if (host.macKnown !== true) return drop(ctx, C.drop_no_neighbor);
+  const six = ctx.underlay6 === true;
   const encap = six ? MUX_ENCAP_LEN_V6 : MUX_ENCAP_LEN;
   const outerIpLen = encap - 14 + ipLen;
   if (outerIpLen > ctx.mtu) return tooBig(frame, l3, ipLen, innerType, ctx);
