@@ -53,8 +53,8 @@ export function dsrLearn4(
 export function dsrLearn6(
   ctx: HostContext,
   vni: number,
-  dip: ArrayLike<number>,
-  client: ArrayLike<number>,
+  dip: Uint32Array,
+  client: Uint32Array,
   proto: number,
   bport: number,
   cport: number,
@@ -64,10 +64,11 @@ export function dsrLearn6(
   const f = s.flows;
   const now = s.nowS;
   const tcp = proto === IPPROTO_TCP;
-  f.setKey6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
-  const v = f.lookup(now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
+  // as dsrLearn4: the common case writes no key (HostFlowTable.lookup6)
+  const v = f.lookup6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR, now, now + (tcp ? s.tcpIdleS : s.udpIdleS));
   const flags = tcp ? ctx.ports.tcpFlags : 0;
-  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return; // the common case: one lookup
+  if (v >= 0 && flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST | TCP_SYN)) === 0) return;
+  f.setKey6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
   learnChange(ctx, v, tcp, flags, fport);
 }
 
@@ -226,8 +227,8 @@ export function learnReplyFlow(frame: Uint8Array, len: number, port: number, ctx
   if (family === 4) {
     dsrLearn4(ctx, nic.network.vni, w(l3 + 12), w(l3 + 16), proto, sport, dport, rule.frontendPort);
   } else {
-    const src = [w(l3 + 8), w(l3 + 12), w(l3 + 16), w(l3 + 20)];
-    const dst = [w(l3 + 24), w(l3 + 28), w(l3 + 32), w(l3 + 36)];
+    const src = Uint32Array.of(w(l3 + 8), w(l3 + 12), w(l3 + 16), w(l3 + 20));
+    const dst = Uint32Array.of(w(l3 + 24), w(l3 + 28), w(l3 + 32), w(l3 + 36));
     dsrLearn6(ctx, nic.network.vni, src, dst, proto, sport, dport, rule.frontendPort);
   }
   return true;
