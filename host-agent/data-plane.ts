@@ -640,7 +640,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
     const v = snatIn(frame, ie, ie + ien, udpEnd, peer, net, ctx); // outbound NAT's replies come before the VIP rules
     if (v >= 0) return v;
   }
-  const nic = net.nicsByMac.get(macKey(frame, ie));
+  const nic = net.nicsByMac.get(frame, ie);
   if (nic === undefined) return drop(ctx, C.drop_in_unknown_mac);
   if (ctx.ieth.vlanId !== VLAN_NONE) return drop(ctx, C.drop_in_inner_vlan);
   const il3 = ie + ien;
@@ -1488,7 +1488,7 @@ function snatIn(frame: Uint8Array, ie: number, il3: number, end: number, peer: n
     end = il3 + 40 + ip.payloadLength;
     r = s.in6(frame, il3, end, ctx.ew.nowS, ctx.vxlan.vni);
   } else return -1;
-  if (r === SNAT_ERR_NOT_OURS && net.nicsByMac.has(macKey(frame, ie))) return -1; // a VIP used as frontend: its rules' traffic
+  if (r === SNAT_ERR_NOT_OURS && net.nicsByMac.has(frame, ie)) return -1; // a VIP used as frontend: its rules' traffic
   if (r < 0) return drop(ctx, snatDropOf(ctx, r));
   const nic = t.nics[s.slotNic(r)];
   if (nic === undefined) return drop(ctx, C.drop_internal_error);

@@ -14,8 +14,75 @@ export interface HostNetwork {
   /** IPv4 gateway the ports answer ARP for, as uint32, or -1. */
   readonly gateway4: number;
   readonly gateway6: Uint32Array | null;
-  /** macKey(nic MAC) -> nic, for this host only. */
-  readonly nicsByMac: Map<number, HostNic>;
+  /** nic MAC -> nic, for this host only. */
+  readonly nicsByMac: MacTable<HostNic>;
+}
+
+/**
+ * A map from MAC to value read straight from the frame's bytes: open addressing over the MAC's two
+ * halves as int32 (the first two bytes, the last four). A Map keyed by macKey boxed its 48-bit key, and
+ * V8 hashed that heap number in C++ on every inbound packet.
+ */
+export class MacTable<T> {
+  /** Per slot: the MAC's first two bytes, or -1 (an empty slot). */
+  private hi = new Int32Array(8).fill(-1);
+  /** Per slot: its last four bytes, as int32. */
+  private lo = new Int32Array(8);
+  private values: (T | undefined)[] = new Array<T | undefined>(8).fill(undefined);
+  private mask = 7;
+  size = 0;
+
+  /** The value for the MAC at buf[off .. off + 6), or undefined. */
+  get(buf: Uint8Array, off: number): T | undefined {
+    const hi = (buf[off]! << 8) | buf[off + 1]!;
+    const lo = (buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!;
+    const his = this.hi;
+    const mask = this.mask;
+    let i = macSlot(hi, lo) & mask;
+    for (;;) {
+      const h = his[i]!;
+      if (h === hi && this.lo[i] === lo) return this.values[i];
+      if (h < 0) return undefined;
+      i = (i + 1) & mask;
+    }
+  }
+
+  has(buf: Uint8Array, off: number): boolean {
+    return this.get(buf, off) !== undefined;
+  }
+
+  /** Adds or replaces the value of the MAC at buf[off .. off + 6). */
+  set(buf: Uint8Array, off: number, value: T): void {
+    if ((this.size + 1) * 2 > this.mask + 1) this.grow();
+    this.put((buf[off]! << 8) | buf[off + 1]!, (buf[off + 2]! << 24) | (buf[off + 3]! << 16) | (buf[off + 4]! << 8) | buf[off + 5]!, value);
+  }
+
+  private put(hi: number, lo: number, value: T): void {
+    const mask = this.mask;
+    let i = macSlot(hi, lo) & mask;
+    while (this.hi[i]! >= 0 && !(this.hi[i] === hi && this.lo[i] === lo)) i = (i + 1) & mask;
+    if (this.hi[i]! < 0) this.size++;
+    this.hi[i] = hi;
+    this.lo[i] = lo;
+    this.values[i] = value;
+  }
+
+  private grow(): void {
+    const { hi, lo, values } = this;
+    const cap = (this.mask + 1) * 2;
+    this.hi = new Int32Array(cap).fill(-1);
+    this.lo = new Int32Array(cap);
+    this.values = new Array<T | undefined>(cap).fill(undefined);
+    this.mask = cap - 1;
+    this.size = 0;
+    for (let i = 0; i < hi.length; i++) if (hi[i]! >= 0) this.put(hi[i]!, lo[i]!, values[i] as T);
+  }
+}
+
+/** A MAC's slot before the mask: its two halves mixed (the last bytes of a MAC differ most). */
+function macSlot(hi: number, lo: number): number {
+  const x = Math.imul(lo ^ Math.imul(hi, 0x85ebca6b), 0x9e3779b1);
+  return x ^ (x >>> 15);
 }
 
 /** Inbound NAT: VIP:frontendPort -> DIP:backendPort for one nic. */
@@ -153,7 +220,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
       vni: n.vni,
       gateway4: n.gateway ? n.gateway.words[0]! : -1,
       gateway6: n.gateway6 ? n.gateway6.words : null,
-      nicsByMac: new Map(),
+      nicsByMac: new MacTable<HostNic>(),
     };
     vnis.set(n.vni, net);
     netByName.set(n.name, net);
@@ -182,7 +249,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     };
     nics.push(nic);
     nicByName.set(n.name, nic);
-    net.nicsByMac.set(macKey(n.mac, 0), nic);
+    net.nicsByMac.set(n.mac, 0, nic);
   }
   const nicConf = new Map(config.nics.map((n) => [n.name, n]));
   for (const v of config.vips) {
