@@ -548,7 +548,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
         frame[33]!;
       sum = (sum & 0xffff) + (sum >>> 16);
       sum = (sum & 0xffff) + (sum >>> 16);
-      const pi = sum === 0xffff ? t.peerIndex4.get(readU32(frame, 26)) : undefined;
+      const pi = sum === 0xffff ? t.peerIndex4i.get(readU32(frame, 26) | 0) : undefined;
       if (pi !== undefined) {
         peer = pi;
         l4 = 34;
@@ -576,7 +576,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
       const un = parseUdp(frame, l4, ctx.udp, l3 + ip.totalLength);
       if (un < 0) return codecDrop(ctx, ctx.inUdpDrop, un);
       if (ctx.udp.dstPort !== ctx.vxlanPort) return notVxlan4(frame, l4, ip.src, ctx); // a Fastpath redirect, or a drop
-      const pi = t.peerIndex4.get(ip.src);
+      const pi = t.peerIndex4i.get(ip.src | 0);
       if (pi === undefined) return drop(ctx, C.drop_in_unknown_source);
       peer = pi;
       udpLen = ctx.udp.length;

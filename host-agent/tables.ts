@@ -171,6 +171,11 @@ export interface HostTables {
   readonly peers: readonly FabricPeer[];
   /** IPv4 provider address (uint32) -> index in peers. */
   readonly peerIndex4: Map<number, number>;
+  /**
+   * The same, keyed by the address as int32 (`| 0`), for the inbound path: an unsigned address >= 2^31
+   * was a heap number as a Map key, hashed in C++ on every packet.
+   */
+  readonly peerIndex4i: Map<number, number>;
   /** Internal VIPs, the nics of their networks, the MUXes (docs/east-west.md). */
   readonly ew: EwTables;
   /**
@@ -324,6 +329,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
     trustedSources6,
     peers,
     peerIndex4,
+    peerIndex4i: new Map([...peerIndex4].map(([a, i]) => [a | 0, i])),
     ew: compileEwTables(config, hostName, peers, peerIndex4, nicByName),
     snatFrontends4: new Set(config.outbound.flatMap((r) => r.frontendIps.filter((a) => a.family === 4).map((a) => a.words[0]!))),
     snatFrontends6: config.outbound.flatMap((r) => r.frontendIps.filter((a) => a.family === 6).map((a) => a.words)),
