@@ -735,7 +735,7 @@ function inboundIpv4(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         frame[l3 + 17] = dip >>> 16;
         frame[l3 + 18] = dip >>> 8;
         frame[l3 + 19] = dip;
-        const d = (~(dst >>> 16) & 0xffff) + (~dst & 0xffff) + (dip >>> 16) + (dip & 0xffff);
+        const d = rule.inSum; // ~dst and dip's terms: dst is the rule's VIP
         let x = (~((frame[l3 + 10]! << 8) | frame[l3 + 11]!) & 0xffff) + d;
         x = (x & 0xffff) + (x >>> 16);
         x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
@@ -834,10 +834,15 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
       const ip = ctx.ip6;
       const src = ip.src;
       const dst = ip.dst;
-      for (let i = 0; i < 4; i++) {
-        src[i] = readU32(frame, l3 + 8 + i * 4);
-        dst[i] = readU32(frame, l3 + 24 + i * 4);
-      }
+      // written out: the loop's counter and bounds were instructions on every packet
+      src[0] = readU32(frame, l3 + 8);
+      src[1] = readU32(frame, l3 + 12);
+      src[2] = readU32(frame, l3 + 16);
+      src[3] = readU32(frame, l3 + 20);
+      dst[0] = readU32(frame, l3 + 24);
+      dst[1] = readU32(frame, l3 + 28);
+      dst[2] = readU32(frame, l3 + 32);
+      dst[3] = readU32(frame, l3 + 36);
       const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
       // no hasVip6 first: as in inboundIpv4, a rule of this nic for dst means dst is one of its VIPs
       const rule = findRule6(nic, proto, dport, dst);
@@ -847,20 +852,32 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         ports.srcPort = sport;
         ports.dstPort = dport;
         ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
-        // natIpv6(frame, l3, l4, proto, 24, dip, 2, backendPort), written out (its call was not inlined)
+        // natIpv6(frame, l3, l4, proto, 24, dip, 2, backendPort), written out (its call was not inlined);
+        // dst is the rule's VIP, so the address's checksum terms are the rule's (inSum)
         const dip = rule.dip.words;
         const bport = rule.backendPort;
-        let x = 0;
-        for (let i = 0; i < 4; i++) {
-          const o = ~dst[i]!;
-          const n = dip[i]!;
-          x += (o >>> 16) + (o & 0xffff) + (n >>> 16) + (n & 0xffff);
-          const a = l3 + 24 + i * 4;
-          frame[a] = n >>> 24;
-          frame[a + 1] = n >>> 16;
-          frame[a + 2] = n >>> 8;
-          frame[a + 3] = n;
-        }
+        const a = l3 + 24;
+        let n = dip[0]!;
+        frame[a] = n >>> 24;
+        frame[a + 1] = n >>> 16;
+        frame[a + 2] = n >>> 8;
+        frame[a + 3] = n;
+        n = dip[1]!;
+        frame[a + 4] = n >>> 24;
+        frame[a + 5] = n >>> 16;
+        frame[a + 6] = n >>> 8;
+        frame[a + 7] = n;
+        n = dip[2]!;
+        frame[a + 8] = n >>> 24;
+        frame[a + 9] = n >>> 16;
+        frame[a + 10] = n >>> 8;
+        frame[a + 11] = n;
+        n = dip[3]!;
+        frame[a + 12] = n >>> 24;
+        frame[a + 13] = n >>> 16;
+        frame[a + 14] = n >>> 8;
+        frame[a + 15] = n;
+        let x = rule.inSum;
         frame[l4 + 2] = bport >>> 8;
         frame[l4 + 3] = bport;
         const co = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6; // the L4 checksum

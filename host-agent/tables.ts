@@ -106,6 +106,11 @@ export interface NatRule {
    * is the DIP first, so the frame's address need not be read again.
    */
   readonly dsrSum: number;
+  /**
+   * The same for the inbound rewrite VIP -> DIP: the sum of ~vip and dip. The rule was found by the
+   * packet's destination, so that is the VIP and need not be read or summed again.
+   */
+  readonly inSum: number;
 }
 
 /** The sum of ~from and to over the 16-bit words of two addresses (RFC 1624 eqn. 3's terms), not folded. */
@@ -279,6 +284,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
             dipBytes: addrBytes(dip),
             internal: v.scope === 'internal',
             dsrSum: rewriteSum(dip.words, v.address.words),
+            inSum: rewriteSum(v.address.words, dip.words),
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];
