@@ -657,8 +657,15 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   } else {
     return drop(ctx, C.drop_in_inner_not_ip);
   }
-  // the frame leaves the port from the port's MAC (the backend's gateway), to the backend's MAC
-  copyBytes(ctx.portMacs[nic.index]!, 0, frame, ie + 6, 6);
+  // the frame leaves the port from the port's MAC (the backend's gateway), to the backend's MAC; written
+  // out, not copyBytes's loop
+  const pm = ctx.portMacs[nic.index]!;
+  frame[ie + 6] = pm[0]!;
+  frame[ie + 7] = pm[1]!;
+  frame[ie + 8] = pm[2]!;
+  frame[ie + 9] = pm[3]!;
+  frame[ie + 10] = pm[4]!;
+  frame[ie + 11] = pm[5]!;
   ctx.outBuf = frame;
   ctx.outOff = ie;
   ctx.outLen = ipEnd - ie;
