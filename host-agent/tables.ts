@@ -144,8 +144,8 @@ export interface HostNic {
   readonly ewOutbound: Map<number, NatRule>;
   /**
    * The backend ports of `outbound`'s rules, any family and protocol, as a bit set (bit p of word p >>> 5):
-   * processOutbound tries its fast path for a reply only from one of them, so that every other frame (a
-   * backend's own connection under outbound NAT, east-west) costs the fast path one load, not its checks.
+   * processOutbound tries its IPv4 fast path only for a frame from one of them, so that every other frame
+   * (a backend's own connection under outbound NAT, east-west) costs it one load, not its checks.
    */
   readonly replyPorts: Uint32Array;
   /** VIPs (IPv4, uint32) served by this nic, for non-first fragments (which carry no port). */

@@ -764,7 +764,7 @@ describe('host agent: replies too big for the DSR return', () => {
     ctx.dsrMtu = 1500;
     expect(runOut(ctx, reply4(true), 0).port).toBe(OUT_DSR);
   });
-  // the IP packet's own length against the MTU, at the boundary, for both families (each has a fast path)
+  // the IP packet's own length against the MTU, at the boundary, for both families (IPv4 takes the fast path)
   it.each([
     ['IPv4', 1500],
     ['IPv4', 1499],
