@@ -6,7 +6,6 @@
 // FLOW_FASTPATH the redirect's target (index into the east-west targets). Bounded (inserts beyond the
 // limit fail: the caller keeps the stateless path), idle expiry per entry, no allocation per packet.
 import { FlowTable, type FlowGroups, type FlowLimit } from '../shared/flow-table.js';
-import { murmur3Finish, murmur3Words } from '../shared/flow-hash.js';
 
 export const HOST_FLOW_KEY_WORDS = 11;
 /** Sent toward a MUX (east-west, before a redirect): action = the MUX's index. */
@@ -45,121 +44,93 @@ export const FLOW_KIND_NAMES: Readonly<Record<number, string>> = {
   [FLOW_SNAT_IN]: 'snat_in',
 };
 const HASH_SEED = 0x686f7374; // 'host'
-// MurmurHash3_x86_32's block constants (shared/flow-hash.ts)
-const C1 = 0xcc9e2d51;
-const C2 = 0x1b873593;
 const HOST_FLOW_KEY_BYTES = HOST_FLOW_KEY_WORDS * 4;
 
 /**
- * murmur3Words over the IPv4 key [w0, src, 0, 0, 0, dst, 0, 0, 0, w9, w10] with the table's seed, from
- * the five words that are not zero: the padding words take the zero round (only the rotation and
- * multiply-add of the state), and nothing is read back from the key array. The rounds are written out
- * here, not murmur3Round's calls: on the return path V8 had no inlining budget left for them (callgrind,
- * host-out udp4 reply: 77 instructions a packet fewer). The table's hash is murmur3Words (snat.ts and
- * setKeyWords compute it that way): this must return exactly the same value (test/host-flow-table.test.ts).
+ * One odd multiplier per key word (well-known odd constants: the golden ratio's, xxHash's, murmur3's, and
+ * lowbias32's), no two equal or opposite modulo 2^17 (test/host-flow-table.test.ts): each word's term
+ * then moves the sum differently, so that a change in two words cannot cancel out by construction.
  */
-export function hostKeyHash4(w0: number, src: number, dst: number, w9: number, w10: number): number {
-  let h = HASH_SEED;
-  let k = Math.imul(w0 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(src | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  for (let z = 0; z < 3; z++) {
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  k = Math.imul(dst | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  for (let z = 0; z < 3; z++) {
-    h = (h << 13) | (h >>> 19);
-    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  }
-  k = Math.imul(w9 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(w10 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
+export const HOST_HASH_MUL: readonly number[] = [
+  0x9e3779b1, 0x85ebca77, 0xc2b2ae3d, 0x27d4eb2f, 0x165667b1, 0xcc9e2d51, 0x1b873593, 0x85ebca6b, 0xc2b2ae35, 0x7feb352d, 0x846ca68b,
+];
+const MUL = Int32Array.from(HOST_HASH_MUL);
+const M0 = 0x9e3779b1;
+const M1 = 0x85ebca77;
+const M2 = 0xc2b2ae3d;
+const M3 = 0x27d4eb2f;
+const M4 = 0x165667b1;
+const M5 = 0xcc9e2d51;
+const M6 = 0x1b873593;
+const M7 = 0x85ebca6b;
+const M8 = 0xc2b2ae35;
+const M9 = 0x7feb352d;
+const M10 = 0x846ca68b;
+
+/**
+ * murmur3's finalizer (fmix32) after the length, as shared/flow-hash.ts's murmur3Finish, but returning the
+ * hash as an int32 (`| 0`, not `>>> 0`): a hash from 2^31 up is no int32, and a function not inlined
+ * returns such a value as a heap number, allocated per call (a loop over hostKeyHash6 took 19.6 ns a call
+ * with `>>> 0`, 10.4 with `| 0`). The table reads it as unsigned itself (FlowTable: `hash >>> 0`).
+ */
+function fmix32(h: number): number {
+  h ^= HOST_FLOW_KEY_BYTES;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h | 0;
 }
 
 /**
- * murmur3Words over the IPv6 key [w0, src0..3, dst0..3, w9, w10], from the arguments, its rounds and
- * finalizer written out as in hostKeyHash4 (murmur3Round's eleven calls were not inlined on the return
- * path). Must return exactly murmur3Words's value (test/host-flow-table.test.ts).
+ * The host flow table's hash of its 11 key words (docs/performance.md "The host table's hash"): each word
+ * folded (w ^ w >>> 16: its high half reaches the low bits) and multiplied by its own odd constant, the
+ * eleven terms summed with the seed, then murmur3's finalizer (fmix32, full avalanche: the table indexes by
+ * the low bits). The terms are independent of each other, so the CPU computes them side by side; murmur3's
+ * eleven rounds were one chain that the return path's and the inbound path's lookups waited on
+ * (micro-pair.js against it: host inbound -11 to -20 %, the DSR replies -8 to -23 %, outbound NAT level).
+ * Not the MUX's flow hash: it only has to spread one host's keys (tested against a random function's
+ * spread on structured key sets), and nothing outside this process computes it (the snapshot and the
+ * journal store keys; entries are hashed again on load). A word changed alone always changes the hash
+ * (the fold, an odd multiply and the finalizer are bijections). The reference: every specialised form
+ * below must return exactly its value. An int32 (fmix32).
+ */
+export function hostKeyHashWords(words: ArrayLike<number>, off = 0): number {
+  let h = HASH_SEED;
+  for (let i = 0; i < HOST_FLOW_KEY_WORDS; i++) {
+    const w = words[off + i]! >>> 0;
+    h = (h + Math.imul(w ^ (w >>> 16), MUL[i]!)) | 0;
+  }
+  return fmix32(h);
+}
+
+/** hostKeyHashWords of the IPv4 key [w0, src, 0, 0, 0, dst, 0, 0, 0, w9, w10]: a zero word's term is 0. */
+export function hostKeyHash4(w0: number, src: number, dst: number, w9: number, w10: number): number {
+  const a =
+    (((Math.imul(w0 ^ (w0 >>> 16), M0) + Math.imul(src ^ (src >>> 16), M1)) | 0) + ((Math.imul(dst ^ (dst >>> 16), M5) + HASH_SEED) | 0)) |
+    0;
+  const h = (a + ((Math.imul(w9 ^ (w9 >>> 16), M9) + Math.imul(w10 ^ (w10 >>> 16), M10)) | 0)) | 0;
+  return fmix32(h);
+}
+
+/** HOST_HASH_MUL's terms of the source (words 1-4) and destination (words 5-8) addresses. */
+const MUL_SRC = Int32Array.of(M1, M2, M3, M4);
+const MUL_DST = Int32Array.of(M5, M6, M7, M8);
+
+/**
+ * hostKeyHashWords of the IPv6 key [w0, src0..3, dst0..3, w9, w10], from the arguments. The addresses'
+ * terms in a loop: written out, the function's bytecode (442 bytes) fit V8's inlining limit (460) but not
+ * the budget left in its callers (dsrAllowed6, dsrLearn6: 920 bytes in all), and was called.
  */
 export function hostKeyHash6(w0: number, src: ArrayLike<number>, dst: ArrayLike<number>, w9: number, w10: number): number {
-  let h = HASH_SEED;
-  let k = Math.imul(w0 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  // the eight address rounds written out too: the loops' counters and bounds cost on every IPv6 lookup
-  k = Math.imul(src[0]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(src[1]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(src[2]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(src[3]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(dst[0]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(dst[1]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(dst[2]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(dst[3]! | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(w9 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  k = Math.imul(w10 | 0, C1);
-  k = Math.imul((k << 15) | (k >>> 17), C2);
-  h ^= k;
-  h = (h << 13) | (h >>> 19);
-  h = (Math.imul(h, 5) + 0xe6546b64) | 0;
-  return murmur3Finish(h, HOST_FLOW_KEY_BYTES);
+  let h = (Math.imul(w0 ^ (w0 >>> 16), M0) + Math.imul(w9 ^ (w9 >>> 16), M9) + (Math.imul(w10 ^ (w10 >>> 16), M10) + HASH_SEED)) | 0;
+  for (let i = 0; i < 4; i++) {
+    const s = src[i]!;
+    const d = dst[i]!;
+    h = (h + Math.imul(s ^ (s >>> 16), MUL_SRC[i]!) + Math.imul(d ^ (d >>> 16), MUL_DST[i]!)) | 0;
+  }
+  return fmix32(h);
 }
 
 /**
@@ -341,7 +312,7 @@ export class HostFlowTable {
   /** Sets the key from its words as another host flow table holds them (copying entries between tables). */
   setKeyWords(words: Uint32Array): void {
     this.table.key.set(words);
-    this.hash = murmur3Words(this.table.key, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    this.hash = hostKeyHashWords(this.table.key);
   }
 
   /** The entry's value (kind << 24 | action) for the key set last, refreshing its expiry; -1 when none. */

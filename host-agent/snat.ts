@@ -20,7 +20,6 @@
 //
 // Pure: no I/O, no timers; the caller passes whole seconds.
 import { updateChecksum16, updateChecksum32, updateChecksumBytes, udpChecksumOnWire } from '../shared/checksum.js';
-import { murmur3Words } from '../shared/flow-hash.js';
 import {
   IPPROTO_TCP,
   IPPROTO_UDP,
@@ -36,7 +35,7 @@ import { TCP_ACK, TCP_FIN, TCP_HEADER_LEN, TCP_OFF_CHECKSUM, TCP_RST, TCP_SYN, n
 import { UDP_OFF_CHECKSUM } from '../shared/udp.js';
 import { l4Checksum, pseudoSumV4, pseudoSumV6Bytes } from '../shared/checksum.js';
 import { ETHERTYPE_IPV4, ETHERTYPE_IPV6, newEthernetHeader, writeEthernet } from '../shared/ethernet.js';
-import { FLOW_SNAT_IN, FLOW_SNAT_OUT, HOST_FLOW_KEY_WORDS, type HostFlowTable } from './flow-table.js';
+import { FLOW_SNAT_IN, FLOW_SNAT_OUT, hostKeyHashWords, type HostFlowTable } from './flow-table.js';
 import { parseIpAddr } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 
@@ -50,7 +49,6 @@ export const SNAT_TIME_WAIT_S = 120;
 /** A TCP flow that has sent its SYN but seen no reply is kept this long. */
 export const SNAT_SYN_TIMEOUT_S = 60;
 const NO_EXPIRY = 0xffffffff;
-const HASH_SEED = 0x736e6174; // 'snat'
 const INITIAL_SLOTS = 1024;
 
 // Results: a slot (>= 0) or one of these.
@@ -685,7 +683,7 @@ export class SnatEngine {
   /** The slot the table holds for the key set last (a live one), or -1. */
   private flowsSlot(now: number): number {
     const t = this.flows.table;
-    const v = t.peek(murmur3Words(t.key, 0, HOST_FLOW_KEY_WORDS, HASH_SEED), now);
+    const v = t.peek(hostKeyHashWords(t.key), now);
     if (v < 0) return -1;
     const slot = v & 0xffffff;
     if (this.expires[slot]! > now) return slot;
@@ -743,7 +741,7 @@ export class SnatEngine {
     // the out key is in table.key now: keep it, and try ports with the in key
     const t = this.flows.table;
     const outKey = Uint32Array.from(t.key); // one small copy per new flow (not per packet)
-    const outHash = murmur3Words(outKey, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    const outHash = hostKeyHashWords(outKey);
     const k = t.key;
     const remote = this.w;
     if (family === 4) {
@@ -771,7 +769,7 @@ export class SnatEngine {
       }
       k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
       k[10] = ((dport << 16) | fport) >>> 0;
-      const inHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      const inHash = hostKeyHashWords(k);
       if (t.peek(inHash, now) >= 0) continue; // taken toward this remote endpoint (live or in its TIME-WAIT guard)
       const slot = this.allocSlot();
       if (slot < 0) return SNAT_ERR_TABLE_FULL;
@@ -837,7 +835,7 @@ export class SnatEngine {
     }
     k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
     k[10] = ((rport << 16) | fport) >>> 0;
-    this.flows.table.remove(murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED));
+    this.flows.table.remove(hostKeyHashWords(k));
   }
 
   /** Frees up to `budget` slots' worth of expired flows (both entries); returns how many were freed. */
@@ -924,7 +922,7 @@ export class SnatEngine {
       k[9] = proto | (KEY_SPACE_SNAT_IN << 8);
       k[10] = (((ports & 0xffff) << 16) | fport) >>> 0;
       const inKey = Uint32Array.from(k);
-      const inHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      const inHash = hostKeyHashWords(k);
       // out: (VNI << 8 | family, DIP, remote, proto, DIP port, remote port)
       k[0] = ((words[o + 5]! << 8) | family) >>> 0;
       for (let i = 0; i < 4; i++) {
@@ -933,7 +931,7 @@ export class SnatEngine {
       }
       k[9] = proto | (KEY_SPACE_SNAT_OUT << 8);
       k[10] = ports;
-      const outHash = murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+      const outHash = hostKeyHashWords(k);
       if (t.peek(outHash, now) >= 0) {
         r.skipped++;
         continue;
@@ -994,7 +992,7 @@ export class SnatEngine {
     }
     k[9] = this.proto[s]! | (KEY_SPACE_SNAT_IN << 8);
     k[10] = (((this.ports[s]! & 0xffff) << 16) | this.fport[s]!) >>> 0;
-    return murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    return hostKeyHashWords(k);
   }
 
   /** Writes slot s's out key (VNI, DIP, remote, protocol, DIP port, remote port) into the table's key; returns its hash. */
@@ -1007,7 +1005,7 @@ export class SnatEngine {
     }
     k[9] = this.proto[s]! | (KEY_SPACE_SNAT_OUT << 8);
     k[10] = this.ports[s]!;
-    return murmur3Words(k, 0, HOST_FLOW_KEY_WORDS, HASH_SEED);
+    return hostKeyHashWords(k);
   }
 
   private release(s: number): void {
