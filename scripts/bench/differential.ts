@@ -272,6 +272,17 @@ function buildInputs(b: Build, config: Config): Inputs {
       (six ? set.v6 : set.v4).push(Buffer.from(ctx.out.subarray(0, ctx.outLen)));
     }
   }
+  // and a MUX's latency echo requests (VNI 0) made of a few of them, each from its own UDP source port:
+  // the daemon answers to the port processInbound leaves in ctx.udp (compared in runHostIn)
+  for (const set of inValid.values()) {
+    for (const list of [set.v4, set.v6]) {
+      const n = Math.min(list.length, 8);
+      for (let k = 0; k < n; k++) {
+        const echo = latencyEchoOf(list[k]!, 41000 + k);
+        if (echo !== null) list.push(echo);
+      }
+    }
+  }
   // the host agent's outbound: backend replies (and their too-big and fragment forms), ARP and neighbour
   // solicitations for the gateways, packets to the gateway address
   const outValid = new Map<string, [Buffer, number][]>();
@@ -350,6 +361,36 @@ function ndBody(target: Uint32Array): Uint8Array {
 }
 
 /** A frame from `valid` as it is (about 45 %), mutated (30 %), or the fuzzer's own input for the function (25 %). */
+/**
+ * A copy of VXLAN frame `f` (untagged, an IPv4 underlay without options or an IPv6 one without extension
+ * headers) with VNI 0 and UDP source port `sport`, its UDP checksum updated (RFC 1624; none stays none);
+ * null for another shape.
+ */
+function latencyEchoOf(f: Buffer, sport: number): Buffer | null {
+  const type = f.readUInt16BE(12);
+  const l4 = type === 0x0800 && f[14] === 0x45 ? 34 : type === 0x86dd ? 54 : -1;
+  if (l4 < 0 || f.length < l4 + 16) return null;
+  const e = Buffer.from(f);
+  let sum = 0;
+  for (const [off, v] of [
+    [l4, sport],
+    [l4 + 12, 0],
+    [l4 + 14, e[l4 + 15]!],
+  ] as const) {
+    sum += (~e.readUInt16BE(off) & 0xffff) + v;
+    e.writeUInt16BE(v, off);
+  }
+  const c0 = e.readUInt16BE(l4 + 6);
+  if (c0 !== 0) {
+    let c = (~c0 & 0xffff) + sum;
+    c = (c & 0xffff) + (c >>> 16);
+    c = (c & 0xffff) + (c >>> 16);
+    c = ~c & 0xffff;
+    e.writeUInt16BE(c === 0 ? 0xffff : c, l4 + 6);
+  }
+  return e;
+}
+
 function pickFrame(rng: Rng, valid: readonly Uint8Array[], fuzz: (rng: Rng) => Uint8Array): Uint8Array {
   const k = rng.int(20);
   if (k < 9 && valid.length > 0) return valid[rng.int(valid.length)]!;
@@ -502,6 +543,9 @@ function runHostIn(
     const where = `host-in ${hosts[k]} (${variant}) frame ${i} ${hex(f)}`;
     if (va !== vb) throw new Mismatch(`${where}: verdict ${va} (old), ${vb} (new)`);
     hostResultsEqual(where, names, a, b, va, fa, fb);
+    // a latency echo: the daemon answers to the UDP source port left in ctx.udp
+    if (va === 2 && a.udp.srcPort !== b.udp.srcPort)
+      throw new Mismatch(`${where}: latency echo from port ${a.udp.srcPort} (old), ${b.udp.srcPort} (new)`);
     compareCounters(where, names, a.counters.values, b.counters.values);
     tally(report, HOST_VERDICTS[va] ?? String(va));
     if (a.lastDrop >= 0) reasons.add(a.lastDrop);
