@@ -111,6 +111,12 @@ export interface NatRule {
    * packet's destination, so that is the VIP and need not be read or summed again.
    */
   readonly inSum: number;
+  /**
+   * An IPv4 rule's VIP and DIP as int32 (words[0] | 0), for the inbound path's rule match and rewrite
+   * without the addresses' typed-array loads; 0 for an IPv6 rule (whose family the match checks first).
+   */
+  readonly vip4: number;
+  readonly dip4: number;
 }
 
 /** The sum of ~from and to over the 16-bit words of two addresses (RFC 1624 eqn. 3's terms), not folded. */
@@ -285,6 +291,8 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
             internal: v.scope === 'internal',
             dsrSum: rewriteSum(dip.words, v.address.words),
             inSum: rewriteSum(v.address.words, dip.words),
+            vip4: v.address.family === 4 ? v.address.words[0]! | 0 : 0,
+            dip4: dip.family === 4 ? dip.words[0]! | 0 : 0,
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];
