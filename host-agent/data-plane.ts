@@ -489,12 +489,15 @@ function findRule4(nic: HostNic, proto: number, dport: number, vip: number): Nat
   return undefined;
 }
 
-function findRule6(nic: HostNic, proto: number, dport: number, vip: Uint32Array): NatRule | undefined {
+/** The rule for an IPv6 VIP given as its four words (int32 or uint32: compared as int32). */
+function findRule6(nic: HostNic, proto: number, dport: number, v0: number, v1: number, v2: number, v3: number): NatRule | undefined {
   const list = nic.inbound.get((proto << 16) | dport);
   if (list === undefined) return undefined;
   for (let i = 0; i < list.length; i++) {
     const r = list[i]!;
-    if (r.family === 6 && ipv6Equal(r.vip.words, vip)) return r;
+    if (r.family !== 6) continue;
+    const w = r.vip.words;
+    if ((w[0]! | 0) === (v0 | 0) && (w[1]! | 0) === (v1 | 0) && (w[2]! | 0) === (v2 | 0) && (w[3]! | 0) === (v3 | 0)) return r;
   }
   return undefined;
 }
@@ -852,45 +855,46 @@ function inboundIpv4Full(frame: Uint8Array, l3: number, end: number, nic: HostNi
  * rule's and the flow's lookups take them as words). Anything else takes inboundIpv6Full from the start.
  */
 function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, ctx: HostContext): number {
-  if (end - l3 >= 40 && frame[l3]! >>> 4 === 6 && nic.addr6 !== null) {
-    const plen = (frame[l3 + 4]! << 8) | frame[l3 + 5]!; // the L4 bytes: no extension header
-    const proto = frame[l3 + 6]!;
-    const l4 = l3 + 40;
+  const o = l3 & 0xfffff; // as in inboundIpv4: the offsets' sums without an overflow check
+  if (o === l3 && end - o >= 40 && frame[o]! >>> 4 === 6 && nic.addr6 !== null) {
+    const plen = (frame[o + 4]! << 8) | frame[o + 5]!; // the L4 bytes: no extension header
+    const proto = frame[o + 6]!;
+    const l4 = o + 40;
     if (
-      40 + plen <= end - l3 &&
-      (proto === IPPROTO_TCP
+      40 + plen <= end - o &&
+      (proto === In.TCP
         ? plen >= 20 && frame[l4 + 12]! >>> 4 >= 5 && (frame[l4 + 12]! >>> 4) * 4 <= plen
-        : proto === IPPROTO_UDP &&
+        : proto === In.UDP &&
           plen >= 8 &&
           ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) >= 8 &&
           ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) <= plen)
     ) {
-      const ip = ctx.ip6;
-      const src = ip.src;
-      const dst = ip.dst;
-      // written out: the loop's counter and bounds were instructions on every packet
-      src[0] = readU32(frame, l3 + 8);
-      src[1] = readU32(frame, l3 + 12);
-      src[2] = readU32(frame, l3 + 16);
-      src[3] = readU32(frame, l3 + 20);
-      dst[0] = readU32(frame, l3 + 24);
-      dst[1] = readU32(frame, l3 + 28);
-      dst[2] = readU32(frame, l3 + 32);
-      dst[3] = readU32(frame, l3 + 36);
       const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
-      // no hasVip6 first: as in inboundIpv4, a rule of this nic for dst means dst is one of its VIPs
-      const rule = findRule6(nic, proto, dport, dst);
+      // no hasVip6 first: as in inboundIpv4, a rule of this nic for dst means dst is one of its VIPs; the
+      // destination's words are compared as read, not stored in ctx.ip6 (nothing after reads it there)
+      const rule = findRule6(
+        nic,
+        proto,
+        dport,
+        (frame[o + 24]! << 24) | (frame[o + 25]! << 16) | (frame[o + 26]! << 8) | frame[o + 27]!,
+        (frame[o + 28]! << 24) | (frame[o + 29]! << 16) | (frame[o + 30]! << 8) | frame[o + 31]!,
+        (frame[o + 32]! << 24) | (frame[o + 33]! << 16) | (frame[o + 34]! << 8) | frame[o + 35]!,
+        (frame[o + 36]! << 24) | (frame[o + 37]! << 16) | (frame[o + 38]! << 8) | frame[o + 39]!,
+      );
       if (rule !== undefined) {
         const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
-        const ports = ctx.ports;
-        ports.srcPort = sport;
-        ports.dstPort = dport;
-        ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
+        ctx.ports.tcpFlags = proto === In.TCP ? frame[l4 + 13]! : 0; // as in inboundIpv4
+        // the client's address, for the flow's key (dsrLearn6 takes it as words)
+        const src = ctx.ip6.src;
+        src[0] = (frame[o + 8]! << 24) | (frame[o + 9]! << 16) | (frame[o + 10]! << 8) | frame[o + 11]!;
+        src[1] = (frame[o + 12]! << 24) | (frame[o + 13]! << 16) | (frame[o + 14]! << 8) | frame[o + 15]!;
+        src[2] = (frame[o + 16]! << 24) | (frame[o + 17]! << 16) | (frame[o + 18]! << 8) | frame[o + 19]!;
+        src[3] = (frame[o + 20]! << 24) | (frame[o + 21]! << 16) | (frame[o + 22]! << 8) | frame[o + 23]!;
         // natIpv6(frame, l3, l4, proto, 24, dip, 2, backendPort), written out (its call was not inlined);
         // dst is the rule's VIP, so the address's checksum terms are the rule's (inSum)
         const dip = rule.dip.words;
         const bport = rule.backendPort;
-        const a = l3 + 24;
+        const a = o + 24;
         let n = dip[0]!;
         frame[a] = n >>> 24;
         frame[a + 1] = n >>> 16;
@@ -914,11 +918,11 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         let x = rule.inSum;
         frame[l4 + 2] = bport >>> 8;
         frame[l4 + 3] = bport;
-        const co = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6; // the L4 checksum
+        const co = proto === In.TCP ? l4 + 16 : l4 + 6; // the L4 checksum
         x += (~((frame[co]! << 8) | frame[co + 1]!) & 0xffff) + (~dport & 0xffff) + bport;
         x = (x & 0xffff) + (x >>> 16);
         x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
-        if (x === 0 && proto === IPPROTO_UDP) x = 0xffff; // RFC 8200 8.1: zero is not allowed over IPv6
+        if (x === 0 && proto === In.UDP) x = 0xffff; // RFC 8200 8.1: zero is not allowed over IPv6
         frame[co] = x >>> 8;
         frame[co + 1] = x;
         ctx.lastRule = rule;
@@ -961,7 +965,8 @@ function inboundIpv6Full(frame: Uint8Array, l3: number, end: number, nic: HostNi
     return -1;
   }
   const dport = ctx.ports.dstPort;
-  const rule = findRule6(nic, proto, dport, ip.dst);
+  const d = ip.dst;
+  const rule = findRule6(nic, proto, dport, d[0]!, d[1]!, d[2]!, d[3]!);
   if (rule === undefined) {
     drop(ctx, C.drop_in_no_rule);
     return -1;
@@ -1066,7 +1071,7 @@ function icmpErrorIn6(frame: Uint8Array, l3: number, l4: number, end: number, ni
     return -1;
   }
   const fport = readU16(frame, ql4);
-  const rule = findRule6(nic, qproto, fport, vipw);
+  const rule = findRule6(nic, qproto, fport, vipw[0]!, vipw[1]!, vipw[2]!, vipw[3]!);
   if (rule === undefined) {
     drop(ctx, C.drop_in_no_rule);
     return -1;
