@@ -64,7 +64,7 @@ import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrPeek4, dsrPeek6 } fr
 import { SNAT_DROP_REASONS, SNAT_ERR_NOT_OURS, type SnatEngine } from './snat.js';
 
 /**
- * The inbound path's constants, as a const enum: tsc writes each use as its literal. An imported const is
+ * The hot paths' constants, as a const enum: tsc writes each use as its literal. An imported const is
  * a module cell V8 loads and checks for its temporal dead zone at every use (5-7 instructions each,
  * callgrind, host-in udp4).
  */
@@ -75,6 +75,7 @@ const enum In {
   IPV6 = ETHERTYPE_IPV6,
   NO_VLAN = VLAN_NONE,
   VXLAN_I = VXLAN_FLAG_I,
+  ICMPV6 = IPPROTO_ICMPV6,
 }
 
 export const VERDICT_DROP = 0;
@@ -1161,9 +1162,9 @@ function outFast4(frame: Uint8Array, len: number, nic: HostNic, ctx: HostContext
   if (
     total > len - 14 ||
     ((frame[20]! & 0x3f) | frame[21]!) !== 0 || // MF or a fragment offset
-    !(proto === IPPROTO_TCP
+    !(proto === In.TCP
       ? avail >= 20 && frame[l4 + 12]! >>> 4 >= 5 && (frame[l4 + 12]! >>> 4) * 4 <= avail
-      : proto === IPPROTO_UDP &&
+      : proto === In.UDP &&
         avail >= 8 &&
         ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) >= 8 &&
         ((frame[l4 + 4]! << 8) | frame[l4 + 5]!) <= avail) ||
@@ -1196,7 +1197,7 @@ function outFast4(frame: Uint8Array, len: number, nic: HostNic, ctx: HostContext
   const ports = ctx.ports;
   ports.srcPort = sport;
   ports.dstPort = dport;
-  ports.tcpFlags = proto === IPPROTO_TCP ? frame[l4 + 13]! : 0;
+  ports.tcpFlags = proto === In.TCP ? frame[l4 + 13]! : 0;
   if (dsrAllowed4(ctx, nic.network.vni, addr | 0, dst | 0, proto, sport, dport) < 0) return FAST_MISS;
   if (total > ctx.dsrMtu) return tooBigForDsr(frame, 14, 14 + total, true, nic, ctx);
   // natIpv4(frame, 14, 34, proto, 12, vip, 0, frontendPort), written out with the rule's address terms
@@ -1214,14 +1215,14 @@ function outFast4(frame: Uint8Array, len: number, nic: HostNic, ctx: HostContext
   frame[25] = x;
   frame[l4] = fport >>> 8;
   frame[l4 + 1] = fport;
-  const co = proto === IPPROTO_TCP ? l4 + 16 : l4 + 6; // the L4 checksum
+  const co = proto === In.TCP ? l4 + 16 : l4 + 6; // the L4 checksum
   const c0 = (frame[co]! << 8) | frame[co + 1]!;
-  if (proto === IPPROTO_TCP || c0 !== 0) {
+  if (proto === In.TCP || c0 !== 0) {
     // RFC 768: a UDP datagram without a checksum keeps none; a computed 0 is sent as 0xffff
     x = (~c0 & 0xffff) + d + (~sport & 0xffff) + fport;
     x = (x & 0xffff) + (x >>> 16);
     x = ~((x & 0xffff) + (x >>> 16)) & 0xffff;
-    if (x === 0 && proto !== IPPROTO_TCP) x = 0xffff;
+    if (x === 0 && proto !== In.TCP) x = 0xffff;
     frame[co] = x >>> 8;
     frame[co + 1] = x;
   }
@@ -1328,7 +1329,7 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
   const proto = ip.protocol;
   const l4 = l3 + hl;
   const end = l3 + 40 + ip.payloadLength;
-  if (proto === IPPROTO_ICMPV6 && !ip.hasFragment) {
+  if (proto === In.ICMPV6 && !ip.hasFragment) {
     // RFC 4443: types 1-4 are errors (a backend's about a flow goes out translated), the rest is ND or not ours
     const t = end - l4 >= 8 ? frame[l4]! : 0;
     if (t >= 1 && t <= 4 && nic.addr6 !== null && ipv6Equal(ip.src, nic.addr6)) return icmpErrorOut6(frame, l3, l4, end, nic, ctx);
@@ -1345,9 +1346,9 @@ function outboundIpv6(frame: Uint8Array, len: number, l3: number, nic: HostNic, 
     for (let i = 0; i < 4; i++) writeU32(frame, l3 + 8 + i * 4, vip.words[i]!);
     return dsr(ctx, frame, l3, end);
   }
-  if (proto !== IPPROTO_TCP && proto !== IPPROTO_UDP) return drop(ctx, C.drop_out_not_lb_reply);
+  if (proto !== In.TCP && proto !== In.UDP) return drop(ctx, C.drop_out_not_lb_reply);
   const n = readL4Ports(frame, l4, end, proto, fragment, ctx.ports);
-  if (n < 0) return codecDrop(ctx, proto === IPPROTO_TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
+  if (n < 0) return codecDrop(ctx, proto === In.TCP ? ctx.outTcpDrop : ctx.outUdpDrop, n);
   const sport = ctx.ports.srcPort;
   const rule = nic.outbound.get(((6 << 24) | (proto << 16) | sport) >>> 0);
   if (rule === undefined) return eastWestOut6(frame, l3, nic, ctx);

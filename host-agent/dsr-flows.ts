@@ -36,6 +36,7 @@ const enum L {
   DSR = FLOW_DSR,
   SPACE = KEY_SPACE_DSR,
   CHANGES = TCP_FIN | TCP_RST | TCP_SYN,
+  FIN_RST = TCP_FIN | TCP_RST,
 }
 
 /** After an inbound VIP packet's NAT: record its flow (key: DIP:backendPort -> client:port). */
@@ -136,15 +137,15 @@ export function dsrAllowed4(ctx: HostContext, vni: number, src: number, dst: num
   const f = s.flows;
   const now = s.nowS;
   // no key written unless the entry changes (HostFlowTable.lookup4, peek4)
-  if (proto !== IPPROTO_TCP) {
-    const u = f.peek4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now);
+  if (proto !== L.TCP) {
+    const u = f.peek4(vni, src, dst, proto, sport, dport, L.SPACE, now);
     return u < 0 ? -1 : flowAction(u) & 0xffff;
   }
-  const v = f.lookup4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now, now + s.tcpIdleS);
+  const v = f.lookup4(vni, src, dst, proto, sport, dport, L.SPACE, now, now + s.tcpIdleS);
   if (v < 0) return -1;
   const flags = ctx.ports.tcpFlags;
-  if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
-  f.setKey4(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
+  if (v >>> 24 === L.DSR && (flags & L.FIN_RST) === 0) return flowAction(v) & 0xffff;
+  f.setKey4(vni, src, dst, proto, sport, dport, L.SPACE);
   return allowedChange(ctx, v, flags);
 }
 
@@ -161,15 +162,15 @@ export function dsrAllowed6(
   const f = s.flows;
   const now = s.nowS;
   // no key written unless the entry changes (HostFlowTable.lookup6, peek6)
-  if (proto !== IPPROTO_TCP) {
-    const u = f.peek6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now);
+  if (proto !== L.TCP) {
+    const u = f.peek6(vni, src, dst, proto, sport, dport, L.SPACE, now);
     return u < 0 ? -1 : flowAction(u) & 0xffff;
   }
-  const v = f.lookup6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR, now, now + s.tcpIdleS);
+  const v = f.lookup6(vni, src, dst, proto, sport, dport, L.SPACE, now, now + s.tcpIdleS);
   if (v < 0) return -1;
   const flags = ctx.ports.tcpFlags;
-  if (flowKind(v) === FLOW_DSR && (flags & (TCP_FIN | TCP_RST)) === 0) return flowAction(v) & 0xffff;
-  f.setKey6(vni, src, dst, proto, sport, dport, KEY_SPACE_DSR);
+  if (v >>> 24 === L.DSR && (flags & L.FIN_RST) === 0) return flowAction(v) & 0xffff;
+  f.setKey6(vni, src, dst, proto, sport, dport, L.SPACE);
   return allowedChange(ctx, v, flags);
 }
 
