@@ -63,21 +63,6 @@ import { eastWestOut4, eastWestOut6, newEwState, notVipOfNic4, notVipOfNic6, not
 import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrPeek4, dsrPeek6 } from './dsr-flows.js';
 import { SNAT_DROP_REASONS, SNAT_ERR_NOT_OURS, type SnatEngine } from './snat.js';
 
-/**
- * The hot paths' constants, as a const enum: tsc writes each use as its literal. An imported const is
- * a module cell V8 loads and checks for its temporal dead zone at every use (5-7 instructions each,
- * callgrind, host-in udp4).
- */
-const enum In {
-  TCP = IPPROTO_TCP,
-  UDP = IPPROTO_UDP,
-  IPV4 = ETHERTYPE_IPV4,
-  IPV6 = ETHERTYPE_IPV6,
-  NO_VLAN = VLAN_NONE,
-  VXLAN_I = VXLAN_FLAG_I,
-  ICMPV6 = IPPROTO_ICMPV6,
-}
-
 export const VERDICT_DROP = 0;
 export const VERDICT_FORWARD = 1;
 /**
@@ -98,6 +83,22 @@ export const VERDICT_HOLD = 3;
 export const VERDICT_CONSUMED = 4;
 /** ctx.outPort value: send the IP packet with the raw socket toward the router (DSR). */
 export const OUT_DSR = -1;
+
+/**
+ * The hot paths' constants, as a const enum: tsc writes each use as its literal. An imported const is
+ * a module cell V8 loads and checks for its temporal dead zone at every use (5-7 instructions each,
+ * callgrind, host-in udp4).
+ */
+const enum In {
+  TCP = IPPROTO_TCP,
+  UDP = IPPROTO_UDP,
+  IPV4 = ETHERTYPE_IPV4,
+  IPV6 = ETHERTYPE_IPV6,
+  NO_VLAN = VLAN_NONE,
+  VXLAN_I = VXLAN_FLAG_I,
+  FORWARD = VERDICT_FORWARD,
+  ICMPV6 = IPPROTO_ICMPV6,
+}
 
 /** The layers whose codec errors have drop_<layer>_<error> counters (HOST_COUNTER_NAMES). */
 const HOST_CODEC_LAYERS = [
@@ -539,7 +540,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
       ul >= 8 &&
       ul <= total - 20 &&
       ((frame[36]! << 8) | frame[37]!) === ctx.vxlanPort &&
-      readU32(frame, 30) === t.pa4
+      ((frame[30]! << 24) | (frame[31]! << 16) | (frame[32]! << 8) | frame[33]!) === (t.pa4 | 0)
     ) {
       // the header's checksum (RFC 1071: the ten words sum to 0xffff), written out: a helper's call took
       // the inlining budget macKey needs below
@@ -567,7 +568,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
         frame[33]!;
       sum = (sum & 0xffff) + (sum >>> 16);
       sum = (sum & 0xffff) + (sum >>> 16);
-      const pi = sum === 0xffff ? t.peerIndex4i.get(readU32(frame, 26) | 0) : undefined;
+      const pi = sum === 0xffff ? t.peerIndex4i.get((frame[26]! << 24) | (frame[27]! << 16) | (frame[28]! << 8) | frame[29]!) : undefined;
       if (pi !== undefined) {
         // ctx.udp is not filled: only a latency echo's source port is read from it (set below)
         peer = pi;
@@ -702,7 +703,7 @@ export function processInbound(frame: Uint8Array, len: number, ctx: HostContext)
   ctx.outPort = nic.index;
   if (nic.vlanId !== In.NO_VLAN) tagForPort(ctx, nic.vlanId); // a vlan network's trunk; the VXLAN header is the room
   c[C.in_delivered]!++;
-  return VERDICT_FORWARD;
+  return In.FORWARD;
 }
 
 /**
