@@ -84,7 +84,7 @@ function fmix32(h: number): number {
 }
 
 /**
- * The host flow table's hash of its 11 key words (docs/performance.md "The host table's hash"): each word
+ * The host flow table's hash of its 11 key words (docs/performance.md, "The third round"): each word
  * folded (w ^ w >>> 16: its high half reaches the low bits) and multiplied by its own odd constant, the
  * eleven terms summed with the seed, then murmur3's finalizer (fmix32, full avalanche: the table indexes by
  * the low bits). The terms are independent of each other, so the CPU computes them side by side; murmur3's
