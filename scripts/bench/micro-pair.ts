@@ -190,7 +190,14 @@ export interface PairSummary {
 }
 
 export function summarize(perProcess: readonly (readonly PairRow[])[]): PairSummary[] {
+  if (perProcess.length === 0) throw new Error('micro-pair: no process reported');
   const first = perProcess[0]!;
+  // Every process times the same paths in the same order (the same --only over the same builds); a process
+  // that reports another list would have its figures summarized with another path's: refuse it.
+  perProcess.forEach((rs, i) => {
+    const same = rs.length === first.length && rs.every((r, k) => r.plane === first[k]!.plane && r.path === first[k]!.path);
+    if (!same) throw new Error(`micro-pair: process ${i} timed other paths than process 0 (${rs.length} rows against ${first.length})`);
+  });
   return first.map((p, k) => {
     const rows = perProcess.map((rs) => rs[k]!);
     const ratios = rows.map((r) => r.ratio);
