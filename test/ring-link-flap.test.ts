@@ -11,11 +11,12 @@
 // arrived; against one restarting without clearing the error, the CPU check failed too. Without root or namespaces it is skipped, under CI it fails.
 // The addon under test: SLBX_RING_ADDON when set (the child inherits the environment), else the built one.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { canNetns, notRunHere } from './helpers/prerequisite.js';
+import { makeVethNs } from './helpers/veth-ns.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ADDON = process.env.SLBX_RING_ADDON || `${ROOT}native/build/Release/slbx_ring.node`;
@@ -138,29 +139,8 @@ describe('the ring port after its interface went down and up (POLLERR): receives
   let made = false;
 
   beforeAll(() => {
-    const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
-    ip('netns', 'add', ns);
-    made = true;
-    ip('-n', ns, 'link', 'set', 'lo', 'up');
-    execFileSync('ip', ['netns', 'exec', ns, 'sysctl', '-qw', 'net.ipv6.conf.all.disable_ipv6=1', 'net.ipv6.conf.default.disable_ipv6=1']);
-    ip(
-      '-n',
-      ns,
-      'link',
-      'add',
-      'dut',
-      'address',
-      '02:00:00:00:00:11',
-      'type',
-      'veth',
-      'peer',
-      'name',
-      'tester',
-      'address',
-      '02:00:00:00:00:01',
-    );
-    ip('-n', ns, 'link', 'set', 'dut', 'up');
-    ip('-n', ns, 'link', 'set', 'tester', 'up');
+    made = true; // set first: a half-made namespace is deleted too
+    makeVethNs(ns);
     const r = spawnSync('ip', ['netns', 'exec', ns, process.execPath, '--input-type=module', '-e', CHILD], {
       encoding: 'utf8',
       timeout: 30_000,

@@ -17,6 +17,7 @@ import { runDaemon } from '../runtime/daemon-main.js';
 import { PcapPort } from '../runtime/pcap-port.js';
 import { LAB_YAML_PATH } from './helpers/lab-config.js';
 import { canNetns, notRunHere, unmet } from './helpers/prerequisite.js';
+import { makeVethNs } from './helpers/veth-ns.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const ADDON = `${ROOT}native/build/Release/slbx_ring.node`;
@@ -139,40 +140,8 @@ describe('both io paths on a veth pair: the same fixtures, the same bytes', () =
   it('pcap and ring forward, deliver and return exactly what the data planes produce offline', () => {
     const ns = `slbx-bench-${randomBytes(3).toString('hex')}-ports`;
     const ip = (...a: string[]) => execFileSync('ip', a, { stdio: 'pipe' });
-    ip('netns', 'add', ns);
     try {
-      execFileSync('ip', [
-        'netns',
-        'exec',
-        ns,
-        'sysctl',
-        '-qw',
-        'net.ipv6.conf.all.disable_ipv6=1',
-        'net.ipv6.conf.default.disable_ipv6=1',
-      ]);
-      ip('-n', ns, 'link', 'set', 'lo', 'up');
-      ip(
-        '-n',
-        ns,
-        'link',
-        'add',
-        'dut',
-        'address',
-        '02:00:00:00:00:11',
-        'mtu',
-        '1600',
-        'type',
-        'veth',
-        'peer',
-        'name',
-        'tester',
-        'address',
-        '02:00:00:00:00:01',
-        'mtu',
-        '1600',
-      );
-      ip('-n', ns, 'link', 'set', 'dut', 'up');
-      ip('-n', ns, 'link', 'set', 'tester', 'up');
+      makeVethNs(ns, 1600);
       ip('-n', ns, 'addr', 'add', '198.18.0.21/24', 'dev', 'dut');
       ip('-n', ns, 'neigh', 'add', '198.18.0.2', 'lladdr', '02:00:00:00:00:01', 'dev', 'dut', 'nud', 'permanent');
       const outs: Record<string, { ok: boolean; results: { part: string; expected: number; received: number; mismatches: string[] }[] }> =
