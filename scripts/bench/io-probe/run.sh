@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # scripts/bench/io-probe/run.sh: the I/O layer alone (issue 19, the per-core path): frames/s and CPU per
 # frame of three ways to receive a frame and send it back (io-probe.c: mmsg = what native/slbx_ring.c does,
-# txring = a PACKET_MMAP TX ring, xdp = AF_XDP in copy mode), then the round-trip latency through the probe
-# at a low rate with and without a bounded spin on the receive ring. docs/io-paths.md records the results.
+# txring = a PACKET_MMAP TX ring, xdp = AF_XDP in copy mode) against the kernel doing the same in its
+# softirq (kernel = IP forwarding back out of the interface the frame came in on: no process at all),
+# then the round-trip latency through the probe at a low rate with and without a bounded spin on the
+# receive ring. docs/io-paths.md records the results.
 #
 #   gen (g0) ──veth── dut (d0): trafgen in gen, pinned to CPU 0, sends 64-byte IPv4/UDP frames (random
 #   source port) to d0; the probe in dut, pinned to CPU 1, sends each back out of d0 with its MACs swapped.
@@ -15,7 +17,10 @@
 # options:
 #   --rounds N         interleaved rounds (round 1 of every variant, then round 2, ...; default 5)
 #   --seconds S        measured seconds per run, after 1 s of warm-up (default 5)
-#   --variants LIST    comma-separated, from mmsg, mmsg-drop, txring, xdp, xdp-drv (default mmsg,txring,xdp)
+#   --variants LIST    comma-separated, from kernel, mmsg, mmsg-drop, txring, xdp, xdp-drv (default mmsg,txring,xdp)
+#                      kernel: no probe; dut's IP stack forwards each frame back to gen (198.18.0.99 routed
+#                      via 198.18.0.1 out of d0, a permanent neighbour, no redirects, TTL decremented): the
+#                      floor a user-space forwarder on this core is held against (its CPU is CPU 1's softirq)
 #   --latency LIST     ping-pong variants MODE:SPIN_US (default mmsg:0,mmsg:50,xdp:0,xdp:50; "" for none)
 #   --pings N          ping-pong frames per latency run, one per ms (default 2000)
 #   --out DIR          results folder (default results/io-probe-<UTC timestamp>/)
@@ -39,6 +44,7 @@ while [ $# -gt 0 ]; do
     *) echo "run.sh: unknown option $1 (--help lists them)" >&2; exit 2 ;;
   esac
 done
+case ",$LATENCY," in *,kernel:*) echo "run.sh: --latency: kernel forwarding changes the TTL, so the echo client cannot match its frames; the kernel is a --variants entry only" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "run.sh: needs root (network namespaces)" >&2; exit 2; }
 for t in ip nft trafgen taskset cc bc; do command -v $t >/dev/null || { echo "run.sh: needs $t" >&2; exit 2; }; done
 mkdir -p "$OUT/logs"
@@ -99,13 +105,34 @@ ip_hdr[11]=$(printf '%02x' $((csum & 0xff)))
   printf ' }\n'
 } >"$OUT/frame.cfg"
 
-stat_of() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; } # utime + stime, ticks
+stat_of() { [ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; } # utime + stime, ticks (no probe: 0)
 cpu_of() { awk -v c="cpu$1" '$1 == c { print $2 + $3, $4, $7 + $8, $5 + $6, $9 }' /proc/stat; } # user system irq+softirq idle steal
 counter() { ip netns exec "$GEN" cat "/sys/class/net/g0/statistics/$1"; }
 HZ=$(getconf CLK_TCK)
 
+# kernel: dut forwards the frames back by IP (set up for the run, undone after it)
+kernel_forward() { # on|off
+  local a=add
+  if [ "$1" = on ]; then
+    ip netns exec "$DUT" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.d0.send_redirects=0 \
+      net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.d0.rp_filter=0
+  else
+    a=del
+    ip netns exec "$DUT" sysctl -qw net.ipv4.ip_forward=0
+  fi
+  ip -n "$DUT" addr $a 198.18.0.2/24 dev d0
+  [ $a = del ] || ip -n "$DUT" neigh replace 198.18.0.1 lladdr "$GMAC" dev d0 nud permanent
+  [ $a = del ] || ip -n "$DUT" route replace 198.18.0.99/32 via 198.18.0.1 dev d0
+}
+
 start_probe() { # MODE SPIN LOG
   local mode=$1 attach=skb
+  if [ "$mode" = kernel ]; then
+    kernel_forward on
+    PROBE=
+    echo "kernel forwarding, no probe" >"$3"
+    return 0
+  fi
   [ "$mode" = xdp-drv ] && { mode=xdp; attach=drv; }
   # mmsg-drop: mmsg with d0's frames dropped at its ingress hook, after the packet socket's tap took its
   # copy, so dut's IP stack never sees them (what an AF_XDP redirect also saves)
@@ -137,6 +164,7 @@ stop_trafgen() {
   for c in $kids; do while kill -0 "$c" 2>/dev/null; do sleep 0.1; done; done
 }
 stop_probe() {
+  [ -n "$PROBE" ] || { kernel_forward off; return 0; }
   kill -TERM "$PROBE" 2>/dev/null || true
   wait "$PROBE" 2>/dev/null || true
 }
