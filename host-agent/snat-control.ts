@@ -13,18 +13,26 @@
 // nic keeps at least its preallocated ports and keeps using under half of what stays. The chunk leaves the
 // engine at once (no flow opens on it meanwhile); if the controller keeps it (a preallocated chunk) or the
 // request fails, it comes back.
+//
+// --workers N >= 2 (docs/outbound.md, "Workers"): every worker thread has one of these over its own engine
+// and flow table, installed with the same ranges and the same chunks withdrawn (`withdrawn`), and plans
+// nothing; the main thread's one plans from what the workers report (`usage`, host-agent/snat-workers.ts)
+// instead of its engine, which holds the policies but never a flow.
 import { parseIpAddr } from '../shared/addr.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { SNAT_CHUNK_PORTS, SNAT_FIRST_PORT } from '../shared/config/outbound.js';
 import type { HostFlowTable } from './flow-table.js';
 import { SnatEngine, snatPoliciesFor, type PolicySnatRange, type SnatNicPolicy } from './snat.js';
 import type { HostTables } from './tables.js';
+import type { SnatUsage } from './snat-workers.js';
 
 export const SNAT_DEMAND_THRESHOLD = 0.75;
 export const SNAT_DEMAND_INTERVAL_MS = 1000;
 export const SNAT_RELEASE_IDLE_S = 300;
 /** How often the daemon calls plan() (and how often chunk use is sampled). */
 export const SNAT_CONTROL_TICK_MS = 1000;
+/** SNAT slots looked at per sweep call by the engine's idle sweep (the daemon's EW_TICK_MS, a worker's tick). */
+export const SNAT_SWEEP_SLOTS = 4096;
 
 export interface SnatDemand {
   readonly nic: string;
@@ -68,6 +76,14 @@ export class SnatControl {
   private policies = new Map<string, SnatNicPolicy>();
   readonly counts = { demands: 0, granted: 0, refused: 0, failed: 0, releases: 0, released: 0, kept: 0, releaseFailed: 0 };
   readonly demandLog: SnatDemandRecord[] = [];
+  /**
+   * --workers: the workers' flows as the main thread last heard of them (ports in use and exhaustion drops
+   * per nic and family, the chunks carrying a flow): planDemands and planRelease read these instead of the
+   * engine's, which has no flows on the main thread. Null: the engine's own (one thread).
+   */
+  usage: SnatUsage | null = null;
+  /** --workers: chunks of a release that stayed because a worker still had a flow on one when it withdrew them. */
+  busyKept = 0;
 
   /**
    * `flows`: the host agent's one flow table (its EwState's), which the engine's entries join;
@@ -150,8 +166,9 @@ export class SnatControl {
           this.fam.set(key, st);
         }
         const held = family === 4 ? s.ports4 : s.ports6;
-        const inUse = family === 4 ? s.inUse4 : s.inUse6;
-        const exhausted = family === 4 ? s.exhausted4 : s.exhausted6;
+        const u = this.usage;
+        const inUse = u !== null ? (u.inUse.get(key) ?? 0) : family === 4 ? s.inUse4 : s.inUse6;
+        const exhausted = u !== null ? (u.exhausted.get(key) ?? 0) : family === 4 ? s.exhausted4 : s.exhausted6;
         const refused = exhausted - st.lastExhausted; // connections refused for want of a port since the last look
         const exhaustedNow = refused > 0;
         st.lastExhausted = exhausted;
@@ -206,22 +223,10 @@ export class SnatControl {
    * reinstalls (install with ranges undefined) and posts them. Null: nothing to give back.
    */
   planRelease(tables: HostTables, config: SlbxConfig, nowMs: number): SnatRelease | null {
-    // sample which chunks carry flows
+    // sample which chunks carry flows (--workers: in any worker)
     const mine = this.ranges.filter((r) => r.host === this.host);
-    const words = mine.map((r) => parseIpAddr(r.ip)?.words ?? new Uint32Array(0));
     const nicName = new Map(tables.nics.map((n) => [n.index, n.name]));
-    const used = new Set<string>();
-    this.engine.forEachFlow((nic, _family, fip, fport) => {
-      const name = nicName.get(nic);
-      for (let i = 0; i < mine.length; i++) {
-        const r = mine[i]!;
-        if (r.nic !== name || fport < r.first || fport > r.last) continue;
-        const w = words[i]!;
-        let same = w.length > 0;
-        for (let k = 0; k < w.length; k++) if (w[k] !== fip[k]) same = false;
-        if (same) used.add(`${r.ip}:${chunkFirst(fport)}`);
-      }
-    });
+    const used = this.usage !== null ? this.usage.used : this.usedChunks(tables);
     const seen = new Set<string>();
     for (const r of mine)
       for (const c of chunksOf(r)) {
@@ -239,7 +244,8 @@ export class SnatControl {
       if (s === undefined) continue;
       for (const family of [4, 6] as const) {
         let held = family === 4 ? s.ports4 : s.ports6;
-        const inUse = family === 4 ? s.inUse4 : s.inUse6;
+        const u = this.usage;
+        const inUse = u !== null ? (u.inUse.get(`${nic}/${family}`) ?? 0) : family === 4 ? s.inUse4 : s.inUse6;
         const floor = prealloc.get(nic) ?? 0;
         const idle = mine
           .filter((r) => r.nic === nic && (parseIpAddr(r.ip)?.family ?? 0) === family)
@@ -263,6 +269,67 @@ export class SnatControl {
     return { chunks };
   }
 
+  /** The chunks ("ip:first") of this host's ranges that a live flow of the engine holds a port of. Not per packet. */
+  usedChunks(tables: HostTables): Set<string> {
+    const mine = this.ranges.filter((r) => r.host === this.host);
+    const words = mine.map((r) => parseIpAddr(r.ip)?.words ?? new Uint32Array(0));
+    const nicName = new Map(tables.nics.map((n) => [n.index, n.name]));
+    const used = new Set<string>();
+    this.engine.forEachFlow((nic, _family, fip, fport) => {
+      const name = nicName.get(nic);
+      for (let i = 0; i < mine.length; i++) {
+        const r = mine[i]!;
+        if (r.nic !== name || fport < r.first || fport > r.last) continue;
+        const w = words[i]!;
+        let same = w.length > 0;
+        for (let k = 0; k < w.length; k++) if (w[k] !== fip[k]) same = false;
+        if (same) used.add(`${r.ip}:${chunkFirst(fport)}`);
+      }
+    });
+    return used;
+  }
+
+  /** The chunks ("ip:first") left out of the engine while being given back (what the workers are told to leave out). */
+  get withdrawn(): string[] {
+    return [...this.releasing];
+  }
+
+  /**
+   * A worker: the chunks the main thread withdrew (its `withdrawn`), left out of this engine from the next
+   * install on, except those a live flow here holds a port of (withdrawing them would end the flow): those
+   * stay in and are returned, for the main thread to keep the chunk (host-agent/snat-workers.ts).
+   */
+  setWithdrawn(keys: readonly string[], tables: HostTables): string[] {
+    const used = keys.length === 0 ? new Set<string>() : this.usedChunks(tables);
+    const busy: string[] = [];
+    this.releasing.clear();
+    for (const k of keys) {
+      if (used.has(k)) busy.push(k);
+      else this.releasing.add(k);
+    }
+    return busy;
+  }
+
+  /**
+   * --workers: a release's chunks a worker still had a flow on when it withdrew them (`busy`, the union
+   * over the workers): they stay (as if the controller kept them) and are not offered again for
+   * SNAT_RELEASE_IDLE_S. Returns the release to send, or null: nothing left to give back.
+   */
+  releaseWithdrawn(r: SnatRelease, busy: ReadonlySet<string>, nowMs: number): SnatRelease | null {
+    const chunks: { ip: string; first: number }[] = [];
+    for (const c of r.chunks) {
+      const k = `${c.ip}:${c.first}`;
+      if (!busy.has(k)) {
+        chunks.push(c);
+        continue;
+      }
+      this.releasing.delete(k);
+      this.lastUsedMs.set(k, nowMs);
+      this.busyKept++;
+    }
+    return chunks.length === 0 ? null : { chunks };
+  }
+
   /** The controller's answer to a release (null: failed): kept chunks come back into the engine at the next install. */
   releaseAnswered(r: SnatRelease, kept: readonly { ip: string; first: number }[] | null, nowMs: number): void {
     const back = kept === null ? r.chunks : kept;
@@ -279,6 +346,8 @@ export class SnatControl {
 
   /** The part of the host agent's /status that slbctl snat shows. */
   status(tables: HostTables): Record<string, unknown> {
+    const u = this.usage;
+    if (u !== null) return this.workersStatus(tables, u);
     return {
       flows: this.engine.live,
       maxFlows: this.engine.maxFlows,
@@ -293,6 +362,30 @@ export class SnatControl {
       })),
       releasing: this.releasing.size,
       requests: { ...this.counts },
+      demands: this.demandLog,
+    };
+  }
+
+  /** status() with workers: the flows and per nic use summed over them (maxFlows is each worker's bound). */
+  private workersStatus(tables: HostTables, u: SnatUsage): Record<string, unknown> {
+    return {
+      flows: u.flows,
+      maxFlows: this.engine.maxFlows,
+      maxFlowsPer: 'worker',
+      nics: this.engine.status().map((s) => {
+        const name = tables.nics[s.nic]?.name ?? `#${s.nic}`;
+        return {
+          nic: name,
+          ports4: s.ports4,
+          ports6: s.ports6,
+          inUse4: u.inUse.get(`${name}/4`) ?? 0,
+          inUse6: u.inUse.get(`${name}/6`) ?? 0,
+          exhausted4: u.exhausted.get(`${name}/4`) ?? 0,
+          exhausted6: u.exhausted.get(`${name}/6`) ?? 0,
+        };
+      }),
+      releasing: this.releasing.size,
+      requests: { ...this.counts, busyKept: this.busyKept },
       demands: this.demandLog,
     };
   }
