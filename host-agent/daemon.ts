@@ -36,8 +36,10 @@ import {
 } from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
-import { SnatControl, SNAT_CONTROL_TICK_MS, type SnatDemand, type SnatRelease } from './snat-control.js';
-import { snatResetToDip, snatResetToRemote, type PolicySnatRange } from './snat.js';
+import { SnatControl, SNAT_CONTROL_TICK_MS, SNAT_SWEEP_SLOTS, type SnatDemand, type SnatRelease } from './snat-control.js';
+import type { PolicySnatRange } from './snat.js';
+import { sendSnatIdleResets } from './snat-resets.js';
+import { settleWithdrawal } from './snat-workers.js';
 import { joinUrl, requestJson } from '../runtime/http-json.js';
 import { bearer } from '../runtime/api-token.js';
 import { SNAT_CHUNK_PORTS } from '../shared/config/outbound.js';
@@ -71,8 +73,6 @@ export const NEIGHBOR_READY_WAIT_MS = 3000;
  * drop_in_source_unresolved.
  */
 export const HOLD_MAX_FRAMES = 4096;
-/** SNAT slots looked at per EW_TICK_MS by the engine's idle sweep. */
-const SNAT_SWEEP_SLOTS = 4096;
 
 export const RECEIVE_PATHS = ['capture', 'udp'] as const;
 export type ReceivePath = (typeof RECEIVE_PATHS)[number];
@@ -261,6 +261,8 @@ export class HostDaemon {
       ports: { portMac: (nic) => this.portOf(nic)?.mac ?? null, send: (nic, frame, len) => this.sendProbe(nic, frame, len) },
     });
     this.workers = workers <= 1 ? null : this.newWorkers(workers);
+    // --workers: outbound NAT's flows are the workers'; this thread's engine keeps the policies and plans from their reports
+    if (this.workers !== null) this.snat.usage = this.workers.snatUsage();
   }
 
   /** The fabric capture's filter: VXLAN to our PA and Fastpath redirects (data plane), and the answers to our ARP/ND (`answers`). */
@@ -310,6 +312,7 @@ export class HostDaemon {
         for (const p of peers) this.neighbors.expedite(p);
       },
       onRedirectLost: () => this.ctx.counters.values[this.ctx.counters.index.drop_redirect_unbound]!++,
+      snat: () => ({ ranges: this.snat.policyRanges, withdrawn: this.snat.withdrawn }),
     });
   }
 
@@ -833,7 +836,7 @@ export class HostDaemon {
     if (this.workers !== null) {
       // every worker compiles this generation and swaps it in between two of its batches; new ports are
       // joined in index order; new internal VIPs change the steering programs: a regroup
-      this.workers.postConfig(config, this.generation, ctx.peerMacs);
+      this.workers.postConfig(config, this.generation, ctx.peerMacs, snat, this.snat.withdrawn);
       if (JSON.stringify(steeringVipsOf(config)) !== vipsBefore) void this.workers.regroup();
       else void this.workers.joinRound();
     }
@@ -917,13 +920,19 @@ export class HostDaemon {
       },
       eastWest: ewStatus(this.ew),
       flowSnapshot: this.snapshot?.status() ?? null,
-      snat: this.snat.status(t),
+      snat: this.snatStatus(t),
       counters: counters.snapshot(),
       // --workers: each worker's generation (the one it handles every packet by), sockets and restarts
       ...(this.workers !== null ? { workers: this.workers.status(), workerRegroups: this.workers.regroups } : {}),
       // per backend: frames delivered to its port and replies sent by DSR (slbctl top reads them from the heartbeats)
       backends: this.traffic.backends(),
     };
+  }
+
+  /** /status's snat: the engine's; --workers: summed over the workers' last reports (each one's in workers[]). */
+  private snatStatus(t: HostTables): Record<string, unknown> {
+    if (this.workers !== null) this.snat.usage = this.workers.snatUsage();
+    return this.snat.status(t);
   }
 
   /** East-west clocks and a slice of the host flow table's idle sweep (every EW_TICK_MS), and of the SNAT flows'. */
@@ -933,34 +942,9 @@ export class HostDaemon {
     this.sendSnatIdleResets();
   }
 
-  /**
-   * tcpResetOnIdle (docs/outbound.md): for each ESTABLISHED TCP flow the idle timeout ended (the sweep, or
-   * a packet that found it expired), one RST toward the remote from frontend:port (like a DSR reply) and
-   * one toward the DIP from remote:port (on the nic's port, like an inbound SNAT reply).
-   */
+  /** tcpResetOnIdle's RSTs for the flows this thread's engine ended (host-agent/snat-resets.ts). */
   private sendSnatIdleResets(): void {
-    const e = this.snat.engine;
-    const cv = this.ctx.counters.values;
-    const C = this.ctx.counters.index;
-    if (e.resetsLost > 0) {
-      cv[C.snat_idle_resets_lost]! += e.resetsLost;
-      e.resetsLost = 0;
-    }
-    for (const r of e.takeIdleResets()) {
-      cv[C.snat_idle_resets]!++;
-      const toRemote = Buffer.from(snatResetToRemote(r).buffer);
-      const raw = r.family === 6 ? this.raw6 : this.raw4;
-      if (raw === null || !raw.send(toRemote, 0, toRemote.length)) cv[C.send_error_snat_reset]!++;
-      const nic = this.ctx.tables.nics[r.nic];
-      const port = this.ports[r.nic]?.port ?? null;
-      const portMac = this.ctx.portMacs[r.nic];
-      if (nic === undefined || port === null || portMac === undefined) {
-        cv[C.send_error_snat_reset]!++;
-        continue;
-      }
-      const toDip = Buffer.from(snatResetToDip(r, nic.mac, portMac, nic.vlanId).buffer);
-      if (!port.send(toDip, 0, toDip.length)) cv[C.send_error_snat_reset]!++;
-    }
+    sendSnatIdleResets(this.snat.engine, this.ctx, this.raw4, this.raw6, (nic) => this.ports[nic]?.port ?? null);
   }
 
   /**
@@ -977,18 +961,51 @@ export class HostDaemon {
   /** The policy's outbound NAT ranges (every host's; a generation that changed only them). */
   applySnatRanges(ranges: readonly PolicySnatRange[]): void {
     this.installSnat(this.ctx, this.config, this.ctx.tables, ranges);
+    this.workers?.postSnat(ranges, this.snat.withdrawn);
   }
 
   /** Every SNAT_CONTROL_TICK_MS: demands for nics running short, idle chunks given back. */
   private tickSnat(): void {
     const c = this.o.controller ?? null;
+    if (this.workers !== null) this.snat.usage = this.workers.snatUsage(); // the workers' last reports
     if (this.ctx.snat === null || c === null || c.urls.length === 0) return;
     const now = Date.now();
     for (const d of this.snat.planDemands(this.ctx.tables, this.config, now)) void this.sendDemand(c, d);
+    if (this.snatWithdrawing) return; // --workers: one release at a time
     const r = this.snat.planRelease(this.ctx.tables, this.config, now);
     if (r !== null) {
       this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // the chunks leave the engine now
-      void this.sendRelease(c, r);
+      if (this.workers === null) void this.sendRelease(c, r);
+      else void this.withdrawAndRelease(this.workers, c, r);
+    }
+  }
+
+  /** --workers: a release is in its withdrawal (host-agent/snat-workers.ts) or at the controller. */
+  private snatWithdrawing = false;
+
+  /**
+   * --workers: every worker leaves the release's chunks out of its engine first and names those it still
+   * has a flow on (opened since its last report); those stay for every worker, the rest go to the controller.
+   */
+  private async withdrawAndRelease(workers: HostWorkers, c: { urls: readonly URL[]; token: string | null }, r: SnatRelease): Promise<void> {
+    this.snatWithdrawing = true;
+    try {
+      const answers = await workers.withdraw(this.snat.withdrawn);
+      const keep = settleWithdrawal(
+        r.chunks.map((x) => `${x.ip}:${x.first}`),
+        answers,
+      );
+      const rest = this.snat.releaseWithdrawn(r, keep, Date.now());
+      if (keep.size > 0) {
+        logInfo('snat_release_busy', { chunks: keep.size, answers: answers.map((a) => (Array.isArray(a) ? a.length : a)) });
+        this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // they come back, here and in every worker
+        workers.postSnat(null, this.snat.withdrawn);
+      }
+      if (rest !== null) await this.sendRelease(c, rest);
+    } catch (e) {
+      this.internalError(e);
+    } finally {
+      this.snatWithdrawing = false;
     }
   }
 
@@ -1039,6 +1056,7 @@ export class HostDaemon {
       logWarn('snat_release_failed', { chunks: r.chunks.length, error: (e as Error).message });
     }
     this.installSnat(this.ctx, this.config, this.ctx.tables, undefined); // kept chunks come back
+    this.workers?.postSnat(null, this.snat.withdrawn); // in every worker too
   }
 
   /** What the flow snapshot copies: the host flow table's return-path entries and the outbound NAT engine's flows. */

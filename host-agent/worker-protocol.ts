@@ -3,6 +3,8 @@
 import type { PoolWorkerInput } from '../runtime/worker-pool.js';
 import type { SlbxConfig } from '../shared/config.js';
 import type { ListedHostFlow } from './east-west-io.js';
+import type { PolicySnatRange } from './snat.js';
+import type { SnatWorkerReport } from './snat-workers.js';
 
 /** Words of a worker's shared status array (Int32): the generation applied, and the answer counter the main thread waits on (runtime/worker-pool.ts). */
 export {
@@ -34,6 +36,9 @@ export interface HostWorkerInput extends PoolWorkerInput {
   peerMacs: Float64Array;
   holdUnresolved: boolean;
   sourceMacCheck: boolean;
+  /** Outbound NAT: the policy's ranges in force and the chunks ("ip:first") withdrawn (being given back). */
+  snatRanges: PolicySnatRange[];
+  snatWithdrawn: string[];
 }
 
 /** The sockets a worker joins: every group's id and steering program (host-agent/worker-steering.ts). */
@@ -47,7 +52,13 @@ export interface HostWorkerJoin {
 }
 
 export type HostWorkerRequest =
-  | { t: 'config'; config: SlbxConfig; generation: number; peerMacs: Float64Array }
+  /** A generation; `snat`: the policy's ranges when they changed with it (installed with the tables in one step). */
+  | { t: 'config'; config: SlbxConfig; generation: number; peerMacs: Float64Array; snat: PolicySnatRange[] | null; snatWithdrawn: string[] }
+  /**
+   * Outbound NAT: new ranges (null: the ones in force) and the chunks withdrawn; `id` > 0: a withdrawal,
+   * answered by `withdrawn` (host-agent/snat-workers.ts).
+   */
+  | { t: 'snat'; ranges: PolicySnatRange[] | null; withdrawn: string[]; id: number }
   | { t: 'peers'; peerMacs: Float64Array; holdUnresolved: boolean }
   | HostWorkerJoin
   | { t: 'leave' }
@@ -72,6 +83,8 @@ export interface HostWorkerReport {
   sendErrors: number;
   internalErrors: number;
   lastInternalError: string;
+  /** Outbound NAT (null: the config has no outbound rules and no flow is left). */
+  snat: SnatWorkerReport | null;
 }
 
 export type HostWorkerToMain =
@@ -79,6 +92,8 @@ export type HostWorkerToMain =
   | { t: 'applied'; index: number; generation: number }
   | { t: 'joined'; index: number; fabricOpen: boolean; portsOpen: string[]; errors: string[] }
   | { t: 'left'; index: number }
+  /** A withdrawal applied: the withdrawn chunks this worker still has a live flow on (kept in its engine). */
+  | { t: 'withdrawn'; index: number; id: number; busy: string[] }
   /** A MUX's latency echo request (VERDICT_LOCAL on the fabric): answered by the main thread. */
   | { t: 'echo'; peer: number; v6: boolean; srcPort: number; nonceHi: number; nonceLo: number }
   /** A backend's answer to a health probe (VERDICT_LOCAL on a port): for the main thread's prober. */

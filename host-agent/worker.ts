@@ -5,6 +5,9 @@
 // keeps ARP/ND (its own socket outside the groups), probes, the latency echo's sockets, the status
 // endpoint and compiling nothing for the packets: it hands every worker each generation's config, and the
 // worker compiles the tables itself (compileHostTables is a pure function of config, host and generation).
+// Outbound NAT: each worker has its own engine (host-agent/snat-control.ts, over this worker's flow table)
+// with the policy's ranges less the chunks the main thread withdrew; it sweeps its flows, sends their idle
+// resets and reports its use; the main thread plans demands and releases (host-agent/snat-workers.ts).
 //
 // One generation per packet: a new generation arrives as a message; a worker thread runs one thing at a
 // time, so the message handler (which builds the new context and swaps it in one assignment) runs between
@@ -29,6 +32,10 @@ import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verd
 import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState } from './east-west-io.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { STEER_MUL, steerWorker } from './worker-steering.js';
+import { SnatControl, SNAT_SWEEP_SLOTS } from './snat-control.js';
+import type { PolicySnatRange } from './snat.js';
+import { sendSnatIdleResets } from './snat-resets.js';
+import type { SnatWorkerReport } from './snat-workers.js';
 import {
   STATUS_GENERATION,
   WORKER_HOLD_MAX_FRAMES,
@@ -41,6 +48,8 @@ import {
 
 /** The kernel buffer of each VM port's socket (the single-threaded agent's). */
 const PORT_BUFFER_BYTES = 4 * 1024 * 1024;
+/** How often the report's list of chunks carrying a flow is sampled again (it walks every SNAT flow). */
+const SNAT_USED_SAMPLE_MS = 1000;
 
 function mixWord(h: number, w: number): number {
   return Math.imul(h ^ w, STEER_MUL) >>> 0;
@@ -104,6 +113,10 @@ export class HostWorkerCore implements PoolThreadCore {
   private readonly echoReq: EchoRequest = { nonceHi: 0, nonceLo: 0 };
   internalErrors = 0;
   lastInternalError = '';
+  /** Outbound NAT: this worker's engine, with the policy's ranges less the withdrawn chunks. */
+  readonly snat: SnatControl;
+  private snatUsed: string[] = [];
+  private snatUsedAt = -Infinity;
   /** What the worker tells the main thread (a test collects it). */
   post: (m: HostWorkerToMain) => void;
   /** This worker's sockets and hand-offs for the verdicts (host-agent/verdicts.ts). */
@@ -134,6 +147,9 @@ export class HostWorkerCore implements PoolThreadCore {
     this.ctx = this.newContext(input.config, tables, input.peerMacs);
     this.ctx.sourceMacCheck = input.sourceMacCheck;
     this.ctx.holdUnresolved = input.holdUnresolved;
+    this.snat = new SnatControl(input.name, this.ew.flows, input.config.flowTable.snatMaxFlows);
+    this.snat.setWithdrawn(input.snatWithdrawn, tables);
+    this.installSnat(this.ctx, input.config, tables, input.snatRanges);
     this.traffic = new HostTrafficCounters(tables.nics);
     Atomics.store(this.status, STATUS_GENERATION, input.generation);
   }
@@ -149,14 +165,22 @@ export class HostWorkerCore implements PoolThreadCore {
   }
 
   /** A new generation: its tables compiled here and swapped in between two packets (never a mix of two). */
-  applyConfig(config: SlbxConfig, generation: number, peerMacs: Float64Array): void {
+  applyConfig(
+    config: SlbxConfig,
+    generation: number,
+    peerMacs: Float64Array,
+    snat: readonly PolicySnatRange[] | null = null,
+    snatWithdrawn: readonly string[] = this.snat.withdrawn,
+  ): void {
     const tables = compileHostTables(config, this.name, generation);
-    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac, null);
+    this.ew = carryEwState(this.ew, this.ctx.tables, tables, config, this.fabricMac, this.snat.engine);
     const ctx = this.newContext(config, tables, peerMacs);
     ctx.sourceMacCheck = this.ctx.sourceMacCheck;
     ctx.holdUnresolved = this.ctx.holdUnresolved;
     ctx.counters.values[ctx.counters.index.host_flows_not_carried]! += this.ew.notCarried;
     this.ew.notCarried = 0;
+    this.snat.setWithdrawn(snatWithdrawn, this.ctx.tables); // the flows' nics by the tables in force
+    this.installSnat(ctx, config, this.ctx.tables, snat ?? undefined);
     // sockets by interface name carry over, renumbered in place; a port no nic uses any more is closed
     const byPort = new Map(tables.nics.map((n) => [n.port, n.index]));
     for (const [ifname, e] of this.ports) {
@@ -173,6 +197,27 @@ export class HostWorkerCore implements PoolThreadCore {
     this.config = config;
     this.generation = generation;
     Atomics.store(this.status, STATUS_GENERATION, generation);
+  }
+
+  /**
+   * Outbound NAT for `ctx` (as HostDaemon.installSnat): the engine gets the config's rules and `ranges`
+   * (undefined: the ones in force) less the withdrawn chunks; flows a generation ends are counted.
+   */
+  private installSnat(ctx: HostContext, config: SlbxConfig, oldTables: HostTables, ranges: readonly PolicySnatRange[] | undefined): void {
+    const ended = this.snat.install(config, ctx.tables, oldTables, ranges, Date.now());
+    ctx.snat = config.outbound.length > 0 || this.snat.engine.live > 0 ? this.snat.engine : null;
+    ctx.counters.values[ctx.counters.index.snat_flows_ended_by_policy]! += ended;
+    this.snatUsedAt = -Infinity;
+  }
+
+  /**
+   * The main thread's ranges (null: the ones in force) and withdrawn chunks, between two batches. Returns
+   * the withdrawn chunks this worker kept because a live flow here holds a port of one (SnatControl.setWithdrawn).
+   */
+  applySnat(ranges: readonly PolicySnatRange[] | null, withdrawn: readonly string[]): string[] {
+    const busy = this.snat.setWithdrawn(withdrawn, this.ctx.tables);
+    this.installSnat(this.ctx, this.config, this.ctx.tables, ranges ?? undefined);
+    return busy;
   }
 
   /** The MACs the main thread resolved (ARP/ND stays there), and whether the hold window after a start is still open. */
@@ -323,6 +368,9 @@ export class HostWorkerCore implements PoolThreadCore {
   tick(): void {
     this.countBatchErrors();
     tickEwState(this.ew, sweepSlotsOf(this.ew));
+    // outbound NAT: this worker's flows age here, and their idle resets leave by its sockets
+    if (this.ctx.snat !== null) this.snat.engine.sweep(this.ew.nowS, SNAT_SWEEP_SLOTS);
+    sendSnatIdleResets(this.snat.engine, this.ctx, this.raw4, this.raw6, (nic) => this.byIndex[nic] ?? null);
     if (this.expedite.size > 0) {
       this.post({ t: 'expedite', peers: [...this.expedite] });
       this.expedite.clear();
@@ -330,7 +378,7 @@ export class HostWorkerCore implements PoolThreadCore {
   }
 
   flows(limit: number): ReturnType<typeof listHostFlows> {
-    return listHostFlows(this.ew, this.ctx.tables, limit, null);
+    return listHostFlows(this.ew, this.ctx.tables, limit, this.snat.engine);
   }
 
   report(): HostWorkerReport {
@@ -354,7 +402,23 @@ export class HostWorkerCore implements PoolThreadCore {
       sendErrors: sts.reduce((s, x) => s + (x?.txErrors ?? 0), 0) + (this.raw4?.sendErrors ?? 0) + (this.raw6?.sendErrors ?? 0),
       internalErrors: this.internalErrors,
       lastInternalError: this.lastInternalError,
+      snat: this.snatReport(),
     };
+  }
+
+  /** This worker's outbound NAT for its report: flows, use per nic, the chunks carrying a flow (sampled each SNAT_USED_SAMPLE_MS). */
+  snatReport(): SnatWorkerReport | null {
+    const e = this.snat.engine;
+    if (this.ctx.snat === null && e.live === 0) return null;
+    const now = performance.now();
+    if (now - this.snatUsedAt >= SNAT_USED_SAMPLE_MS) {
+      this.snatUsed = [...this.snat.usedChunks(this.ctx.tables)];
+      this.snatUsedAt = now;
+    }
+    const nics: SnatWorkerReport['nics'] = e
+      .status()
+      .map((st) => [this.ctx.tables.nics[st.nic]?.name ?? `#${st.nic}`, st.inUse4, st.inUse6, st.exhausted4, st.exhausted6]);
+    return { flows: e.live, nics, used: this.snatUsed };
   }
 
   close(): void {
@@ -377,8 +441,11 @@ function runThread(): void {
   servePoolThread(input, core, core.generation, (msg) => {
     const m = msg as HostWorkerRequest;
     if (m.t === 'config') {
-      core.applyConfig(m.config, m.generation, m.peerMacs);
+      core.applyConfig(m.config, m.generation, m.peerMacs, m.snat, m.snatWithdrawn);
       post({ t: 'applied', index: input.index, generation: m.generation });
+    } else if (m.t === 'snat') {
+      const busy = core.applySnat(m.ranges, m.withdrawn);
+      if (m.id > 0) post({ t: 'withdrawn', index: input.index, id: m.id, busy });
     } else if (m.t === 'peers') core.applyPeers(m.peerMacs, m.holdUnresolved);
     else if (m.t === 'join') {
       const j = core.join(m, addon, input.fabricFilter, input.captureBufferBytes);

@@ -14,6 +14,11 @@
 // backend's reply of such a flow is dropped as drop_out_dsr_unsolicited. Its counters carry on (the
 // shared array is the same). The slots, restarts, counters and /flows are runtime/worker-pool.ts's,
 // shared with the MUX's workers.
+//
+// Outbound NAT (docs/outbound.md, "Workers"): every worker runs its own engine over the same chunks; the
+// main thread hands each one the policy's ranges and the chunks withdrawn (with each generation, and at
+// each change), sums their reports for the plan (host-agent/snat-workers.ts) and, before a release goes to
+// the controller, has every worker withdraw its chunks and say which it still has a flow on.
 import type { SlbxConfig } from '../shared/config.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
 import { logInfo, logWarn } from '../runtime/log.js';
@@ -28,6 +33,8 @@ import {
   type SteeringVips,
 } from './worker-steering.js';
 import { type HostWorkerInput, type HostWorkerJoin, type HostWorkerReport, type HostWorkerToMain } from './worker-protocol.js';
+import type { PolicySnatRange } from './snat.js';
+import { carrySnatExhausted, mergeSnatReports, type SnatUsage, type WithdrawAnswer } from './snat-workers.js';
 
 /** How long the main thread waits for a worker's answer to a join or a leave. */
 const ANSWER_WAIT_MS = 5000;
@@ -54,8 +61,6 @@ export function hostWorkersRefusal(workers: number, io: string, receivePath: str
     return `--workers ${workers} needs --io ring (the kernel steers each flow to one worker's ring socket by PACKET_FANOUT_CBPF; libpcap's binding cannot load in a worker thread)`;
   if (receivePath !== 'capture') return `--workers ${workers} needs --receive-path capture (the udp receive path is one socket)`;
   if (config === null) return null;
-  if (config.outbound.length > 0)
-    return `--workers ${workers} with outbound rules is not built (outbound NAT's port chunks come per nic from the controller and are not split among workers): remove the config's outbound section or run --workers 1`;
   const vips = steeringVipsOf(config);
   return typeof vips === 'string' ? vips : null;
 }
@@ -79,6 +84,8 @@ export interface HostWorkersOptions {
   onExpedite: (peers: number[]) => void;
   /** A Fastpath redirect whose worker was not running: counted by the daemon. */
   onRedirectLost: () => void;
+  /** Outbound NAT: the policy's ranges in force and the chunks withdrawn (read at each (re)start). */
+  snat: () => { ranges: readonly PolicySnatRange[]; withdrawn: string[] };
 }
 
 /** The pool's slot and what the host agent keeps per worker besides. */
@@ -90,6 +97,8 @@ interface Slot extends PoolSlot<HostWorkerReport> {
   fabricOpen: boolean;
   portsOpen: string[];
   joinErrors: string[];
+  /** Withdrawals awaiting this worker's answer, by id. */
+  withdrawing: Map<number, (a: WithdrawAnswer) => void>;
 }
 
 export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerToMain> {
@@ -98,6 +107,9 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
   private groupOps: Promise<void> = Promise.resolve();
   private readonly groupIds = new Map<string, number>();
   regroups = 0;
+  /** Outbound NAT: exhaustion drops of the workers' earlier lives ("nic/family"), and the last withdrawal's id. */
+  private readonly snatCarried = new Map<string, number>();
+  private withdrawId = 0;
 
   constructor(o: HostWorkersOptions) {
     super({ count: o.count, counterNames: o.counterNames, file: new URL('./worker.js', import.meta.url), log: 'host_worker' }, () => ({
@@ -106,6 +118,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       fabricOpen: false,
       portsOpen: [],
       joinErrors: [],
+      withdrawing: new Map(),
     }));
     this.o = o;
   }
@@ -137,6 +150,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
 
   protected workerData(_s: Slot, base: PoolWorkerInput): HostWorkerInput {
     const cur = this.o.current();
+    const snat = this.o.snat();
     return {
       ...base,
       slbxHostWorker: true,
@@ -153,6 +167,8 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       peerMacs: cur.peerMacs,
       holdUnresolved: cur.holdUnresolved,
       sourceMacCheck: this.o.sourceMacCheck,
+      snatRanges: [...snat.ranges],
+      snatWithdrawn: snat.withdrawn,
     };
   }
 
@@ -166,6 +182,10 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
     s.portsOpen = [];
     for (const [, res] of s.waiting) res({ t: 'left', index: s.index });
     s.waiting.clear();
+    // its outbound NAT flows ended with it: nothing of a withdrawal is left there
+    for (const [, res] of s.withdrawing) res('exited');
+    s.withdrawing.clear();
+    carrySnatExhausted(this.snatCarried, s.report?.snat ?? null);
     // its traffic so far stays counted
     for (const [nic, ...v] of s.report?.traffic ?? []) {
       const c = s.carried.get(nic) ?? [0, 0, 0, 0];
@@ -195,6 +215,9 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
         return;
       case 'left':
         s.waiting.get('left')?.(m);
+        return;
+      case 'withdrawn':
+        s.withdrawing.get(m.id)?.(Array.isArray(m.busy) ? m.busy.filter((k) => typeof k === 'string') : 'timeout');
         return;
       case 'echo':
         this.o.onEcho(m);
@@ -264,9 +287,53 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
     return this.slots.every((s) => s.worker !== null && s.ready && s.fabricOpen && ports.every((p) => s.portsOpen.includes(p)));
   }
 
-  /** A new generation for every worker. */
-  postConfig(config: SlbxConfig, generation: number, peerMacs: Float64Array): void {
-    this.postAll({ t: 'config', config, generation, peerMacs });
+  /** A new generation for every worker (`snat`: the policy's ranges when they changed with it; the chunks withdrawn). */
+  postConfig(
+    config: SlbxConfig,
+    generation: number,
+    peerMacs: Float64Array,
+    snat: readonly PolicySnatRange[] | undefined,
+    snatWithdrawn: string[],
+  ): void {
+    this.postAll({ t: 'config', config, generation, peerMacs, snat: snat === undefined ? null : [...snat], snatWithdrawn });
+  }
+
+  /** Outbound NAT: new ranges (null: those in force) or withdrawn chunks for every worker, no answer awaited. */
+  postSnat(ranges: readonly PolicySnatRange[] | null, withdrawn: string[]): void {
+    this.postAll({ t: 'snat', ranges: ranges === null ? null : [...ranges], withdrawn, id: 0 });
+  }
+
+  /**
+   * A release's first step: every running worker leaves `withdrawn` out of its engine and answers which of
+   * them it still has a flow on (host-agent/snat-workers.ts settleWithdrawal); each answer awaited at most
+   * ANSWER_WAIT_MS ('timeout'), a worker that exits meanwhile answers 'exited'.
+   */
+  withdraw(withdrawn: string[]): Promise<WithdrawAnswer[]> {
+    const id = ++this.withdrawId;
+    return Promise.all(
+      this.slots.map((s) => {
+        const w = s.worker;
+        if (w === null) return Promise.resolve<WithdrawAnswer>('exited');
+        return new Promise<WithdrawAnswer>((res) => {
+          const t = setTimeout(() => done('timeout'), ANSWER_WAIT_MS);
+          const done = (a: WithdrawAnswer) => {
+            clearTimeout(t);
+            s.withdrawing.delete(id);
+            res(a);
+          };
+          s.withdrawing.set(id, done);
+          w.postMessage({ t: 'snat', ranges: null, withdrawn, id });
+        });
+      }),
+    );
+  }
+
+  /** Outbound NAT over every worker: flows and ports in use summed, exhaustion drops summed with earlier lives', chunks in use united. */
+  snatUsage(): SnatUsage {
+    return mergeSnatReports(
+      this.slots.map((s) => (s.worker !== null ? (s.report?.snat ?? null) : null)),
+      this.snatCarried,
+    );
   }
 
   postPeers(peerMacs: Float64Array, holdUnresolved: boolean): void {
@@ -306,6 +373,21 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       rxKernelDrops: s.report?.rxKernelDrops ?? 0,
       sendErrors: s.report?.sendErrors ?? 0,
       internalErrors: s.report?.internalErrors ?? 0,
+      // outbound NAT: this worker's flows and, per nic, ports in use and exhaustion drops (this life)
+      ...(s.report?.snat != null
+        ? {
+            snat: {
+              flows: s.report.snat.flows,
+              nics: s.report.snat.nics.map(([nic, inUse4, inUse6, exhausted4, exhausted6]) => ({
+                nic,
+                inUse4,
+                inUse6,
+                exhausted4,
+                exhausted6,
+              })),
+            },
+          }
+        : {}),
     }));
   }
 }

@@ -118,14 +118,11 @@ describe('host agent workers: refusals', () => {
     expect(hostWorkersRefusal(2, 'ring', 'capture', full)).toBeNull();
     expect(hostWorkersRefusal(2, 'pcap', 'capture', full)).toMatch(/needs --io ring/);
     expect(hostWorkersRefusal(2, 'ring', 'udp', full)).toMatch(/needs --receive-path capture/);
-    // the outbound section as examples/lab-outbound.yaml has it: the refusal reads only that it is there
+    // outbound rules run with workers (docs/outbound.md, "Workers"): no refusal for them
     const r = parseConfig(readFileSync(`${ROOT}examples/lab-outbound.yaml`, 'utf8'), 'lab-outbound.yaml');
     if (!r.ok) throw new Error('examples/lab-outbound.yaml does not parse');
     expect(r.config.outbound.length).toBeGreaterThan(0);
-    const outbound = r.config;
-    expect(hostWorkersRefusal(2, 'ring', 'capture', outbound)).toMatch(
-      /outbound rules is not built.*remove the config's outbound section or run --workers 1/,
-    );
+    expect(hostWorkersRefusal(2, 'ring', 'capture', r.config)).toBeNull();
   });
 });
 
@@ -150,6 +147,8 @@ function coreInput(config = full, generation = 1): HostWorkerInput {
     peerMacs: new Float64Array(0),
     holdUnresolved: false,
     sourceMacCheck: false,
+    snatRanges: [],
+    snatWithdrawn: [],
     counters: new SharedArrayBuffer(names * 8),
     published: new SharedArrayBuffer(names * 8),
     status: new SharedArrayBuffer(STATUS_WORDS * 4),
@@ -263,6 +262,7 @@ describe('host agent workers: threads (root)', () => {
       onLocal: () => {},
       onExpedite: () => {},
       onRedirectLost: () => {},
+      snat: () => ({ ranges: [], withdrawn: [] }),
     });
     const until = async (what: string, f: () => boolean) => {
       for (let i = 0; i < 600 && !f(); i++) await new Promise((r) => setTimeout(r, 50));
@@ -277,7 +277,7 @@ describe('host agent workers: threads (root)', () => {
       expect(w.slots[0]!.joinErrors.join(';')).toMatch(/h1vm1: no such interface/);
       expect(w.generations()).toEqual([1, 1]);
       generation = 2;
-      w.postConfig(full, 2, new Float64Array(0));
+      w.postConfig(full, 2, new Float64Array(0), undefined, []);
       await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
       expect(w.generations()).toEqual([2, 2]);
       expect(await w.flows(10)).toEqual([]);
