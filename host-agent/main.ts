@@ -44,7 +44,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       default: '1',
       help:
         `data-plane threads, 1..${MAX_HOST_WORKERS}: N >= 2 needs --io ring (the kernel steers both directions of a flow to one ` +
-        "worker's sockets by PACKET_FANOUT_CBPF), no outbound rules in the config, and keeps no flow snapshot; docs/io-paths.md",
+        "worker's sockets by PACKET_FANOUT_CBPF), and keeps no flow snapshot (a restarted worker's flows, outbound NAT's too, are lost); " +
+        'outbound NAT runs in every worker over the same port chunks (docs/outbound.md, "Workers"); docs/io-paths.md',
     },
     {
       name: 'state-dir',

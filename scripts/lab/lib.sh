@@ -1117,9 +1117,9 @@ _lab_daemon_kind() {
 _lab_daemon_spawn() {
   _lab_daemon_kind "$1" || return
   _lab_spawn "$2" daemon "$1 $2" "$LAB_DIR/logs/$2.log" "${LAB_NODE[@]}" "$_lab_dk_js" \
-    --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" ${LAB_DAEMON_IO:+--io "$LAB_DAEMON_IO"} \
+    --config "$LAB_DIR/config.yaml" --name "$2" --status "127.0.0.1:$_lab_dk_port" $(_lab_daemon_io "$1" "$2") \
     ${SLBX_LAB_CONTROLLER_URL:+--controller "$SLBX_LAB_CONTROLLER_URL" --controller-token-file "$LAB_DIR/api-token"} \
-    $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1") \
+    $(_lab_prometheus_daemon_args "$1" "$2") $(_lab_workers_args "$1" "$2") \
     $([ "$1" != host-agent ] || printf '%s\n' --state-dir "$LAB_DIR/state" ${LAB_FLOW_SNAPSHOT_MS:+--flow-snapshot-ms "$LAB_FLOW_SNAPSHOT_MS"})
 }
 

@@ -8,7 +8,10 @@
 # client tool's records (scripts/lab/snat-client.ts): every connection and flow completed, each on its
 # own nic's ports, every byte echoed back to the DIP that sent it; from the MUXes' status: no flow placed,
 # their flow tables not grown, the replies forwarded by the range table (snat_forwarded); from the hosts'
-# counters: translated both ways, nothing dropped.
+# counters: translated both ways, nothing dropped. host1's host agent runs with 2 worker threads
+# (--workers 2 --io ring: LAB_HOST_WORKERS_ON, scripts/lab/workers.sh; docs/outbound.md "Workers"),
+# host2's with one, so both paths carry the same run: from host1's status after the traffic, both workers
+# held outbound NAT flows, and the snat section sums theirs.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT
@@ -17,6 +20,7 @@ source scripts/scenarios/lib/common.sh
 TCP=${SNAT_TCP:-500} UDP=${SNAT_UDP:-500} TCP6=${SNAT_TCP6:-50} UDP6=${SNAT_UDP6:-50} SECONDS_EACH=${SNAT_SECONDS:-6}
 FE4=203.0.113.200 FE6=2001:db8:ff::200 SRV4=198.51.100.50 SRV6=2001:db8:c::50
 lab_setup_scenario sc38
+LAB_HOST_WORKERS=2 LAB_HOST_WORKERS_ON=host1
 lab_up --config examples/lab-outbound.yaml --clients 2
 lab_snat_server_start client2
 # the frontend IPs are routed over both MUXes (announced by BGP like a VIP)
@@ -42,6 +46,8 @@ lab_snat_client h1vm1 --server "$SRV6" --tcp "$TCP6" --udp "$UDP6" "${common[@]}
 pids+=($!)
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 [ "$rc" = 0 ] || echo "[scenario] a client tool failed: $(tail -n 3 "$LAB_DIR"/logs/snat-client*.log)" >&2
+# host1's workers' outbound NAT flows (TIME-WAIT keeps the closed ones SNAT_TIME_WAIT_S): before they age out
+lab_daemon_status host1 >"$LAB_DIR/host1-status.json"
 lab_snat_server_stop >/dev/null || rc=1
 lab_capture_stop_all || rc=1
 for m in $(lab_nodes mux); do lab_daemon_status "$m" >"$LAB_DIR/$m-after.json"; done
@@ -50,5 +56,6 @@ sc_verify outbound-snat --run "$LAB_DIR" --clients "$(IFS=,; echo "${clients[*]}
   --server-records "$LAB_DIR/snat-server.json" --snat "$LAB_DIR/snat.json" --frontend4 "$FE4" --frontend6 "$FE6" \
   --server4 "$SRV4" --server6 "$SRV6" --tcp-port "$LAB_SNAT_TCP_PORT" --udp-port "$LAB_SNAT_UDP_PORT" \
   --tcp "$TCP" --udp "$UDP" --tcp6 "$TCP6" --udp6 "$UDP6" \
-  --muxes "$(lab_nodes mux | paste -sd,)" --hosts "$(lab_nodes host | paste -sd,)" || rc=1
+  --muxes "$(lab_nodes mux | paste -sd,)" --hosts "$(lab_nodes host | paste -sd,)" \
+  --workers-status "host1=$LAB_DIR/host1-status.json" || rc=1
 exit "$rc"

@@ -24,6 +24,7 @@ const counterOf = (status: Record<string, unknown>, k: string): number => ((stat
  * outbound-snat --run RUNDIR --clients NIC=FILE,... --client6 NIC=FILE --server-records FILE --snat FILE
  *   --frontend4 A --frontend6 A --server4 A --server6 A --tcp-port P --udp-port P --tcp N --udp M --tcp6 N --udp6 M
  *   --muxes mux1,mux2 --hosts host1,host2 (their status as RUNDIR/NAME-before.json and NAME-after.json)
+ *   [--workers-status HOST=FILE] (a host agent with 2 workers: its /status after the traffic)
  */
 export function verifyOutboundSnat(argv: readonly string[]): Checks {
   const f = flagsOf(argv);
@@ -253,5 +254,27 @@ export function verifyOutboundSnat(argv: readonly string[]): Checks {
     'the host agents translated every packet out the server saw, and the replies back (out_snat, in_snat)',
     `out_snat +${out} (${toServer.length} at the server), in_snat +${back} (${fromServer.length} from it)`,
   );
+
+  // 6. a host agent with workers (docs/outbound.md, "Workers"): every worker carried outbound NAT flows
+  // (each its own engine over the same chunks), and /status's snat section is the sum of theirs
+  const ws = f.get('workers-status');
+  if (ws !== undefined) {
+    const [h, file] = ws.split('=') as [string, string];
+    const st = readJson<{ io?: string; workers?: { snat?: { flows: number } }[]; snat?: { flows?: number } }>(file);
+    const workers = st.workers ?? [];
+    const flows = workers.map((w) => w.snat?.flows ?? 0);
+    c.check(
+      st.io === 'ring' && workers.length === 2,
+      `${h}: its host agent ran with 2 worker threads on the ring path`,
+      `io ${st.io}, ${workers.length} workers`,
+    );
+    c.check(
+      flows.length > 0 && flows.every((n) => n > 0),
+      `${h}: every worker carried outbound NAT flows (its report's snat.flows, TIME-WAIT included)`,
+      flows.join(' + '),
+    );
+    const sum = flows.reduce((a, b) => a + b, 0);
+    c.check(st.snat?.flows === sum, `${h}: /status snat.flows is the workers' sum`, `${st.snat?.flows} = ${sum}`);
+  }
   return c;
 }
