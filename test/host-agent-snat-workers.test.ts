@@ -115,6 +115,8 @@ describe('outbound NAT workers: what the main thread makes of their reports', ()
     expect(connect(w0, '198.51.100.15')).toBeTypeOf('number'); // 6 + 6: each worker alone is at 37.5 %
     m.usage = mergeSnatReports([report(w0, tables), report(w1, tables)], new Map());
     expect(m.planDemands(tables, cfg, 2_000)).toEqual([{ nic: 'h1vm1', family: 4, ports: 8 }]);
+    // /status's snat: the workers' flows and ports in use, summed
+    expect(m.status(tables)).toMatchObject({ flows: 12, nics: [{ nic: 'h1vm1', ports4: 16, inUse4: 12 }] });
   });
 
   it('an exhaustion drop in one worker asks (below the threshold too); a restarted worker does not ask again', () => {
@@ -139,6 +141,11 @@ describe('outbound NAT workers: what the main thread makes of their reports', ()
     const fresh = worker(cfg, tables);
     m.usage = mergeSnatReports([report(fresh, tables), report(w1, tables)], carried);
     expect(m.planDemands(tables, cfg, 5_000)).toEqual([]);
+    // drops below the threshold (2 of 24 in use): 10 refused in each worker ask a port for each of the 20, in chunks
+    const m2 = main(cfg, tables);
+    const r: SnatWorkerReport = { flows: 1, nics: [['h1vm1', 1, 0, 10, 0]], used: [] };
+    m2.usage = mergeSnatReports([r, r], new Map());
+    expect(m2.planDemands(tables, cfg, 1_000)).toEqual([{ nic: 'h1vm1', family: 4, ports: 24 }]);
   });
 
   it('a chunk is given back only when idle in EVERY worker: one worker with a flow on it keeps it', () => {

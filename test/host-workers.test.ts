@@ -195,6 +195,36 @@ describe('host agent workers: one generation per packet', () => {
   });
 });
 
+describe('host agent workers: outbound NAT in a worker', () => {
+  it("opens a flow from the main thread's ranges, reports and lists it, keeps a withdrawn chunk it uses and leaves out one it does not", () => {
+    const FIP = '203.0.113.200';
+    const cfg = labConfig((raw) => {
+      raw.outbound = [{ name: 'out', frontendIps: [FIP, '2001:db8:ff::200'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 16 }];
+    });
+    const ranges = [{ ip: FIP, first: 1024, last: 1039, host: 'host1', nic: 'h1vm1' }];
+    const core = new HostWorkerCore({ ...coreInput(cfg), snatRanges: ranges, snatWithdrawn: [`${FIP}:1032`] }, () => {});
+    expect(core.ctx.snat).toBe(core.snat.engine);
+    expect(core.snat.engine.status()[0]).toMatchObject({ ports4: 8 }); // the withdrawn chunk left out from the start
+    const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
+    const f = pkt()
+      .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
+      .ipv4({ src: '192.0.2.10', dst: '198.51.100.5' })
+      .tcp({ sport: 40000, dport: 9000, flags: TCP_SYN })
+      .build();
+    core.handlePort(f, f.length, nic.index);
+    const C = core.ctx.counters.index;
+    expect(core.ctx.counters.values[C.out_snat]).toBe(1);
+    expect(core.report().snat).toEqual({ flows: 1, nics: [['h1vm1', 1, 0, 0, 0]], used: [`${FIP}:1024`] });
+    expect(core.flows(10).filter((x) => JSON.stringify(x).includes(FIP))).toHaveLength(1);
+    // the chunk comes back; then both are withdrawn: the one with the flow stays (named), the other goes
+    expect(core.applySnat(null, [])).toEqual([]);
+    expect(core.snat.engine.status()[0]).toMatchObject({ ports4: 16 });
+    expect(core.applySnat(null, [`${FIP}:1024`, `${FIP}:1032`])).toEqual([`${FIP}:1024`]);
+    expect(core.snat.engine.status()[0]).toMatchObject({ ports4: 8, inUse4: 1 });
+    expect(core.ctx.counters.values[C.snat_flows_ended_by_policy]).toBe(0);
+  });
+});
+
 describe('host agent workers: a restarted worker and its flows', () => {
   it('starts with an empty table: the reply of a flow it did not see is dropped as unsolicited until the client speaks again', () => {
     // a new core is what a restarted worker is (host-agent/workers.ts spawns a thread with a fresh one)
