@@ -313,6 +313,9 @@ describe('host agent workers: threads (root)', () => {
       expect(await w.flows(10)).toEqual([]);
       await w.syncCountersAsync();
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_SEQ))).toEqual([2, 2]);
+      // outbound NAT: a withdrawal is answered by each thread (no flow on the chunk: none kept); no rule, no report
+      expect(await w.withdraw(['203.0.113.200:1024'])).toEqual([[], []]);
+      expect(w.snatUsage()).toMatchObject({ flows: 0, used: new Set() });
       const other = w.slots[1]!.worker;
       const counters0 = w.slots[0]!.counters;
       new Float64Array(counters0)[0] = 7;
