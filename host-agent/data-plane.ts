@@ -60,7 +60,7 @@ import {
 import { macKey, peerIndex6, type HostNetwork, type HostNic, type HostTables, type NatRule } from './tables.js';
 import { EW_HOST_COUNTER_NAMES } from './east-west-counters.js';
 import { eastWestOut4, eastWestOut6, newEwState, notVipOfNic4, notVipOfNic6, notVxlan4, type EwState } from './east-west.js';
-import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrPeek4, dsrPeek6 } from './dsr-flows.js';
+import { dsrAllowed4, dsrAllowed6, dsrLearn4, dsrLearn6, dsrLearnRule6, dsrPeek4, dsrPeek6 } from './dsr-flows.js';
 import { SNAT_DROP_REASONS, SNAT_ERR_NOT_OURS, type SnatEngine } from './snat.js';
 
 export const VERDICT_DROP = 0;
@@ -874,24 +874,35 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
       const dport = (frame[l4 + 2]! << 8) | frame[l4 + 3]!;
       // no hasVip6 first: as in inboundIpv4, a rule of this nic for dst means dst is one of its VIPs; the
       // destination's words are compared as read, not stored in ctx.ip6 (nothing after reads it there)
-      const rule = findRule6(
-        nic,
-        proto,
-        dport,
-        (frame[o + 24]! << 24) | (frame[o + 25]! << 16) | (frame[o + 26]! << 8) | frame[o + 27]!,
-        (frame[o + 28]! << 24) | (frame[o + 29]! << 16) | (frame[o + 30]! << 8) | frame[o + 31]!,
-        (frame[o + 32]! << 24) | (frame[o + 33]! << 16) | (frame[o + 34]! << 8) | frame[o + 35]!,
-        (frame[o + 36]! << 24) | (frame[o + 37]! << 16) | (frame[o + 38]! << 8) | frame[o + 39]!,
-      );
+      const v0 = (frame[o + 24]! << 24) | (frame[o + 25]! << 16) | (frame[o + 26]! << 8) | frame[o + 27]!;
+      const v1 = (frame[o + 28]! << 24) | (frame[o + 29]! << 16) | (frame[o + 30]! << 8) | frame[o + 31]!;
+      const v2 = (frame[o + 32]! << 24) | (frame[o + 33]! << 16) | (frame[o + 34]! << 8) | frame[o + 35]!;
+      const v3 = (frame[o + 36]! << 24) | (frame[o + 37]! << 16) | (frame[o + 38]! << 8) | frame[o + 39]!;
+      // findRule6(nic, proto, dport, v0, v1, v2, v3), written out: inlined, it took the inlining budget
+      // that the flow's lookup below needs (dsrLearnRule6: its key compare was a call, callgrind)
+      let rule: NatRule | undefined;
+      const list = nic.inbound.get((proto << 16) | dport);
+      if (list !== undefined) {
+        for (let i = 0; i < list.length; i++) {
+          const r = list[i]!;
+          const w = r.vip.words;
+          if (r.family === 6 && (w[0]! | 0) === v0 && (w[1]! | 0) === v1 && (w[2]! | 0) === v2 && (w[3]! | 0) === v3) {
+            rule = r;
+            break;
+          }
+        }
+      }
       if (rule !== undefined) {
         const sport = (frame[l4]! << 8) | frame[l4 + 1]!;
         ctx.ports.tcpFlags = proto === In.TCP ? frame[l4 + 13]! : 0; // as in inboundIpv4
-        // the client's address, for the flow's key (dsrLearn6 takes it as words)
-        const src = ctx.ip6.src;
-        src[0] = (frame[o + 8]! << 24) | (frame[o + 9]! << 16) | (frame[o + 10]! << 8) | frame[o + 11]!;
-        src[1] = (frame[o + 12]! << 24) | (frame[o + 13]! << 16) | (frame[o + 14]! << 8) | frame[o + 15]!;
-        src[2] = (frame[o + 16]! << 24) | (frame[o + 17]! << 16) | (frame[o + 18]! << 8) | frame[o + 19]!;
-        src[3] = (frame[o + 20]! << 24) | (frame[o + 21]! << 16) | (frame[o + 22]! << 8) | frame[o + 23]!;
+        // the client's address, for the flow's key, as four words in locals (dsrLearnRule6)
+        const c0 = (frame[o + 8]! << 24) | (frame[o + 9]! << 16) | (frame[o + 10]! << 8) | frame[o + 11]!;
+        const c1 = (frame[o + 12]! << 24) | (frame[o + 13]! << 16) | (frame[o + 14]! << 8) | frame[o + 15]!;
+        const c2 = (frame[o + 16]! << 24) | (frame[o + 17]! << 16) | (frame[o + 18]! << 8) | frame[o + 19]!;
+        const c3 = (frame[o + 20]! << 24) | (frame[o + 21]! << 16) | (frame[o + 22]! << 8) | frame[o + 23]!;
+        // the flow is recorded before the rewrite, which cannot fail from here and which it does not read:
+        // the table's loads (a cache miss over thousands of flows) then overlap the stores below
+        if (!rule.internal) dsrLearnRule6(ctx, rule, nic.network.vni, c0, c1, c2, c3, sport);
         // natIpv6(frame, l3, l4, proto, 24, dip, 2, backendPort), written out (its call was not inlined);
         // dst is the rule's VIP, so the address's checksum terms are the rule's (inSum)
         const dip = rule.dip.words;
@@ -928,7 +939,6 @@ function inboundIpv6(frame: Uint8Array, l3: number, end: number, nic: HostNic, c
         frame[co] = x >>> 8;
         frame[co + 1] = x;
         ctx.lastRule = rule;
-        if (!rule.internal) dsrLearn6(ctx, nic.network.vni, dip, src, proto, bport, sport, rule.frontendPort);
         return l4 + plen;
       }
     }

@@ -26,6 +26,7 @@ import { IPPROTO_TCP } from '../shared/ipv4.js';
 import { TCP_ACK, TCP_FIN, TCP_RST, TCP_SYN } from '../shared/tcp.js';
 import { DSR_CLOSING_S, FLOW_DSR, FLOW_DSR_CLOSING, KEY_SPACE_DSR, flowAction, flowKind } from './flow-table.js';
 import type { HostContext } from './data-plane.js';
+import type { NatRule } from './tables.js';
 
 /**
  * dsrLearn4/6's constants as a const enum, which tsc writes as literals: an imported const is a module
@@ -83,6 +84,73 @@ export function dsrLearn6(
   if (v >= 0 && v >>> 24 === L.DSR && (flags & L.CHANGES) === 0) return;
   f.setKey6(vni, dip, client, proto, bport, cport, KEY_SPACE_DSR);
   learnChange(ctx, v, tcp, flags, fport);
+}
+
+/**
+ * dsrLearn6 for inboundIpv6's packet of an IPv6 `rule` (not internal) of a nic on `vni`, the client's
+ * address as four int32 words (c0..c3, read from the frame) and its port `cport`. The rule's share of the
+ * key's hash comes precomputed (NatRule.dsrKeyPart), and the client's words are stored only when the entry
+ * changes (in ctx.ip6.src, for setKey6): the common packet hashes five words, not eleven, and its lookup
+ * (HostFlowTable.lookup6Part) is inlined where dsrLearn6's hash was a call.
+ */
+export function dsrLearnRule6(
+  ctx: HostContext,
+  rule: NatRule,
+  vni: number,
+  c0: number,
+  c1: number,
+  c2: number,
+  c3: number,
+  cport: number,
+): void {
+  const s = ctx.ew;
+  const f = s.flows;
+  const now = s.nowS;
+  const proto = rule.protocol;
+  const tcp = proto === L.TCP;
+  const bport = rule.backendPort;
+  const dip = rule.dip.words;
+  const v = f.lookup6Part(
+    rule.dsrKeyPart,
+    (vni << 8) | 6,
+    dip,
+    c0,
+    c1,
+    c2,
+    c3,
+    proto | (L.SPACE << 8),
+    (bport << 16) | cport,
+    now,
+    now + (tcp ? s.tcpIdleS : s.udpIdleS),
+  );
+  const flags = tcp ? ctx.ports.tcpFlags : 0;
+  if (v >= 0 && v >>> 24 === L.DSR && (flags & L.CHANGES) === 0) return;
+  learnRuleChange6(ctx, rule, vni, c0, c1, c2, c3, cport, v, flags);
+}
+
+/**
+ * dsrLearnRule6's entry that is new or changes, apart: its code then leaves inboundIpv6's inlining budget
+ * to the common packet's lookup (FlowTable.findWords6Dst inlined, callgrind).
+ */
+function learnRuleChange6(
+  ctx: HostContext,
+  rule: NatRule,
+  vni: number,
+  c0: number,
+  c1: number,
+  c2: number,
+  c3: number,
+  cport: number,
+  v: number,
+  flags: number,
+): void {
+  const client = ctx.ip6.src;
+  client[0] = c0;
+  client[1] = c1;
+  client[2] = c2;
+  client[3] = c3;
+  ctx.ew.flows.setKey6(vni, rule.dip.words, client, rule.protocol, rule.backendPort, cport, KEY_SPACE_DSR);
+  learnChange(ctx, v, rule.protocol === L.TCP, flags, rule.frontendPort);
 }
 
 /** The action's bits beside the frontend port (low 16 bits): a FIN seen from the client, from the backend. */

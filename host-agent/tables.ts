@@ -7,6 +7,7 @@ import { ipv6Equal } from '../shared/hot-path.js';
 import { VLAN_NONE } from '../shared/ethernet.js';
 import type { SlbxConfig } from '../shared/config.js';
 import { compileEwTables, type EwTables } from './east-west-tables.js';
+import { KEY_SPACE_DSR, hostKeyPart6 } from './flow-table.js';
 
 export interface HostNetwork {
   readonly name: string;
@@ -173,6 +174,12 @@ export interface NatRule {
    */
   readonly vip4: number;
   readonly dip4: number;
+  /**
+   * An IPv6 rule's share of its DSR flows' key hash (hostKeyPart6 of the nic's VNI, the DIP and the
+   * protocol in the DSR key space): inboundIpv6 adds the client's address and the ports per packet
+   * (dsrLearnRule6). 0 for an IPv4 rule.
+   */
+  readonly dsrKeyPart: number;
 }
 
 /** The sum of ~from and to over the 16-bit words of two addresses (RFC 1624 eqn. 3's terms), not folded. */
@@ -349,6 +356,7 @@ export function compileHostTables(config: SlbxConfig, hostName: string, generati
             inSum: rewriteSum(v.address.words, dip.words),
             vip4: v.address.family === 4 ? v.address.words[0]! | 0 : 0,
             dip4: dip.family === 4 ? dip.words[0]! | 0 : 0,
+            dsrKeyPart: dip.family === 6 ? hostKeyPart6((nic.network.vni << 8) | 6, dip.words, proto | (KEY_SPACE_DSR << 8)) : 0,
           };
           const ik = (proto << 16) | r.frontendPort;
           const list = nic.inbound.get(ik) ?? [];

@@ -230,6 +230,50 @@ export class FlowTable {
     }
   }
 
+  /**
+   * findWords6 with the destination as four int32 words (HostFlowTable.lookup6Part: the client's address
+   * read from the frame into locals, not stored to be loaded again).
+   */
+  findWords6Dst(
+    hash: number,
+    w0: number,
+    src: Uint32Array,
+    d0: number,
+    d1: number,
+    d2: number,
+    d3: number,
+    w9: number,
+    w10: number,
+  ): number {
+    const h = hash >>> 0;
+    const mask = this.mask;
+    const meta = this.meta;
+    const keys = this.keys;
+    let i = h & mask;
+    for (;;) {
+      const m = i * 3;
+      if (meta[m] === 0) return -1;
+      if (meta[m + 1] === h) {
+        const b = i * 11;
+        if (
+          (keys[b + 10]! | 0) === w10 &&
+          (keys[b + 8]! | 0) === d3 &&
+          keys[b + 4] === src[3] &&
+          (keys[b]! | 0) === w0 &&
+          keys[b + 1] === src[0] &&
+          keys[b + 2] === src[1] &&
+          keys[b + 3] === src[2] &&
+          (keys[b + 5]! | 0) === d0 &&
+          (keys[b + 6]! | 0) === d1 &&
+          (keys[b + 7]! | 0) === d2 &&
+          (keys[b + 9]! | 0) === w9
+        )
+          return i;
+      }
+      i = (i + 1) & mask;
+    }
+  }
+
   /** Inserts or replaces the entry for `key`. False when the table is at its limit. */
   insert(hash: number, value: number, expiresAt: number): boolean {
     const h = hash >>> 0;

@@ -119,6 +119,20 @@ describe('return path state: unsolicited backend packets never leave from the VI
     expect(ctx.counters.get('dsr_flows_learned')).toBe(1);
   });
 
+  it("IPv6: the client's later segments find the entry their first recorded (learned once), and so does the reply", () => {
+    // inboundIpv6 hashes the key from the rule's precomputed share (NatRule.dsrKeyPart); a share that
+    // differs from the full hash misses the entry on every packet and learns it again
+    const ctx = newCtx();
+    clientIn(ctx, { cport: 40000, v6: true, flags: TCP_SYN });
+    clientIn(ctx, { cport: 40000, v6: true });
+    clientIn(ctx, { cport: 40000, v6: true, udp: true });
+    clientIn(ctx, { cport: 40000, v6: true, udp: true });
+    expect(ctx.counters.get('dsr_flows_learned')).toBe(2);
+    expect(out(ctx, fromBackend({ dport: 40000, v6: true })).port).toBe(OUT_DSR);
+    expect(out(ctx, fromBackend({ dport: 40000, v6: true, udp: true })).port).toBe(OUT_DSR);
+    expect(ctx.ew.flows.size).toBe(2);
+  });
+
   it('GET /flows lists a recorded flow as the client, the VIP and the backend saw it', () => {
     const ctx = newCtx();
     clientIn(ctx, { cport: 40000 });

@@ -12,7 +12,9 @@ import {
   flowKind,
   hostKeyHash4,
   hostKeyHash6,
+  hostKeyHash6Dst,
   hostKeyHashWords,
+  hostKeyPart6,
   HOST_HASH_MUL,
 } from '../host-agent/flow-table.js';
 
@@ -165,6 +167,40 @@ describe('host flow table', () => {
     });
     const absent = base.map((x, j) => (j === 10 ? x + 1 : x));
     expect(t.table.findWords6(HASH, absent[0]! | 0, src, dst, absent[9]! | 0, absent[10]! | 0)).toBe(-1);
+    // findWords6Dst, the destination as four int32 words (inboundIpv6's lookup), tells them apart too
+    variants.forEach((k, i) => {
+      const slot = t.table.findWords6Dst(
+        HASH,
+        k[0]! | 0,
+        Uint32Array.from(k.slice(1, 5)),
+        k[5]! | 0,
+        k[6]! | 0,
+        k[7]! | 0,
+        k[8]! | 0,
+        k[9]! | 0,
+        k[10]! | 0,
+      );
+      expect(t.table.peekAt(slot, 10)).toBe(i + 1);
+    });
+    expect(
+      t.table.findWords6Dst(HASH, absent[0]! | 0, src, dst[0]! | 0, dst[1]! | 0, dst[2]! | 0, dst[3]! | 0, absent[9]! | 0, absent[10]! | 0),
+    ).toBe(-1);
+  });
+  it('lookup6Part finds what setKey6 inserted, and only that', () => {
+    const t = new HostFlowTable(100);
+    const dip = Uint32Array.of(0x20010db8, 0xd, 0, 0x10);
+    const client = Uint32Array.of(0x20010db8, 0xc, 0x80000000, 0xffffffff);
+    const w0 = (5001 << 8) | 6;
+    const w9 = 6 | (KEY_SPACE_DSR << 8);
+    const part = hostKeyPart6(w0, dip, w9);
+    const c = Array.from(client, (x) => x | 0);
+    const look = (cport: number) => t.lookup6Part(part, w0, dip, c[0]!, c[1]!, c[2]!, c[3]!, w9, (8080 << 16) | cport, 10, 200);
+    expect(look(40000)).toBe(-1);
+    t.setKey6(5001, dip, client, 6, 8080, 40000, KEY_SPACE_DSR);
+    expect(t.insert(FLOW_FASTPATH, 9, 100)).toBe(true);
+    expect(flowAction(look(40000))).toBe(9);
+    expect(t.hash).toBe(hostKeyHashWords(t.table.key));
+    expect(look(40001)).toBe(-1);
   });
 });
 
@@ -189,6 +225,9 @@ describe('host flow key hash', () => {
       const w6 = keyWords6(vni, src, dst, proto, space, sport, dport);
       expect(hostKeyHash6(w6[0]!, src, dst, w6[9]!, w6[10]!)).toBe(hostKeyHashWords(w6));
       expect(hostKeyHash6(w6[0]!, Uint32Array.from(src), Uint32Array.from(dst), w6[9]!, w6[10]!)).toBe(hostKeyHashWords(w6));
+      // in two parts (a rule's DSR key, NatRule.dsrKeyPart): the destination's words as int32, as read
+      const part = hostKeyPart6(w6[0]!, Uint32Array.from(src), w6[9]!);
+      expect(hostKeyHash6Dst(part, dst[0]! | 0, dst[1]! | 0, dst[2]! | 0, dst[3]! | 0, w6[10]! | 0)).toBe(hostKeyHashWords(w6));
     }
   });
 
