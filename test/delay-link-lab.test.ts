@@ -31,6 +31,8 @@ const MEDIAN_SLACK_MS = 5;
 const RT = spawnSync('sh', ['-c', 'command -v chrt'], { stdio: 'ignore' }).status === 0 ? ['chrt', '-f', '10'] : [];
 /** A frame may leave RELEASE_EARLY_MS (0.5) early each way: a round trip is never shorter than this below the delay. */
 const EARLY_MS = 1;
+/** Frames by which the datagrams lost and the drops counted may differ on a full queue (see that test). */
+const LOSS_SLACK = 3;
 
 function bash(script: string, timeoutMs = 60_000) {
   const r = spawnSync('bash', ['-c', `set -u; source scripts/lab/lib.sh; ${script}`], { cwd: ROOT, encoding: 'utf8', timeout: timeoutMs });
@@ -275,10 +277,17 @@ describe.skipIf(unmet(whyCannotRun(), 'the delay link namespace test'))('delay l
     // own socket refused are counted losses too (a fresh-root run lost 1,505 with 1,504 counted as drops)
     const sendErrors = ring1.send_error_out - ring0.send_error_out + ring1.send_error_in - ring0.send_error_in;
     expect(drops).toBeGreaterThan(0);
+    // Equal but for LOSS_SLACK frames either way: the link also carries the lab's own frames (ARP and
+    // IPv6 neighbour discovery between mux1 and host1), and one of them dropped from the full queue is
+    // counted without losing a datagram (two runs under load counted one more than was lost); a datagram
+    // refused by a full socket receive buffer is lost without a drop of the device (a fresh-root run lost
+    // one more than it counted). A device that did not count its drops misses by hundreds.
+    const explained = drops + ringDrops + sendErrors + (m.sendErrors ?? 0);
     expect(
-      m.lost,
+      Math.abs(m.lost - explained),
       `lost ${m.lost}: queue full ${drops}, ring full ${ringDrops}, device send errors ${sendErrors}, client send errors ${m.sendErrors ?? 0}; device: ${JSON.stringify({ pair: p1, link: ring1, scheduling: (s1 as { scheduling?: unknown }).scheduling, loop: (s1 as { loop?: unknown }).loop })}`,
-    ).toBe(drops + ringDrops + sendErrors + (m.sendErrors ?? 0));
+    ).toBeLessThanOrEqual(LOSS_SLACK);
+    expect(m.lost).toBeGreaterThan(100 * LOSS_SLACK); // the queue really overflowed: the slack is noise next to it
     expect(p1.out.maxQueueFrames).toBeLessThanOrEqual(100);
     expect(p1.in.maxQueueFrames).toBeLessThanOrEqual(100);
     expect(m.reordered).toBe(0);
