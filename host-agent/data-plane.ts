@@ -1515,7 +1515,13 @@ function snatIn(
     end = il3 + 40 + ip.payloadLength;
     r = s.in6(frame, il3, end, ctx.ew.nowS, vni);
   } else return -1;
-  if (r === SNAT_ERR_NOT_OURS && net.nicsByMac.has(frame, ie)) return -1; // a VIP used as frontend: its rules' traffic
+  if (r === SNAT_ERR_NOT_OURS) {
+    // a frontend IP that is also a VIP of the nic the inner MAC names: its rules' traffic (their ports lie
+    // outside every range). The MUX writes the nic's MAC into every reply it forwards by the range table,
+    // so the MAC alone would send every reply without a flow to the VIP rules (drop_in_not_vip_of_vni).
+    const vn = net.nicsByMac.get(frame, ie);
+    if (vn !== undefined && (type === ETHERTYPE_IPV4 ? vn.vips4.has(ctx.ip4.dst) : hasVip6(vn, ctx.ip6.dst))) return -1;
+  }
   if (r < 0) return drop(ctx, snatDropOf(ctx, r));
   const nic = t.nics[s.slotNic(r)];
   if (nic === undefined) return drop(ctx, C.drop_internal_error);

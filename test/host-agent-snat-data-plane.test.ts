@@ -108,13 +108,16 @@ function out(ctx: HostContext, frame: Buffer, port = 0) {
 }
 
 /** A reply from the remote to frontend:port, VXLAN-encapsulated by mux1 with `vni`, inner frame unchanged. */
-function fromMux(inner: (p: PacketBuilder) => PacketBuilder, o: { vni?: number; v6?: boolean; src?: string } = {}): Buffer {
+function fromMux(
+  inner: (p: PacketBuilder) => PacketBuilder,
+  o: { vni?: number; v6?: boolean; src?: string; innerDst?: string } = {},
+): Buffer {
   const p = pkt()
     .eth({ src: MUX_MAC, dst: HOST1_MAC })
     .ipv4({ src: o.src ?? '198.18.0.11', dst: '198.18.0.21' })
     .udp({ sport: 51000, dport: 4789, checksum: 'zero' })
     .vxlan({ vni: o.vni ?? 5001 })
-    .eth({ src: MUX_MAC, dst: '02:00:00:00:00:99', ...(o.v6 ? { type: 0x86dd } : {}) });
+    .eth({ src: MUX_MAC, dst: o.innerDst ?? '02:00:00:00:00:99', ...(o.v6 ? { type: 0x86dd } : {}) });
   return inner(p).build();
 }
 
@@ -329,6 +332,42 @@ describe('outbound NAT through the host data plane', () => {
       expect(b.out.subarray(0, 6)).toEqual(Buffer.from(mac(vm.mac)));
       expect(b.out.readUInt16BE(14 + 20 + 2)).toBe(40000);
     }
+  });
+
+  it("a reply with no flow addressed to the nic's MAC, as the MUX writes it, is drop_in_snat_no_flow; a frontend IP that is also a VIP goes on to its rules", () => {
+    // mux/data-plane.ts encapsulate: the inner destination is the owning nic's MAC for a range reply too
+    const { ctx, ranges } = rig(outboundLab());
+    const fport = firstPort(ranges, 'h1vm1', FIP);
+    const fport6 = firstPort(ranges, 'h1vm1', FIP6);
+    const to = { innerDst: H1VM1.mac };
+    expect(
+      back(
+        ctx,
+        fromMux((p) => p.ipv4({ src: REMOTE, dst: FIP }).tcp({ sport: 9000, dport: fport, flags: TCP_ACK }), to),
+      ).drop,
+    ).toBe('drop_in_snat_no_flow');
+    expect(
+      back(
+        ctx,
+        fromMux((p) => p.ipv6({ src: '2001:db8:c::50', dst: FIP6 }).tcp({ sport: 9000, dport: fport6, flags: TCP_ACK }), {
+          ...to,
+          v6: true,
+        }),
+      ).drop,
+    ).toBe('drop_in_snat_no_flow');
+    // the lab's VIP 203.0.113.10 as a frontend IP too: its rule's port (80 -> h1vm1) reaches the backend
+    const both = rig(
+      labConfig((raw) => {
+        raw.outbound = [{ name: 'out', frontendIps: [FIP, FIP6, '203.0.113.10'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 64 }];
+      }),
+    );
+    const b = back(
+      both.ctx,
+      fromMux((p) => p.ipv4({ src: REMOTE, dst: '203.0.113.10' }).tcp({ sport: 9000, dport: 80, flags: TCP_SYN }), to),
+    );
+    expect(b.drop).toBeNull();
+    expect(b.port).toBe(0);
+    expect(b.out.readUInt32BE(14 + 16)).toBe(0xc000020a); // NATed to the DIP, 192.0.2.10
   });
 
   it('a reply to a frontend port with no flow is dropped (drop_in_snat_no_flow); one from a host, not a MUX, too', () => {

@@ -240,7 +240,8 @@ export function verifyOutboundSnat(argv: readonly string[]): Checks {
     out += d('out_snat');
     back += d('in_snat');
     // a reply that finds no flow where it lands (a worker that is not its flow's, or after a restart) is
-    // dropped as drop_in_not_vip_of_vni when the MUX addressed the nic's MAC (host-agent/data-plane.ts snatIn)
+    // drop_in_snat_no_flow; drop_in_not_vip_of_vni stays checked too: before 2026-12-07 such a reply went
+    // on to the VIP rules and was counted there (host-agent/data-plane.ts snatIn)
     const drops = [
       'drop_in_not_vip_of_vni',
       'drop_out_snat_exhausted',
