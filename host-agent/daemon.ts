@@ -918,7 +918,8 @@ export class HostDaemon {
         sendErrors: this.ctx.counters.get('send_error_latency_echo'),
         lastError: this.echoError ?? undefined,
       },
-      eastWest: ewStatus(this.ew),
+      // --workers: their flow tables (this thread's holds none)
+      eastWest: this.workers !== null ? this.workers.eastWest(this.ew.mac !== null) : ewStatus(this.ew),
       flowSnapshot: this.snapshot?.status() ?? null,
       snat: this.snatStatus(t),
       counters: counters.snapshot(),

@@ -18,6 +18,8 @@ import {
   FLOW_SNAT_OUT,
   FLOW_TO_MUX,
   type HostFlowQuotas,
+  type HostFlowQuotaUse,
+  type HostFlowTable,
 } from './flow-table.js';
 import type { SnatEngine } from './snat.js';
 import type { HostTables } from './tables.js';
@@ -229,14 +231,45 @@ export function listHostFlows(s: EwState, tables: HostTables, limit: number, sna
  * east-west quota under its old name (maxFastpathFlows), whether redirects can be checked.
  */
 export function ewStatus(s: EwState): Record<string, unknown> {
-  const byKind = s.flows.countByKind(s.nowS);
+  return ewStatusOf([ewTableCount(s.flows, s.nowS)], s.mac !== null);
+}
+
+/** One flow table's share of /status's eastWest: its entries by kind name, and each feature's quota and use. */
+export interface EwTableCount {
+  flowKinds: Record<string, number>;
+  maxFlows: number;
+  quotas: HostFlowQuotaUse;
+}
+
+/** `flows`'s count by kind (a walk over every slot), bound and quotas. */
+export function ewTableCount(flows: HostFlowTable, nowS: number): EwTableCount {
+  return { flowKinds: flows.countByKind(nowS), maxFlows: flows.limit.max, quotas: flows.quotaUse() };
+}
+
+/**
+ * /status's eastWest over one or more flow tables (--workers: one per worker, from their last reports):
+ * entries by kind, bounds and quotas summed (each worker's table has the config's bound), every kind named
+ * (zeros included). A Fastpath redirect is installed in every worker, so its entries count once per worker.
+ */
+export function ewStatusOf(tables: readonly EwTableCount[], redirectKey: boolean): Record<string, unknown> {
   const flows: Record<string, number> = {};
-  for (const name of Object.values(FLOW_KIND_NAMES)) flows[name] = byKind[name] ?? 0;
+  for (const name of Object.values(FLOW_KIND_NAMES)) flows[name] = 0;
+  const quotas: Record<string, { max: number; used: number }> = {};
+  let maxFlows = 0;
+  for (const t of tables) {
+    maxFlows += t.maxFlows;
+    for (const [kind, n] of Object.entries(t.flowKinds)) flows[kind] = (flows[kind] ?? 0) + n;
+    for (const [feature, q] of Object.entries(t.quotas)) {
+      const sum = (quotas[feature] ??= { max: 0, used: 0 });
+      sum.max += q.max;
+      sum.used += q.used;
+    }
+  }
   return {
-    flows: { ...flows, ...byKind },
-    maxFlows: s.flows.limit.max,
-    quotas: s.flows.quotaUse(),
-    maxFastpathFlows: s.flows.quotas.eastWest,
-    redirectKey: s.mac !== null,
+    flows,
+    maxFlows,
+    quotas,
+    maxFastpathFlows: quotas['eastWest']?.max ?? 0,
+    redirectKey,
   };
 }

@@ -82,10 +82,14 @@ export function writeHostFlows(w: PromWriter, ew: EastWestStatus): void {
   w.family(
     'slbx_host_flows',
     'gauge',
-    "Entries of the host agent's one flow table by kind: to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST) (east-west, docs/east-west.md); dsr and dsr_closing: load-balanced flows delivered here, whose replies may leave from the VIP (docs/design.md, 'Return path'); snat_out and snat_in: the two entries of each outbound NAT flow (docs/outbound.md).",
+    "Entries of the host agent's one flow table by kind (--workers N: summed over the workers' tables): to_mux (sent to a MUX, not redirected yet), fastpath, fastpath_closing (after a FIN or RST) (east-west, docs/east-west.md); dsr and dsr_closing: load-balanced flows delivered here, whose replies may leave from the VIP (docs/design.md, 'Return path'); snat_out and snat_in: the two entries of each outbound NAT flow (docs/outbound.md).",
   );
   for (const kind of Object.values(FLOW_KIND_NAMES)) w.sample('slbx_host_flows', { kind }, ew.flows[kind] ?? 0);
-  w.family('slbx_host_flows_max', 'gauge', "The flow table's bound, every feature together (flowTable.hostMaxFlows).");
+  w.family(
+    'slbx_host_flows_max',
+    'gauge',
+    "The flow table's bound, every feature together (flowTable.hostMaxFlows; --workers N: N times it, one table each).",
+  );
   w.sample('slbx_host_flows_max', {}, ew.maxFlows ?? ew.maxFastpathFlows);
   w.family(
     'slbx_host_flows_quota',

@@ -2,7 +2,7 @@
 // (host-agent/worker.ts), and the shared status words.
 import type { PoolWorkerInput } from '../runtime/worker-pool.js';
 import type { SlbxConfig } from '../shared/config.js';
-import type { ListedHostFlow } from './east-west-io.js';
+import type { EwTableCount, ListedHostFlow } from './east-west-io.js';
 import type { PolicySnatRange } from './snat.js';
 import type { SnatWorkerReport } from './snat-workers.js';
 
@@ -15,6 +15,9 @@ export {
 
 /** Frames a worker holds while their MUX's MAC is not known yet (its share of the daemon's HOLD_MAX_FRAMES). */
 export const WORKER_HOLD_MAX_FRAMES = 2048;
+
+/** How often a worker counts its flow table's entries by kind again for its report (the count walks every slot). */
+export const FLOW_KINDS_SAMPLE_MS = 1000;
 
 /** What a worker thread starts with (workerData). */
 /** With the pool's fields (index, count, shared memory, flows port). */
@@ -73,6 +76,8 @@ export interface HostWorkerReport {
   index: number;
   generation: number;
   flows: number;
+  /** Its flow table's entries by kind name (counted again each FLOW_KINDS_SAMPLE_MS), bound, and each feature's quota and use. */
+  flowTable: EwTableCount;
   /** Per nic name: [delivered packets, bytes, DSR packets, bytes] since the worker started. */
   traffic: [string, number, number, number, number][];
   /** Sockets open: the fabric's and each VM port's (by interface name). */

@@ -28,8 +28,9 @@ import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
 import type { HostContext } from './data-plane.js';
 import type { EwState } from './east-west.js';
+import type { HostFlowTable } from './flow-table.js';
 import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verdicts.js';
-import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState } from './east-west-io.js';
+import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState, type EwTableCount } from './east-west-io.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
 import { STEER_MUL, steerWorker } from './worker-steering.js';
 import { SnatControl, SNAT_SWEEP_SLOTS } from './snat-control.js';
@@ -37,6 +38,7 @@ import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
 import type { SnatWorkerReport } from './snat-workers.js';
 import {
+  FLOW_KINDS_SAMPLE_MS,
   STATUS_GENERATION,
   WORKER_HOLD_MAX_FRAMES,
   type HostWorkerInput,
@@ -117,6 +119,10 @@ export class HostWorkerCore implements PoolThreadCore {
   readonly snat: SnatControl;
   private snatUsed: string[] = [];
   private snatUsedAt = -Infinity;
+  /** The report's count of flow entries by kind, when it was made and of which table (a config may replace the table). */
+  private kinds: Record<string, number> = {};
+  private kindsAt = -Infinity;
+  private kindsOf: HostFlowTable | null = null;
   /** What the worker tells the main thread (a test collects it). */
   post: (m: HostWorkerToMain) => void;
   /** This worker's sockets and hand-offs for the verdicts (host-agent/verdicts.ts). */
@@ -394,6 +400,7 @@ export class HostWorkerCore implements PoolThreadCore {
       index: this.index,
       generation: this.generation,
       flows: this.ew.flows.size,
+      flowTable: this.flowTable(),
       traffic,
       fabricOpen: this.fabric !== null,
       portsOpen: [...this.ports.keys()],
@@ -404,6 +411,18 @@ export class HostWorkerCore implements PoolThreadCore {
       lastInternalError: this.lastInternalError,
       snat: this.snatReport(),
     };
+  }
+
+  /** Its flow table's entries by kind (counted again when the last count is FLOW_KINDS_SAMPLE_MS old, or of a replaced table), bound and quotas. */
+  private flowTable(): EwTableCount {
+    const now = performance.now();
+    const flows = this.ew.flows;
+    if (this.kindsOf !== flows || now - this.kindsAt >= FLOW_KINDS_SAMPLE_MS) {
+      this.kinds = flows.countByKind(this.ew.nowS);
+      this.kindsAt = now;
+      this.kindsOf = flows;
+    }
+    return { flowKinds: this.kinds, maxFlows: flows.limit.max, quotas: flows.quotaUse() };
   }
 
   /** This worker's outbound NAT for its report: flows, use per nic, the chunks carrying a flow (sampled each SNAT_USED_SAMPLE_MS). */

@@ -23,7 +23,7 @@ import type { SlbxConfig } from '../shared/config.js';
 import { fanoutGroupId } from '../runtime/ring-port.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import { WorkerPool, type PoolSlot, type PoolWorkerInput } from '../runtime/worker-pool.js';
-import type { ListedHostFlow } from './east-west-io.js';
+import { ewStatusOf, type EwTableCount, type ListedHostFlow } from './east-west-io.js';
 import {
   buildSteeringProgram,
   encodeSockFilters,
@@ -353,6 +353,13 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       for (const [nic, ...v] of s.report?.traffic ?? []) add(nic, v);
     }
     return out;
+  }
+
+  /** /status's eastWest over every running worker's flow table (their last reports; a dead worker's table went with it). */
+  eastWest(redirectKey: boolean): Record<string, unknown> {
+    const tables: EwTableCount[] = [];
+    for (const s of this.slots) if (s.worker !== null && s.report != null) tables.push(s.report.flowTable);
+    return ewStatusOf(tables, redirectKey);
   }
 
   /** GET /flows: up to `limit` entries of every worker's host flow table (runtime/worker-pool.ts: listFlows; awaited, never blocking). */

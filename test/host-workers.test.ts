@@ -6,6 +6,7 @@
 //   - one generation per packet: a worker compiles a new generation and swaps it in whole; a VXLAN frame to
 //     a nic only generation 2 has is dropped as no_nic by generation 1 and delivered by generation 2, and
 //     the generation it acknowledges (shared status word) is the one its frames used;
+//   - /status's eastWest sums the workers' flow tables from their reports (by kind, bounds, quotas);
 //   - a restarted worker starts with an empty host flow table: a backend's reply of a flow it has not seen
 //     is dropped as drop_out_dsr_unsolicited, and leaves by DSR once the client's next packet recorded it;
 //   - (root) two real worker threads with ring sockets on lo: both join in index order, acknowledge a new
@@ -24,6 +25,7 @@ import { newRedirect, writeRedirect, REDIRECT_LEN, REDIRECT_PORT } from '../shar
 import { steeringKey, steerWorker, STEER_PORT, NO_INTERNAL_VIPS } from '../host-agent/worker-steering.js';
 import { redirectOwner, HostWorkerCore } from '../host-agent/worker.js';
 import { hostWorkersRefusal } from '../host-agent/workers.js';
+import { ewStatusOf, hostFlowBounds } from '../host-agent/east-west-io.js';
 import { newHostContext } from '../host-agent/data-plane.js';
 import { compileHostTables } from '../host-agent/tables.js';
 import { STATUS_GENERATION, STATUS_SEQ, STATUS_WORDS, type HostWorkerInput, type HostWorkerToMain } from '../host-agent/worker-protocol.js';
@@ -225,6 +227,49 @@ describe('host agent workers: outbound NAT in a worker', () => {
   });
 });
 
+describe("host agent workers: /status eastWest over the workers' tables", () => {
+  // two cores stand for two workers; each learns DSR flows from VXLAN frames of its own clients
+  const learn = (core: HostWorkerCore, clients: string[]) => {
+    const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
+    for (const src of clients) {
+      const inner = pkt()
+        .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
+        .ipv4({ src, dst: '203.0.113.10' })
+        .tcp({ sport: 40002, dport: 80, flags: TCP_SYN })
+        .build();
+      const frame = pkt()
+        .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
+        .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
+        .udp({ sport: 50000, dport: 4789 })
+        .vxlan({ vni: nic.network.vni })
+        .payload(inner)
+        .build();
+      core.handleFabric(frame, frame.length);
+    }
+  };
+  it("sums every worker's entries by kind, bound and quotas (each table is counted by its own walk)", () => {
+    const a = new HostWorkerCore(coreInput(full, 1), () => {});
+    const b = new HostWorkerCore(coreInput(full, 1), () => {});
+    learn(a, ['198.51.100.10', '198.51.100.11']);
+    learn(b, ['198.51.100.12']);
+    // the independent count: each worker's GET /flows list (only DSR entries were made)
+    expect([a.flows(100).length, b.flows(100).length]).toEqual([2, 1]);
+    const ta = a.report().flowTable;
+    const tb = b.report().flowTable;
+    expect(ta.flowKinds).toEqual({ dsr: 2 });
+    const st = ewStatusOf([ta, tb], true) as {
+      flows: Record<string, number>;
+      maxFlows: number;
+      quotas: Record<string, { max: number; used: number }>;
+    };
+    expect(st.flows).toMatchObject({ dsr: 3, dsr_closing: 0, to_mux: 0, fastpath: 0, snat_out: 0, snat_in: 0 });
+    const bounds = hostFlowBounds(full);
+    expect(st.maxFlows).toBe(2 * bounds.maxFlows);
+    expect(st.quotas['dsr']).toEqual({ max: 2 * bounds.quotas.dsr, used: 3 });
+    expect(st.quotas['eastWest']).toEqual({ max: 2 * bounds.quotas.eastWest, used: 0 });
+  });
+});
+
 describe('host agent workers: a restarted worker and its flows', () => {
   it('starts with an empty table: the reply of a flow it did not see is dropped as unsolicited until the client speaks again', () => {
     // a new core is what a restarted worker is (host-agent/workers.ts spawns a thread with a fresh one)
@@ -311,6 +356,9 @@ describe('host agent workers: threads (root)', () => {
       await until('both acknowledged generation 2', () => applied.includes('0:2') && applied.includes('1:2'));
       expect(w.generations()).toEqual([2, 2]);
       expect(await w.flows(10)).toEqual([]);
+      // /status's eastWest: both workers' tables (the main thread's holds none), from their reports
+      await until('both workers reported', () => w.slots.every((s) => s.report != null));
+      expect(w.eastWest(false)).toMatchObject({ maxFlows: 2 * hostFlowBounds(full).maxFlows, flows: { dsr: 0 } });
       await w.syncCountersAsync();
       expect(w.slots.map((s) => Atomics.load(s.status, STATUS_SEQ))).toEqual([2, 2]);
       // outbound NAT: a withdrawal is answered by each thread (no flow on the chunk: none kept); no rule, no report
