@@ -14,6 +14,7 @@
 #   Over phases 2 and 3: no reordering within a TCP flow, requests at the backends' ports and replies at
 #   the client; both workers of every MUX and host agent carried frames; no backend reply of the traffic
 #   was dropped as unsolicited (it reached the worker that learned its flow), no internal error.
+#   /status eastWest counts the workers' return-path entries (their tables summed) and each worker holds some.
 # Scenarios 11 and 17 run the same way: LAB_DAEMON_IO=ring LAB_MUX_WORKERS=2 LAB_HOST_WORKERS=2 scripts/scenarios/11-mux-crash.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."

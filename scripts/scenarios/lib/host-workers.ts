@@ -30,7 +30,9 @@ interface HostStatus {
     fabricOpen: boolean;
     portsOpen: string[];
     rxPackets: number;
+    flows: number | null;
   }[];
+  eastWest?: { flows: Record<string, number> };
 }
 
 /**
@@ -97,6 +99,15 @@ export function verifyHostWorkers(argv: readonly string[]): Checks {
       ws.length === 2 && ws.every((w) => w.rxPackets > 0),
       `${s.name}: both workers received frames (the kernel spread the flows)`,
       ws.map((w) => `worker ${w.worker}: ${w.rxPackets} received`).join(', '),
+    );
+    // the flow tables are the workers': /status's eastWest sums their reports (the main thread's table is empty)
+    const ew = s.eastWest?.flows ?? {};
+    const dsr = (ew['dsr'] ?? 0) + (ew['dsr_closing'] ?? 0);
+    c.check(
+      dsr > 0 && ws.every((w) => (w.flows ?? 0) > 0),
+      `${s.name}: /status eastWest counts the workers' return-path entries, and each worker holds some`,
+      `eastWest.flows dsr ${ew['dsr'] ?? 'absent'}, dsr_closing ${ew['dsr_closing'] ?? 'absent'}; ` +
+        ws.map((w) => `worker ${w.worker}: ${w.flows ?? 'no report'} entries`).join(', '),
     );
     const a = json(before[i]!);
     const b = json(after[i]!);
