@@ -194,8 +194,8 @@ if want netns || want fair; then
       add kernel-vxlan-decap; add agent-capture; [ $RING = 0 ] || add agent-ring
       add kernel-forward-return; add agent-dsr; [ $RING = 0 ] || add agent-dsr-ring
       for io in "${IOS[@]}"; do add "newflows-$io"; done
-      add tcp-direct; for io in "${IOS[@]}"; do add "tcp-$io"; done
-      add rr-direct; for io in "${IOS[@]}"; do add "rr-$io"; done
+      add tcp-direct; for io in "${IOS[@]}"; do add "tcp-$io"; done; [ $RING = 0 ] || add tcp-ring-w2
+      add rr-direct; for io in "${IOS[@]}"; do add "rr-$io"; done; [ $RING = 0 ] || add rr-ring-w2
       # the control plane, when the controller is in the tree
       [ ! -f dist/controller/main.js ] || add cp-propagation
       EXTRA=()

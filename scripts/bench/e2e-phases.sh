@@ -12,9 +12,11 @@
 #                  the backend's port); no MUX, no host agent
 #   tcp-pcap       iperf3 to VIP:5201 -> slbx-mux -> VXLAN -> slbx-host-agent -> backend; replies by DSR
 #   tcp-ring       the same with --io ring on both daemons
+#   tcp-ring-w2    the same with --workers 2 on both daemons, each on every CPU (the client's and the
+#                  servers' CPU too: two worker threads per daemon have nowhere else to go on 2 CPUs)
 #   (each: --tcp-cases, iperf3 -P STREAMS for --seconds after --warmup omitted seconds; STREAMSr = -R,
 #    the backend sends: the DSR-heavy direction)
-#   rr-direct / rr-pcap / rr-ring
+#   rr-direct / rr-pcap / rr-ring / rr-ring-w2
 #                  request/response latency over TCP (scripts/bench/rr.ts: 64-byte request, 64-byte
 #                  echo) to 192.0.2.10:7100 or VIP:7100, --rr-modes: `persistent` (one connection,
 #                  --rr-rate requests/s) and `connect` (a new connection per request, a quarter of the rate)
@@ -95,16 +97,18 @@ start_iperf3_server() {
   return 1
 }
 
-# start_lb IO ROUND VARIANT: slbx-mux and slbx-host-agent, both on the DUT CPU
+# start_lb IO ROUND VARIANT: slbx-mux and slbx-host-agent, both on the DUT CPU; IO ring-w2: --io ring
+# --workers 2 on both, each daemon on every CPU (DAEMON_CPUS)
 start_lb() {
-  local io=$1 r=$2 v=$3 ready='"ready":true'
+  local io=$1 r=$2 v=$3 ready='"ready":true' workers=() cpus=''
+  if [ "$io" = ring-w2 ]; then io=ring; workers=(--workers 2); cpus=0-$(($(nproc) - 1)); fi
   [ "$io" = ring ] && ready='"ready":true.*"io":"ring"'
-  start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$v-mux-r$r.log" "$ready" \
-    dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io "$io" --status "$MUX_STATUS"
+  DAEMON_CPUS=$cpus start_daemon "$NS_MUX" "$MUX_STATUS" "$OUT/logs/$v-mux-r$r.log" "$ready" \
+    dist/mux/main.js --config "$CFG" --name mux1 --interface f0 --send-path cap --io "$io" "${workers[@]}" --status "$MUX_STATUS"
   MUX_PID=$DAEMON_PID
   if [ "$(base_phase_of "$v")" != newflows ]; then
-    start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$v-agent-r$r.log" "$ready" \
-      dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io "$io" --status "$HOST_STATUS"
+    DAEMON_CPUS=$cpus start_daemon "$NS_HOST" "$HOST_STATUS" "$OUT/logs/$v-agent-r$r.log" "$ready" \
+      dist/host-agent/main.js --config "$CFG" --name host1 --interface f0 --receive-path capture --io "$io" "${workers[@]}" --status "$HOST_STATUS"
     AGENT_PID=$DAEMON_PID
   fi
   DAEMON_PID=''

@@ -89,8 +89,9 @@ options:
                    mux-ring, mux-ring-w2 (2 workers, every CPU), agent-ring, agent-ring-w2, kernel-forward-return,
                    agent-dsr, agent-dsr-ring; a packet-rate
                    variant takes @BYTES for another frame size (mux-ring@1400); end-to-end variants:
-                   tcp-direct, tcp-pcap, tcp-ring, rr-direct, rr-pcap, rr-ring, newflows-pcap,
-                   newflows-ring, cp-propagation (scripts/bench/e2e-phases.sh, with its options below)
+                   tcp-direct, tcp-pcap, tcp-ring, tcp-ring-w2 (2 workers per daemon, every CPU), rr-direct,
+                   rr-pcap, rr-ring, rr-ring-w2, newflows-pcap, newflows-ring, cp-propagation
+                   (scripts/bench/e2e-phases.sh, with its options below)
   --tcp-cases LIST iperf3 cases of the tcp-* variants: STREAMS or STREAMSr (reverse), default 1,8,1r,8r
   --rr-modes LIST  latency modes of the rr-* variants: persistent, connect (default both)
   --rr-rate N      requests per second of the latency client (default 2000; connect mode: a quarter)
@@ -132,7 +133,7 @@ ALL_VARIANTS=(kernel-forward kernel-vxlan mux-cap mux-raw mux-udp kernel-vxlan-d
 VARIANTS=("${ALL_VARIANTS[@]}")
 # not in the default set (the default is what docs/io-paths.md measured)
 MORE_VARIANTS=(mux-ring mux-ring-w2 agent-ring agent-ring-w2 kernel-forward-return agent-dsr agent-dsr-ring
-  tcp-direct tcp-pcap tcp-ring rr-direct rr-pcap rr-ring newflows-pcap newflows-ring cp-propagation)
+  tcp-direct tcp-pcap tcp-ring tcp-ring-w2 rr-direct rr-pcap rr-ring rr-ring-w2 newflows-pcap newflows-ring cp-propagation)
 TCP_CASES=1,8,1r,8r
 CP_CHANGES=20
 RR_MODES=persistent,connect
@@ -834,7 +835,9 @@ write_meta() {
       tcp-ring) what='the same through the VIP with --io ring on both daemons'; base=false ;;
       rr-direct) what='request/response client -> backend by plain routing'; base=true ;;
       rr-pcap) what='request/response through the VIP (pcap)'; base=false ;;
+      tcp-ring-w2) what='the same with --io ring --workers 2 on both daemons, each on every CPU (the client and servers CPU too)'; base=false ;;
       rr-ring) what='request/response through the VIP (--io ring)'; base=false ;;
+      rr-ring-w2) what='request/response through the VIP (--io ring --workers 2 on both daemons, on every CPU)'; base=false ;;
       newflows-pcap) what='slbx-mux (pcap), every packet a new flow, at paced offered rates'; base=false ;;
       newflows-ring) what='slbx-mux --io ring, every packet a new flow, at paced offered rates'; base=false ;;
       cp-propagation) what='a backend weight changed at the controller API until both MUXes applied it'; base=false ;;
