@@ -36,6 +36,7 @@ import {
 } from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
 import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
+import { listFlowStateSets, readFlowStateSet, removeFlowStateSet, restoreOtherSets } from './flow-state-sets.js';
 import { SnatControl, SNAT_CONTROL_TICK_MS, SNAT_SWEEP_SLOTS, type SnatDemand, type SnatRelease } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
@@ -187,6 +188,8 @@ export class HostDaemon {
   private readonly fabricMac: Uint8Array;
   /** The flow snapshot (null: none): written by a timer and at stop, read at construction. */
   readonly snapshot: FlowSnapshotter | null;
+  /** --workers with --state-dir: where each worker keeps its own (host-agent/flow-state-sets.ts); null: none. */
+  private readonly flowState: { dir: string; intervalMs: number } | null;
   /** Outbound NAT: the engine kept across policies, its ranges, demands and releases (host-agent/snat-control.ts). */
   readonly snat: SnatControl;
   /** --workers N >= 2: the worker threads that run the data plane; null: it runs here. */
@@ -215,24 +218,37 @@ export class HostDaemon {
     const refusal = hostWorkersRefusal(workers, o.io ?? 'pcap', o.receivePath ?? DEFAULT_RECEIVE_PATH, o.config);
     if (refusal !== null) throw new Error(refusal);
     // the last process's flows (host-agent/flow-snapshot.ts), once the SNAT engine has its nics; with
-    // workers none (their flow tables are theirs: a restarted agent re-learns flows from their clients)
+    // workers each worker keeps and reads its own (host-agent/worker.ts, host-agent/flow-state-sets.ts)
+    const flowLog = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) =>
+      (level === 'warn' ? logWarn : logInfo)(event, fields);
+    const keepsFlows = !!o.stateDir && (o.flowSnapshotMs ?? 0) > 0;
+    this.flowState = keepsFlows && workers > 1 ? { dir: o.stateDir!, intervalMs: o.flowSnapshotMs! } : null;
     this.snapshot =
-      o.stateDir && (o.flowSnapshotMs ?? 0) > 0 && workers <= 1
-        ? new FlowSnapshotter({
-            dir: o.stateDir,
-            name: o.name,
-            intervalMs: o.flowSnapshotMs!,
-            log: (level, event, fields) => (level === 'warn' ? logWarn : logInfo)(event, fields),
-          })
+      keepsFlows && workers <= 1
+        ? new FlowSnapshotter({ dir: o.stateDir!, name: o.name, intervalMs: o.flowSnapshotMs!, log: flowLog })
         : null;
-    const restored = this.snapshot?.load({
+    const target = {
       flows: this.ew.flows,
       nowS: this.ew.nowS,
       maxLeftS: Math.max(this.ew.tcpIdleS, this.ew.udpIdleS),
       snat: this.snat.engine,
-    });
-    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_restored]! += restored?.dsrRestored ?? 0;
-    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_replayed]! += restored?.journal.dsrReplayed ?? 0;
+    };
+    // the sets of an agent that ran with --workers: every flow is this thread's (then its own set, newer)
+    const workerSets = this.snapshot === null ? [] : listFlowStateSets(o.stateDir!, o.name).filter((x) => x.worker !== null);
+    const fromWorkers = restoreOtherSets(
+      workerSets.map((x) => ({ set: x.set, bytes: readFlowStateSet(o.stateDir!, x.set, flowLog) })),
+      target,
+    );
+    const restored = this.snapshot?.load(target);
+    for (const x of workerSets)
+      logInfo('flow_state_set_retired', {
+        set: x.set,
+        files: removeFlowStateSet(o.stateDir!, x.set),
+        why: "a worker's set read by the one-thread agent: its flows are in this agent's snapshot now",
+        ...fromWorkers.sets.find((y) => y.set === x.set),
+      });
+    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_restored]! += (restored?.dsrRestored ?? 0) + fromWorkers.dsrRestored;
+    this.ctx.counters.values[this.ctx.counters.index.dsr_flows_replayed]! += (restored?.journal.dsrReplayed ?? 0) + fromWorkers.dsrReplayed;
     // from now on each new or changed return-path entry goes to the flow journal (host-agent/flow-journal.ts)
     this.ew.journal = this.snapshot?.journalSink(() => this.ew.nowS) ?? null;
     this.snat.engine.journal = this.ew.journal; // and each outbound NAT flow opened, established or ended
@@ -313,6 +329,7 @@ export class HostDaemon {
       },
       onRedirectLost: () => this.ctx.counters.values[this.ctx.counters.index.drop_redirect_unbound]!++,
       snat: () => ({ ranges: this.snat.policyRanges, withdrawn: this.snat.withdrawn }),
+      flowState: this.flowState,
     });
   }
 

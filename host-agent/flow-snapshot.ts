@@ -177,6 +177,17 @@ export interface FlowSnapshotTarget {
   /** The longest time left a restored return-path entry may get (the config's longest idle timeout). */
   readonly maxLeftS: number;
   readonly snat?: SnatEngine | null;
+  /**
+   * Which records this table takes (--workers: the flows steering gives this worker,
+   * host-agent/flow-state-sets.ts); null or absent: every one.
+   */
+  readonly keep?: FlowRecordFilter | null;
+}
+
+/** Decides per record whether a restore takes it: a return-path record (key, value, seconds left) and an outbound NAT record. */
+export interface FlowRecordFilter {
+  dsr(record: Uint32Array): boolean;
+  snat(record: Uint32Array): boolean;
 }
 
 export interface FlowSnapshotRestore {
@@ -198,6 +209,9 @@ export interface FlowSnapshotRestore {
   journal: FlowJournalReplay;
   /** Return-path entries in the table after both (FlowSnapshotter.load; -1 elsewhere). */
   dsrAfter: number;
+  /** Records left out by the target's filter (another worker's flows), return path and outbound NAT, snapshot and journals. */
+  dsrOther: number;
+  snatOther: number;
 }
 
 export interface FlowJournalReplay {
@@ -219,6 +233,23 @@ export interface FlowJournalReplay {
   torn: number;
   /** Records that did not hold (CRC, length) in the middle of a file: the rest of that file ignored. */
   damaged: number;
+}
+
+/** One set's files as read from disk: its snapshot (null: none) and its journals, the previous one first. */
+export interface FlowStateBytes {
+  snapshot: Uint8Array | null;
+  journals: Uint8Array[];
+}
+
+/** A snapshot file's bytes, or null when it is missing (or unreadable: logged). */
+export function readSnapshotFile(path: string, log: FlowSnapshotterOptions['log']): Uint8Array | null {
+  try {
+    return readFileSync(path);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') log('warn', 'flow_snapshot_unreadable', { path, error: (e as Error).message });
+    return null;
+  }
 }
 
 /** Puts a snapshot's flows into a (fresh) table and engine. Never throws: a bad file is refused. */
@@ -256,7 +287,10 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     snat: null,
     journal: j,
     dsrAfter: -1,
+    dsrOther: 0,
+    snatOther: 0,
   };
+  const keep = t.keep ?? null;
   const key = new Uint32Array(HOST_FLOW_KEY_WORDS);
   // outbound NAT flows by identity, with the seconds gone since their record: the snapshot's, then the
   // journals' opens (the flow as it was then: the last one counts) and ends; imported at the end, so
@@ -272,7 +306,12 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     const goneS = Math.max(0, Math.ceil(r.ageMs / 1000));
     const w = d.dsr;
     for (let o = 0; o < w.length; o += DSR_RECORD_WORDS) {
-      const a = applyDsr(t, key, w.subarray(o, o + DSR_RECORD_WORDS), goneS);
+      const rec = w.subarray(o, o + DSR_RECORD_WORDS);
+      if (keep !== null && !keep.dsr(rec)) {
+        r.dsrOther++;
+        continue;
+      }
+      const a = applyDsr(t, key, rec, goneS);
       if (a === APPLIED) r.dsrRestored++;
       else if (a === EXPIRED) r.dsrExpired++;
       else if (a === INVALID) r.dsrInvalid++;
@@ -280,6 +319,10 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     }
     for (let o = 0; o + SNAT_FLOW_RECORD_WORDS <= d.snat.length; o += SNAT_FLOW_RECORD_WORDS) {
       const rec = d.snat.subarray(o, o + SNAT_FLOW_RECORD_WORDS);
+      if (keep !== null && !keep.snat(rec)) {
+        r.snatOther++;
+        continue;
+      }
       snat.set(snatIdentity(rec), { rec, goneS, journal: false });
     }
   }
@@ -299,6 +342,11 @@ export function restoreFlowState(snapshot: Uint8Array | null, journals: readonly
     j.damaged += jd.damaged;
     for (const rec of jd.records) {
       const goneS = Math.max(0, nowUnixS - rec.unixS);
+      if (keep !== null && !(rec.type === JOURNAL_DSR ? keep.dsr(rec.words) : keep.snat(rec.words))) {
+        if (rec.type === JOURNAL_DSR) r.dsrOther++;
+        else r.snatOther++;
+        continue;
+      }
       if (rec.type === JOURNAL_DSR) {
         const a = applyDsr(t, key, rec.words, goneS);
         if (a === APPLIED) j.dsrReplayed++;
@@ -431,15 +479,14 @@ export class FlowSnapshotter {
    * was restored and starts a new journal generation (before any packet: the old files are then
    * covered). A missing file is a first start; a bad one is refused and logged, never a crash.
    */
-  load(t: Omit<FlowSnapshotTarget, 'unixMs'>): FlowSnapshotRestore | null {
-    let bytes: Uint8Array | null = null;
-    try {
-      bytes = readFileSync(this.path);
-    } catch (e) {
-      const code = (e as NodeJS.ErrnoException).code;
-      if (code !== 'ENOENT') this.o.log('warn', 'flow_snapshot_unreadable', { path: this.path, error: (e as Error).message });
-    }
-    const files = this.journal.readFiles();
+  load(
+    t: Omit<FlowSnapshotTarget, 'unixMs'>,
+    given: FlowStateBytes | null = null,
+    beforeWrite: (() => void) | null = null,
+  ): FlowSnapshotRestore | null {
+    // `given`: this set's files as another thread read them before (--workers: the main thread at the start)
+    const bytes = given !== null ? given.snapshot : readSnapshotFile(this.path, this.o.log);
+    const files = given !== null ? given.journals.map((b) => ({ file: this.journal.path, bytes: b })) : this.journal.readFiles();
     let r: FlowSnapshotRestore | null = null;
     if (bytes !== null || files.length > 0) {
       r = restoreFlowState(
@@ -472,6 +519,7 @@ export class FlowSnapshotter {
       const d = decodeFlowJournal(f.bytes);
       if (d.ok && d.generation > gen) gen = d.generation;
     }
+    beforeWrite?.(); // (a worker: its outbound NAT flows on chunks no longer held end here, before the new snapshot)
     this.writeSync({ flows: t.flows, nowS: t.nowS, mark: '', minIdleS: 0, snat: t.snat ?? null }, gen + 1);
     return r;
   }

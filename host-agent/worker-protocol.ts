@@ -5,6 +5,36 @@ import type { SlbxConfig } from '../shared/config.js';
 import type { EwTableCount, ListedHostFlow } from './east-west-io.js';
 import type { PolicySnatRange } from './snat.js';
 import type { SnatWorkerReport } from './snat-workers.js';
+import type { FlowStateBytes } from './flow-snapshot.js';
+
+/**
+ * --state-dir with --workers: where the worker keeps its flow snapshot and journal (set NAME.wI,
+ * host-agent/flow-state-sets.ts) and how often it looks at them; `sets`: every set's files as the main
+ * thread read them at the agent's start (the first life of each worker), null: read them from disk (a restart).
+ */
+export interface HostWorkerFlowState {
+  dir: string;
+  intervalMs: number;
+  sets: { set: string; bytes: FlowStateBytes }[] | null;
+}
+
+/** A worker's flow snapshot for its report and /status (host-agent/flow-state-sets.ts). */
+export interface HostWorkerFlowSnapshot {
+  /** At this life's start: return-path entries from snapshots, from journals, outbound NAT flows (own set and the others'). */
+  dsrRestored: number;
+  dsrReplayed: number;
+  snatRestored: number;
+  /** Outbound NAT flows restored and then ended: their chunk is no longer this host's (or is being given back). */
+  snatEndedNotHeld: number;
+  /** Sets read at the start (own and others'). */
+  setsRead: string[];
+  written: number;
+  writeErrors: number;
+  lastError: string | null;
+  lastFlows: number;
+  lastSnatFlows: number;
+  journalRecords: number;
+}
 
 /** Words of a worker's shared status array (Int32): the generation applied, and the answer counter the main thread waits on (runtime/worker-pool.ts). */
 export {
@@ -42,6 +72,8 @@ export interface HostWorkerInput extends PoolWorkerInput {
   /** Outbound NAT: the policy's ranges in force and the chunks ("ip:first") withdrawn (being given back). */
   snatRanges: PolicySnatRange[];
   snatWithdrawn: string[];
+  /** --state-dir: the worker's flow snapshot and journal; null: none. */
+  flowState: HostWorkerFlowState | null;
 }
 
 /** The sockets a worker joins: every group's id and steering program (host-agent/worker-steering.ts). */
@@ -90,6 +122,8 @@ export interface HostWorkerReport {
   lastInternalError: string;
   /** Outbound NAT (null: the config has no outbound rules and no flow is left). */
   snat: SnatWorkerReport | null;
+  /** --state-dir: this worker's flow snapshot (null: none). */
+  flowSnapshot?: HostWorkerFlowSnapshot | null;
 }
 
 export type HostWorkerToMain =

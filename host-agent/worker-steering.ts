@@ -210,6 +210,19 @@ export function steeringKey(b: Uint8Array, off: number, len: number, side: Steer
   return keyOfIp(b, inner + ETH_LEN, end, readU16(b, inner + 12), side, vips, false);
 }
 
+/**
+ * The steering key of a flow's remote end given as words (the flow table's and the SNAT records' form:
+ * an IPv4 address as one word, IPv6 as four, each as read big-endian from the packet) and its port: what
+ * steeringKey computes from a frame of that flow, on either side. The flow snapshot's and journal's
+ * records are split between workers by it (host-agent/flow-state-sets.ts).
+ */
+export function steeringKeyOfEnd(family: 4 | 6, words: ArrayLike<number>, port: number): number {
+  let h = 0;
+  if (family === 4) h = mixWord(0, words[0]! >>> 0);
+  else for (let i = 0; i < 4; i++) h = mixWord(h, words[i]! >>> 0);
+  return fold(mixWord(h, port & 0xffff));
+}
+
 /** The worker of a key among n (the kernel's fanout: the program's value modulo the group's size). */
 export function steerWorker(key: number, n: number): number {
   return n <= 1 ? 0 : (key >>> 0) % n;

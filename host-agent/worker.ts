@@ -37,10 +37,15 @@ import { SnatControl, SNAT_SWEEP_SLOTS } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
 import type { SnatWorkerReport } from './snat-workers.js';
+import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
+import { listFlowStateSets, readFlowStateSet, restoreOtherSets, steeringFilter, workerFlowSetName } from './flow-state-sets.js';
+import { logInfo, logWarn } from '../runtime/log.js';
 import {
   FLOW_KINDS_SAMPLE_MS,
   STATUS_GENERATION,
   WORKER_HOLD_MAX_FRAMES,
+  type HostWorkerFlowSnapshot,
+  type HostWorkerFlowState,
   type HostWorkerInput,
   type HostWorkerJoin,
   type HostWorkerReport,
@@ -125,6 +130,13 @@ export class HostWorkerCore implements PoolThreadCore {
   private kindsOf: HostFlowTable | null = null;
   /** What the worker tells the main thread (a test collects it). */
   post: (m: HostWorkerToMain) => void;
+  /** --state-dir: this worker's flow snapshot and journal (set NAME.wI); null: none. */
+  readonly snapshot: FlowSnapshotter | null = null;
+  /** What the start restored (report and /status). */
+  private restored: Omit<
+    HostWorkerFlowSnapshot,
+    'written' | 'writeErrors' | 'lastError' | 'lastFlows' | 'lastSnatFlows' | 'journalRecords'
+  > | null = null;
   /** This worker's sockets and hand-offs for the verdicts (host-agent/verdicts.ts). */
   private readonly io: VerdictIo = {
     internalError: (e) => this.internalError(e),
@@ -157,7 +169,91 @@ export class HostWorkerCore implements PoolThreadCore {
     this.snat.setWithdrawn(input.snatWithdrawn, tables);
     this.installSnat(this.ctx, input.config, tables, input.snatRanges);
     this.traffic = new HostTrafficCounters(tables.nics);
+    // before any frame (the sockets open at the first join, after `ready`): the flows steering gives this worker
+    if (input.flowState !== null) this.snapshot = this.restoreFlows(input.flowState, input.snatRanges.length > 0);
     Atomics.store(this.status, STATUS_GENERATION, input.generation);
+  }
+
+  /**
+   * --state-dir: reads every flow state set (the others', then its own: host-agent/flow-state-sets.ts),
+   * keeps the records steering gives this worker, writes its own set anew and journals from now on (as
+   * the one-thread daemon does, host-agent/daemon.ts). Outbound NAT flows whose chunk this host no longer
+   * holds (released while this worker was down, or being given back) end at once, as a policy without
+   * that chunk ends them in any engine; with no ranges known yet (the agent's start) they wait for the
+   * first ranges, as the one-thread daemon's restored flows do.
+   */
+  private restoreFlows(fs: HostWorkerFlowState, rangesKnown: boolean): FlowSnapshotter {
+    const own = workerFlowSetName(this.name, this.index);
+    const log = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) =>
+      (level === 'warn' ? logWarn : logInfo)(event, { worker: this.index, ...fields });
+    const snap = new FlowSnapshotter({ dir: fs.dir, name: own, intervalMs: fs.intervalMs, log });
+    const target = {
+      flows: this.ew.flows,
+      nowS: this.ew.nowS,
+      maxLeftS: Math.max(this.ew.tcpIdleS, this.ew.udpIdleS),
+      snat: this.snat.engine,
+      keep: steeringFilter(this.index, this.count),
+    };
+    const sets = fs.sets ?? listFlowStateSets(fs.dir, this.name).map((x) => ({ set: x.set, bytes: readFlowStateSet(fs.dir, x.set, log) }));
+    const others = restoreOtherSets(
+      sets.filter((x) => x.set !== own),
+      target,
+    );
+    const mine = sets.find((x) => x.set === own)?.bytes ?? { snapshot: null, journals: [] };
+    const c = this.ctx.counters;
+    let snatEndedNotHeld = 0;
+    const r = snap.load(target, mine, () => {
+      if (!rangesKnown || this.snat.engine.live === 0) return;
+      const before = c.values[c.index.snat_flows_ended_by_policy]!;
+      this.installSnat(this.ctx, this.config, this.ctx.tables, undefined);
+      snatEndedNotHeld = c.values[c.index.snat_flows_ended_by_policy]! - before;
+    });
+    const dsrRestored = others.dsrRestored + (r?.dsrRestored ?? 0);
+    const dsrReplayed = others.dsrReplayed + (r?.journal.dsrReplayed ?? 0);
+    c.values[c.index.dsr_flows_restored]! += dsrRestored;
+    c.values[c.index.dsr_flows_replayed]! += dsrReplayed;
+    const snatRestored = others.snatRestored + (r?.snat?.restored ?? 0);
+    this.restored = { dsrRestored, dsrReplayed, snatRestored, snatEndedNotHeld, setsRead: sets.map((x) => x.set) };
+    if (others.sets.length > 0 || r !== null)
+      logInfo('host_worker_flows_restored', {
+        worker: this.index,
+        workers: this.count,
+        restart: fs.sets === null,
+        ...this.restored,
+        others: others.sets,
+      });
+    // from now on each new or changed flow of this worker goes to its journal, at the end of the turn that made it
+    this.ew.journal = snap.journalSink(() => this.ew.nowS);
+    this.snat.engine.journal = this.ew.journal;
+    return snap;
+  }
+
+  /** The snapshot timer's view of this worker's flows (as HostDaemon.snapshotSource). */
+  snapshotSource(): FlowSnapshotSource {
+    const ew = this.ew;
+    const c = this.ctx.counters;
+    return {
+      flows: ew.flows,
+      nowS: ew.nowS,
+      mark: `${ew.flows.size}/${c.values[c.index.dsr_flows_learned]}`,
+      minIdleS: Math.min(ew.tcpIdleS, ew.udpIdleS),
+      snat: this.snat.engine,
+    };
+  }
+
+  /** The report's flow snapshot part (null: none). */
+  flowSnapshotReport(): HostWorkerFlowSnapshot | null {
+    const s = this.snapshot;
+    if (s === null || this.restored === null) return null;
+    return {
+      ...this.restored,
+      written: s.written,
+      writeErrors: s.writeErrors,
+      lastError: s.lastError,
+      lastFlows: s.lastFlows,
+      lastSnatFlows: s.lastSnatFlows,
+      journalRecords: s.journal.records,
+    };
   }
 
   private newContext(config: SlbxConfig, tables: HostTables, peerMacs: Float64Array): HostContext {
@@ -410,6 +506,7 @@ export class HostWorkerCore implements PoolThreadCore {
       internalErrors: this.internalErrors,
       lastInternalError: this.lastInternalError,
       snat: this.snatReport(),
+      flowSnapshot: this.flowSnapshotReport(),
     };
   }
 
@@ -442,6 +539,8 @@ export class HostWorkerCore implements PoolThreadCore {
 
   close(): void {
     this.leave();
+    // a graceful stop: the flows as they are now, before the thread ends
+    this.snapshot?.writeNow(this.snapshotSource());
     this.raw4?.close();
     this.raw6?.close();
     this.raw4 = this.raw6 = null;
@@ -456,6 +555,11 @@ function runThread(): void {
   if (!('addon' in r)) throw new Error(`--workers needs the ring addon: ${r.error}`);
   const addon = r.addon;
   core.openDsr(addon, input.dsrVia4, input.dsrVia6);
+  const snap = core.snapshot;
+  if (snap !== null) {
+    snap.resume();
+    setInterval(() => snap.tick(() => core.snapshotSource()), snap.intervalMs).unref();
+  }
   // the report timer, count, flows, exit-for-test and stop: runtime/worker-pool.ts
   servePoolThread(input, core, core.generation, (msg) => {
     const m = msg as HostWorkerRequest;

@@ -35,6 +35,8 @@ import {
 import { type HostWorkerInput, type HostWorkerJoin, type HostWorkerReport, type HostWorkerToMain } from './worker-protocol.js';
 import type { PolicySnatRange } from './snat.js';
 import { carrySnatExhausted, mergeSnatReports, type SnatUsage, type WithdrawAnswer } from './snat-workers.js';
+import type { FlowStateBytes } from './flow-snapshot.js';
+import { listFlowStateSets, readFlowStateSet, removeFlowStateSet } from './flow-state-sets.js';
 
 /** How long the main thread waits for a worker's answer to a join or a leave. */
 const ANSWER_WAIT_MS = 5000;
@@ -86,6 +88,8 @@ export interface HostWorkersOptions {
   onRedirectLost: () => void;
   /** Outbound NAT: the policy's ranges in force and the chunks withdrawn (read at each (re)start). */
   snat: () => { ranges: readonly PolicySnatRange[]; withdrawn: string[] };
+  /** --state-dir (and --flow-snapshot-ms > 0): each worker's flow snapshot and journal there (host-agent/flow-state-sets.ts); null: none. */
+  flowState?: { dir: string; intervalMs: number } | null;
 }
 
 /** The pool's slot and what the host agent keeps per worker besides. */
@@ -110,6 +114,8 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
   /** Outbound NAT: exhaustion drops of the workers' earlier lives ("nic/family"), and the last withdrawal's id. */
   private readonly snatCarried = new Map<string, number>();
   private withdrawId = 0;
+  /** --state-dir: every flow state set as read at start(), handed to each worker's first life; null once all loaded. */
+  private firstSets: { set: string; bytes: FlowStateBytes }[] | null = null;
 
   constructor(o: HostWorkersOptions) {
     super({ count: o.count, counterNames: o.counterNames, file: new URL('./worker.js', import.meta.url), log: 'host_worker' }, () => ({
@@ -148,9 +154,46 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
     };
   }
 
-  protected workerData(_s: Slot, base: PoolWorkerInput): HostWorkerInput {
+  override start(): void {
+    const fs = this.o.flowState ?? null;
+    if (fs !== null && this.slots.every((s) => s.restarts === 0 && s.worker === null)) {
+      // read once, before any worker loads (and rewrites its own set with only its share of the flows)
+      const log = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) =>
+        (level === 'warn' ? logWarn : logInfo)(event, fields);
+      this.firstSets = listFlowStateSets(fs.dir, this.o.name).map((x) => ({ set: x.set, bytes: readFlowStateSet(fs.dir, x.set, log) }));
+    }
+    super.start();
+  }
+
+  /**
+   * Once every worker has loaded (each wrote its own set with its share): the sets no worker writes any
+   * more (a one-thread agent's, indexes >= N of an agent that ran more workers) are removed, logged.
+   */
+  private retireFirstSets(): void {
+    const fs = this.o.flowState ?? null;
+    const sets = this.firstSets;
+    this.firstSets = null;
+    if (fs === null || sets === null) return;
+    for (const { set } of sets) {
+      const m = /\.w(\d+)$/.exec(set);
+      const worker = m === null || !set.startsWith(`${this.o.name}.w`) ? null : Number(m[1]);
+      if (worker !== null && worker < this.slots.length) continue;
+      const removed = removeFlowStateSet(fs.dir, set);
+      logInfo('flow_state_set_retired', {
+        set,
+        files: removed,
+        why:
+          worker === null
+            ? "a one-thread agent's set: its flows were handed to the workers steering names"
+            : `worker ${worker} >= --workers ${this.slots.length}: its flows were handed to the workers steering names`,
+      });
+    }
+  }
+
+  protected workerData(s: Slot, base: PoolWorkerInput): HostWorkerInput {
     const cur = this.o.current();
     const snat = this.o.snat();
+    const fs = this.o.flowState ?? null;
     return {
       ...base,
       slbxHostWorker: true,
@@ -169,6 +212,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       sourceMacCheck: this.o.sourceMacCheck,
       snatRanges: [...snat.ranges],
       snatWithdrawn: snat.withdrawn,
+      flowState: fs === null ? null : { ...fs, sets: s.restarts === 0 ? this.firstSets : null },
     };
   }
 
@@ -197,8 +241,10 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
 
   /** The first start: every worker joins once all are ready; a restart: a regroup. */
   protected onReady(s: Slot): void {
+    const all = this.slots.every((x) => x.ready);
+    if (all && this.firstSets !== null) this.retireFirstSets();
     if (s.restarts > 0) void this.regroup();
-    else if (this.slots.every((x) => x.ready)) void this.joinRound();
+    else if (all) void this.joinRound();
   }
 
   protected onMessage(s: Slot, m: HostWorkerToMain): void {
@@ -395,6 +441,8 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
             },
           }
         : {}),
+      // --state-dir: this worker's flow snapshot and what its life's start restored
+      ...(s.report?.flowSnapshot != null ? { flowSnapshot: s.report.flowSnapshot } : {}),
     }));
   }
 }

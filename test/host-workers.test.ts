@@ -155,6 +155,7 @@ function coreInput(config = full, generation = 1): HostWorkerInput {
     published: new SharedArrayBuffer(names * 8),
     status: new SharedArrayBuffer(STATUS_WORDS * 4),
     flowsPort: ch.port2,
+    flowState: null,
   };
 }
 
