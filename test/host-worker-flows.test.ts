@@ -36,6 +36,7 @@ import {
   workerFlowSetName,
 } from '../host-agent/flow-state-sets.js';
 import { STATUS_WORDS, type HostWorkerFlowState, type HostWorkerInput } from '../host-agent/worker-protocol.js';
+import { HostDaemon } from '../host-agent/daemon.js';
 import { labConfig } from './helpers/lab-config.js';
 import { notRunHere } from './helpers/prerequisite.js';
 
@@ -355,6 +356,48 @@ describe('host agent worker flows: N changed', () => {
       expect(sets.map((s) => s.set)).toEqual(['host1']);
       const fromOne = [0, 1].map((i) => new HostWorkerCore(input(i, 2, { ...fs, sets }), () => {}));
       checkSpread(fromOne, flowsOf(one));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('host agent worker flows: back to one thread', () => {
+  it("the one-thread agent takes every worker set's flows, then retires those sets", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'slbx-wflows-'));
+    try {
+      const fs = { dir, intervalMs: 1000, sets: null };
+      const three = [0, 1, 2].map((i) => new HostWorkerCore(input(i, 3, fs), () => {}));
+      feed(three, 0, 90, 0, 30);
+      await turnEnd(); // journals only: no graceful stop
+      const all = { dsr: three.flatMap((c) => flowsOf(c).dsr), snat: three.flatMap((c) => flowsOf(c).snat) };
+      // the daemon as slbx-host-agent builds it without --workers, not started
+      const d = new HostDaemon({
+        config: cfg,
+        name: 'host1',
+        iface: 'hG-no-such-if',
+        dsrVia4: null,
+        dsrVia6: null,
+        nftables: false,
+        stateDir: dir,
+        flowSnapshotMs: 1000,
+      });
+      const listed = (await d.flows(10_000)) as ReturnType<HostWorkerCore['flows']>;
+      expect(
+        listed
+          .filter((f) => f.kind === 'dsr')
+          .map((f) => `${f.client}>${f.vip}`)
+          .sort(),
+      ).toEqual([...all.dsr].sort());
+      expect(
+        listed
+          .filter((f) => f.kind.startsWith('snat'))
+          .map((f) => `${f.client}>${f.vip}@${f.frontend}`)
+          .sort(),
+      ).toEqual([...all.snat].sort());
+      expect(d.ctx.counters.values[d.ctx.counters.index.dsr_flows_replayed]).toBe(90);
+      expect(listFlowStateSets(dir, 'host1')).toEqual([{ set: 'host1', worker: null }]);
+      d.stop();
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
