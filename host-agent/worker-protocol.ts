@@ -26,6 +26,8 @@ export interface HostWorkerFlowSnapshot {
   snatRestored: number;
   /** Outbound NAT flows restored and then ended: their chunk is no longer this host's (or is being given back). */
   snatEndedNotHeld: number;
+  /** Return-path entries added by the catch-up in its first regroup (recorded by another worker since this one's start). */
+  dsrCaughtUp: number;
   /** Sets read at the start (own and others'). */
   setsRead: string[];
   written: number;
@@ -97,6 +99,8 @@ export type HostWorkerRequest =
   | { t: 'peers'; peerMacs: Float64Array; holdUnresolved: boolean }
   | HostWorkerJoin
   | { t: 'leave' }
+  /** A restarted worker, in its first regroup once every worker has left: the other workers' journals again (answered `caughtup`). */
+  | { t: 'catchup' }
   | { t: 'redirect'; frame: Uint8Array }
   | { t: 'flows'; limit: number }
   | { t: 'count' }
@@ -131,6 +135,7 @@ export type HostWorkerToMain =
   | { t: 'applied'; index: number; generation: number }
   | { t: 'joined'; index: number; fabricOpen: boolean; portsOpen: string[]; errors: string[] }
   | { t: 'left'; index: number }
+  | { t: 'caughtup'; index: number }
   /** A withdrawal applied: the withdrawn chunks this worker still has a live flow on (kept in its engine). */
   | { t: 'withdrawn'; index: number; id: number; busy: string[] }
   /** A MUX's latency echo request (VERDICT_LOCAL on the fabric): answered by the main thread. */

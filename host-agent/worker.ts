@@ -38,6 +38,7 @@ import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
 import type { SnatWorkerReport } from './snat-workers.js';
 import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
+import { FlowJournal } from './flow-journal.js';
 import { listFlowStateSets, readFlowStateSet, restoreOtherSets, steeringFilter, workerFlowSetName } from './flow-state-sets.js';
 import { logInfo, logWarn } from '../runtime/log.js';
 import {
@@ -132,6 +133,7 @@ export class HostWorkerCore implements PoolThreadCore {
   post: (m: HostWorkerToMain) => void;
   /** --state-dir: this worker's flow snapshot and journal (set NAME.wI); null: none. */
   readonly snapshot: FlowSnapshotter | null = null;
+  private readonly flowState: HostWorkerFlowState | null;
   /** What the start restored (report and /status). */
   private restored: Omit<
     HostWorkerFlowSnapshot,
@@ -170,6 +172,7 @@ export class HostWorkerCore implements PoolThreadCore {
     this.installSnat(this.ctx, input.config, tables, input.snatRanges);
     this.traffic = new HostTrafficCounters(tables.nics);
     // before any frame (the sockets open at the first join, after `ready`): the flows steering gives this worker
+    this.flowState = input.flowState;
     if (input.flowState !== null) this.snapshot = this.restoreFlows(input.flowState, input.snatRanges.length > 0);
     Atomics.store(this.status, STATUS_GENERATION, input.generation);
   }
@@ -213,7 +216,7 @@ export class HostWorkerCore implements PoolThreadCore {
     c.values[c.index.dsr_flows_restored]! += dsrRestored;
     c.values[c.index.dsr_flows_replayed]! += dsrReplayed;
     const snatRestored = others.snatRestored + (r?.snat?.restored ?? 0);
-    this.restored = { dsrRestored, dsrReplayed, snatRestored, snatEndedNotHeld, setsRead: sets.map((x) => x.set) };
+    this.restored = { dsrRestored, dsrReplayed, snatRestored, snatEndedNotHeld, dsrCaughtUp: 0, setsRead: sets.map((x) => x.set) };
     if (others.sets.length > 0 || r !== null)
       logInfo('host_worker_flows_restored', {
         worker: this.index,
@@ -226,6 +229,46 @@ export class HostWorkerCore implements PoolThreadCore {
     this.ew.journal = snap.journalSink(() => this.ew.nowS);
     this.snat.engine.journal = this.ew.journal;
     return snap;
+  }
+
+  /**
+   * A restarted worker's first regroup, every worker out of the groups: the records of its share that the
+   * others journaled since it read their sets at its start (the kernel gave them its frames while it was
+   * down and until now). Their journals only (the gap is short: a journal is kept for two snapshot
+   * intervals); entries it has are set again, outbound NAT flows it has are skipped.
+   */
+  catchUp(): void {
+    const fs = this.flowState;
+    if (fs === null || this.restored === null) return;
+    const own = workerFlowSetName(this.name, this.index);
+    const log = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) =>
+      (level === 'warn' ? logWarn : logInfo)(event, { worker: this.index, ...fields });
+    const dsrOf = () => {
+      const k = this.ew.flows.countByKind(this.ew.nowS);
+      return (k['dsr'] ?? 0) + (k['dsr_closing'] ?? 0);
+    };
+    const before = dsrOf();
+    const snatBefore = this.snat.engine.live;
+    const sets = listFlowStateSets(fs.dir, this.name)
+      .filter((x) => x.set !== own)
+      .map((x) => ({
+        set: x.set,
+        bytes: { snapshot: null, journals: new FlowJournal({ dir: fs.dir, name: x.set, log }).readFiles().map((f) => f.bytes) },
+      }));
+    restoreOtherSets(sets, {
+      flows: this.ew.flows,
+      nowS: this.ew.nowS,
+      maxLeftS: Math.max(this.ew.tcpIdleS, this.ew.udpIdleS),
+      snat: this.snat.engine,
+      keep: steeringFilter(this.index, this.count),
+    });
+    const added = Math.max(0, dsrOf() - before);
+    const c = this.ctx.counters;
+    c.values[c.index.dsr_flows_replayed]! += added;
+    this.restored.dsrCaughtUp += added;
+    this.restored.snatRestored += this.snat.engine.live - snatBefore;
+    if (added > 0 || this.snat.engine.live !== snatBefore)
+      logInfo('host_worker_flows_caught_up', { worker: this.index, dsr: added, snat: this.snat.engine.live - snatBefore });
   }
 
   /** The snapshot timer's view of this worker's flows (as HostDaemon.snapshotSource). */
@@ -576,6 +619,9 @@ function runThread(): void {
     } else if (m.t === 'leave') {
       core.leave();
       post({ t: 'left', index: input.index });
+    } else if (m.t === 'catchup') {
+      core.catchUp();
+      post({ t: 'caughtup', index: input.index });
     } else if (m.t === 'redirect')
       core.handleFabric(Buffer.from(m.frame.buffer, m.frame.byteOffset, m.frame.byteLength), m.frame.byteLength);
   });

@@ -103,6 +103,8 @@ interface Slot extends PoolSlot<HostWorkerReport> {
   joinErrors: string[];
   /** Withdrawals awaiting this worker's answer, by id. */
   withdrawing: Map<number, (a: WithdrawAnswer) => void>;
+  /** --state-dir: restarted and not yet caught up with what the others recorded of its share (its first regroup). */
+  catchUp: boolean;
 }
 
 export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerToMain> {
@@ -125,6 +127,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       portsOpen: [],
       joinErrors: [],
       withdrawing: new Map(),
+      catchUp: false,
     }));
     this.o = o;
   }
@@ -219,6 +222,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
   protected override onSpawn(s: Slot): void {
     s.fabricOpen = false;
     s.portsOpen = [];
+    s.catchUp = s.restarts > 0 && (this.o.flowState ?? null) !== null;
   }
 
   protected override onExit(s: Slot): void {
@@ -262,6 +266,9 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       case 'left':
         s.waiting.get('left')?.(m);
         return;
+      case 'caughtup':
+        s.waiting.get('caughtup')?.(m);
+        return;
       case 'withdrawn':
         s.withdrawing.get(m.id)?.(Array.isArray(m.busy) ? m.busy.filter((k) => typeof k === 'string') : 'timeout');
         return;
@@ -284,7 +291,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
   }
 
   /** Posts `msg` to slot `s` and waits for its answer `answer` (at most ANSWER_WAIT_MS). */
-  private ask(s: Slot, msg: unknown, answer: 'joined' | 'left'): Promise<void> {
+  private ask(s: Slot, msg: unknown, answer: 'joined' | 'left' | 'caughtup'): Promise<void> {
     const w = s.worker;
     if (w === null) return Promise.resolve();
     return new Promise<void>((res) => {
@@ -322,6 +329,13 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       if (this.stopping) return;
       this.regroups++;
       await Promise.all(this.slots.map((s) => (s.ready ? this.ask(s, { t: 'leave' }, 'left') : Promise.resolve())));
+      // --state-dir: a restarted worker read the sets at its start; what the others recorded of its share
+      // since (the kernel gave them its frames until now) it takes from their journals, before anyone joins
+      for (const s of this.slots)
+        if (s.ready && s.catchUp) {
+          await this.ask(s, { t: 'catchup' }, 'caughtup');
+          s.catchUp = false;
+        }
       const j = this.joinMessage();
       for (const s of this.slots) if (s.ready) await this.ask(s, j, 'joined');
       logInfo('host_workers_regrouped', { workers: this.slots.filter((s) => s.ready).length, regroups: this.regroups });

@@ -6,7 +6,8 @@
 //     from the words of the record) is the one the kernel steers the flow's frames to (steeringKey of
 //     the frames, both sides: the independent source), IPv4 and IPv6;
 //   - a worker killed (no graceful stop) and started again has every flow it had recorded (its journal),
-//     and those of its share another worker recorded while it was down; its replies leave by DSR;
+//     and those of its share another worker recorded while it was down (read at its start, and the
+//     catch-up of its first regroup); its replies leave by DSR;
 //   - N changed (2 -> 3 -> 2, and a one-thread agent's set -> 2 workers): every return-path and outbound
 //     NAT flow lands in exactly one worker, the one steering names: none lost, none in two SNAT engines;
 //   - (root) real threads: a worker killed through the hook comes back with its flows (its /flows and
@@ -253,14 +254,27 @@ describe('host agent worker flows: a worker restarted', () => {
       expect(C(again, 'dsr_flows_replayed')).toBe(had.dsr.length + gapDsr);
       expect(now.snat.filter((x) => had.snat.includes(x)).sort()).toEqual([...had.snat].sort());
       expect(again.report().flowSnapshot).toMatchObject({ dsrReplayed: had.dsr.length + gapDsr, snatEndedNotHeld: 0 });
+      // until the regroup the kernel still gives its share to worker 1: the catch-up (every worker out of
+      // the groups) takes what worker 1 journaled of it since the restarted worker read the sets
+      feed(w, 80, 100, 0, 0, () => 1);
+      await turnEnd();
+      const late = [...Array(20).keys()].map((i) => 80 + i).filter(mine0).length;
+      expect(late).toBeGreaterThan(3);
+      expect(flowsOf(again).dsr.length).toBe(had.dsr.length + gapDsr);
+      again.catchUp();
+      expect(flowsOf(again).dsr.length).toBe(had.dsr.length + gapDsr + late);
+      expect(again.report().flowSnapshot).toMatchObject({ dsrCaughtUp: late });
+      expect(C(again, 'dsr_flows_replayed')).toBe(had.dsr.length + gapDsr + late);
+      again.catchUp(); // again: nothing new
+      expect(again.report().flowSnapshot).toMatchObject({ dsrCaughtUp: late });
       // every reply of its flows leaves by DSR, none is unsolicited
-      for (let k = 0; k < 80; k++) {
+      for (let k = 0; k < 100; k++) {
         if (!mine0(k)) continue;
         const r = replyFrame(k);
         again.handlePort(r, r.length, nicOf(again).index);
       }
       expect(C(again, 'drop_out_dsr_unsolicited')).toBe(0);
-      expect(C(again, 'out_dsr')).toBe(had.dsr.length + gapDsr);
+      expect(C(again, 'out_dsr')).toBe(had.dsr.length + gapDsr + late);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
