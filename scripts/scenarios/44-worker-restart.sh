@@ -11,11 +11,16 @@
 #     MUXes in every poll (no withdrawal) and no BGP session was re-established;
 #   - MUX: the dead worker's flows fall back to the Maglev choice: every long-lived connection completes on
 #     its Maglev backend (computed from the config), none reset; 0 failed requests; no RST at the client;
-#   - host agent: the restarted worker starts empty, so replies of its flows are dropped as
-#     drop_out_dsr_unsolicited until the client's next packet re-records the flow: the segments lost are
-#     counted with the time until their retransmission got through, none outside the kill. A connection
-#     whose answer was on its way while the worker was down stalls (the client waits and sends nothing, every
-#     retransmission of the answer is dropped): counted, and the only failures allowed;
+#   - host agent (--state-dir, which the lab gives every host agent): the restarted worker reads its own
+#     flow snapshot and journal and the other worker's (the flows steering gives it) before its first
+#     frame, and in its regroup the other's journal again: it carries its flows (its dsr_flows_restored +
+#     dsr_flows_replayed > 0, printed). While its sockets are gone the kernel's fanout group has one member
+#     left, which gets every frame: it delivers the clients' segments of the dead worker's flows and records
+#     them (dsr_flows_learned_midstream), and drops a backend's reply of such a flow whose client sent
+#     nothing since the kill (drop_out_dsr_unsolicited); frames in the regroup's instant with no member are
+#     dropped by the kernel. So backend segments lost at host1 are allowed only from the kill to the end of
+#     the regroup, each through on a retransmission; after it drop_out_dsr_unsolicited does not move; no
+#     connection stalls and nothing fails;
 #   - no reordering within a flow (replies at the client, requests at the backends).
 # Usage: scripts/scenarios/44-worker-restart.sh  (MUX=mux1 HOST=host1 to pick the daemons)
 set -euo pipefail
@@ -72,6 +77,12 @@ kill_worker() {
     grep -q "\"event\":\"${kind}_worker_started\",\"worker\":$w,.*\"restarts\":1" "$LAB_DIR/logs/$node.log" || return 1
   sc_wait_for "$node worker $w alive at its daemon's generation" 60 \
     worker_check "$node" "w[$w]?.restarts === 1 && w[$w].alive && w[$w].generation === s.generation" || return 1
+  # host agent: back means regrouped (every worker in its groups again, in index order): from then on the
+  # restarted worker gets its flows' frames again, with the flows it restored
+  if [ "$kind" = host ]; then
+    sc_wait_for "$node workers regrouped (its log)" 60 \
+      grep -q '"event":"host_workers_regrouped",.*"regroups":1[,}]' "$LAB_DIR/logs/$node.log" || return 1
+  fi
   t_back=$(sc_now_us)
   sc_counters "$node" "$WR/$node-counters-back.json"
   lab_daemon_status "$node" >"$WR/$node-status-after.json"
@@ -79,6 +90,10 @@ kill_worker() {
   pid1=$(_lab_daemon_pid "$daemon" "$node")
   echo "$kind $node $w $t_kill $t_back $pid0 $pid1" >>"$WR/events.txt"
   echo "$node worker $w back $(( (t_back - t_kill) / 1000 )) ms after the kill"
+  # the restarted host worker's flows, read from the state dir (--state-dir: its set and the others')
+  [ "$kind" != host ] || node -e 'const w = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")).workers?.[process.argv[2]]?.flowSnapshot;
+    console.log(w == null ? "no flow snapshot in its /status" : `restored worker: dsr_flows_restored ${w.dsrRestored}, dsr_flows_replayed ${w.dsrReplayed} (caught up in the regroup ${w.dsrCaughtUp}), snat ${w.snatRestored}; sets read ${w.setsRead.join(" ")}`)' \
+    "$WR/$node-status-after.json" "$w"
 }
 
 lab_capture_start client1 eth0 client1 tcp port 80 >/dev/null
@@ -87,7 +102,7 @@ bgp_poll_start $VIP "$WR/polls.txt"
 lab_birdc show protocols >"$WR/bird-before.txt"
 sc_counters "$HOST" "$WR/$HOST-counters-before.json"
 # the connections last until the scenario ends them; a request waits up to 15 s (a worker is back in 3-5 s,
-# loaded; the longest answer measured 1.8 s): only a stalled connection (see above) times out
+# loaded; the longest answer measured 1.8 s): only a stalled connection would time out, and none may
 sc_client client1 hold --url http://$VIP/health --connections $CONNS --duration-ms 300000 --end-file "$WR/end" --interval-ms 200 --timeout-ms 15000 \
   --source 198.51.100.10-198.51.100.41 --json "$WR/hold.json" >"$WR/hold.out" 2>&1 &
 hold=$!

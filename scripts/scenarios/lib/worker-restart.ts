@@ -10,13 +10,16 @@
 //   - MUX: every connection answered by the backend the Maglev table names (computed from the config; the
 //     dead worker's flows fell back to the stateless Maglev choice), no request failed for it; no RST from
 //     the server side at the client (tshark);
-//   - host agent: the backend segments (data, SYN, FIN) that reached the backends' links but not the client
-//     (no worker had their flow: drop_out_dsr_unsolicited, or no socket took them during the regroup) are counted, with how long each waited for its retransmission to get through; none lost
-//     outside the host kill's window or at the other host; the agent's drop_out_dsr_unsolicited grew by no
-//     more than the lost copies its links show. A connection whose answer left the backend while the worker
-//     was down (its request recorded by the worker that died) stalls: the client waits, sends nothing that
-//     would record the flow again, and every retransmission is dropped too. Those are counted (stalled) and
-//     must be the only failures: every other connection and request completes;
+//   - host agent (--state-dir): the restarted worker carried its flows: its /status row says what it
+//     restored (dsr_flows_restored + dsr_flows_replayed, the catch-up of its regroup included) and that is
+//     more than 0. The backend segments (data, SYN, FIN) that reached the backends' links but not the
+//     client are counted, with how long each waited for its retransmission to get through; at the killed
+//     worker's host they are allowed only from the kill to the end of the regroup (BACK_US): the other
+//     worker had every frame then and dropped the replies of flows whose client had sent nothing since the
+//     kill (drop_out_dsr_unsolicited), and the kernel dropped those of the regroup's instant with no member;
+//     none at the other host; the agent's drop_out_dsr_unsolicited grew by no more than the lost copies its
+//     links show, and not at all after the regroup. No connection stalls (a stall, a connection whose
+//     answer is dropped every time, is what a worker restarted without its flows does): nothing fails;
 //   - no reordering within a flow: replies at the client, requests at the backends' links (a lost segment's
 //     retransmission aside: judged as a loss above).
 //
@@ -39,6 +42,15 @@ interface Kill {
   backUs: number;
   pidBefore: string;
   pidAfter: string;
+}
+
+/** A host agent worker's flow snapshot in its /status row (host-agent/worker-protocol.ts HostWorkerFlowSnapshot). */
+interface HostFlowSnapshotRow {
+  dsrRestored: number;
+  dsrReplayed: number;
+  dsrCaughtUp: number;
+  snatRestored: number;
+  setsRead: string[];
 }
 
 interface WorkerStatus {
@@ -228,10 +240,13 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
   const clientReplies = copies(client, (p) => tcpKey(p, true));
   const clientRequests = copies(client, (p) => tcpKey(p, false));
   const inWindow = (k: Kill | undefined, us: number) => k !== undefined && us >= k.killUs - 100_000 && us <= k.backUs + 10_000_000;
-  // stalled: a connection that failed after a reply of it left its backend while the host worker was down
-  // and was dropped: its request was recorded by the worker that died, the other worker (and the restarted
-  // one) has no entry for it, and the client, waiting for the answer, sends nothing that would record it
-  // again: every retransmission is dropped too, until the client gives up (no flow state survives a worker)
+  // a backend segment lost at the killed worker's host: only while that worker was down, up to the end of its regroup
+  const inDownWindow = (k: Kill | undefined, us: number) => k !== undefined && us >= k.killUs - 100_000 && us <= k.backUs;
+  // stalled (named in the details; no longer allowed): a connection that failed after a reply of it left its
+  // backend while the host worker was down and was dropped. Without the flows carried over this happened:
+  // its request was recorded by the worker that died, the other worker (and a restarted one that starts
+  // empty) has no entry for it, and the client, waiting for the answer, sends nothing that would record it
+  // again: every retransmission is dropped too, until the client gives up
   const flowOf = (x: { sourceAddress: string | null; sourcePort: number | null }) => `${x.sourceAddress}:${x.sourcePort}`;
   const hold = readClientJson(join(wr, 'hold.json'), 'hold');
   const http = readClientJson(join(wr, 'http.json'), 'http');
@@ -262,16 +277,18 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
       for (const [flow, us] of firstLoss) if (us >= host.killUs - 100_000 && us <= host.backUs && failedFlows.has(flow)) stalled.add(flow);
     }
     const ofStalled = lost.filter((x) => stalled.has(flowKey(x)));
-    const judged = lost.filter((x) => !stalled.has(flowKey(x)));
+    const judged = lost; // a stalled connection's copies too: they never get through
     const never = judged.filter((x) => x.throughUs === null);
     const window = side === 'reply' ? [host] : [mux, host];
-    const outside = judged.filter((x) => !window.some((k) => inWindow(k, x.us)) || (side === 'reply' && x.host !== host?.node));
+    const outside = judged.filter((x) =>
+      side === 'reply' ? x.host !== host?.node || !inDownWindow(host, x.us) : !window.some((k) => inWindow(k, x.us)),
+    );
     const gaps = judged.filter((x) => x.throughUs !== null).map((x) => (x.throughUs! - x.us) / 1000);
     const flows = new Set(judged.map(flowKey));
     const what = side === 'reply' ? 'backend segments that did not reach the client' : 'client segments that did not reach a backend';
     c.check(
       never.length === 0 && outside.length === 0,
-      `${what}: all within the ${side === 'reply' ? `host worker kill's window at ${host?.node}` : "kills' windows"}, each got through on a retransmission${side === 'reply' ? ' (the stalled connections aside)' : ''}`,
+      `${what}: all within the ${side === 'reply' ? `host worker's down time at ${host?.node} (kill to the end of its regroup)` : "kills' windows"}, each got through on a retransmission`,
       `${judged.length} copies in ${flows.size} flows; ${never.length} never got through; ${outside.length} outside; ` +
         `time until the retransmission got through: max ${gaps.length > 0 ? Math.max(...gaps).toFixed(0) : 0} ms, median ${gaps.length > 0 ? gaps.sort((x, y) => x - y)[Math.floor(gaps.length / 2)]!.toFixed(0) : 0} ms` +
         (judged.length > 0 && (side === 'reply' ? host : mux) !== undefined
@@ -283,34 +300,49 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
     );
     if (side === 'reply' && host !== undefined) {
       const a = readJson(join(wr, `${host.node}-counters-before.json`)) as Record<string, number>;
+      const k0 = readJson(join(wr, `${host.node}-counters-kill.json`)) as Record<string, number>;
+      const k1 = readJson(join(wr, `${host.node}-counters-back.json`)) as Record<string, number>;
       const b = readJson(join(wr, `${host.node}-counters-after.json`)) as Record<string, number>;
-      const dropped = (b['drop_out_dsr_unsolicited'] ?? 0) - (a['drop_out_dsr_unsolicited'] ?? 0);
+      const d = (x: Record<string, number>, y: Record<string, number>, n: string) => (y[n] ?? 0) - (x[n] ?? 0);
+      const dropped = d(a, b, 'drop_out_dsr_unsolicited');
       const atHost = lost.filter((x) => x.host === host.node).length;
       c.check(
-        dropped <= atHost && (b['drop_internal_error'] ?? 0) === (a['drop_internal_error'] ?? 0),
-        `${host.node}: replies dropped as drop_out_dsr_unsolicited (no worker had their flow) are among the lost copies its links show; no internal error`,
-        `drop_out_dsr_unsolicited +${dropped}, lost reply copies at ${host.node}'s links ${atHost}; dsr_flows_learned_midstream +${(b['dsr_flows_learned_midstream'] ?? 0) - (a['dsr_flows_learned_midstream'] ?? 0)}`,
+        dropped <= atHost &&
+          d(k1, b, 'drop_out_dsr_unsolicited') === 0 &&
+          (b['drop_internal_error'] ?? 0) === (a['drop_internal_error'] ?? 0),
+        `${host.node}: replies dropped as drop_out_dsr_unsolicited (no worker had their flow) are among the lost copies its links show, none after the regroup; no internal error`,
+        `drop_out_dsr_unsolicited +${dropped} (kill to regroup +${d(k0, k1, 'drop_out_dsr_unsolicited')}, after it +${d(k1, b, 'drop_out_dsr_unsolicited')}), lost reply copies at ${host.node}'s links ${atHost}; ` +
+          `dsr_flows_learned_midstream +${d(a, b, 'dsr_flows_learned_midstream')} (kill to regroup +${d(k0, k1, 'dsr_flows_learned_midstream')}: the other worker recording the dead one's flows)`,
+      );
+      // the restarted worker's flows, from its /status row (host-agent/workers.ts: flowSnapshot)
+      const row = (readJson(join(wr, `${host.node}-status-after.json`)) as { workers?: { flowSnapshot?: HostFlowSnapshotRow }[] })
+        .workers?.[host.worker]?.flowSnapshot;
+      const carried = row === undefined ? 0 : row.dsrRestored + row.dsrReplayed;
+      c.check(
+        row !== undefined && carried > 0,
+        `${host.node}: the restarted worker ${host.worker} carried its flows (its flow snapshot and journal, and the other worker's records of its share)`,
+        row === undefined
+          ? 'no flowSnapshot in its /status row (no --state-dir?)'
+          : `dsr_flows_restored ${row.dsrRestored}, dsr_flows_replayed ${row.dsrReplayed} (of them caught up in the regroup ${row.dsrCaughtUp}), outbound NAT ${row.snatRestored}; sets read: ${row.setsRead.join(', ')}; /counters dsr_flows_restored +${d(k0, k1, 'dsr_flows_restored')}, dsr_flows_replayed +${d(k0, b, 'dsr_flows_replayed')}`,
       );
     }
   }
 
-  // 4. the connections and requests: each at its Maglev backend; none failed but the stalled ones
+  // 4. the connections and requests: each at its Maglev backend; none failed (a stall is a failure now)
   const expect = expectedBackend(config, vip, 6, port);
   const failedHold = hold.records.filter((x) => !x.ok);
   const wrongHold = hold.records.filter((x) => x.backends.length !== 1 || x.backends[0] !== expect(x.sourceAddress, x.sourcePort));
-  const holdOther = failedHold.filter((x) => !stalled.has(flowOf(x)));
   c.check(
-    hold.records.length > 0 && holdOther.length === 0 && wrongHold.length === 0,
-    `all ${hold.records.length} long-lived connections answered all along by the backend the Maglev table names; none failed but the stalled ones`,
-    `${failedHold.length} failed, ${failedHold.length - holdOther.length} of them stalled (${fmtCounts(countBy(failedHold, (x) => x.error ?? '?'))}), ${wrongHold.length} elsewhere; ${hold.summary.answered} requests answered; longest wait ${hold.summary.maxGapMs} ms`,
+    hold.records.length > 0 && failedHold.length === 0 && wrongHold.length === 0,
+    `all ${hold.records.length} long-lived connections answered all along by the backend the Maglev table names; none failed, none stalled`,
+    `${failedHold.length} failed, ${failedHold.filter((x) => stalled.has(flowOf(x))).length} of them stalled (${fmtCounts(countBy(failedHold, (x) => x.error ?? '?'))}), ${wrongHold.length} elsewhere; ${hold.summary.answered} requests answered; longest wait ${hold.summary.maxGapMs} ms`,
   );
   const bad = http.records.filter((x) => !x.ok);
-  const badOther = bad.filter((x) => !stalled.has(flowOf(x)));
   const wrongHttp = http.records.filter((x) => x.ok && x.backend !== expect(x.sourceAddress, x.sourcePort));
   c.check(
-    http.records.length > 0 && badOther.length === 0 && wrongHttp.length === 0,
-    `the steady stream across both kills: ${http.records.length} requests, none failed but the stalled ones, each at its Maglev backend`,
-    `${bad.length} failed, ${bad.length - badOther.length} of them stalled; ${wrongHttp.length} elsewhere`,
+    http.records.length > 0 && bad.length === 0 && wrongHttp.length === 0,
+    `the steady stream across both kills: ${http.records.length} requests, none failed or stalled, each at its Maglev backend`,
+    `${bad.length} failed, ${bad.filter((x) => stalled.has(flowOf(x))).length} of them stalled; ${wrongHttp.length} elsewhere`,
   );
   // a reset of a live connection: an RST from the server side before that connection's FINs both went by
   // (after them, a late duplicate ACK for a socket the backend already closed draws an RST: plain TCP)
