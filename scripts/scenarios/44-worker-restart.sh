@@ -20,7 +20,9 @@
 #     nothing since the kill (drop_out_dsr_unsolicited); frames in the regroup's instant with no member are
 #     dropped by the kernel. So backend segments lost at host1 are allowed only from the kill to the end of
 #     the regroup, each through on a retransmission; after it drop_out_dsr_unsolicited does not move; no
-#     connection stalls and nothing fails;
+#     connection stalls and nothing fails. SLOW server-first requests (/slow/SLOW_MS) go out just before
+#     the host worker kill and are answered after its restart: each is answered, those steered to the
+#     killed worker at host1 included (a worker restarted without its flows drops their answers: a stall);
 #   - no reordering within a flow (replies at the client, requests at the backends).
 # Usage: scripts/scenarios/44-worker-restart.sh  (MUX=mux1 HOST=host1 to pick the daemons)
 set -euo pipefail
@@ -33,6 +35,10 @@ VIP=203.0.113.10
 MUX=${MUX:-mux1}
 HOST=${HOST:-host1}
 CONNS=${CONNS:-100}
+# server-first requests opened just before the host worker kill: the server answers SLOW_MS later, after the
+# restart, and the client has nothing more to send (scenario 19's check, for a worker)
+SLOW=${SLOW:-32}
+SLOW_MS=${SLOW_MS:-4000}
 lab_workers_env 2
 LAB_TEST_HOOKS=1
 lab_setup_scenario sc44
@@ -115,17 +121,25 @@ sc_wait_for "100 connections of the stream placed" 60 eval '[ "$(sc_mux_flows)" 
 kill_worker "$MUX" 0 || rc=1
 flows0=$(sc_mux_flows || echo 0)
 sc_wait_for "100 more connections of the stream placed" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + 100)) ]' || rc=1
+flows0=$(sc_mux_flows || echo 0)
+sc_client client1 http --url "http://$VIP/slow/$SLOW_MS" --count "$SLOW" --concurrency "$SLOW" --timeout-ms 20000 \
+  --source 198.51.100.10-198.51.100.41 --json "$WR/slow.json" >"$WR/slow.out" 2>&1 &
+slow=$!
+# placed by the MUXes (the stream's flows count too), then a moment for the requests to follow their handshakes
+sc_wait_for "the MUXes placed the $SLOW server-first requests' flows" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + SLOW)) ]' || rc=1
+sleep 0.5
 kill_worker "$HOST" 1 || rc=1
 flows0=$(sc_mux_flows || echo 0)
 sc_wait_for "200 more connections of the stream placed" 60 eval '[ "$(sc_mux_flows)" -ge $((flows0 + 200)) ]' || rc=1
 touch "$WR/end"
 wait "$stream" || rc=1
 wait "$hold" || rc=1
-tail -n 3 "$WR/hold.out" "$WR/http.out"
+wait "$slow" || rc=1
+tail -n 3 "$WR/hold.out" "$WR/http.out" "$WR/slow.out"
 bgp_poll_stop
 lab_birdc show protocols >"$WR/bird-after.txt"
 sc_counters "$HOST" "$WR/$HOST-counters-after.json" || rc=1
 lab_daemon_status "$HOST" >"$WR/$HOST-status-end.json"
 lab_capture_stop_all || rc=1
-sc_verify worker-restart --run "$LAB_DIR" --vip $VIP --port 80 || rc=1
+sc_verify worker-restart --run "$LAB_DIR" --vip $VIP --port 80 --slow-ms "$SLOW_MS" || rc=1
 exit "$rc"

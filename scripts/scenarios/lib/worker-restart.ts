@@ -23,7 +23,11 @@
 //   - no reordering within a flow: replies at the client, requests at the backends' links (a lost segment's
 //     retransmission aside: judged as a loss above).
 //
-//   verify.js worker-restart --run DIR --vip A --port N
+//   - the server-first requests (RUN/wr/slow.json, --slow-ms: opened just before the host worker kill, the
+//     server answering after the restart) are all answered, some of them by the killed worker's flows
+//     (host1's backends, the client's end steering to that worker among the 2);
+//
+//   verify.js worker-restart --run DIR --vip A --port N [--slow-ms MS]
 // RUN/wr/events.txt: "KIND NODE WORKER KILL_US BACK_US PID_BEFORE PID_AFTER" per kill (BACK_US: the
 // restarted worker seen alive at the daemon's generation). Captures: RUN/pcaps/client1.pcap and NIC.pcap.
 import { readFileSync } from 'node:fs';
@@ -33,6 +37,8 @@ import { expectedBackend, ipOf, readJson, readPolls } from './bgp.js';
 import { replyReorders } from './host-workers.js';
 import { readClientJson } from '../../lab/client.js';
 import { TCP_FIN, TCP_SYN } from '../../../shared/tcp.js';
+import { ip } from '../../../shared/addr.js';
+import { steeringKeyOfEnd, steerWorker } from '../../../host-agent/worker-steering.js';
 
 interface Kill {
   kind: 'mux' | 'host';
@@ -371,6 +377,26 @@ export function verifyWorkerRestart(argv: readonly string[]): Checks {
       ? 'tshark unavailable'
       : `${liveRst} RST from port ${port} before the connection's FINs; ${closedRst} after both (a late ACK for a closed socket); ${clientRst} sent by the client (its timeouts)`,
   );
+
+  // server first: the answer comes after the restart, to the restarted worker, which needs the flow it had
+  if (f.get('slow-ms') !== undefined && host !== undefined) {
+    const slowMs = Number(need(f, 'slow-ms'));
+    const slow = readClientJson(join(wr, 'slow.json'), 'http');
+    const hostNics = new Set(config.nics.filter((n) => n.host === host.node).map((n) => n.name));
+    const workers = 2; // the scenario's lab_workers_env 2
+    const ofKilled = slow.records.filter((r) => {
+      if (!r.ok || !hostNics.has(r.backend ?? '') || r.sourceAddress === null || r.sourcePort === null) return false;
+      const a = ip(r.sourceAddress);
+      return steerWorker(steeringKeyOfEnd(a.family, a.words, r.sourcePort), workers) === host.worker;
+    });
+    const bad = slow.records.filter((r) => !r.ok);
+    const lat = ofKilled.map((r) => Math.round(Number(r.latencyMs))).sort((x, y) => x - y);
+    c.check(
+      slow.records.length > 0 && bad.length === 0 && ofKilled.length > 0,
+      `the ${slow.records.length} server-first requests opened just before the host worker kill were all answered, ${ofKilled.length} of them through ${host.node}'s restarted worker ${host.worker} (answered after its restart)`,
+      `${bad.length} failed (${fmtCounts(countBy(bad, (r) => r.error ?? '?'))}); those of the restarted worker answered after ${lat.length > 0 ? `${lat[0]}-${lat.at(-1)}` : '-'} ms (the server waits ${slowMs} ms)`,
+    );
+  }
 
   // the host's probes: a regroup's probe lost is one failure, never downThreshold in a row
   if (host !== undefined) {
