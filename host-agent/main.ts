@@ -44,7 +44,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       default: '1',
       help:
         `data-plane threads, 1..${MAX_HOST_WORKERS}: N >= 2 needs --io ring (the kernel steers both directions of a flow to one ` +
-        "worker's sockets by PACKET_FANOUT_CBPF), and keeps no flow snapshot (a restarted worker's flows, outbound NAT's too, are lost); " +
+        "worker's sockets by PACKET_FANOUT_CBPF); with --state-dir each worker keeps its own flow snapshot and journal " +
+        '(DIR/host-agent-NAME.wI.flows, .journal) and a restarted worker reads them before its first packet; ' +
         'outbound NAT runs in every worker over the same port chunks (docs/outbound.md, "Workers"); docs/io-paths.md',
     },
     {
@@ -53,7 +54,8 @@ export const HOST_AGENT_PROGRAM: DaemonProgram = {
       help:
         "where the per-flow state is kept across a restart, SIGKILL included (DIR/host-agent-NAME.flows, the snapshot of the return path's " +
         "and outbound NAT's flows, and DIR/host-agent-NAME.journal, each change since, written at the end of the event-loop turn that made it; " +
-        'both read at the start); ' +
+        'both read at the start; with --workers N one set per worker, NAME.wI: each worker reads every set present, ' +
+        'keeps the flows steering gives it, and the sets no worker owns any more are removed); ' +
         "default: $STATE_DIRECTORY (systemd's StateDirectory=), else none (a restarted agent re-learns flows from their clients only)",
     },
     {

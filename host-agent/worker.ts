@@ -8,6 +8,8 @@
 // Outbound NAT: each worker has its own engine (host-agent/snat-control.ts, over this worker's flow table)
 // with the policy's ranges less the chunks the main thread withdrew; it sweeps its flows, sends their idle
 // resets and reports its use; the main thread plans demands and releases (host-agent/snat-workers.ts).
+// --state-dir: it keeps its own flow snapshot and journal (set NAME.wI) and reads, before its first frame,
+// every set present, keeping the flows steering gives it (host-agent/flow-state-sets.ts).
 //
 // One generation per packet: a new generation arrives as a message; a worker thread runs one thing at a
 // time, so the message handler (which builds the new context and swaps it in one assignment) runs between

@@ -9,10 +9,12 @@
 // its index in join order, and a leaving member's slot is taken by the last one; so once the new thread
 // is ready every worker leaves every group and all join again in index order, one at a time. The frames
 // that arrive meanwhile (milliseconds) go to the members in place or, with none, are dropped by the
-// kernel. The restarted worker starts with an empty host flow table: its return-path entries are learned
-// again from each client's next packet, as after an agent restart (host-agent/dsr-flows.ts); until then a
-// backend's reply of such a flow is dropped as drop_out_dsr_unsolicited. Its counters carry on (the
-// shared array is the same). The slots, restarts, counters and /flows are runtime/worker-pool.ts's,
+// kernel. With --state-dir the restarted worker reads its flows (its own set and the others' records of its
+// share, host-agent/flow-state-sets.ts) before its first frame, and in its first regroup, every worker out
+// of the groups, the others' journals again (`catchup`): what they recorded of its share meanwhile.
+// Without it, it starts with an empty host flow table: its return-path entries are learned again from each
+// client's next packet (host-agent/dsr-flows.ts); until then a backend's reply of such a flow is dropped as
+// drop_out_dsr_unsolicited. Its counters carry on (the shared array is the same). The slots, restarts, counters and /flows are runtime/worker-pool.ts's,
 // shared with the MUX's workers.
 //
 // Outbound NAT (docs/outbound.md, "Workers"): every worker runs its own engine over the same chunks; the
