@@ -503,6 +503,15 @@ export class HostDaemon {
     );
   }
 
+  /**
+   * SIGTERM's first step (runtime/daemon-main.ts awaits it before stop()): with --workers and --state-dir
+   * every worker stops now and writes its flow snapshot as it does (host-agent/worker.ts close); stop()
+   * alone does not wait for the threads, and the process ends right after it.
+   */
+  async drain(): Promise<void> {
+    if (this.workers !== null && this.flowState !== null) await this.workers.stop();
+  }
+
   stop(): void {
     if (!this.started) return;
     this.started = false;

@@ -15,6 +15,8 @@
 # While it is down, the captures show VXLAN reaching host1 and nothing reaching its backends. Its
 # probes restart too: a restarted agent reports nothing down before its first failure
 # (docs/probes.md), so new connections reach host1's backends at once after the start.
+# With LAB_DAEMON_IO=ring LAB_HOST_WORKERS=2 the agents run 2 workers, each with its own flow snapshot and
+# journal (host-agent-host1.wI.flows): the entries check adds up the workers' loads.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 SLBX_ROOT=$(pwd); export SLBX_ROOT

@@ -223,7 +223,28 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
   // each restart and lives on: each new agent must have at least that many return-path entries at its start
   const events = logEvents(run, host);
   const files = [...new Set(events.map((x) => x.file))];
-  const loads = files.slice(1).map((file) => events.find((x) => x.file === file && String(x.e['event']).startsWith('flow_snapshot_'))?.e);
+  // with --workers N each worker loads its own set (and its share of the others'): one flow_snapshot_loaded
+  // line per worker, their entries (dsrAfter: each worker's table) and counts added up
+  const loads = files.slice(1).map((file) => {
+    const ls = events.filter((x) => x.file === file && String(x.e['event']).startsWith('flow_snapshot_')).map((x) => x.e);
+    if (ls.length <= 1 || ls.some((l) => l['event'] !== 'flow_snapshot_loaded')) return ls[0];
+    const sum = (f: (l: Record<string, unknown>) => unknown) => ls.reduce((a, l) => a + Number(f(l) ?? 0), 0);
+    const j = (l: Record<string, unknown>) => (l['journal'] ?? {}) as Record<string, unknown>;
+    return {
+      event: 'flow_snapshot_loaded',
+      workers: ls.length,
+      dsrAfter: sum((l) => l['dsrAfter']),
+      dsrRestored: sum((l) => l['dsrRestored']),
+      dsrExpired: sum((l) => l['dsrExpired']),
+      ageMs: Math.max(...ls.map((l) => Number(l['ageMs'] ?? 0))),
+      journal: {
+        dsrReplayed: sum((l) => j(l)['dsrReplayed']),
+        files: sum((l) => j(l)['files']),
+        torn: sum((l) => j(l)['torn']),
+        damaged: sum((l) => j(l)['damaged']),
+      },
+    } as Record<string, unknown>;
+  });
   const journalOf = (l: Record<string, unknown>) => (l['journal'] ?? {}) as Record<string, unknown>;
   c.check(
     loads.length === restarts.length &&
@@ -235,7 +256,7 @@ export function verifyHostRestart(argv: readonly string[]): Checks {
           ? `after SIG${restarts[i]?.sig}: no snapshot read`
           : l['event'] !== 'flow_snapshot_loaded'
             ? `after SIG${restarts[i]?.sig}: ${String(l['event'])} ${String(l['reason'] ?? l['error'] ?? '')}`
-            : `after SIG${restarts[i]?.sig}: ${l['dsrAfter']} entries: ${l['dsrRestored']} restored from the snapshot (${l['ageMs']} ms old, ${l['dsrExpired']} expired), ` +
+            : `after SIG${restarts[i]?.sig}: ${l['dsrAfter']} entries${l['workers'] !== undefined ? ` (${l['workers']} workers)` : ''}: ${l['dsrRestored']} restored from the snapshot (${l['ageMs']} ms old, ${l['dsrExpired']} expired), ` +
               `${journalOf(l)['dsrReplayed']} journal records replayed (${journalOf(l)['files']} file(s), ${journalOf(l)['torn']} torn, ${journalOf(l)['damaged']} damaged)`,
       )
       .join('; '),
