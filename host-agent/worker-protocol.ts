@@ -20,7 +20,11 @@ export interface HostWorkerFlowState {
 
 /** A worker's flow snapshot for its report and /status (host-agent/flow-state-sets.ts). */
 export interface HostWorkerFlowSnapshot {
-  /** At this life's start: return-path entries from snapshots, from journals, outbound NAT flows (own set and the others'). */
+  /**
+   * At this life's start: return-path records applied from snapshots and from journals, outbound NAT flows
+   * (own set and the others'). A flow found in two sets (another worker's stale copy of a flow of this
+   * worker's share, recorded while this one was down) counts once per set: `dsrEntries` is the table.
+   */
   dsrRestored: number;
   dsrReplayed: number;
   snatRestored: number;
@@ -28,6 +32,8 @@ export interface HostWorkerFlowSnapshot {
   snatEndedNotHeld: number;
   /** Return-path entries added by the catch-up in its first regroup (recorded by another worker since this one's start). */
   dsrCaughtUp: number;
+  /** Return-path entries in this worker's table after the start's restore (each flow once). */
+  dsrEntries: number;
   /** Sets read at the start (own and others'). */
   setsRead: string[];
   written: number;

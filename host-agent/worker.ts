@@ -218,7 +218,17 @@ export class HostWorkerCore implements PoolThreadCore {
     c.values[c.index.dsr_flows_restored]! += dsrRestored;
     c.values[c.index.dsr_flows_replayed]! += dsrReplayed;
     const snatRestored = others.snatRestored + (r?.snat?.restored ?? 0);
-    this.restored = { dsrRestored, dsrReplayed, snatRestored, snatEndedNotHeld, dsrCaughtUp: 0, setsRead: sets.map((x) => x.set) };
+    const byKind = this.ew.flows.countByKind(this.ew.nowS);
+    const dsrEntries = (byKind['dsr'] ?? 0) + (byKind['dsr_closing'] ?? 0);
+    this.restored = {
+      dsrRestored,
+      dsrReplayed,
+      snatRestored,
+      snatEndedNotHeld,
+      dsrCaughtUp: 0,
+      dsrEntries,
+      setsRead: sets.map((x) => x.set),
+    };
     if (others.sets.length > 0 || r !== null)
       logInfo('host_worker_flows_restored', {
         worker: this.index,
