@@ -535,7 +535,8 @@ export class HostDaemon {
     this.batchCounted.raw4 = this.batchCounted.raw6 = 0; // new senders on the next start
     if (this.useNftables && this.nftError === null) removeVxlanDrop();
     this.snapshot?.writeNow(this.snapshotSource());
-    logInfo('host_agent_stopped', { counters: this.ctx.counters.snapshot(), flowSnapshot: this.snapshot?.status() ?? null });
+    // --workers: the workers' counters too (their shared arrays outlive the threads)
+    logInfo('host_agent_stopped', { counters: this.allCounters().snapshot(), flowSnapshot: this.snapshot?.status() ?? null });
   }
 
   /** Opens the capture of every port not open yet (a port may appear after we start). */
