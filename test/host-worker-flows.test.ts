@@ -18,7 +18,6 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MessageChannel } from 'node:worker_threads';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
 import type { SlbxConfig } from '../shared/config.js';
@@ -36,10 +35,11 @@ import {
   snatRecordWorker,
   workerFlowSetName,
 } from '../host-agent/flow-state-sets.js';
-import { STATUS_WORDS, type HostWorkerFlowState, type HostWorkerInput } from '../host-agent/worker-protocol.js';
+import type { HostWorkerFlowState, HostWorkerInput } from '../host-agent/worker-protocol.js';
 import { HostDaemon } from '../host-agent/daemon.js';
 import { labConfig } from './helpers/lab-config.js';
 import { notRunHere } from './helpers/prerequisite.js';
+import { fromMux1, host1PoolOptions, host1WorkerInput } from './helpers/host-lab-frames.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const FIP = '203.0.113.200';
@@ -50,34 +50,7 @@ const RANGES = [{ ip: FIP, first: 1024, last: 1279, host: 'host1', nic: 'h1vm1' 
 const noLog = () => {};
 
 function input(index: number, count: number, flowState: HostWorkerFlowState | null): HostWorkerInput {
-  const names = newHostContext(compileHostTables(cfg, 'host1', 1), 4789, []).counters.names.length;
-  const ch = new MessageChannel();
-  ch.port1.unref();
-  return {
-    slbxHostWorker: true,
-    index,
-    count,
-    name: 'host1',
-    iface: 'lo',
-    fabricMac: new Uint8Array([2, 0, 0, 0, 0, 0x21]),
-    config: cfg,
-    generation: 1,
-    dsrVia4: null,
-    dsrVia6: null,
-    policyKey: null,
-    captureBufferBytes: 1 << 20,
-    fabricFilter: 'udp',
-    peerMacs: new Float64Array(0),
-    holdUnresolved: false,
-    sourceMacCheck: false,
-    snatRanges: RANGES,
-    snatWithdrawn: [],
-    counters: new SharedArrayBuffer(names * 8),
-    published: new SharedArrayBuffer(names * 8),
-    status: new SharedArrayBuffer(STATUS_WORDS * 4),
-    flowsPort: ch.port2,
-    flowState,
-  };
+  return host1WorkerInput(cfg, { index, count, snatRanges: RANGES, flowState });
 }
 
 const nicOf = (core: HostWorkerCore) => core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
@@ -93,13 +66,7 @@ function clientFrame(k: number): Buffer {
   )
     .tcp({ sport: 40000 + k, dport: 80, flags: TCP_SYN })
     .build();
-  return pkt()
-    .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
-    .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-    .udp({ sport: 50000, dport: 4789 })
-    .vxlan({ vni: 5001 })
-    .payload(inner)
-    .build();
+  return fromMux1(inner, 5001);
 }
 
 /** The backend's reply of client k's flow, on h1vm1's port. */
@@ -436,27 +403,13 @@ describe('host agent worker flows: threads (root)', () => {
     // a stale one-thread set (damaged): read, refused, retired
     writeFileSync(join(dir, 'host-agent-host1.journal'), 'not a journal');
     const pool = (count: number) =>
-      new HostWorkers({
-        count,
-        name: 'host1',
-        iface: 'lo',
-        fabricMac: new Uint8Array(6),
-        dsrVia4: null,
-        dsrVia6: null,
-        policyKey: null,
-        captureBufferBytes: 1 << 20,
-        fabricFilter: 'udp dst port 4789 and dst host 198.18.0.21',
-        sourceMacCheck: false,
-        counterNames: names,
-        current: () => ({ config: cfg, generation: 1, peerMacs: new Float64Array(0), holdUnresolved: false }),
-        onEcho: () => {},
-        onLocal: () => {},
-        onExpedite: () => {},
-        onRedirectLost: () => {},
-        snat: () => ({ ranges: RANGES, withdrawn: [] }),
-        // no periodic snapshot in this test: what is not in a start's or a stop's snapshot is in a journal
-        flowState: { dir, intervalMs: 3_600_000 },
-      });
+      new HostWorkers(
+        host1PoolOptions(count, cfg, names, {
+          snat: () => ({ ranges: RANGES, withdrawn: [] }),
+          // no periodic snapshot in this test: what is not in a start's or a stop's snapshot is in a journal
+          flowState: { dir, intervalMs: 3_600_000 },
+        }),
+      );
     type Pool = InstanceType<typeof HostWorkers>;
     const until = async (what: string, f: () => boolean) => {
       for (let i = 0; i < 600 && !f(); i++) await new Promise((r) => setTimeout(r, 50));

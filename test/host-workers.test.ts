@@ -16,7 +16,6 @@ import { describe, expect, it } from 'vitest';
 import { existsSync, readFileSync } from 'node:fs';
 import { parseConfig } from '../shared/config.js';
 import { fileURLToPath } from 'node:url';
-import { MessageChannel } from 'node:worker_threads';
 import { getHeapSpaceStatistics } from 'node:v8';
 import { pkt } from '../shared/packet-builder.js';
 import { TCP_ACK, TCP_SYN } from '../shared/tcp.js';
@@ -28,8 +27,9 @@ import { hostWorkersRefusal } from '../host-agent/workers.js';
 import { ewStatusOf, hostFlowBounds } from '../host-agent/east-west-io.js';
 import { newHostContext } from '../host-agent/data-plane.js';
 import { compileHostTables } from '../host-agent/tables.js';
-import { STATUS_GENERATION, STATUS_SEQ, STATUS_WORDS, type HostWorkerInput, type HostWorkerToMain } from '../host-agent/worker-protocol.js';
+import { STATUS_GENERATION, STATUS_SEQ, type HostWorkerInput, type HostWorkerToMain } from '../host-agent/worker-protocol.js';
 import { labConfig } from './helpers/lab-config.js';
+import { clientSegmentFromMux1, host1PoolOptions, host1WorkerInput } from './helpers/host-lab-frames.js';
 import { notRunHere } from './helpers/prerequisite.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -129,34 +129,7 @@ describe('host agent workers: refusals', () => {
 });
 
 function coreInput(config = full, generation = 1): HostWorkerInput {
-  const names = newHostContext(compileHostTables(config, 'host1', 1), 4789, []).counters.names.length;
-  const ch = new MessageChannel();
-  ch.port1.unref();
-  return {
-    slbxHostWorker: true,
-    index: 0,
-    count: 1,
-    name: 'host1',
-    iface: 'lo',
-    fabricMac: new Uint8Array([2, 0, 0, 0, 0, 0x21]),
-    config,
-    generation,
-    dsrVia4: null,
-    dsrVia6: null,
-    policyKey: null,
-    captureBufferBytes: 1 << 20,
-    fabricFilter: 'udp',
-    peerMacs: new Float64Array(0),
-    holdUnresolved: false,
-    sourceMacCheck: false,
-    snatRanges: [],
-    snatWithdrawn: [],
-    counters: new SharedArrayBuffer(names * 8),
-    published: new SharedArrayBuffer(names * 8),
-    status: new SharedArrayBuffer(STATUS_WORDS * 4),
-    flowsPort: ch.port2,
-    flowState: null,
-  };
+  return host1WorkerInput(config, { generation });
 }
 
 describe('host agent workers: one generation per packet', () => {
@@ -233,18 +206,7 @@ describe("host agent workers: /status eastWest over the workers' tables", () => 
   const learn = (core: HostWorkerCore, clients: string[]) => {
     const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
     for (const src of clients) {
-      const inner = pkt()
-        .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
-        .ipv4({ src, dst: '203.0.113.10' })
-        .tcp({ sport: 40002, dport: 80, flags: TCP_SYN })
-        .build();
-      const frame = pkt()
-        .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
-        .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-        .udp({ sport: 50000, dport: 4789 })
-        .vxlan({ vni: nic.network.vni })
-        .payload(inner)
-        .build();
+      const frame = clientSegmentFromMux1(src, 40002, TCP_SYN, nic.network.vni);
       core.handleFabric(frame, frame.length);
     }
   };
@@ -289,18 +251,7 @@ describe('host agent workers: a restarted worker and its flows', () => {
     expect(cv[C.drop_out_dsr_unsolicited]).toBe(1);
     expect(cv[C.out_dsr]).toBe(0);
     // the client's next packet, through a MUX: recorded again
-    const inner = pkt()
-      .eth({ src: '02:00:00:00:00:11', dst: '02:00:c0:00:02:0a' })
-      .ipv4({ src: '198.51.100.10', dst: '203.0.113.10' })
-      .tcp({ sport: 40002, dport: 80, flags: TCP_ACK })
-      .build();
-    const frame = pkt()
-      .eth({ src: '02:00:00:00:00:11', dst: '02:00:00:00:00:21' })
-      .ipv4({ src: '198.18.0.11', dst: '198.18.0.21' })
-      .udp({ sport: 50000, dport: 4789 })
-      .vxlan({ vni: nic.network.vni })
-      .payload(inner)
-      .build();
+    const frame = clientSegmentFromMux1('198.51.100.10', 40002, TCP_ACK, nic.network.vni);
     core.handleFabric(frame, frame.length);
     expect(cv[C.dsr_flows_learned]).toBe(1);
     core.handlePort(reply, reply.length, nic.index);
@@ -321,25 +272,11 @@ describe('host agent workers: threads (root)', () => {
     const { HostWorkers } = (await import(dist)) as typeof import('../host-agent/workers.js');
     const names = newHostContext(compileHostTables(full, 'host1', 1), 4789, []).counters.names.length;
     let generation = 1;
-    const w = new HostWorkers({
-      count: 2,
-      name: 'host1',
-      iface: 'lo',
-      fabricMac: new Uint8Array(6),
-      dsrVia4: null,
-      dsrVia6: null,
-      policyKey: null,
-      captureBufferBytes: 1 << 20,
-      fabricFilter: 'udp dst port 4789 and dst host 198.18.0.21',
-      sourceMacCheck: false,
-      counterNames: names,
-      current: () => ({ config: full, generation, peerMacs: new Float64Array(0), holdUnresolved: false }),
-      onEcho: () => {},
-      onLocal: () => {},
-      onExpedite: () => {},
-      onRedirectLost: () => {},
-      snat: () => ({ ranges: [], withdrawn: [] }),
-    });
+    const w = new HostWorkers(
+      host1PoolOptions(2, full, names, {
+        current: () => ({ config: full, generation, peerMacs: new Float64Array(0), holdUnresolved: false }),
+      }),
+    );
     const until = async (what: string, f: () => boolean) => {
       for (let i = 0; i < 600 && !f(); i++) await new Promise((r) => setTimeout(r, 50));
       expect(f(), what).toBe(true);
