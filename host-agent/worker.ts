@@ -25,7 +25,7 @@ import { parseRedirect, newRedirect, REDIRECT_PORT } from '../shared/redirect.js
 import { parseEchoRequest, type EchoRequest } from '../shared/latency.js';
 import { loadRingAddon, RingPort, RingRawSender, type RingAddon } from '../runtime/ring-port.js';
 import { readInterface } from '../runtime/netif.js';
-import { servePoolThread, type PoolThreadCore } from '../runtime/worker-pool.js';
+import { servePoolThread, startPoolThreadLog, type PoolThreadCore } from '../runtime/worker-pool.js';
 import { compileHostTables, type HostTables } from './tables.js';
 import { buildHostContext, DSR_MTU_UNKNOWN } from './context.js';
 import type { HostContext } from './data-plane.js';
@@ -604,6 +604,7 @@ export class HostWorkerCore implements PoolThreadCore {
 
 function runThread(): void {
   const input = workerData as HostWorkerInput;
+  startPoolThreadLog(input);
   const post = (m: HostWorkerToMain) => parentPort!.postMessage(m);
   const core = new HostWorkerCore(input, post);
   const r = loadRingAddon();

@@ -20,7 +20,7 @@ import { buildMuxContext, muxContextKey } from './context.js';
 import { processPacket, sweepFlows, VERDICT_FORWARD, VERDICT_REPLY, type MuxContext } from './data-plane.js';
 import { muxRedirectMac, sendMuxRedirect } from './east-west-io.js';
 import { listFlows, type ListedFlow } from './flow-list.js';
-import { servePoolThread, type PoolThreadCore } from '../runtime/worker-pool.js';
+import { servePoolThread, startPoolThreadLog, type PoolThreadCore } from '../runtime/worker-pool.js';
 import type { MuxTables } from './tables.js';
 import { MuxTrafficCounters } from './traffic-counters.js';
 import {
@@ -204,6 +204,7 @@ export class MuxWorkerCore implements PoolThreadCore {
 
 function runThread(): void {
   const input = workerData as MuxWorkerInput;
+  startPoolThreadLog(input);
   const core = new MuxWorkerCore(input);
   const r = loadRingAddon();
   if (!('addon' in r)) throw new Error(`--workers needs the ring addon: ${r.error}`);

@@ -11,6 +11,11 @@ export function configureLog(name: string, level: LogLevel = 'info'): void {
   minLevel = level;
 }
 
+/** The name and level configureLog set: a worker thread starts its own log with them (runtime/worker-pool.ts). */
+export function logConfig(): { name: string; level: LogLevel } {
+  return { name: daemonName, level: minLevel };
+}
+
 export function log(level: LogLevel, event: string, fields: Record<string, unknown> = {}): void {
   if (ORDER[level] < ORDER[minLevel]) return;
   const line = JSON.stringify({ ts: new Date().toISOString(), daemon: daemonName, level, event, ...fields });

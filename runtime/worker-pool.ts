@@ -15,7 +15,7 @@
 // and filter; the host agent's fanout joins and regroups, its peers, its redirects) stays in the
 // daemon's own file, which extends WorkerPool.
 import { MessageChannel, parentPort, receiveMessageOnPort, Worker, type MessagePort } from 'node:worker_threads';
-import { logInfo, logWarn } from './log.js';
+import { configureLog, logConfig, logInfo, logWarn, type LogLevel } from './log.js';
 
 /** Words of every worker's shared status array (Int32): the generation it applied, the answer counter. */
 export const POOL_STATUS_GENERATION = 0;
@@ -42,6 +42,13 @@ export interface PoolWorkerInput {
   status: SharedArrayBuffer;
   /** Where the worker answers a `flows` request (read synchronously by the main thread). */
   flowsPort: MessagePort;
+  /** The daemon's log name and level (a thread's module state starts fresh: configureLog in the thread, startPoolThreadLog). */
+  log?: { name: string; level: LogLevel };
+}
+
+/** A worker thread's first step: its log lines carry the daemon's name and honour its level, as the main thread's. */
+export function startPoolThreadLog(input: PoolWorkerInput): void {
+  if (input.log !== undefined) configureLog(input.log.name, input.log.level);
 }
 
 export interface PoolSlot<R> {
@@ -141,6 +148,7 @@ export abstract class WorkerPool<S extends PoolSlot<R>, R extends { t: 'report' 
       published: s.published,
       status: s.status.buffer,
       flowsPort: ch.port2,
+      log: logConfig(),
     };
     const w = new Worker(this.pool.file, { workerData: this.workerData(s, base), transferList: [ch.port2] });
     s.worker = w;

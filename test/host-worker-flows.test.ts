@@ -13,7 +13,7 @@
 //   - (root) real threads: a worker killed through the hook comes back with its flows (its /flows and
 //     report), a whole pool stopped and started with the same N, with 3 and with 2 again restores every
 //     flow once, and the sets no worker owns any more are removed.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -423,6 +423,15 @@ describe('host agent worker flows: threads (root)', () => {
       w.slots[to]!.worker!.postMessage({ t: 'redirect', frame: Uint8Array.prototype.slice.call(f) });
     };
     const reported = (w: Pool) => w.slots.reduce((a, s) => a + (s.report?.flows ?? 0), 0);
+    // the threads log under the daemon's name, as its main thread (the dist's log module: the one the pool uses)
+    const logMod = (await import(`${ROOT}dist/runtime/log.js`)) as typeof import('../runtime/log.js');
+    logMod.configureLog('host1-flows-test', 'info');
+    const lines: string[] = [];
+    const write = process.stdout.write.bind(process.stdout);
+    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array, ...rest: unknown[]) => {
+      lines.push(String(chunk));
+      return (write as (c: string | Uint8Array, ...r: unknown[]) => boolean)(chunk, ...rest);
+    });
     let w = pool(2);
     w.start();
     try {
@@ -441,6 +450,12 @@ describe('host agent worker flows: threads (root)', () => {
       await until('worker 0 restarted, regrouped, reporting', () => w.slots[0]!.restarts === 1 && w.slots[0]!.ready && w.regroups === 1);
       await until('worker 0 reporting', () => w.slots[0]!.report?.flowSnapshot != null);
       const fsr = w.slots[0]!.report!.flowSnapshot!;
+      await until('the restarted thread logged its restore', () => lines.join('').includes('"event":"host_worker_flows_restored"'));
+      const restoredLine = lines
+        .join('')
+        .split('\n')
+        .find((l) => l.includes('"event":"host_worker_flows_restored"'))!;
+      expect(JSON.parse(restoredLine)).toMatchObject({ daemon: 'host1-flows-test', worker: 0 });
       // its own flows from its journal (its start's snapshot was empty), the gap's from worker 1's
       expect(fsr.dsrRestored + fsr.dsrReplayed + fsr.dsrCaughtUp).toBe(share0 + gap.length);
       expect(counter(w, 'dsr_flows_replayed', 0) + counter(w, 'dsr_flows_restored', 0)).toBe(share0 + gap.length);
@@ -470,6 +485,8 @@ describe('host agent worker flows: threads (root)', () => {
       expect(existsSync(join(dir, 'host-agent-host1.w2.flows'))).toBe(false); // retired by the last pool of 2
     } finally {
       await w.stop();
+      spy.mockRestore();
+      logMod.configureLog('slbx', 'info');
       rmSync(dir, { recursive: true, force: true });
     }
   }, 90_000);
