@@ -450,12 +450,15 @@ describe('host agent worker flows: threads (root)', () => {
       await until('worker 0 restarted, regrouped, reporting', () => w.slots[0]!.restarts === 1 && w.slots[0]!.ready && w.regroups === 1);
       await until('worker 0 reporting', () => w.slots[0]!.report?.flowSnapshot != null);
       const fsr = w.slots[0]!.report!.flowSnapshot!;
-      await until('the restarted thread logged its restore', () => lines.join('').includes('"event":"host_worker_flows_restored"'));
-      const restoredLine = lines
-        .join('')
-        .split('\n')
-        .find((l) => l.includes('"event":"host_worker_flows_restored"'))!;
-      expect(JSON.parse(restoredLine)).toMatchObject({ daemon: 'host1-flows-test', worker: 0 });
+      // every thread's restore lines (the first start's and the restart's) carry the daemon's name
+      const restoreLines = () =>
+        lines
+          .join('')
+          .split('\n')
+          .filter((l) => l.includes('"event":"host_worker_flows_restored"'))
+          .map((l) => JSON.parse(l) as { daemon: string; worker: number; restart: boolean });
+      await until('the restarted thread logged its restore', () => restoreLines().some((l) => l.worker === 0 && l.restart));
+      expect(restoreLines().map((l) => l.daemon)).toEqual(restoreLines().map(() => 'host1-flows-test'));
       // its own flows from its journal (its start's snapshot was empty), the gap's from worker 1's
       expect(fsr.dsrRestored + fsr.dsrReplayed + fsr.dsrCaughtUp).toBe(share0 + gap.length);
       expect(counter(w, 'dsr_flows_replayed', 0) + counter(w, 'dsr_flows_restored', 0)).toBe(share0 + gap.length);
