@@ -183,6 +183,8 @@ export const HOST_COUNTER_NAMES = [
   'drop_in_snat_no_flow',
   'drop_in_snat_wrong_vni',
   'drop_in_snat_not_mux',
+  // --workers: a new outbound NAT flow of another worker's share, met while that worker restarts
+  'drop_out_snat_other_worker',
   'drop_snat_truncated',
   'drop_snat_fragment',
   'snat_flows_ended_by_policy',

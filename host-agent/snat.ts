@@ -63,6 +63,13 @@ export const SNAT_ERR_FRAGMENT = -7;
 export const SNAT_ERR_NO_FLOW_OUT = -8;
 /** A reply whose VXLAN VNI is not the VNI of the nic its flow belongs to (checked before any state changes). */
 export const SNAT_ERR_WRONG_VNI = -9;
+/**
+ * --workers: a new flow toward a remote end whose steering share is another worker's. It reaches this
+ * worker only while that one is down (the kernel's fanout spreads a missing member's frames over the
+ * others until the regroup); opening it here could take a port the other worker's restored flow holds
+ * toward the same remote end, so it is refused: TCP retransmits the SYN, and it opens in its own worker.
+ */
+export const SNAT_ERR_OTHER_WORKER = -10;
 /** The counter each result is dropped under (the host agent's counters: docs/outbound.md). */
 export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_EXHAUSTED]: 'drop_out_snat_exhausted',
@@ -74,6 +81,7 @@ export const SNAT_DROP_REASONS: Readonly<Record<number, string>> = {
   [SNAT_ERR_FRAGMENT]: 'drop_snat_fragment',
   [SNAT_ERR_NO_FLOW_OUT]: 'drop_out_snat_no_flow',
   [SNAT_ERR_WRONG_VNI]: 'drop_in_snat_wrong_vni',
+  [SNAT_ERR_OTHER_WORKER]: 'drop_out_snat_other_worker',
 };
 
 // TCP states of a slot (UDP flows stay OPEN).
@@ -219,6 +227,11 @@ export class SnatEngine {
   private readonly w = new Uint32Array(4);
   /** The flow journal (null: none, or not yet: flows imported at the start are not journaled again). */
   journal: SnatJournalSink | null = null;
+  /**
+   * --workers: whether this worker opens flows toward a remote end (address words as read from the
+   * packet, port): its steering share (host-agent/worker.ts). null: one thread, every remote end.
+   */
+  opensTo: ((family: 4 | 6, remote: Uint32Array, port: number) => boolean) | null = null;
   /** The record handed to the journal (copied by it): no allocation per flow. */
   private readonly rec = new Uint32Array(SNAT_FLOW_RECORD_WORDS);
   live = 0;
@@ -748,6 +761,7 @@ export class SnatEngine {
       remote[0] = dst4;
       remote[1] = remote[2] = remote[3] = 0;
     } else for (let i = 0; i < 4; i++) remote[i] = rd32(frame, l3 + IPV6_OFF_DST + i * 4);
+    if (this.opensTo !== null && !this.opensTo(family, remote, dport)) return SNAT_ERR_OTHER_WORKER;
     let cursor = family === 4 ? ns.cursor4 : ns.cursor6;
     for (let tries = 0; tries < total; tries++, cursor++) {
       // the cursor-th port of the nic's ranges

@@ -34,7 +34,7 @@ import type { HostFlowTable } from './flow-table.js';
 import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verdicts.js';
 import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState, type EwTableCount } from './east-west-io.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
-import { STEER_MUL, steerWorker } from './worker-steering.js';
+import { STEER_MUL, steerWorker, steeringKeyOfEnd } from './worker-steering.js';
 import { SnatControl, SNAT_SWEEP_SLOTS } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
@@ -170,6 +170,13 @@ export class HostWorkerCore implements PoolThreadCore {
     this.ctx.sourceMacCheck = input.sourceMacCheck;
     this.ctx.holdUnresolved = input.holdUnresolved;
     this.snat = new SnatControl(input.name, this.ew.flows, input.config.flowTable.snatMaxFlows);
+    // a new outbound flow only toward the remote ends the kernel steers here: one of another worker's
+    // share reaches this one only while that worker is down, and a port taken for it here could be the
+    // one that worker's restored flow holds toward the same remote end (drop_out_snat_other_worker)
+    if (input.count > 1) {
+      const { index, count } = input;
+      this.snat.engine.opensTo = (family, remote, port) => steerWorker(steeringKeyOfEnd(family, remote, port), count) === index;
+    }
     this.snat.setWithdrawn(input.snatWithdrawn, tables);
     this.installSnat(this.ctx, input.config, tables, input.snatRanges);
     this.traffic = new HostTrafficCounters(tables.nics);

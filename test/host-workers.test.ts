@@ -6,6 +6,8 @@
 //   - one generation per packet: a worker compiles a new generation and swaps it in whole; a VXLAN frame to
 //     a nic only generation 2 has is dropped as no_nic by generation 1 and delivered by generation 2, and
 //     the generation it acknowledges (shared status word) is the one its frames used;
+//   - outbound NAT opens a new flow only toward a remote end the kernel steers to the worker (one of
+//     another worker's share arrives only while that worker is down: drop_out_snat_other_worker);
 //   - /status's eastWest sums the workers' flow tables from their reports (by kind, bounds, quotas);
 //   - a restarted worker starts with an empty host flow table: a backend's reply of a flow it has not seen
 //     is dropped as drop_out_dsr_unsolicited, and leaves by DSR once the client's next packet recorded it;
@@ -198,6 +200,47 @@ describe('host agent workers: outbound NAT in a worker', () => {
     expect(core.applySnat(null, [`${FIP}:1024`, `${FIP}:1032`])).toEqual([`${FIP}:1024`]);
     expect(core.snat.engine.status()[0]).toMatchObject({ ports4: 8, inUse4: 1 });
     expect(core.ctx.counters.values[C.snat_flows_ended_by_policy]).toBe(0);
+  });
+});
+
+describe('host agent workers: outbound NAT opens only its own share', () => {
+  it("a new flow toward another worker's remote end (met while that worker restarts) is refused, not given a port", () => {
+    const FIP = '203.0.113.200';
+    const cfg = labConfig((raw) => {
+      raw.outbound = [{ name: 'out', frontendIps: [FIP, '2001:db8:ff::200'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 16 }];
+    });
+    const ranges = [{ ip: FIP, first: 1024, last: 1039, host: 'host1', nic: 'h1vm1' }];
+    const core = new HostWorkerCore(host1WorkerInput(cfg, { index: 0, count: 2, snatRanges: ranges }), () => {});
+    const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
+    const syn = (dport: number) =>
+      pkt()
+        .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
+        .ipv4({ src: '192.0.2.10', dst: '198.51.100.5' })
+        .tcp({ sport: 40000, dport, flags: TCP_SYN })
+        .build();
+    // the worker the kernel steers each SYN to: the port side's key of the frame (checked against the
+    // kernel's program in test/host-steering*.test.ts), not the engine's key of the remote end
+    const workerOf = (f: Buffer) => steerWorker(steeringKey(f, 0, f.length, STEER_PORT, 4789, NO_INTERNAL_VIPS), 2);
+    const ports = [...Array(64).keys()].map((i) => 9000 + i);
+    const own = ports.filter((p) => workerOf(syn(p)) === 0).slice(0, 3);
+    const other = ports.filter((p) => workerOf(syn(p)) === 1).slice(0, 3);
+    expect([own.length, other.length]).toEqual([3, 3]);
+    const C = core.ctx.counters.index;
+    const cv = core.ctx.counters.values;
+    for (const p of [...own, ...other]) {
+      const f = syn(p);
+      core.handlePort(f, f.length, nic.index);
+    }
+    expect(cv[C.out_snat]).toBe(3);
+    expect(cv[C.drop_out_snat_other_worker]).toBe(3);
+    expect(core.snat.engine.live).toBe(3);
+    // one thread (count 1) opens every one
+    const one = new HostWorkerCore(host1WorkerInput(cfg, { snatRanges: ranges }), () => {});
+    for (const p of other) {
+      const f = syn(p);
+      one.handlePort(f, f.length, nic.index);
+    }
+    expect(one.ctx.counters.values[C.out_snat]).toBe(3);
   });
 });
 
