@@ -41,11 +41,13 @@ export async function visitPage(url: string, expressions: string[], size = { wid
       '--hide-scrollbars',
       '--no-first-run',
       '--remote-debugging-pipe',
+      '--disable-breakpad', // no crash handler process writing into the profile
       `--user-data-dir=${profile}`,
       `--window-size=${size.width},${size.height}`,
       'about:blank',
     ],
-    { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'] },
+    // its own process group: its helpers (zygote, renderers, utilities) can be ended with it, below
+    { stdio: ['ignore', 'ignore', 'pipe', 'pipe', 'pipe'], detached: true },
   );
   let stderr = '';
   proc.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
@@ -113,8 +115,20 @@ export async function visitPage(url: string, expressions: string[], size = { wid
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => (proc.exitCode !== null ? r(null) : proc.once('exit', r)));
-    // Chromium's helper processes (crashpad, a renderer) may still write into the profile for a moment
-    // after the browser exits: rmSync then fails with ENOTEMPTY. Retry, as Node's rmSync offers for it.
+    // Chromium's helper processes may still write into the profile after the browser exits (rmSync then
+    // failed with ENOTEMPTY, even retried for 2 s): end what is left of its process group (ours: it was
+    // started detached) and wait until none is left before the profile goes
+    const group = proc.pid!;
+    const groupAlive = () => {
+      try {
+        process.kill(-group, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    if (groupAlive()) process.kill(-group, 'SIGKILL');
+    for (let i = 0; i < 100 && groupAlive(); i++) await new Promise((r) => setTimeout(r, 50));
     rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   }
 }
