@@ -35,7 +35,7 @@ import {
   type ListedHostFlow,
 } from './east-west-io.js';
 import { FabricNeighbors, NEIGHBOR_TICK_MS } from './neighbors.js';
-import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
+import { FlowSnapshotter, flowSnapshotSourceOf, type FlowSnapshotSource } from './flow-snapshot.js';
 import { listFlowStateSets, readFlowStateSet, removeFlowStateSet, restoreOtherSets } from './flow-state-sets.js';
 import { SnatControl, SNAT_CONTROL_TICK_MS, SNAT_SWEEP_SLOTS, type SnatDemand, type SnatRelease } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
@@ -1089,14 +1089,7 @@ export class HostDaemon {
 
   /** What the flow snapshot copies: the host flow table's return-path entries and the outbound NAT engine's flows. */
   private snapshotSource(): FlowSnapshotSource {
-    const ew = this.ew;
-    return {
-      flows: ew.flows,
-      nowS: ew.nowS,
-      mark: `${ew.flows.size}/${this.ctx.counters.get('dsr_flows_learned')}`,
-      minIdleS: Math.min(ew.tcpIdleS, ew.udpIdleS),
-      snat: this.snat.engine,
-    };
+    return flowSnapshotSourceOf(this.ew, this.ctx.counters.get('dsr_flows_learned'), this.snat.engine);
   }
 
   /** What GET /flows answers: up to `limit` entries of the host flow table (every kind; an outbound NAT flow once). */

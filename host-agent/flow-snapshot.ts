@@ -431,6 +431,24 @@ export interface FlowSnapshotSource {
   readonly snat: SnatEngine | null;
 }
 
+/**
+ * What a snapshot copies from a data-plane thread (the one-thread daemon, or a worker): its host flow
+ * table, its outbound NAT engine; the mark changes when the table's size or the learned count does.
+ */
+export function flowSnapshotSourceOf(
+  ew: { readonly flows: HostFlowTable; readonly nowS: number; readonly tcpIdleS: number; readonly udpIdleS: number },
+  learned: number,
+  snat: SnatEngine | null,
+): FlowSnapshotSource {
+  return {
+    flows: ew.flows,
+    nowS: ew.nowS,
+    mark: `${ew.flows.size}/${learned}`,
+    minIdleS: Math.min(ew.tcpIdleS, ew.udpIdleS),
+    snat,
+  };
+}
+
 export class FlowSnapshotter {
   readonly path: string;
   /** The flow journal beside the snapshot: what changed since the copy of the last one began. */

@@ -34,12 +34,12 @@ import type { HostFlowTable } from './flow-table.js';
 import { handleInbound, handleOutbound, holdFrame, type VerdictIo } from './verdicts.js';
 import { carryEwState, listHostFlows, newDaemonEwState, sweepSlotsOf, tickEwState, type EwTableCount } from './east-west-io.js';
 import { HostTrafficCounters, HOST_TRAFFIC_STRIDE } from './traffic-counters.js';
-import { STEER_MUL, steerWorker, steeringKeyOfEnd } from './worker-steering.js';
+import { steerWorker, steeringKeyOfEnd } from './worker-steering.js';
 import { SnatControl, SNAT_SWEEP_SLOTS } from './snat-control.js';
 import type { PolicySnatRange } from './snat.js';
 import { sendSnatIdleResets } from './snat-resets.js';
 import type { SnatWorkerReport } from './snat-workers.js';
-import { FlowSnapshotter, type FlowSnapshotSource } from './flow-snapshot.js';
+import { FlowSnapshotter, flowSnapshotSourceOf, type FlowSnapshotSource } from './flow-snapshot.js';
 import { FlowJournal } from './flow-journal.js';
 import { listFlowStateSets, readFlowStateSet, restoreOtherSets, steeringFilter, workerFlowSetName } from './flow-state-sets.js';
 import { logInfo, logWarn } from '../runtime/log.js';
@@ -61,12 +61,9 @@ const PORT_BUFFER_BYTES = 4 * 1024 * 1024;
 /** How often the report's list of chunks carrying a flow is sampled again (it walks every SNAT flow). */
 const SNAT_USED_SAMPLE_MS = 1000;
 
-function mixWord(h: number, w: number): number {
-  return Math.imul(h ^ w, STEER_MUL) >>> 0;
-}
-
-/** redirectOwner's record, reused for every redirect frame (a worker reads one frame at a time). */
+/** redirectOwner's record and its client's address as words, reused for every redirect frame (a worker reads one frame at a time). */
 const ownerRedirect = newRedirect();
+const ownerWords = new Uint32Array(4);
 
 /**
  * The worker that holds the flow a Fastpath redirect names: its steering key is its client's end
@@ -80,11 +77,8 @@ export function redirectOwner(frame: Uint8Array, len: number, count: number): nu
   if (l4 + 8 > len || ((frame[l4 + 2]! << 8) | frame[l4 + 3]!) !== REDIRECT_PORT) return -1;
   const r = ownerRedirect;
   if (parseRedirect(frame, l4 + 8, r, len) < 0) return -1;
-  let h = 0;
-  if (r.family === 4) h = mixWord(0, readU32(r.src, 0));
-  else for (let i = 0; i < 16; i += 4) h = mixWord(h, readU32(r.src, i));
-  h = mixWord(h, r.srcPort);
-  return steerWorker((h ^ (h >>> 16)) >>> 0, count);
+  for (let i = 0; i < (r.family === 4 ? 1 : 4); i++) ownerWords[i] = readU32(r.src, i * 4);
+  return steerWorker(steeringKeyOfEnd(r.family === 4 ? 4 : 6, ownerWords, r.srcPort), count);
 }
 
 interface PortEntry {
@@ -292,15 +286,8 @@ export class HostWorkerCore implements PoolThreadCore {
 
   /** The snapshot timer's view of this worker's flows (as HostDaemon.snapshotSource). */
   snapshotSource(): FlowSnapshotSource {
-    const ew = this.ew;
     const c = this.ctx.counters;
-    return {
-      flows: ew.flows,
-      nowS: ew.nowS,
-      mark: `${ew.flows.size}/${c.values[c.index.dsr_flows_learned]}`,
-      minIdleS: Math.min(ew.tcpIdleS, ew.udpIdleS),
-      snat: this.snat.engine,
-    };
+    return flowSnapshotSourceOf(this.ew, c.values[c.index.dsr_flows_learned]!, this.snat.engine);
   }
 
   /** The report's flow snapshot part (null: none). */
