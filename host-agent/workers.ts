@@ -119,7 +119,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
   private readonly snatCarried = new Map<string, number>();
   private withdrawId = 0;
   /** --state-dir: every flow state set as read at start(), handed to each worker's first life; null once all loaded. */
-  private firstSets: { set: string; bytes: FlowStateBytes }[] | null = null;
+  private firstSets: { set: string; worker: number | null; bytes: FlowStateBytes }[] | null = null;
 
   constructor(o: HostWorkersOptions) {
     super({ count: o.count, counterNames: o.counterNames, file: new URL('./worker.js', import.meta.url), log: 'host_worker' }, () => ({
@@ -165,7 +165,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
       // read once, before any worker loads (and rewrites its own set with only its share of the flows)
       const log = (level: 'info' | 'warn', event: string, fields: Record<string, unknown>) =>
         (level === 'warn' ? logWarn : logInfo)(event, fields);
-      this.firstSets = listFlowStateSets(fs.dir, this.o.name).map((x) => ({ set: x.set, bytes: readFlowStateSet(fs.dir, x.set, log) }));
+      this.firstSets = listFlowStateSets(fs.dir, this.o.name).map((x) => ({ ...x, bytes: readFlowStateSet(fs.dir, x.set, log) }));
     }
     super.start();
   }
@@ -179,9 +179,7 @@ export class HostWorkers extends WorkerPool<Slot, HostWorkerReport, HostWorkerTo
     const sets = this.firstSets;
     this.firstSets = null;
     if (fs === null || sets === null) return;
-    for (const { set } of sets) {
-      const m = /\.w(\d+)$/.exec(set);
-      const worker = m === null || !set.startsWith(`${this.o.name}.w`) ? null : Number(m[1]);
+    for (const { set, worker } of sets) {
       if (worker !== null && worker < this.slots.length) continue;
       const removed = removeFlowStateSet(fs.dir, set);
       logInfo('flow_state_set_retired', {
