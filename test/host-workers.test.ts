@@ -173,22 +173,28 @@ describe('host agent workers: one generation per packet', () => {
   });
 });
 
+// outbound NAT in a worker: the lab with one rule for h1vm1, host1's first chunk, and h1vm1's SYN to a server port
+const FIP = '203.0.113.200';
+const snatCfg = labConfig((raw) => {
+  raw.outbound = [{ name: 'out', frontendIps: [FIP, '2001:db8:ff::200'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 16 }];
+});
+const snatRanges = [{ ip: FIP, first: 1024, last: 1039, host: 'host1', nic: 'h1vm1' }];
+const backendSyn = (dport: number) =>
+  pkt()
+    .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
+    .ipv4({ src: '192.0.2.10', dst: '198.51.100.5' })
+    .tcp({ sport: 40000, dport, flags: TCP_SYN })
+    .build();
+
 describe('host agent workers: outbound NAT in a worker', () => {
   it("opens a flow from the main thread's ranges, reports and lists it, keeps a withdrawn chunk it uses and leaves out one it does not", () => {
-    const FIP = '203.0.113.200';
-    const cfg = labConfig((raw) => {
-      raw.outbound = [{ name: 'out', frontendIps: [FIP, '2001:db8:ff::200'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 16 }];
-    });
-    const ranges = [{ ip: FIP, first: 1024, last: 1039, host: 'host1', nic: 'h1vm1' }];
+    const cfg = snatCfg;
+    const ranges = snatRanges;
     const core = new HostWorkerCore({ ...coreInput(cfg), snatRanges: ranges, snatWithdrawn: [`${FIP}:1032`] }, () => {});
     expect(core.ctx.snat).toBe(core.snat.engine);
     expect(core.snat.engine.status()[0]).toMatchObject({ ports4: 8 }); // the withdrawn chunk left out from the start
     const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
-    const f = pkt()
-      .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
-      .ipv4({ src: '192.0.2.10', dst: '198.51.100.5' })
-      .tcp({ sport: 40000, dport: 9000, flags: TCP_SYN })
-      .build();
+    const f = backendSyn(9000);
     core.handlePort(f, f.length, nic.index);
     const C = core.ctx.counters.index;
     expect(core.ctx.counters.values[C.out_snat]).toBe(1);
@@ -205,19 +211,11 @@ describe('host agent workers: outbound NAT in a worker', () => {
 
 describe('host agent workers: outbound NAT opens only its own share', () => {
   it("a new flow toward another worker's remote end (met while that worker restarts) is refused, not given a port", () => {
-    const FIP = '203.0.113.200';
-    const cfg = labConfig((raw) => {
-      raw.outbound = [{ name: 'out', frontendIps: [FIP, '2001:db8:ff::200'], nics: ['h1vm1'], portsPerNic: 64, preallocatedPorts: 16 }];
-    });
-    const ranges = [{ ip: FIP, first: 1024, last: 1039, host: 'host1', nic: 'h1vm1' }];
+    const cfg = snatCfg;
+    const ranges = snatRanges;
     const core = new HostWorkerCore(host1WorkerInput(cfg, { index: 0, count: 2, snatRanges: ranges }), () => {});
     const nic = core.ctx.tables.nics.find((n) => n.name === 'h1vm1')!;
-    const syn = (dport: number) =>
-      pkt()
-        .eth({ src: '02:00:c0:00:02:0a', dst: '02:00:00:01:00:01' })
-        .ipv4({ src: '192.0.2.10', dst: '198.51.100.5' })
-        .tcp({ sport: 40000, dport, flags: TCP_SYN })
-        .build();
+    const syn = backendSyn;
     // the worker the kernel steers each SYN to: the port side's key of the frame (checked against the
     // kernel's program in test/host-steering*.test.ts), not the engine's key of the remote end
     const workerOf = (f: Buffer) => steerWorker(steeringKey(f, 0, f.length, STEER_PORT, 4789, NO_INTERNAL_VIPS), 2);
